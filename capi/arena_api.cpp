@@ -1,0 +1,141 @@
+// extern "C" shims for arena lifetime, allocation, epochs and stats.
+#include <cstddef>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "config.h"
+#include "handle.h"
+
+using zarena_core::Arena;
+using zarena_core::guarded;
+using zarena_core::report;
+using zarena_core::Status;
+
+namespace {
+// The 1.0 stats layout ends at overflow_max_latency_ns.
+constexpr uint32_t kStatsV1Size =
+    offsetof(zarena_stats, overflow_max_latency_ns) + sizeof(uint64_t);
+}  // namespace
+
+extern "C" {
+
+void zarena_config_init(zarena_config* cfg) {
+  if (cfg == nullptr) return;
+  try {
+    *cfg = zarena_core::default_config();
+    zarena_core::apply_environment(cfg);
+  } catch (...) {
+    *cfg = zarena_core::default_config();
+  }
+}
+
+zarena_status zarena_create(const zarena_config* cfg, zarena** out) {
+  return guarded("zarena_create", [&]() -> zarena_status {
+    if (out == nullptr) return zarena_core::fail(Status::kInvalidArgument, "zarena_create: out is NULL");
+    zarena_core::ResolvedConfig rc;
+    zarena_core::Result r = zarena_core::resolve_config(cfg, &rc);
+    if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_create: " + r.message);
+    std::unique_ptr<Arena> arena;
+    r = Arena::create(rc, &arena);
+    if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_create: " + r.message);
+    auto* h = new zarena();
+    h->arena = std::move(arena);
+    *out = h;
+    return ZARENA_OK;
+  });
+}
+
+zarena_status zarena_destroy(zarena* a) {
+  if (a == nullptr) return ZARENA_OK;
+  return guarded("zarena_destroy", [&]() -> zarena_status {
+    Arena* arena = zarena_core::checked(a, "zarena_destroy");
+    if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+    zarena_core::Result r = arena->destroy();
+    a->magic = 0;
+    a->arena.reset();
+    delete a;
+    return report(r);
+  });
+}
+
+zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr) {
+  if (out_ptr == nullptr)
+    return zarena_core::fail(Status::kInvalidArgument, "zarena_alloc: out_ptr is NULL");
+  *out_ptr = nullptr;
+  Arena* arena = zarena_core::checked(a, "zarena_alloc");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  return guarded("zarena_alloc", [&] { return report(arena->alloc(size, out_ptr)); });
+}
+
+zarena_status zarena_free(zarena* a, void* ptr) {
+  Arena* arena = zarena_core::checked(a, "zarena_free");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  return guarded("zarena_free", [&] { return report(arena->free(ptr)); });
+}
+
+zarena_status zarena_reset(zarena* a) {
+  Arena* arena = zarena_core::checked(a, "zarena_reset");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  return guarded("zarena_reset", [&] {
+    arena->reset();
+    return ZARENA_OK;
+  });
+}
+
+zarena_status zarena_mark_step_boundary(zarena* a) {
+  Arena* arena = zarena_core::checked(a, "zarena_mark_step_boundary");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  return guarded("zarena_mark_step_boundary", [&] {
+    arena->mark_step_boundary();
+    return ZARENA_OK;
+  });
+}
+
+uint64_t zarena_epoch(const zarena* a) {
+  if (a == nullptr || a->magic != ::zarena::kMagic || !a->arena) return 0;
+  try {
+    return a->arena->epoch();
+  } catch (...) {
+    return 0;
+  }
+}
+
+zarena_status zarena_get_stats(const zarena* a, zarena_stats* out) {
+  Arena* arena = zarena_core::checked(a, "zarena_get_stats");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  if (out == nullptr)
+    return zarena_core::fail(Status::kInvalidArgument, "zarena_get_stats: out is NULL");
+  const uint32_t given = out->struct_size;
+  if (given < kStatsV1Size) {
+    return zarena_core::fail(Status::kInvalidArgument,
+                        fmt::format("zarena_get_stats: struct_size {} is smaller than the 1.0 "
+                                    "layout ({}); set it to sizeof(zarena_stats)",
+                                    given, kStatsV1Size));
+  }
+  return guarded("zarena_get_stats", [&] {
+    zarena_stats full;
+    arena->stats(&full);
+    const size_t n = given < sizeof full ? given : sizeof full;
+    std::memcpy(out, &full, n);
+    if (given > sizeof full) std::memset(reinterpret_cast<char*>(out) + sizeof full, 0, given - sizeof full);
+    out->struct_size = given;
+    return ZARENA_OK;
+  });
+}
+
+int32_t zarena_backend(const zarena* a) {
+  if (a == nullptr || a->magic != ::zarena::kMagic || !a->arena) return -1;
+  return a->arena->backend_kind();
+}
+
+zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth,
+                                                 uint64_t delay_nth, uint64_t delay_ns) {
+  Arena* arena = zarena_core::checked(a, "zarena_debug_inject_overflow_fault");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  return guarded("zarena_debug_inject_overflow_fault", [&] {
+    return report(arena->backend().inject_overflow_fault(fail_nth, delay_nth, delay_ns));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,44 @@
+// The opaque zarena handle and the boundary helpers every extern "C" shim uses:
+// handle validation, thread-local last error, and exception-to-status translation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "arena.h"
+#include "status.h"
+#include "zarena/zarena.h"
+
+struct zarena {
+  static constexpr uint64_t kMagic = 0x7A6172656E613031ull;  // "zarena01"
+  uint64_t magic = kMagic;
+  std::unique_ptr<zarena_core::Arena> arena;
+};
+
+namespace zarena_core {
+
+void set_last_error(std::string message) noexcept;
+zarena_status fail(Status s, std::string message) noexcept;
+zarena_status report(const Result& r) noexcept;
+// A live handle, or nullptr (and last error set) when a is NULL or not a live arena.
+Arena* checked(const ::zarena* a, const char* fn) noexcept;
+
+// Runs body, converting any escaping exception into a status: no exception crosses the ABI.
+template <typename Body>
+zarena_status guarded(const char* fn, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const Error& e) {
+    return fail(e.status, std::string(fn) + ": " + e.message);
+  } catch (const std::bad_alloc&) {
+    return fail(Status::kOutOfMemory, std::string(fn) + ": out of host memory");
+  } catch (const std::exception& e) {
+    return fail(Status::kInternal, std::string(fn) + ": internal error: " + e.what());
+  } catch (...) {
+    return fail(Status::kInternal, std::string(fn) + ": internal error (unknown exception)");
+  }
+}
+
+}  // namespace zarena_core

@@ -1,0 +1,374 @@
+/*
+ * zarena — a GPU memory arena behind a stable C ABI.
+ *
+ * This header is the manual. Read it top to bottom once.
+ *
+ * WHAT IT IS
+ *   An arena reserves one large region from a backend (CUDA device memory, or host
+ *   memory) at create. zarena_alloc hands out aligned blocks of it: first from blocks
+ *   freed earlier in the same epoch (best-fit, O(1) segregated-fit index, neighbours
+ *   coalesce), otherwise by bumping a top offset. zarena_reset rewinds the arena to its
+ *   floor in O(1) and starts a new epoch: every block allocated above the floor since
+ *   the last reset is reclaimed at once. zarena_mark_step_boundary raises the floor to
+ *   the current top, so what was allocated so far (weights, uploaded samples) survives
+ *   later resets. When the region is exhausted, an allocation spills into an overflow
+ *   pool according to the overflow policy, or fails with ZARENA_E_OUT_OF_MEMORY.
+ *
+ *   A training loop therefore looks like:
+ *       upload weights (zarena_alloc ...); zarena_mark_step_boundary(a);
+ *       for each step: allocations and frees ...; zarena_reset(a);
+ *   A loop that never resets grows until it overflows; zarena says so in its log
+ *   (event "arena.reset_cadence" before, "arena.first_overflow" with verdict
+ *   "never_reset" when it happens), on stderr when no log callback is registered.
+ *
+ * CONVENTIONS
+ *   - Every function that can fail returns zarena_status. ZARENA_OK is 0. On failure a
+ *     thread-local message describing the failure is available from zarena_last_error()
+ *     until the next failing call on the same thread, and no state has changed: a
+ *     failed call leaves the arena exactly as it was.
+ *   - No C++ exception ever leaves this library; allocation failures inside the library
+ *     are reported as ZARENA_E_OUT_OF_MEMORY or ZARENA_E_INTERNAL.
+ *   - Output pointers are written only on ZARENA_OK (out_ptr of zarena_alloc is set to
+ *     NULL on failure when it is non-NULL).
+ *   - Pointers returned by zarena_alloc are device pointers for the CUDA backend and
+ *     host pointers for the host backend. zarena never reads or writes them, except
+ *     when ZARENA_FLAG_POISON asks it to fill freed and reclaimed blocks.
+ *
+ * THREADS
+ *   zarena_alloc, zarena_free, zarena_get_stats, zarena_epoch and zarena_mark_step_boundary
+ *   may be called on one arena from any number of threads at once.
+ *   zarena_reset may be called concurrently with the others (it is serialised
+ *   internally), but the caller must make sure no other thread still uses a block that
+ *   the reset reclaims: the reset invalidates every block allocated above the floor.
+ *   zarena_destroy requires exclusive use: no other call on that arena may be in flight
+ *   or start afterwards.
+ *   Different arenas are fully independent.
+ *
+ * STABILITY
+ *   Everything above the "EXPERIMENTAL" marker is the stable ABI of major version 1:
+ *   names, numeric values and struct layouts do not change within a major version;
+ *   new status codes, enum values and trailing struct fields may be added by minor
+ *   versions. Versioned structs begin with struct_size: set it to sizeof() as you
+ *   compiled it; the library reads and writes only that many bytes.
+ */
+#ifndef ZARENA_ZARENA_H
+#define ZARENA_ZARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define ZARENA_API_EXPORT __declspec(dllexport)
+#define ZARENA_API_IMPORT __declspec(dllimport)
+#else
+#define ZARENA_API_EXPORT __attribute__((visibility("default")))
+#define ZARENA_API_IMPORT
+#endif
+#if defined(ZARENA_STATIC)
+#define ZARENA_API
+#elif defined(ZARENA_BUILDING_LIBRARY)
+#define ZARENA_API ZARENA_API_EXPORT
+#else
+#define ZARENA_API ZARENA_API_IMPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------------- */
+#define ZARENA_VERSION_MAJOR 1
+#define ZARENA_VERSION_MINOR 0
+#define ZARENA_VERSION_PATCH 0
+#define ZARENA_VERSION_NUMBER \
+  (ZARENA_VERSION_MAJOR * 10000 + ZARENA_VERSION_MINOR * 100 + ZARENA_VERSION_PATCH)
+
+/* The version of the library actually loaded (compare with ZARENA_VERSION_NUMBER to
+ * detect a header/library mismatch). Never fails; thread-safe. */
+ZARENA_API uint32_t zarena_version_number(void);
+/* "MAJOR.MINOR.PATCH" of the loaded library; static storage, never NULL. */
+ZARENA_API const char* zarena_version_string(void);
+
+/* ---------------------------------------------------------------------------------
+ * Status codes. Values are fixed forever; new codes are added after the last one.
+ * ------------------------------------------------------------------------------- */
+typedef int32_t zarena_status;
+#define ZARENA_OK 0
+#define ZARENA_E_INVALID_ARGUMENT 1 /* NULL handle/out pointer, bad config value */
+#define ZARENA_E_OUT_OF_MEMORY 2    /* region full and overflow refused/failed/capped */
+#define ZARENA_E_NOT_OWNED 3        /* pointer not handed out by this arena (or interior) */
+#define ZARENA_E_DOUBLE_FREE 4      /* block already freed */
+#define ZARENA_E_STALE 5            /* block reclaimed by an earlier reset; dropped */
+#define ZARENA_E_CAPTURE_UNSAFE 6   /* sync overflow refused: stream is being captured */
+#define ZARENA_E_NO_DEVICE 7        /* CUDA backend asked for but no usable device */
+#define ZARENA_E_BACKEND 8          /* the backend (CUDA runtime, OS) reported an error */
+#define ZARENA_E_UNSUPPORTED 9      /* valid request this build or device cannot do */
+#define ZARENA_E_INTERNAL 10        /* a bug in zarena; please report with the message */
+
+/* A short constant description of a status ("out of memory"); static, never NULL.
+ * Unknown values yield "unknown status". */
+ZARENA_API const char* zarena_status_string(zarena_status s);
+/* Detail of the most recent failure on the calling thread (names sizes, pointers,
+ * CUDA error text). Thread-local; valid until the next zarena call on this thread;
+ * never NULL ("" when no failure happened yet). Successful calls do not clear it. */
+ZARENA_API const char* zarena_last_error(void);
+
+/* ---------------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------------- */
+#define ZARENA_BACKEND_AUTO 0 /* CUDA when a device is usable, else host */
+#define ZARENA_BACKEND_HOST 1 /* page-backed host memory: CPU engines, tests */
+#define ZARENA_BACKEND_CUDA 2 /* cudaMalloc'ed device memory on cfg->device */
+
+#define ZARENA_OVERFLOW_DEFAULT 0 /* ASYNC when a stream is configured, else SYNC */
+#define ZARENA_OVERFLOW_ASYNC 1   /* stream-ordered pool (cudaMallocFromPoolAsync) */
+#define ZARENA_OVERFLOW_SYNC 2    /* cudaMalloc; refused while the stream is captured */
+#define ZARENA_OVERFLOW_REFUSE 3  /* region full => ZARENA_E_OUT_OF_MEMORY */
+
+#define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
+#define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with 0xA5 (debugging) */
+#define ZARENA_FLAG_OVERFLOW_PREWARM 0x4u /* at create, allocate+free the retained
+                                             overflow size once so pages are resident */
+
+typedef struct zarena_config {
+  uint32_t struct_size;           /* sizeof(zarena_config) as the caller compiled it */
+  int32_t backend;                /* ZARENA_BACKEND_*; default AUTO */
+  int32_t device;                 /* CUDA device ordinal; default 0 */
+  uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 */
+  uint64_t alignment;             /* power of two in [8, 1 GiB]; default 256 */
+  int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
+  uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = capacity */
+  uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = no cap */
+  void* stream;                   /* cudaStream_t the memory is used on; NULL = legacy */
+  uint32_t flags;                 /* ZARENA_FLAG_* */
+  const char* name;               /* label in log lines; copied at create; NULL = "zarena" */
+  /* --- extensions: a struct_size that ends before a field below means "default" --- */
+  uint64_t overflow_slow_ns; /* watchdog: overflow calls slower than this log
+                                "overflow.slow"; 0 = default 10 ms */
+} zarena_config;
+
+/* Fills *cfg with the defaults, then applies environment overrides (table below), and
+ * sets cfg->struct_size = sizeof(zarena_config). Never fails; NULL is ignored.
+ *
+ *   ZARENA_BACKEND            auto | host | cuda
+ *   ZARENA_DEVICE             CUDA device ordinal
+ *   ZARENA_CAPACITY_BYTES     capacity in bytes (ZERFOO_ARENA_SIZE_GB: in GiB, may be
+ *                             fractional; ZARENA_CAPACITY_BYTES wins when both are set)
+ *   ZARENA_ALIGNMENT          alignment in bytes
+ *   ZARENA_OVERFLOW_POLICY    default | async | sync | refuse
+ *   ZARENA_OVERFLOW_RETAIN_BYTES (or ZERFOO_OVERFLOW_POOL_RETAIN_GB, in GiB)
+ *   ZARENA_OVERFLOW_LIMIT_BYTES  cap on live overflow bytes
+ *   ZARENA_OVERFLOW_SLOW_MS   watchdog threshold in milliseconds
+ *   ZARENA_POISON=1           (or ZTENSOR_ARENA_POISON=1) sets ZARENA_FLAG_POISON
+ *   ZARENA_MANAGED=1          (or ZERFOO_ENABLE_MANAGED_MEM=1) sets ZARENA_FLAG_MANAGED
+ *   ZARENA_OVERFLOW_PREWARM=1 sets ZARENA_FLAG_OVERFLOW_PREWARM
+ *   ZARENA_NAME               arena label
+ * Unparseable values are ignored (the default stays) and reported in the
+ * "arena.config" log record at create. Logging itself is configured by
+ * ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info) and
+ * ZARENA_LOG_STDERR=1 (see zarena_set_log_callback). */
+ZARENA_API void zarena_config_init(zarena_config* cfg);
+
+/* ---------------------------------------------------------------------------------
+ * Arena lifetime
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena zarena; /* opaque */
+
+/* Creates an arena and reserves its whole region from the backend.
+ * cfg: required; start from zarena_config_init. A cfg whose struct_size is smaller
+ * than this header's (an older caller) is read up to struct_size, the rest defaults;
+ * a larger one (a newer caller) is accepted when its unknown tail is all zero.
+ * out: receives the handle on success; untouched on failure.
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL cfg/out, struct_size too small or
+ *   with a non-zero unknown tail, capacity 0, bad alignment, unknown backend or policy);
+ *   ZARENA_E_NO_DEVICE (BACKEND_CUDA without a usable device, or a build without CUDA
+ *   support: the message says which); ZARENA_E_OUT_OF_MEMORY (the backend could not
+ *   reserve the region); ZARENA_E_UNSUPPORTED (e.g. MANAGED on a device without managed
+ *   memory, ASYNC overflow without memory-pool support); ZARENA_E_BACKEND.
+ * Logs "arena.config" with the resolved configuration and each value's source. */
+ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
+
+/* Releases the region, every live overflow block and the arena itself. Every pointer
+ * the arena handed out becomes invalid. NULL is accepted and returns ZARENA_OK.
+ * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary.
+ * Returns ZARENA_OK, or ZARENA_E_BACKEND when the backend reported an error while
+ * releasing (the arena is destroyed anyway; the handle is invalid afterwards). */
+ZARENA_API zarena_status zarena_destroy(zarena* a);
+
+/* ---------------------------------------------------------------------------------
+ * Allocation
+ * ------------------------------------------------------------------------------- */
+
+/* Allocates size bytes, aligned to cfg.alignment, and writes the pointer to *out_ptr.
+ * size 0 succeeds, allocates nothing and writes NULL (freeing NULL is a no-op).
+ * The block lives until zarena_free, or until a zarena_reset if it lies above the
+ * floor, or until zarena_destroy. Its contents are undefined (not zeroed).
+ * When the region cannot serve the request, the overflow policy decides (see
+ * ZARENA_OVERFLOW_*); overflow blocks are freed with zarena_free like any other, and a
+ * reset reclaims those allocated in the epoch.
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a or out_ptr);
+ *   ZARENA_E_OUT_OF_MEMORY (region full and overflow refused, capped or failed; the
+ *   message names requested size, used, capacity and the overflow route);
+ *   ZARENA_E_CAPTURE_UNSAFE (SYNC overflow needed while the stream is being captured);
+ *   ZARENA_E_BACKEND (overflow allocation failed in the backend).
+ * Thread-safe. The region path makes no backend call and takes one short lock. */
+ZARENA_API zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr);
+
+/* Returns a block to the arena; the size is tracked, not passed. NULL is a no-op (OK).
+ * Freed blocks are reused by later allocations of the same epoch and coalesce with
+ * free neighbours; freeing the topmost block lowers the top.
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a);
+ *   ZARENA_E_NOT_OWNED (ptr was never returned by this arena, or points inside a
+ *     block rather than at its start);
+ *   ZARENA_E_DOUBLE_FREE (ptr's block was already freed and not handed out again);
+ *   ZARENA_E_STALE (ptr's block was reclaimed by a reset; the call is dropped and
+ *     counted in stats.stale_frees). A pointer whose address was handed out again
+ *     after the reset denotes the new block: zarena cannot tell the two apart.
+ *   None of the three errors changes any state (they count in stats).
+ * Thread-safe. */
+ZARENA_API zarena_status zarena_free(zarena* a, void* ptr);
+
+/* Rewinds the arena to its floor and starts a new epoch (epoch += 1): every block
+ * allocated above the floor, and every overflow block allocated since the last reset
+ * that is still live, is reclaimed. Cost is O(1) in the region whatever was allocated,
+ * plus one backend free per reclaimed overflow block. Blocks below the floor stay.
+ * Resetting never fails on a valid handle: returns ZARENA_OK, or
+ * ZARENA_E_INVALID_ARGUMENT for NULL. See THREADS for what the caller must ensure. */
+ZARENA_API zarena_status zarena_reset(zarena* a);
+
+/* Sets the floor to the current top: everything allocated so far (and still live)
+ * survives later resets; it can still be freed individually. Does not start an epoch.
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL. Thread-safe. */
+ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
+
+/* The current epoch: 0 after create, +1 at every reset. 0 for NULL. Thread-safe. */
+ZARENA_API uint64_t zarena_epoch(const zarena* a);
+
+/* ---------------------------------------------------------------------------------
+ * Statistics
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena_stats {
+  uint32_t struct_size;              /* set by the caller to sizeof(zarena_stats) */
+  uint64_t capacity_bytes;           /* region size */
+  uint64_t used_bytes;               /* bytes in live region blocks (aligned sizes) */
+  uint64_t floor_bytes;              /* floor offset (survives resets below it) */
+  uint64_t high_water_bytes;         /* highest top offset since create */
+  uint64_t epoch;                    /* resets since create */
+  uint64_t epoch_allocs;             /* allocation requests (size > 0) this epoch */
+  uint64_t epoch_max_alloc_bytes;    /* largest request this epoch */
+  uint64_t epoch_high_water_bytes;   /* highest top offset this epoch */
+  uint64_t hits;                     /* requests served by the region (since create) */
+  uint64_t misses;                   /* requests the region could not serve */
+  uint64_t reuses;                   /* hits served by a freed block (subset of hits) */
+  uint64_t resets;                   /* zarena_reset calls (== epoch) */
+  uint64_t free_list_len;            /* free blocks in the index (not the space above top) */
+  uint64_t free_list_bytes;          /* bytes in those blocks */
+  uint64_t largest_free_block_bytes; /* largest block in the index */
+  uint64_t live_allocs;              /* live blocks, region and overflow */
+  uint64_t stale_frees;              /* zarena_free calls answered ZARENA_E_STALE */
+  uint64_t invalid_frees;            /* ... answered NOT_OWNED or DOUBLE_FREE */
+  uint64_t overflow_allocs;          /* successful overflow allocations since create */
+  uint64_t overflow_live_bytes;      /* bytes in live overflow blocks */
+  uint64_t overflow_peak_bytes;      /* highest overflow_live_bytes since create */
+  uint64_t overflow_max_latency_ns;  /* slowest overflow backend allocation */
+  /* --- extensions: written only when the caller's struct_size covers them --- */
+  uint64_t overflow_reclaimed;       /* overflow blocks reclaimed by resets */
+  uint64_t overflow_failures;        /* overflow attempts refused, capped or failed */
+} zarena_stats;
+
+/* Fills *out with a consistent snapshot (all fields from one instant). Set
+ * out->struct_size first; at most that many bytes are written, and a struct_size
+ * larger than this library knows gets its unknown tail zeroed.
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size smaller than
+ * the 1.0 layout). Thread-safe, and safe to call from inside a log callback. */
+ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
+
+/* ---------------------------------------------------------------------------------
+ * Logging
+ *
+ * zarena reports configuration, early warnings and overflow diagnoses as structured
+ * records. Without a registered callback each record is written as one line to stderr
+ * (so the diagnosis reaches a human even when the host program wired no logger).
+ * With a callback registered, records go to the callback instead, and to stderr as
+ * well when ZARENA_LOG_STDERR=1. Records below the minimum level are dropped before
+ * any work is done. Repeated warnings of one kind are rate-limited; the next record
+ * that passes carries a "suppressed" field with how many were dropped.
+ * ------------------------------------------------------------------------------- */
+#define ZARENA_LOG_TRACE 0
+#define ZARENA_LOG_DEBUG 1
+#define ZARENA_LOG_INFO 2
+#define ZARENA_LOG_WARN 3
+#define ZARENA_LOG_ERROR 4
+#define ZARENA_LOG_OFF 5
+
+#define ZARENA_FIELD_INT 0    /* value in i */
+#define ZARENA_FIELD_UINT 1   /* value in i, to be read as uint64_t */
+#define ZARENA_FIELD_DOUBLE 2 /* value in f */
+#define ZARENA_FIELD_STRING 3 /* value in s (never NULL) */
+#define ZARENA_FIELD_BOOL 4   /* value in i (0 or 1) */
+
+typedef struct zarena_log_field {
+  const char* key;
+  int32_t kind; /* ZARENA_FIELD_* */
+  int64_t i;
+  double f;
+  const char* s;
+} zarena_log_field;
+
+typedef struct zarena_log_record {
+  uint32_t struct_size;       /* sizeof(zarena_log_record) of the library */
+  int32_t level;              /* ZARENA_LOG_* */
+  const char* event;          /* "arena.config", "arena.first_overflow", ... */
+  const char* message;        /* one human-readable line */
+  const char* arena_name;     /* the arena's name, or "" for process-wide records */
+  const zarena_log_field* fields;
+  uint32_t field_count;
+} zarena_log_record;
+
+typedef void (*zarena_log_fn)(void* user_data, const zarena_log_record* rec);
+
+/* Registers the process-wide log callback. fn NULL restores the default sink
+ * (stderr). min_level: records below it are not delivered (ZARENA_LOG_OFF: none); it
+ * replaces the ZARENA_LOG_LEVEL threshold.
+ * Rules for the callback:
+ *   - it may be called on any thread, also threads the host program did not create,
+ *     and from several threads at once;
+ *   - the record and every string in it are valid only during the call: copy what you
+ *     keep;
+ *   - it is called with no zarena lock held. It may call zarena_get_stats,
+ *     zarena_epoch, zarena_last_error and the version/status functions; it must not
+ *     call zarena_alloc, zarena_free, zarena_reset, zarena_mark_step_boundary,
+ *     zarena_create, zarena_destroy or zarena_set_log_callback (not checked);
+ *   - it must not throw or longjmp out.
+ * After zarena_set_log_callback returns, calls already in flight to the previous
+ * callback may still complete; keep its user_data valid until then.
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for a min_level out of range. */
+ZARENA_API zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_data,
+                                                 int32_t min_level);
+
+/* ---------------------------------------------------------------------------------
+ * EXPERIMENTAL — may change in a minor version.
+ * ------------------------------------------------------------------------------- */
+
+/* Fault injection for the overflow path of a HOST-backend arena, for testing programs
+ * and bindings without a GPU. After this call, the fail_nth-th overflow allocation
+ * from now (1 = the next) fails as the backend would (0 = never), and the
+ * delay_nth-th overflow allocation (1 = the next; 0 = every one) sleeps delay_ns before
+ * it completes (delay_ns 0 = no delay).
+ * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a); ZARENA_E_UNSUPPORTED on an
+ * arena whose backend is not HOST. Thread-safe. */
+ZARENA_API zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth,
+                                                            uint64_t delay_nth,
+                                                            uint64_t delay_ns);
+
+/* The backend the arena actually uses (ZARENA_BACKEND_HOST or _CUDA; AUTO resolves at
+ * create), or -1 for NULL. Thread-safe. */
+ZARENA_API int32_t zarena_backend(const zarena* a);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ZARENA_ZARENA_H */

@@ -1,0 +1,87 @@
+// Status strings, version queries and the thread-local last error.
+#include <string>
+
+#include "handle.h"
+
+namespace zarena_core {
+
+namespace {
+thread_local std::string t_last_error;
+}
+
+void set_last_error(std::string message) noexcept {
+  try {
+    t_last_error = std::move(message);
+  } catch (...) {
+    t_last_error.clear();
+  }
+}
+
+zarena_status fail(Status s, std::string message) noexcept {
+  set_last_error(std::move(message));
+  return static_cast<zarena_status>(s);
+}
+
+zarena_status report(const Result& r) noexcept {
+  if (r.is_ok()) return ZARENA_OK;
+  return fail(r.status, r.message);
+}
+
+Arena* checked(const ::zarena* a, const char* fn) noexcept {
+  if (a == nullptr) {
+    fail(Status::kInvalidArgument, std::string(fn) + ": arena handle is NULL");
+    return nullptr;
+  }
+  if (a->magic != ::zarena::kMagic || !a->arena) {
+    fail(Status::kInvalidArgument,
+         std::string(fn) + ": not a live arena handle (destroyed or corrupted)");
+    return nullptr;
+  }
+  return a->arena.get();
+}
+
+}  // namespace zarena_core
+
+extern "C" {
+
+uint32_t zarena_version_number(void) { return ZARENA_VERSION_NUMBER; }
+
+const char* zarena_version_string(void) {
+#define ZARENA_STR2(x) #x
+#define ZARENA_STR(x) ZARENA_STR2(x)
+  return ZARENA_STR(ZARENA_VERSION_MAJOR) "." ZARENA_STR(ZARENA_VERSION_MINOR) "." ZARENA_STR(
+      ZARENA_VERSION_PATCH);
+}
+
+const char* zarena_status_string(zarena_status s) {
+  switch (s) {
+    case ZARENA_OK:
+      return "ok";
+    case ZARENA_E_INVALID_ARGUMENT:
+      return "invalid argument";
+    case ZARENA_E_OUT_OF_MEMORY:
+      return "out of memory";
+    case ZARENA_E_NOT_OWNED:
+      return "pointer not owned by this arena";
+    case ZARENA_E_DOUBLE_FREE:
+      return "double free";
+    case ZARENA_E_STALE:
+      return "stale pointer (reclaimed by a reset)";
+    case ZARENA_E_CAPTURE_UNSAFE:
+      return "unsafe during stream capture";
+    case ZARENA_E_NO_DEVICE:
+      return "no usable CUDA device";
+    case ZARENA_E_BACKEND:
+      return "backend error";
+    case ZARENA_E_UNSUPPORTED:
+      return "unsupported";
+    case ZARENA_E_INTERNAL:
+      return "internal error";
+    default:
+      return "unknown status";
+  }
+}
+
+const char* zarena_last_error(void) { return zarena_core::t_last_error.c_str(); }
+
+}  // extern "C"
