@@ -1,0 +1,21 @@
+# ABI suites: symbol hygiene of libzarena.so and the abidiff check against the committed
+# baseline. The baseline for the current major is refreshed with
+#   cmake --build <build> --target zarena_abi_baseline   (see docs/ABI.md)
+set(ZARENA_PUBLIC_HEADERS_DIR ${PROJECT_SOURCE_DIR}/capi/include/zarena)
+set(ZARENA_ABI_BASELINE ${PROJECT_SOURCE_DIR}/abi/libzarena.so.${PROJECT_VERSION_MAJOR}.abi)
+
+add_test(NAME abi_symbols COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/check_symbols.sh
+  $<TARGET_FILE:zarena> ${ZARENA_PUBLIC_HEADERS_DIR}/zarena.h ${PROJECT_VERSION_MAJOR})
+set_tests_properties(abi_symbols PROPERTIES LABELS "abi")
+
+add_test(NAME abi_baseline COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/check_abi.sh
+  $<TARGET_FILE:zarena> ${ZARENA_PUBLIC_HEADERS_DIR} ${ZARENA_ABI_BASELINE}
+  ${PROJECT_SOURCE_DIR}/abi/zarena.abignore)
+set_tests_properties(abi_baseline PROPERTIES LABELS "abi" SKIP_RETURN_CODE 77)
+
+add_custom_target(zarena_abi_baseline
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/check_abi.sh --update $<TARGET_FILE:zarena>
+    ${ZARENA_PUBLIC_HEADERS_DIR} ${ZARENA_ABI_BASELINE}
+  DEPENDS zarena
+  COMMENT "Regenerating ${ZARENA_ABI_BASELINE}"
+  VERBATIM)

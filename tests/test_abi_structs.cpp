@@ -1,0 +1,297 @@
+// Versioned structs across library versions: a caller compiled against an older header
+// (smaller struct) or a newer one (larger struct) must work with this library. The "old"
+// and "new" layouts below are what such callers compile; guard bytes catch any access
+// beyond the caller's struct_size.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "zarena/zarena.h"
+
+namespace {
+
+// zarena_config as of 1.0, before the overflow_slow_ns extension.
+struct OldConfig {
+  uint32_t struct_size;
+  int32_t backend;
+  int32_t device;
+  uint64_t capacity_bytes;
+  uint64_t alignment;
+  int32_t overflow_policy;
+  uint64_t overflow_retain_bytes;
+  uint64_t overflow_limit_bytes;
+  void* stream;
+  uint32_t flags;
+  const char* name;
+};
+static_assert(sizeof(OldConfig) == offsetof(zarena_config, overflow_slow_ns),
+              "OldConfig must be a prefix of zarena_config");
+
+// A later version that appended two fields.
+struct NewConfig {
+  zarena_config current;
+  uint64_t future_a;
+  uint64_t future_b;
+};
+
+// zarena_stats as of 1.0: ends at overflow_max_latency_ns.
+struct OldStats {
+  uint32_t struct_size;
+  uint64_t fields[22];
+};
+static_assert(sizeof(OldStats) ==
+                  offsetof(zarena_stats, overflow_max_latency_ns) + sizeof(uint64_t),
+              "OldStats must be the 1.0 prefix of zarena_stats");
+
+struct NewStats {
+  zarena_stats current;
+  uint64_t future[3];
+};
+
+constexpr unsigned char kGuard = 0xCD;
+constexpr uint64_t kCapacity = 1u << 20;
+
+// Captures "arena.config" records so a test can see what the library resolved.
+struct ConfigLog {
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> fields;  // of the last arena.config
+  uint32_t record_size = 0;
+};
+
+void capture(void* user, const zarena_log_record* rec) {
+  auto* log = static_cast<ConfigLog*>(user);
+  std::lock_guard<std::mutex> lock(log->mu);
+  log->record_size = rec->struct_size;
+  if (std::strcmp(rec->event, "arena.config") != 0) return;
+  log->fields.clear();
+  for (uint32_t i = 0; i < rec->field_count; ++i) {
+    const zarena_log_field& f = rec->fields[i];
+    if (f.kind == ZARENA_FIELD_STRING) log->fields.emplace_back(f.key, f.s);
+  }
+}
+
+class AbiStructs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(zarena_set_log_callback(&capture, &log_, ZARENA_LOG_INFO), ZARENA_OK);
+  }
+  void TearDown() override {
+    zarena_destroy(arena_);
+    zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_INFO);
+  }
+  std::string config_field(const std::string& key) {
+    std::lock_guard<std::mutex> lock(log_.mu);
+    for (const auto& kv : log_.fields)
+      if (kv.first == key) return kv.second;
+    return "<absent>";
+  }
+  void make_arena() {
+    zarena_config cfg;
+    zarena_config_init(&cfg);
+    cfg.backend = ZARENA_BACKEND_HOST;
+    cfg.capacity_bytes = kCapacity;
+    ASSERT_EQ(zarena_create(&cfg, &arena_), ZARENA_OK) << zarena_last_error();
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(arena_, 1000, &p), ZARENA_OK);
+    ASSERT_EQ(zarena_alloc(arena_, 3000, &p), ZARENA_OK);
+    ASSERT_EQ(zarena_free(arena_, p), ZARENA_OK);
+    ASSERT_EQ(zarena_reset(arena_), ZARENA_OK);
+    ASSERT_EQ(zarena_alloc(arena_, 500, &p), ZARENA_OK);
+  }
+  zarena_stats reference_stats() {
+    zarena_stats s;
+    std::memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    EXPECT_EQ(zarena_get_stats(arena_, &s), ZARENA_OK);
+    return s;
+  }
+
+  ConfigLog log_;
+  zarena* arena_ = nullptr;
+};
+
+OldConfig old_config() {
+  OldConfig c;
+  std::memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = kCapacity;
+  c.alignment = 512;
+  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
+  c.name = "old-caller";
+  return c;
+}
+
+TEST_F(AbiStructs, OlderConfigReadsOnlyItsFieldsAndDefaultsTheRest) {
+  // What follows the caller's struct in its memory is not the library's to read.
+  struct {
+    OldConfig cfg;
+    uint64_t beyond;
+  } mem;
+  mem.cfg = old_config();
+  mem.beyond = ~0ull;
+  ASSERT_EQ(zarena_create(reinterpret_cast<const zarena_config*>(&mem.cfg), &arena_), ZARENA_OK)
+      << zarena_last_error();
+  EXPECT_EQ(config_field("overflow_slow_ns"),
+            std::to_string(zarena_core::kDefaultOverflowSlowNs) + " (default)");
+  EXPECT_EQ(config_field("alignment"), "512 (config)");
+  EXPECT_EQ(config_field("name"), "old-caller (config)");
+
+  zarena_core::ResolvedConfig rc;
+  ASSERT_TRUE(
+      zarena_core::resolve_config(reinterpret_cast<const zarena_config*>(&mem.cfg), &rc).is_ok());
+  EXPECT_EQ(rc.cfg.overflow_slow_ns, zarena_core::kDefaultOverflowSlowNs);
+  EXPECT_EQ(rc.cfg.capacity_bytes, kCapacity);
+  EXPECT_EQ(rc.cfg.overflow_policy, ZARENA_OVERFLOW_REFUSE);
+  EXPECT_EQ(rc.cfg.struct_size, sizeof(zarena_config));
+
+  // Old callers keep working end to end.
+  void* p = nullptr;
+  ASSERT_EQ(zarena_alloc(arena_, 4096, &p), ZARENA_OK);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 512, 0u);
+}
+
+TEST_F(AbiStructs, ConfigSmallerThanTheFirstLayoutIsRejected) {
+  OldConfig c = old_config();
+  for (uint32_t size : {0u, 4u, static_cast<uint32_t>(offsetof(OldConfig, name))}) {
+    c.struct_size = size;
+    zarena* out = reinterpret_cast<zarena*>(0x1);
+    EXPECT_EQ(zarena_create(reinterpret_cast<const zarena_config*>(&c), &out),
+              ZARENA_E_INVALID_ARGUMENT)
+        << size;
+    EXPECT_EQ(out, reinterpret_cast<zarena*>(0x1)) << "out must stay untouched on failure";
+    EXPECT_NE(std::string(zarena_last_error()).find("struct_size"), std::string::npos);
+  }
+}
+
+TEST_F(AbiStructs, NewerConfigWithZeroTailIsAccepted) {
+  NewConfig c;
+  std::memset(&c, 0, sizeof c);
+  zarena_config_init(&c.current);
+  c.current.struct_size = sizeof c;
+  c.current.backend = ZARENA_BACKEND_HOST;
+  c.current.capacity_bytes = kCapacity;
+  c.current.overflow_slow_ns = 12345;
+  ASSERT_EQ(zarena_create(&c.current, &arena_), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(config_field("overflow_slow_ns"), "12345 (config)");
+}
+
+TEST_F(AbiStructs, NewerConfigWithNonZeroTailIsRejected) {
+  for (int which = 0; which < 2; ++which) {
+    NewConfig c;
+    std::memset(&c, 0, sizeof c);
+    zarena_config_init(&c.current);
+    c.current.struct_size = sizeof c;
+    c.current.backend = ZARENA_BACKEND_HOST;
+    c.current.capacity_bytes = kCapacity;
+    (which == 0 ? c.future_a : c.future_b) = 1;
+    zarena* out = nullptr;
+    EXPECT_EQ(zarena_create(&c.current, &out), ZARENA_E_INVALID_ARGUMENT);
+    EXPECT_EQ(out, nullptr);
+    EXPECT_NE(std::string(zarena_last_error()).find("newer"), std::string::npos)
+        << zarena_last_error();
+  }
+}
+
+TEST_F(AbiStructs, ConfigInitWritesExactlyTheCurrentLayout) {
+  struct {
+    zarena_config cfg;
+    unsigned char guard[32];
+  } mem;
+  std::memset(&mem, kGuard, sizeof mem);
+  zarena_config_init(&mem.cfg);
+  EXPECT_EQ(mem.cfg.struct_size, sizeof(zarena_config));
+  for (unsigned char b : mem.guard) ASSERT_EQ(b, kGuard);
+}
+
+TEST_F(AbiStructs, OlderStatsGetsItsPrefixAndNothingBeyond) {
+  make_arena();
+  const zarena_stats ref = reference_stats();
+  struct {
+    OldStats stats;
+    unsigned char guard[64];
+  } mem;
+  std::memset(&mem, kGuard, sizeof mem);
+  mem.stats.struct_size = sizeof(OldStats);
+  ASSERT_EQ(zarena_get_stats(arena_, reinterpret_cast<zarena_stats*>(&mem.stats)), ZARENA_OK)
+      << zarena_last_error();
+  EXPECT_EQ(mem.stats.struct_size, sizeof(OldStats));
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const char*>(&mem.stats) + offsetof(OldStats, fields),
+                        reinterpret_cast<const char*>(&ref) + offsetof(zarena_stats, capacity_bytes),
+                        sizeof mem.stats.fields),
+            0);
+  EXPECT_EQ(mem.stats.fields[0], kCapacity);  // capacity_bytes
+  EXPECT_EQ(mem.stats.fields[4], 1u);         // epoch
+  for (unsigned char b : mem.guard) ASSERT_EQ(b, kGuard);
+}
+
+TEST_F(AbiStructs, GetStatsNeverWritesPastStructSize) {
+  make_arena();
+  const zarena_stats ref = reference_stats();
+  const size_t v1 = sizeof(OldStats);
+  // Every size a caller could pass, byte by byte, from the 1.0 layout to beyond this one.
+  for (size_t size = v1; size <= sizeof(NewStats) + 8; ++size) {
+    std::vector<unsigned char> buf(size + 64, kGuard);
+    uint32_t s32 = static_cast<uint32_t>(size);
+    std::memcpy(buf.data(), &s32, sizeof s32);
+    ASSERT_EQ(zarena_get_stats(arena_, reinterpret_cast<zarena_stats*>(buf.data())), ZARENA_OK);
+    for (size_t i = size; i < buf.size(); ++i) ASSERT_EQ(buf[i], kGuard) << size << " @" << i;
+    uint32_t back;
+    std::memcpy(&back, buf.data(), sizeof back);
+    EXPECT_EQ(back, size);
+    const size_t known = std::min(size, sizeof(zarena_stats));
+    EXPECT_EQ(std::memcmp(buf.data() + sizeof(uint32_t),
+                          reinterpret_cast<const unsigned char*>(&ref) + sizeof(uint32_t),
+                          known - sizeof(uint32_t)),
+              0)
+        << size;
+    for (size_t i = sizeof(zarena_stats); i < size; ++i)
+      ASSERT_EQ(buf[i], 0) << "unknown tail must be zeroed, size " << size << " @" << i;
+  }
+}
+
+TEST_F(AbiStructs, NewerStatsGetsItsUnknownTailZeroed) {
+  make_arena();
+  const zarena_stats ref = reference_stats();
+  struct {
+    NewStats stats;
+    unsigned char guard[64];
+  } mem;
+  std::memset(&mem, kGuard, sizeof mem);
+  mem.stats.current.struct_size = sizeof(NewStats);
+  ASSERT_EQ(zarena_get_stats(arena_, &mem.stats.current), ZARENA_OK);
+  EXPECT_EQ(mem.stats.current.struct_size, sizeof(NewStats));
+  EXPECT_EQ(mem.stats.current.used_bytes, ref.used_bytes);
+  EXPECT_EQ(mem.stats.current.overflow_failures, ref.overflow_failures);
+  for (uint64_t f : mem.stats.future) EXPECT_EQ(f, 0u);
+  for (unsigned char b : mem.guard) ASSERT_EQ(b, kGuard);
+}
+
+TEST_F(AbiStructs, StatsSmallerThanTheFirstLayoutIsRejectedUntouched) {
+  make_arena();
+  std::vector<unsigned char> buf(sizeof(zarena_stats), kGuard);
+  const uint32_t size = sizeof(OldStats) - 1;
+  std::memcpy(buf.data(), &size, sizeof size);
+  const std::vector<unsigned char> before = buf;
+  EXPECT_EQ(zarena_get_stats(arena_, reinterpret_cast<zarena_stats*>(buf.data())),
+            ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(buf, before);
+  EXPECT_NE(std::string(zarena_last_error()).find("struct_size"), std::string::npos);
+}
+
+TEST_F(AbiStructs, LogRecordCarriesTheLibraryStructSize) {
+  make_arena();  // logs arena.config
+  std::lock_guard<std::mutex> lock(log_.mu);
+  EXPECT_EQ(log_.record_size, sizeof(zarena_log_record));
+  // An older reader relies on the fields of the first layout being there.
+  EXPECT_GE(log_.record_size, offsetof(zarena_log_record, field_count) + sizeof(uint32_t));
+  EXPECT_FALSE(log_.fields.empty());
+}
+
+}  // namespace
