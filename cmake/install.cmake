@@ -1,0 +1,49 @@
+# Installation: header, libzarena.so (+ SONAME links), libzarena.a, the CMake package
+# (zarena::zarena, zarena::zarena_static) and zarena.pc. Relocatable: the package files
+# locate everything relative to themselves, so `cmake --install <build> --prefix <any>`
+# yields a working prefix.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(ZARENA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/zarena)
+
+install(TARGETS zarena zarena_static EXPORT zarenaTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zarena)
+install(EXPORT zarenaTargets NAMESPACE zarena:: DESTINATION ${ZARENA_CMAKE_DIR})
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zarenaConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/zarenaConfig.cmake INSTALL_DESTINATION ${ZARENA_CMAKE_DIR})
+# A program built against 1.x runs with any later 1.y (docs/ABI.md), never with 2.x.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/zarenaConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/zarenaConfig.cmake
+  ${PROJECT_BINARY_DIR}/zarenaConfigVersion.cmake DESTINATION ${ZARENA_CMAKE_DIR})
+
+# pkg-config. Libs.private is what linking libzarena.a needs on top of -lzarena: the C++
+# runtime always, and the static CUDA runtime when built with CUDA.
+if(IS_ABSOLUTE ${CMAKE_INSTALL_LIBDIR})
+  set(ZARENA_PC_PREFIX ${CMAKE_INSTALL_PREFIX})
+  set(ZARENA_PC_LIBDIR ${CMAKE_INSTALL_LIBDIR})
+else()
+  file(RELATIVE_PATH ZARENA_PC_UP /zarena_root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /zarena_root)
+  string(REGEX REPLACE "/$" "" ZARENA_PC_UP "${ZARENA_PC_UP}")
+  set(ZARENA_PC_PREFIX "\${pcfiledir}/${ZARENA_PC_UP}")
+  set(ZARENA_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+endif()
+if(IS_ABSOLUTE ${CMAKE_INSTALL_INCLUDEDIR})
+  set(ZARENA_PC_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR})
+else()
+  set(ZARENA_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+set(ZARENA_PC_LIBS_PRIVATE "")
+if(ZARENA_HAVE_CUDA)
+  string(APPEND ZARENA_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt ")
+endif()
+string(APPEND ZARENA_PC_LIBS_PRIVATE "-lpthread -lstdc++ -lm")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/zarena.pc.in ${PROJECT_BINARY_DIR}/zarena.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/zarena.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,11 @@
+# Install into a temporary prefix and build consumers against it (find_package,
+# pkg-config, and the Go bindings when present).
+set(ZARENA_CONSUMER_ARGS "")
+if(ZARENA_HAVE_CUDA AND CUDAToolkit_LIBRARY_ROOT)
+  set(ZARENA_CONSUMER_ARGS "-DCUDAToolkit_ROOT=${CUDAToolkit_LIBRARY_ROOT}")
+endif()
+add_test(NAME install_consumers COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/check_install.sh
+  ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${CMAKE_COMMAND} ${CMAKE_C_COMPILER}
+  ${CMAKE_INSTALL_LIBDIR})
+set_tests_properties(install_consumers PROPERTIES LABELS "install" TIMEOUT 900
+  ENVIRONMENT "ZARENA_CONSUMER_CMAKE_ARGS=${ZARENA_CONSUMER_ARGS}")
