@@ -1,0 +1,312 @@
+"""The ctypes binding (examples/python/zarena.py) against the real libzarena.so.1.
+
+Run by CTest (tests/python.cmake) with ZARENA_LIBRARY set to the built library:
+    ZARENA_LIBRARY=build/capi/libzarena.so.1 python3 -m unittest discover -s tests/python
+"""
+import ctypes
+import os
+import subprocess
+import sys
+import threading
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+import zarena  # noqa: E402
+
+MiB = 1 << 20
+
+
+def host_arena(**kw):
+    kw.setdefault("backend", zarena.BACKEND_HOST)
+    kw.setdefault("capacity_bytes", 4 * MiB)
+    return zarena.Arena(**kw)
+
+
+class Quiet(unittest.TestCase):
+    """Routes records to a list so tests can inspect them and stderr stays clean."""
+
+    def setUp(self):
+        self.records = []
+        self.lock = threading.Lock()
+
+        def keep(rec):
+            with self.lock:
+                self.records.append(rec)
+
+        zarena.set_log_callback(keep, zarena.LOG_INFO)
+
+    def tearDown(self):
+        zarena.set_log_callback(None)
+
+    def events(self, name):
+        with self.lock:
+            return [r for r in self.records if r.event == name]
+
+
+class LibraryTest(unittest.TestCase):
+    def test_loaded_library_is_the_one_asked_for(self):
+        want = os.environ.get("ZARENA_LIBRARY")
+        if not want:
+            self.skipTest("ZARENA_LIBRARY not set")
+        self.assertEqual(os.path.realpath(zarena.library()._name), os.path.realpath(want))
+
+    def test_version(self):
+        n = zarena.version_number()
+        self.assertEqual(n // 10000, zarena.ABI_MAJOR)
+        major, minor, patch = (int(x) for x in zarena.version_string().split("."))
+        self.assertEqual(n, major * 10000 + minor * 100 + patch)
+
+    def test_struct_sizes_match_c(self):
+        # The C sizes as the compiler laid them out, from the header itself.
+        self.assertEqual(ctypes.sizeof(zarena.Config), 88)
+        self.assertEqual(ctypes.sizeof(zarena.Stats), 200)
+        self.assertEqual(ctypes.sizeof(zarena.LogField), 40)
+        cfg = zarena.Config()
+        zarena.library().zarena_config_init(ctypes.byref(cfg))
+        self.assertEqual(cfg.struct_size, ctypes.sizeof(zarena.Config),
+                         "the library's zarena_config differs from this module's")
+        self.assertEqual(cfg.alignment, 256)
+
+    def test_status_strings(self):
+        texts = [zarena.status_string(s) for s in range(zarena.OK, zarena.E_INTERNAL + 1)]
+        self.assertTrue(all(texts))
+        self.assertEqual(len(set(texts)), len(texts), texts)
+        self.assertEqual(zarena.status_string(9999), "unknown status")
+
+    def test_exception_classes_per_status(self):
+        seen = set()
+        for s in range(zarena.E_INVALID_ARGUMENT, zarena.E_INTERNAL + 1):
+            cls = zarena.error_class(s)
+            self.assertTrue(issubclass(cls, zarena.ZarenaError))
+            self.assertEqual(cls.status, s)
+            seen.add(cls)
+        self.assertEqual(len(seen), zarena.E_INTERNAL)
+        self.assertIs(zarena.error_class(4242), zarena.ZarenaError)
+        self.assertTrue(issubclass(zarena.OutOfMemoryError, MemoryError))
+        self.assertTrue(issubclass(zarena.InvalidArgumentError, ValueError))
+
+
+class ArenaTest(Quiet):
+    def test_alloc_free_reuse_and_alignment(self):
+        with host_arena(alignment=512) as a:
+            self.assertEqual(a.backend, zarena.BACKEND_HOST)
+            ptrs = [a.alloc(1000 + i) for i in range(8)]
+            self.assertTrue(all(p % 512 == 0 for p in ptrs))
+            self.assertEqual(len(set(ptrs)), 8)
+            a.free(ptrs[3])
+            again = a.alloc(1000)
+            self.assertEqual(again, ptrs[3], "a freed block is reused within the epoch")
+            s = a.stats()
+            self.assertEqual(s.live_allocs, 8)
+            self.assertEqual(s.reuses, 1)
+            self.assertEqual(s.hits, 9)
+            self.assertEqual(s.used_bytes, 8 * 1024)
+
+    def test_memory_is_usable(self):
+        with host_arena() as a:
+            p = a.alloc(4096)
+            ctypes.memset(p, 0x5A, 4096)
+            self.assertEqual(ctypes.string_at(p + 4000, 4), b"\x5a" * 4)
+
+    def test_zero_size_and_null(self):
+        with host_arena() as a:
+            self.assertIsNone(a.alloc(0))
+            a.free(None)
+            self.assertEqual(a.stats().live_allocs, 0)
+
+    def test_reset_and_step_boundary(self):
+        with host_arena() as a:
+            w = a.alloc(MiB)
+            a.mark_step_boundary()
+            self.assertEqual(a.stats().floor_bytes, MiB)
+            for step in range(1, 4):
+                x = a.alloc(256 * 1024)
+                self.assertEqual(x, w + MiB, "each step starts at the floor")
+                a.reset()
+                self.assertEqual(a.epoch, step)
+            s = a.stats()
+            self.assertEqual((s.epoch, s.resets, s.live_allocs, s.used_bytes), (3, 3, 1, MiB))
+            a.free(w)  # below the floor: survives resets, still freeable
+            self.assertEqual(a.stats().live_allocs, 0)
+
+    def test_stats_dict(self):
+        with host_arena() as a:
+            d = a.stats().to_dict()
+            self.assertEqual(d["capacity_bytes"], 4 * MiB)
+            self.assertIn("overflow_failures", d)
+            self.assertEqual(len(d), 24)
+
+    def test_threads(self):
+        errors = []
+        with host_arena(capacity_bytes=64 * MiB) as a:
+            def work(tag):
+                try:
+                    for _ in range(200):
+                        p = a.alloc(4096)
+                        ctypes.memset(p, tag, 4096)
+                        if ctypes.string_at(p, 4096) != bytes([tag]) * 4096:
+                            errors.append(f"block {p:#x} overwritten")
+                        a.free(p)
+                except Exception as e:  # surfaced below
+                    errors.append(e)
+
+            ts = [threading.Thread(target=work, args=(i + 1,)) for i in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            self.assertEqual(errors, [])
+            self.assertEqual(a.stats().live_allocs, 0)
+
+
+class ErrorTest(Quiet):
+    def test_double_free(self):
+        with host_arena() as a:
+            p = a.alloc(100)
+            a.free(p)
+            with self.assertRaises(zarena.DoubleFreeError) as cm:
+                a.free(p)
+            self.assertEqual(cm.exception.status, zarena.E_DOUBLE_FREE)
+            self.assertIn(hex(p)[2:], cm.exception.detail.lower())
+            self.assertEqual(a.stats().invalid_frees, 1)
+
+    def test_not_owned_and_interior(self):
+        with host_arena() as a, host_arena() as b:
+            p = b.alloc(100)
+            with self.assertRaises(zarena.NotOwnedError):
+                a.free(p)
+            with self.assertRaises(zarena.NotOwnedError):
+                b.free(p + 8)
+            b.free(p)  # the failed calls changed nothing
+
+    def test_stale(self):
+        with host_arena() as a:
+            p = a.alloc(100)
+            a.reset()
+            with self.assertRaises(zarena.StaleError) as cm:
+                a.free(p)
+            self.assertEqual(cm.exception.status, zarena.E_STALE)
+            self.assertEqual(a.stats().stale_frees, 1)
+
+    def test_out_of_memory(self):
+        with host_arena(overflow_policy=zarena.OVERFLOW_REFUSE) as a:
+            with self.assertRaises(zarena.OutOfMemoryError) as cm:
+                a.alloc(1 << 50)  # 1 PiB
+            self.assertIn(str(1 << 50), cm.exception.detail)
+            self.assertEqual(a.stats().live_allocs, 0)
+
+    def test_invalid_config(self):
+        with self.assertRaises(zarena.InvalidArgumentError):
+            host_arena(capacity_bytes=0)
+        with self.assertRaises(zarena.InvalidArgumentError) as cm:
+            host_arena(alignment=3)
+        self.assertIn("alignment", cm.exception.detail)
+        with self.assertRaises(TypeError):
+            host_arena(no_such_field=1)
+
+    def test_last_error_is_per_thread(self):
+        with host_arena() as a:
+            with self.assertRaises(zarena.NotOwnedError):
+                a.free(0x1000)
+            mine = zarena.last_error()
+            other = []
+            t = threading.Thread(target=lambda: other.append(zarena.last_error()))
+            t.start()
+            t.join()
+            self.assertTrue(mine)
+            self.assertEqual(other, [""])
+
+    def test_closed_arena(self):
+        a = host_arena()
+        a.close()
+        a.close()  # idempotent
+        with self.assertRaises(zarena.InvalidArgumentError):
+            a.alloc(10)
+
+    def test_overflow_fault_injection(self):
+        with host_arena(capacity_bytes=MiB, overflow_policy=zarena.OVERFLOW_SYNC) as a:
+            big = a.alloc(2 * MiB)  # spills into the overflow pool
+            self.assertEqual(a.stats().overflow_allocs, 1)
+            a.debug_inject_overflow_fault(fail_nth=1)
+            with self.assertRaises(zarena.ZarenaError) as cm:
+                a.alloc(2 * MiB)
+            self.assertIn(cm.exception.status, (zarena.E_OUT_OF_MEMORY, zarena.E_BACKEND))
+            a.free(big)
+
+
+class LogTest(Quiet):
+    def test_config_record_on_create(self):
+        with host_arena(name="py-log-test", capacity_bytes=2 * MiB):
+            pass
+        recs = [r for r in self.events("arena.config") if r.arena_name == "py-log-test"]
+        self.assertEqual(len(recs), 1)
+        self.assertEqual(recs[0].level, zarena.LOG_INFO)
+        self.assertIn(str(2 * MiB), recs[0].fields["capacity_bytes"])
+        self.assertTrue(self.events("arena.destroy"))
+
+    def test_min_level_filters(self):
+        zarena.set_log_callback(self.records.append, zarena.LOG_ERROR)
+        with host_arena():
+            pass
+        self.assertEqual(self.records, [])
+
+    def test_first_overflow_diagnosis(self):
+        with host_arena(capacity_bytes=MiB, overflow_policy=zarena.OVERFLOW_SYNC,
+                        name="py-overflow") as a:
+            a.alloc(2 * MiB)
+        recs = [r for r in self.events("arena.first_overflow") if r.arena_name == "py-overflow"]
+        self.assertEqual(len(recs), 1)
+        f = recs[0].fields
+        self.assertEqual(f["requested_bytes"], 2 * MiB)
+        self.assertIn("verdict", f)
+
+    def test_callback_exception_does_not_escape(self):
+        before = len(zarena.callback_errors)
+
+        def boom(_rec):
+            raise RuntimeError("callback failure")
+
+        zarena.set_log_callback(boom, zarena.LOG_INFO)
+        with host_arena() as a:
+            a.alloc(10)  # the library keeps working
+        self.assertGreater(len(zarena.callback_errors), before)
+        self.assertIsInstance(zarena.callback_errors[-1], RuntimeError)
+
+    def test_stats_from_inside_callback(self):
+        seen = []
+        holder = {}
+
+        def cb(rec):
+            if rec.event == "arena.first_overflow" and "a" in holder:
+                seen.append(holder["a"].stats().overflow_allocs)
+
+        zarena.set_log_callback(cb, zarena.LOG_INFO)
+        with host_arena(capacity_bytes=MiB, overflow_policy=zarena.OVERFLOW_SYNC) as a:
+            holder["a"] = a
+            a.alloc(2 * MiB)
+        self.assertEqual(len(seen), 1)
+
+    def test_default_sink_is_stderr(self):
+        # Without a callback the record must reach a human: run in a child process.
+        code = ("import sys; sys.path.insert(0, %r); import zarena; "
+                "a = zarena.Arena(backend=zarena.BACKEND_HOST, capacity_bytes=1 << 20, "
+                "name='to-stderr'); a.close()" % os.path.join(ROOT, "examples", "python"))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60, env=dict(os.environ, ZARENA_LOG_LEVEL="info"))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("arena.config", out.stderr)
+        self.assertIn("to-stderr", out.stderr)
+
+
+class DemoTest(unittest.TestCase):
+    def test_demo_runs(self):
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python", "demo.py")],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("epoch 8", out.stdout)
+        self.assertIn("refused as expected", out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
