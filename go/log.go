@@ -111,11 +111,13 @@ func (r Record) String() string {
 // runtime/cgo.Handle created once and never deleted, so a record still in flight
 // while the logger changes never meets a deleted handle).
 type logSink struct {
-	fn      atomic.Pointer[func(Record)]
-	panics  atomic.Uint64
-	setMu   sync.Mutex // serialises SetLogger calls
-	handle  cgo.Handle
-	initted bool
+	fn       atomic.Pointer[func(Record)]
+	minLevel atomic.Int32 // the library's threshold, once SetLoggerLevel set it
+	minSet   atomic.Bool
+	panics   atomic.Uint64
+	setMu    sync.Mutex // serialises SetLogger calls
+	handle   cgo.Handle
+	initted  bool
 }
 
 var sink logSink
@@ -130,15 +132,17 @@ func SetLogger(fn func(Record)) error {
 }
 
 // SetLoggerLevel is SetLogger with an explicit minimum level (LevelOff: none).
-func SetLoggerLevel(fn func(Record), min Level) error {
+func SetLoggerLevel(fn func(Record), minLevel Level) error {
 	sink.setMu.Lock()
 	defer sink.setMu.Unlock()
 	if fn == nil {
-		r := C.zgo_set_logger(0, C.int32_t(min))
+		r := C.zgo_set_logger(0, C.int32_t(minLevel))
 		if err := errorFrom(r.status, r.err); err != nil {
 			return err
 		}
 		sink.fn.Store(nil)
+		sink.minLevel.Store(int32(minLevel))
+		sink.minSet.Store(true)
 		return nil
 	}
 	if !sink.initted {
@@ -146,11 +150,13 @@ func SetLoggerLevel(fn func(Record), min Level) error {
 		sink.initted = true
 	}
 	prev := sink.fn.Swap(&fn)
-	r := C.zgo_set_logger(C.uintptr_t(sink.handle), C.int32_t(min))
+	r := C.zgo_set_logger(C.uintptr_t(sink.handle), C.int32_t(minLevel))
 	if err := errorFrom(r.status, r.err); err != nil {
 		sink.fn.Store(prev)
 		return err
 	}
+	sink.minLevel.Store(int32(minLevel))
+	sink.minSet.Store(true)
 	return nil
 }
 
@@ -194,7 +200,14 @@ func (s *logSink) deliver(rec func() Record) {
 // Go logger when one is set, else to stderr like the library's default sink.
 func emitGo(r Record) {
 	r.Time = time.Now()
-	if sink.fn.Load() != nil && r.Level >= levelFromEnv() {
+	threshold := levelFromEnv()
+	if sink.minSet.Load() {
+		threshold = Level(sink.minLevel.Load())
+	}
+	if r.Level < threshold || threshold >= LevelOff {
+		return
+	}
+	if sink.fn.Load() != nil {
 		sink.deliver(func() Record { return r })
 		return
 	}

@@ -70,12 +70,12 @@ func SetSlogHandler(h slog.Handler) error {
 	if h == nil {
 		return SetLoggerLevel(nil, levelFromEnv())
 	}
-	min := LevelOff
+	lowest := LevelOff
 	for l := LevelTrace; l < LevelOff; l++ {
 		if h.Enabled(context.Background(), l.SlogLevel()) {
-			min = l
+			lowest = l
 			break
 		}
 	}
-	return SetLoggerLevel(SlogFunc(h), min)
+	return SetLoggerLevel(SlogFunc(h), lowest)
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the Go bindings' checks against a zarena build tree:
-#   scripts/go-test.sh [BUILD_DIR] [--bench] [--example]
-# go vet, go test -race for the module in go/, and a build of examples/go. --bench also
-# runs the benchmarks (without -race); --example runs the example too.
+#   scripts/go-test.sh [BUILD_DIR] [--bench]
+# go vet and go test -race for the module in go/; go vet, build and run of examples/go
+# (it exits non-zero when its diagnosis goes missing). --bench also runs the
+# benchmarks (without -race).
 #
 # cgo finds the library through pkg-config ("#cgo pkg-config: zarena"). For the build
 # tree this script writes BUILD_DIR/go-pkgconfig/zarena.pc, pointing at BUILD_DIR/capi
@@ -14,11 +15,9 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BUILD=${ZARENA_BUILD_DIR:-$ROOT/build}
 RUN_BENCH=0
-RUN_EXAMPLE=0
 for arg in "$@"; do
   case "$arg" in
     --bench) RUN_BENCH=1 ;;
-    --example) RUN_EXAMPLE=1 ;;
     -*) echo "go-test.sh: unknown option $arg" >&2; exit 2 ;;
     *) BUILD=$arg ;;
   esac
@@ -67,6 +66,11 @@ export GOENV=off
 echo "-- $("$GO" version), library $LIBDIR"
 (
   cd "$ROOT/go"
+  unformatted=$(gofmt -l . "$ROOT/examples/go")
+  if [ -n "$unformatted" ]; then
+    echo "go-test.sh: not gofmt-formatted: $unformatted" >&2
+    exit 1
+  fi
   "$GO" vet ./...
   "$GO" test -race -count=1 ./...
   if [ "$RUN_BENCH" = 1 ]; then
@@ -78,7 +82,5 @@ echo "-- $("$GO" version), library $LIBDIR"
   "$GO" vet ./...
   "$GO" build -o "$BUILD/go-example-gradaccum" .
 )
-echo "-- built examples/go as $BUILD/go-example-gradaccum"
-if [ "$RUN_EXAMPLE" = 1 ]; then
-  "$BUILD/go-example-gradaccum"
-fi
+echo "-- running examples/go ($BUILD/go-example-gradaccum)"
+"$BUILD/go-example-gradaccum"
