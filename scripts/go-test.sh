@@ -74,7 +74,17 @@ echo "-- $("$GO" version), library $LIBDIR"
   "$GO" vet ./...
   "$GO" test -race -count=1 ./...
   if [ "$RUN_BENCH" = 1 ]; then
-    "$GO" test -run '^$' -bench . -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-1}" .
+    "$GO" test -run '^$' -bench . -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" . |
+      tee "$BUILD/go-bench.txt"
+    # Medians, and what one Alloc+Free costs relative to two empty cgo calls.
+    awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); v[name]=v[name] " " $3 }
+      function median(s,   a, n, i, j, t) { n = split(s, a, " ");
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+      END { for (k in v) { m[k] = median(v[k]); printf "median %-28s %8.1f ns/op\n", k, m[k] }
+        if (m["BenchmarkEmptyCgoPair"] > 0)
+          printf "ratio AllocFree / EmptyCgoPair = %.2f\n", m["BenchmarkAllocFree"] / m["BenchmarkEmptyCgoPair"] }' \
+      "$BUILD/go-bench.txt"
   fi
 )
 (
