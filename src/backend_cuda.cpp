@@ -9,11 +9,10 @@
 // CUstream underneath (cudaStream_t and CUstream are interchangeable), and both runtimes
 // use the device's primary context, so such a stream works as the arena's stream.
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <atomic>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "backend.h"
 #include "zarena/zarena.h"
@@ -106,9 +105,9 @@ class CudaBackend final : public Backend {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
       forget_error();
-      throw Error{Status::kNoDevice,
-                  fmt::format("no usable CUDA device: cudaGetDeviceCount failed ({})",
-                              cuda_text(e))};
+      throw Error{
+          Status::kNoDevice,
+          fmt::format("no usable CUDA device: cudaGetDeviceCount failed ({})", cuda_text(e))};
     }
     if (device_ >= count) {
       throw Error{Status::kNoDevice,
@@ -170,10 +169,9 @@ class CudaBackend final : public Backend {
   std::string describe() const override {
     return fmt::format("cuda device {} ({}, cc {}.{}){}{}", device_, name_, cc_major_, cc_minor_,
                        opts_.managed ? ", managed region" : "",
-                       pool_ != nullptr
-                           ? fmt::format(", own overflow pool retaining {} bytes",
-                                         opts_.overflow_retain_bytes)
-                           : std::string());
+                       pool_ != nullptr ? fmt::format(", own overflow pool retaining {} bytes",
+                                                      opts_.overflow_retain_bytes)
+                                        : std::string());
   }
 
   void* reserve_region(uint64_t bytes, uint64_t alignment) override {
@@ -186,8 +184,8 @@ class CudaBackend final : public Backend {
     const uint64_t len = bytes + slack;
     DeviceGuard g(device_);
     void* p = nullptr;
-    const cudaError_t e = opts_.managed ? cudaMallocManaged(&p, len, cudaMemAttachGlobal)
-                                        : cudaMalloc(&p, len);
+    const cudaError_t e =
+        opts_.managed ? cudaMallocManaged(&p, len, cudaMemAttachGlobal) : cudaMalloc(&p, len);
     if (e != cudaSuccess) {
       forget_error();
       throw Error{e == cudaErrorMemoryAllocation ? Status::kOutOfMemory : status_of(e),
@@ -231,8 +229,8 @@ class CudaBackend final : public Backend {
   void* overflow_alloc(uint64_t bytes, OverflowRoute route, Result* err) noexcept override {
     DeviceGuard g(device_);
     if (g.error() != cudaSuccess) {
-      *err = Result::fail(Status::kBackend, fmt::format("cudaSetDevice({}) failed ({})",
-                                                        device_, cuda_text(g.error())));
+      *err = Result::fail(Status::kBackend, fmt::format("cudaSetDevice({}) failed ({})", device_,
+                                                        cuda_text(g.error())));
       return nullptr;
     }
     void* p = nullptr;
@@ -255,11 +253,11 @@ class CudaBackend final : public Backend {
       }
     }
     forget_error();
-    *err = Result::fail(status_of(e),
-                        fmt::format("{} of {} bytes on device {} failed ({})",
-                                    route == OverflowRoute::kAsync ? "cudaMallocFromPoolAsync"
-                                                                   : "cudaMalloc",
-                                    bytes, device_, cuda_text(e)));
+    *err = Result::fail(
+        status_of(e),
+        fmt::format("{} of {} bytes on device {} failed ({})",
+                    route == OverflowRoute::kAsync ? "cudaMallocFromPoolAsync" : "cudaMalloc",
+                    bytes, device_, cuda_text(e)));
     return nullptr;
   }
 
@@ -385,8 +383,7 @@ class CudaBackend final : public Backend {
       forget_error();
       pool_ = nullptr;
       throw Error{status_of(e) == Status::kOutOfMemory ? Status::kOutOfMemory : Status::kBackend,
-                  fmt::format("cudaMemPoolCreate on device {} failed ({})", device_,
-                              cuda_text(e))};
+                  fmt::format("cudaMemPoolCreate on device {} failed ({})", device_, cuda_text(e))};
     }
     ++g_counters.pools_created;
     uint64_t threshold = opts_.overflow_retain_bytes;

@@ -48,16 +48,16 @@ int device_count(std::string* why) {
   return n;
 }
 
-#define REQUIRE_DEVICE()                                                               \
-  do {                                                                                 \
-    std::string why_;                                                                  \
+#define REQUIRE_DEVICE()                                                                \
+  do {                                                                                  \
+    std::string why_;                                                                   \
     if (device_count(&why_) == 0) GTEST_SKIP() << "no CUDA device, skipping: " << why_; \
   } while (0)
 
-#define CUDA_OK(expr)                                                        \
-  do {                                                                       \
-    const cudaError_t e_ = (expr);                                           \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << " -> " << cuda_text(e_);          \
+#define CUDA_OK(expr)                                               \
+  do {                                                              \
+    const cudaError_t e_ = (expr);                                  \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << " -> " << cuda_text(e_); \
   } while (0)
 
 zarena_config cuda_config(uint64_t capacity, int32_t policy, cudaStream_t stream) {
@@ -77,9 +77,7 @@ zarena_config cuda_config(uint64_t capacity, int32_t policy, cudaStream_t stream
 }
 
 zarena_core::Backend& backend_of(zarena* a) { return a->arena->backend(); }
-cudaMemPool_t pool_of(zarena* a) {
-  return static_cast<cudaMemPool_t>(backend_of(a).native_pool());
-}
+cudaMemPool_t pool_of(zarena* a) { return static_cast<cudaMemPool_t>(backend_of(a).native_pool()); }
 
 uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
   uint64_t v = ~0ull;
@@ -314,8 +312,7 @@ TEST(CudaBackend, AsyncOverflow200RoundsLatencyThresholdAndGiveBack) {
   const zarena_core::CudaCallCounters c1 = zarena_core::cuda_call_counters();
   EXPECT_EQ(c1.mallocs - c0.mallocs, 1u) << "the region";
   EXPECT_EQ(c1.frees - c0.frees, c1.mallocs - c0.mallocs);
-  EXPECT_EQ(c1.pool_allocs - c0.pool_allocs,
-            static_cast<uint64_t>(kRounds * kOverflowPerRound));
+  EXPECT_EQ(c1.pool_allocs - c0.pool_allocs, static_cast<uint64_t>(kRounds * kOverflowPerRound));
   EXPECT_EQ(c1.pool_frees - c0.pool_frees, c1.pool_allocs - c0.pool_allocs);
   EXPECT_EQ(c1.pools_created - c0.pools_created, 1u);
   EXPECT_EQ(c1.pools_destroyed - c0.pools_destroyed, 1u);
@@ -355,16 +352,15 @@ TEST(CudaBackend, PoolReservationProbe) {
       for (void* p : v) CUDA_OK(cudaFreeAsync(p, s));
       CUDA_OK(cudaStreamSynchronize(s));
     }
-    std::printf("[ info ] pool threshold %llu MiB: requested %llu KiB/round, reserved peak %llu "
-                "KiB, reserved after sync %llu KiB, first alloc of rounds 1-3: %.1f %.1f %.1f "
-                "us\n",
-                static_cast<unsigned long long>(threshold / kMiB),
-                static_cast<unsigned long long>(requested / 1024),
-                static_cast<unsigned long long>(
-                    pool_attr(pool, cudaMemPoolAttrReservedMemHigh) / 1024),
-                static_cast<unsigned long long>(
-                    pool_attr(pool, cudaMemPoolAttrReservedMemCurrent) / 1024),
-                first_ns[0] / 1e3, first_ns[1] / 1e3, first_ns[2] / 1e3);
+    std::printf(
+        "[ info ] pool threshold %llu MiB: requested %llu KiB/round, reserved peak %llu "
+        "KiB, reserved after sync %llu KiB, first alloc of rounds 1-3: %.1f %.1f %.1f "
+        "us\n",
+        static_cast<unsigned long long>(threshold / kMiB),
+        static_cast<unsigned long long>(requested / 1024),
+        static_cast<unsigned long long>(pool_attr(pool, cudaMemPoolAttrReservedMemHigh) / 1024),
+        static_cast<unsigned long long>(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent) / 1024),
+        first_ns[0] / 1e3, first_ns[1] / 1e3, first_ns[2] / 1e3);
     CUDA_OK(cudaMemPoolDestroy(pool));
   }
   CUDA_OK(cudaStreamDestroy(s));
@@ -513,9 +509,10 @@ TEST(CudaBackend, SyncOverflowDuringNonBlockingCaptureProbe) {
   const std::string err = st == ZARENA_OK ? "" : zarena_last_error();
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(s, &graph);
-  std::printf("[ info ] SYNC overflow, arena on legacy stream, capture on a non-blocking "
-              "stream: alloc %s (%s), EndCapture %s\n",
-              zarena_status_string(st), err.c_str(), cuda_text(end).c_str());
+  std::printf(
+      "[ info ] SYNC overflow, arena on legacy stream, capture on a non-blocking "
+      "stream: alloc %s (%s), EndCapture %s\n",
+      zarena_status_string(st), err.c_str(), cuda_text(end).c_str());
   if (graph != nullptr) cudaGraphDestroy(graph);
   (void)cudaGetLastError();
   EXPECT_NE(st, ZARENA_E_BACKEND) << "a capture conflict must be reported as such";
@@ -587,7 +584,7 @@ TEST(CudaBackend, CallsFromOtherThreadsUseTheArenasDevice) {
   std::thread t([&] {
     cudaSetDevice(0);
     void* p = nullptr;
-    if (zarena_alloc(a, 1 * kMiB, &p) == ZARENA_OK) got.push_back(p);   // region
+    if (zarena_alloc(a, 1 * kMiB, &p) == ZARENA_OK) got.push_back(p);    // region
     if (zarena_alloc(a, 512 * 1024, &p) == ZARENA_OK) got.push_back(p);  // overflow (pool)
     cudaGetDevice(&current_after);
     cudaStreamSynchronize(nullptr);
@@ -629,11 +626,10 @@ TEST(CudaBackend, StreamFromTheHostProgramsRuntimeThroughSharedLibrary) {
     return f;
   };
   auto config_init = reinterpret_cast<void (*)(zarena_config*)>(sym("zarena_config_init"));
-  auto create = reinterpret_cast<zarena_status (*)(const zarena_config*, zarena**)>(
-      sym("zarena_create"));
+  auto create =
+      reinterpret_cast<zarena_status (*)(const zarena_config*, zarena**)>(sym("zarena_create"));
   auto destroy = reinterpret_cast<zarena_status (*)(zarena*)>(sym("zarena_destroy"));
-  auto alloc = reinterpret_cast<zarena_status (*)(zarena*, uint64_t, void**)>(
-      sym("zarena_alloc"));
+  auto alloc = reinterpret_cast<zarena_status (*)(zarena*, uint64_t, void**)>(sym("zarena_alloc"));
   auto free_ = reinterpret_cast<zarena_status (*)(zarena*, void*)>(sym("zarena_free"));
   auto reset = reinterpret_cast<zarena_status (*)(zarena*)>(sym("zarena_reset"));
   auto last_error = reinterpret_cast<const char* (*)()>(sym("zarena_last_error"));
