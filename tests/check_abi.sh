@@ -26,6 +26,8 @@ dump() {
   abidw --headers-dir "$headers" --exported-interfaces-only --drop-private-types \
     --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed \
     --type-id-style hash --out-file "$1" "$lib"
+  # Translation units are named by their absolute source path; keep the file name only.
+  sed -i "s|path='[^']*/\([^/']*\)'|path='\1'|" "$1"
 }
 
 if [ "$update" = 1 ]; then
