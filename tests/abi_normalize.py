@@ -77,7 +77,9 @@ def main():
         old = members(base_ids, old_cls)
         new_defs = definitions(cur, s)
         if not new_defs:
-            print(f"FAIL: struct {s} is no longer described by the library")
+            print(f"FAIL: struct {s} is no longer described by the library (if the debug info "
+                  "has only a declaration of it, build with full type info, e.g. clang "
+                  "-fstandalone-debug)")
             bad = True
         for cls in new_defs:
             new = members(cur_ids, cls)
