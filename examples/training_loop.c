@@ -18,7 +18,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-
 #include <zarena/zarena.h>
 
 #define KIB ((uint64_t)1024)
@@ -71,16 +70,14 @@ static zarena_status run_sample(zarena* arena) {
   int l;
 
   if ((s = zarena_alloc(arena, 96 * KIB, &input)) != ZARENA_OK) return s; /* the sample */
-  for (l = 0; l < LAYERS; ++l) {                                           /* forward */
+  for (l = 0; l < LAYERS; ++l) {                                          /* forward */
     if ((s = zarena_alloc(arena, 64 * KIB, &scratch)) != ZARENA_OK) return s;
-    if ((s = zarena_alloc(arena, (uint64_t)(160 + 32 * l) * KIB, &act[l])) != ZARENA_OK)
-      return s;
+    if ((s = zarena_alloc(arena, (uint64_t)(160 + 32 * l) * KIB, &act[l])) != ZARENA_OK) return s;
     check(zarena_free(arena, scratch), "zarena_free(scratch)");
   }
   if ((s = zarena_alloc(arena, 4 * KIB, &loss)) != ZARENA_OK) return s;
   for (l = LAYERS - 1; l >= 0; --l) { /* backward */
-    if ((s = zarena_alloc(arena, (uint64_t)(160 + 32 * l) * KIB, &grad_act)) != ZARENA_OK)
-      return s;
+    if ((s = zarena_alloc(arena, (uint64_t)(160 + 32 * l) * KIB, &grad_act)) != ZARENA_OK) return s;
     if ((s = zarena_alloc(arena, 512 * KIB, &grad_w)) != ZARENA_OK) return s;
     /* ... accumulate grad_w into grads[l] ... then the temporary goes back */
     check(zarena_free(arena, grad_w), "zarena_free(grad_w)");
@@ -94,11 +91,11 @@ static void print_stats(const char* title, zarena* arena) {
   check(zarena_get_stats(arena, &st), "zarena_get_stats");
   printf("\n%s\n", title);
   printf("  capacity         %8.1f MiB\n", (double)st.capacity_bytes / MIB);
-  printf("  in use           %8.1f MiB  (%" PRIu64 " live blocks)\n",
-         (double)st.used_bytes / MIB, st.live_allocs);
+  printf("  in use           %8.1f MiB  (%" PRIu64 " live blocks)\n", (double)st.used_bytes / MIB,
+         st.live_allocs);
   printf("  floor (weights)  %8.1f MiB\n", (double)st.floor_bytes / MIB);
-  printf("  high water       %8.1f MiB  (%.0f%% of capacity)\n",
-         (double)st.high_water_bytes / MIB, 100.0 * st.high_water_bytes / st.capacity_bytes);
+  printf("  high water       %8.1f MiB  (%.0f%% of capacity)\n", (double)st.high_water_bytes / MIB,
+         100.0 * st.high_water_bytes / st.capacity_bytes);
   printf("  resets           %8" PRIu64 "     (epoch %" PRIu64 ")\n", st.resets, st.epoch);
   printf("  allocations      %8" PRIu64 "     served by the region; %" PRIu64
          " reused a freed block\n",
@@ -139,8 +136,7 @@ int main(void) {
   if (s != ZARENA_OK) {
     printf("sample %3d: zarena_alloc failed: %s\n  %s\n", sample, zarena_status_string(s),
            zarena_last_error());
-    printf("phase 1 stopped: the arena filled up after %d samples without a reset.\n",
-           sample - 1);
+    printf("phase 1 stopped: the arena filled up after %d samples without a reset.\n", sample - 1);
   }
   print_stats("phase 1 stats:", arena);
   check(zarena_destroy(arena), "zarena_destroy");

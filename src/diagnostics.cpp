@@ -1,9 +1,9 @@
 #include "diagnostics.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace zarena_core {
 
@@ -89,10 +89,10 @@ Verdict diagnose(const ExhaustionFacts& f) {
 LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& arena_name) {
   const Verdict v = diagnose(f);
   LogRecord rec(ZARENA_LOG_WARN, "arena.first_overflow", arena_name);
-  rec.message(fmt::format(
-      "arena full, verdict {}: {}. Fix: {}. (request {}, {} of {} in use, overflow {})",
-      v.name, v.cause, v.advice, human_bytes(f.requested_bytes), human_bytes(f.offset_bytes),
-      human_bytes(f.capacity_bytes), f.path));
+  rec.message(
+      fmt::format("arena full, verdict {}: {}. Fix: {}. (request {}, {} of {} in use, overflow {})",
+                  v.name, v.cause, v.advice, human_bytes(f.requested_bytes),
+                  human_bytes(f.offset_bytes), human_bytes(f.capacity_bytes), f.path));
   rec.add_string("path", f.path)
       .add_uint("requested_bytes", f.requested_bytes)
       .add_uint("aligned_bytes", f.aligned_bytes)
@@ -115,12 +115,12 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
   const uint64_t steps_left = f.step_bytes == 0 ? 0 : left / f.step_bytes;
   const double fill = percent(f.offset_bytes, f.capacity_bytes);
   LogRecord rec(ZARENA_LOG_WARN, "arena.reset_cadence", arena_name);
-  rec.message(fmt::format(
-      "no reset yet and the same step has started {} times, each adding about {} "
-      "(arena {:.0f}% full, about {} more steps until it overflows; likely verdict "
-      "never_reset). Fix: call zarena_reset after every step (after every sample when "
-      "accumulating gradients)",
-      f.step_repeats + 1, human_bytes(f.step_bytes), fill, steps_left));
+  rec.message(
+      fmt::format("no reset yet and the same step has started {} times, each adding about {} "
+                  "(arena {:.0f}% full, about {} more steps until it overflows; likely verdict "
+                  "never_reset). Fix: call zarena_reset after every step (after every sample when "
+                  "accumulating gradients)",
+                  f.step_repeats + 1, human_bytes(f.step_bytes), fill, steps_left));
   rec.add_uint("step_repeats", f.step_repeats)
       .add_uint("step_allocs", f.step_allocs)
       .add_uint("step_bytes", f.step_bytes)
@@ -132,8 +132,9 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
       .add_uint("epoch_allocs", f.epoch_allocs)
       .add_uint("resets", f.resets)
       .add_string("verdict", "never_reset")
-      .add_string("advice", "call zarena_reset after every step (after every sample when "
-                            "accumulating gradients)");
+      .add_string("advice",
+                  "call zarena_reset after every step (after every sample when "
+                  "accumulating gradients)");
   // An arena warns at most once in its life (resets stay 0), but a program that creates
   // arena after arena would repeat it.
   rec.rate_limited();
@@ -146,8 +147,8 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
   LogRecord rec(ZARENA_LOG_INFO, "arena.config", rc.name);
   std::string from;
   for (const auto& s : rc.sources) {
-    if (s.origin != "default") from += fmt::format("{}{} from {}", from.empty() ? "" : ", ",
-                                                   s.field, s.origin);
+    if (s.origin != "default")
+      from += fmt::format("{}{} from {}", from.empty() ? "" : ", ", s.field, s.origin);
   }
   std::string msg = fmt::format("created on {}: capacity {}, alignment {}, overflow {}; {}",
                                 backend_desc, human_bytes(c.capacity_bytes), c.alignment,
@@ -191,8 +192,8 @@ LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
                          const std::string& arena_name) {
   LogRecord rec(ZARENA_LOG_INFO, "arena.destroy", arena_name);
   rec.message(fmt::format(
-      "destroyed after {} allocations in {} epochs: high water {} of {} ({:.0f}%), {} "
-      "overflow allocations (peak {}) in {} epochs, {} stale and {} invalid frees, {} live "
+      "destroyed after {} allocations in {} epoch(s): high water {} of {} ({:.0f}%), {} "
+      "overflow allocations (peak {}) in {} epoch(s), {} stale and {} invalid frees, {} live "
       "blocks left",
       f.total_allocs, s.epoch + 1, human_bytes(s.high_water_bytes), human_bytes(s.capacity_bytes),
       percent(s.high_water_bytes, s.capacity_bytes), s.overflow_allocs,

@@ -1,5 +1,8 @@
 #include "log.h"
 
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <strings.h>
 
 #include <atomic>
@@ -7,10 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-
-#include <fmt/format.h>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
 namespace zarena_core {
 
@@ -103,6 +102,7 @@ bool take_token(Sink& s, const std::string& event, uint64_t* suppressed) {
     // limited rather than limited together with others.
     if (s.bucket_count == kMaxBuckets || event.size() >= sizeof b->event) return true;
     b = &s.buckets[s.bucket_count++];
+    *b = Bucket{};
     std::memcpy(b->event, event.c_str(), event.size() + 1);
     b->tokens = static_cast<double>(kRateBurst);
     b->last_ns = now;
