@@ -24,8 +24,10 @@
 // every step (and never resets) is still recognised. A program that uploads persistent
 // data in the same epoch without a boundary anchors on that upload and is not recognised
 // early: its first-overflow verdict then falls back to the counters.
-// Known blind spot: a step whose opening requests belong to a block that repeats inside
-// the step (e.g. a model whose very first allocations are layer 1's) looks like repeated
+// Threads: requests from several threads interleave in no fixed order, so the detector
+// sees fewer exact repeats and may warn later or not at all; it never warns wrongly
+// because of that. Known blind spot: a step whose opening requests belong to a block that repeats
+// inside the step (e.g. a model whose very first allocations are layer 1's) looks like repeated
 // steps; real steps usually open with the input upload, which breaks the pattern.
 #pragma once
 

@@ -147,14 +147,17 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
   LogRecord rec(ZARENA_LOG_INFO, "arena.config", rc.name);
   std::string from;
   for (const auto& s : rc.sources) {
-    if (s.origin != "default")
-      from += fmt::format("{}{} from {}", from.empty() ? "" : ", ", s.field, s.origin);
+    if (s.origin == "default") continue;
+    from += fmt::format("{}{}={} ({})", from.empty() ? "" : ", ", s.field, s.value, s.origin);
   }
-  std::string msg = fmt::format("created on {}: capacity {}, alignment {}, overflow {}; {}",
+  std::string msg = fmt::format("created on {}: capacity {}, alignment {}, overflow {}; {}{}",
                                 backend_desc, human_bytes(c.capacity_bytes), c.alignment,
-                                policy_name(policy), from.empty() ? "all defaults" : from);
+                                policy_name(policy), from.empty() ? "all defaults" : "set: ", from);
   for (const auto& w : rc.warnings) msg += "; " + w;
   rec.message(std::move(msg));
+  // Thirty fields on one stderr line bury the warnings that follow; the message names
+  // every value that is not a default, and callbacks still get all of them typed.
+  rec.stderr_message_only();
   rec.add_string("backend_resolved", backend_name(backend_kind));
   rec.add_string("overflow_policy_resolved", policy_name(policy));
   for (const auto& s : rc.sources) {
@@ -192,13 +195,12 @@ LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
                          const std::string& arena_name) {
   LogRecord rec(ZARENA_LOG_INFO, "arena.destroy", arena_name);
   rec.message(fmt::format(
-      "destroyed after {} allocations in {} epoch(s): high water {} of {} ({:.0f}%), {} "
-      "overflow allocations (peak {}) in {} epoch(s), {} stale and {} invalid frees, {} live "
-      "blocks left",
+      "destroyed after {} allocations in {} epoch(s): high water {} of {} ({:.0f}%); region "
+      "exhausted in {} epoch(s), {} overflow allocations (peak {}); {} stale and {} invalid "
+      "frees; {} live blocks left",
       f.total_allocs, s.epoch + 1, human_bytes(s.high_water_bytes), human_bytes(s.capacity_bytes),
-      percent(s.high_water_bytes, s.capacity_bytes), s.overflow_allocs,
-      human_bytes(s.overflow_peak_bytes), f.overflow_epochs, s.stale_frees, s.invalid_frees,
-      s.live_allocs));
+      percent(s.high_water_bytes, s.capacity_bytes), f.overflow_epochs, s.overflow_allocs,
+      human_bytes(s.overflow_peak_bytes), s.stale_frees, s.invalid_frees, s.live_allocs));
   rec.add_uint("allocs", f.total_allocs)
       .add_uint("resets", s.resets)
       .add_uint("high_water_bytes", s.high_water_bytes)

@@ -176,6 +176,10 @@ LogRecord& LogRecord::rate_limited(bool on) {
   rate_limited_ = on;
   return *this;
 }
+LogRecord& LogRecord::stderr_message_only(bool on) {
+  stderr_message_only_ = on;
+  return *this;
+}
 const LogRecord::Field* LogRecord::find(const std::string& key) const {
   for (const auto& f : fields_) {
     if (f.key == key) return &f;
@@ -216,6 +220,7 @@ std::string log_format_line(const LogRecord& rec) {
   if (!rec.arena_name().empty()) line += fmt::format(" [{}]", rec.arena_name());
   line += ": ";
   line += rec.text();
+  if (rec.is_stderr_message_only()) return line;
   for (const auto& f : rec.fields()) {
     switch (f.kind) {
       case ZARENA_FIELD_INT:

@@ -39,12 +39,16 @@ class LogRecord {
   LogRecord& add_bool(std::string key, bool v);
   // Subject to the per-event rate limiter (repeatable warnings only).
   LogRecord& rate_limited(bool on = true);
+  // On stderr, write the message without the key=value fields (for records whose fields
+  // are many and whose message already summarises them); callbacks get every field.
+  LogRecord& stderr_message_only(bool on = true);
 
   int32_t level() const { return level_; }
   const std::string& event() const { return event_; }
   const std::string& text() const { return message_; }
   const std::string& arena_name() const { return arena_name_; }
   bool is_rate_limited() const { return rate_limited_; }
+  bool is_stderr_message_only() const { return stderr_message_only_; }
 
   struct Field {
     std::string key;
@@ -63,6 +67,7 @@ class LogRecord {
   std::string arena_name_;
   std::vector<Field> fields_;
   bool rate_limited_ = false;
+  bool stderr_message_only_ = false;
 };
 
 // True when a record of this level would reach any sink (cheap; check before building).
@@ -72,7 +77,8 @@ bool log_enabled(int32_t level) noexcept;
 void log_emit(const LogRecord& rec) noexcept;
 // Registers the callback (NULL = default stderr sink) and its threshold (see top).
 void log_set_callback(zarena_log_fn fn, void* user_data, int32_t min_level) noexcept;
-// Renders the record as one line: "event [arena]: message key=value ...".
+// Renders the record as one line: "event [arena]: message key=value ..." (without the
+// fields for a stderr_message_only record).
 std::string log_format_line(const LogRecord& rec);
 const char* log_level_name(int32_t level) noexcept;
 // Parses a ZARENA_LOG_LEVEL value; false when it is not a level name.

@@ -379,8 +379,7 @@ void rendezvous_cb(void* ud, const zarena_log_record* rec) {
   }
   zarena_stats s;
   s.struct_size = sizeof s;
-  if (idx >= 0 && idx < 8 && zarena_get_stats(rv->arenas[idx], &s) == ZARENA_OK &&
-      s.misses == 1) {
+  if (idx >= 0 && idx < 8 && zarena_get_stats(rv->arenas[idx], &s) == ZARENA_OK && s.misses == 1) {
     rv->stats_ok.fetch_add(1);
   }
   rv->delivered.fetch_add(1);

@@ -296,8 +296,8 @@ ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
  * well when the environment has ZARENA_LOG_STDERR=1 (for host programs whose logger
  * discards them). Thresholds: the callback receives records at or above the min_level it
  * was registered with; stderr receives those at or above ZARENA_LOG_LEVEL (trace, debug,
- * info, warn, error, off; default info), read once at start-up, which
- * zarena_set_log_callback(NULL, NULL, level) replaces. A record no sink wants is not
+ * info, warn, error, off; default info), read once when zarena first logs, which
+ * zarena_set_log_callback(NULL, NULL, level) replaces. ZARENA_LOG_STDERR is read then too. A record no sink wants is not
  * built. Records are emitted after the arena's lock is released, never on the
  * allocation fast path.
  *
@@ -309,8 +309,9 @@ ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
  * "arena.first_overflow" and "arena.destroy" are never dropped by the limiter.
  *
  * Events (fields are typed; UINT unless noted):
- *   arena.config (info, at create): every configuration value under its field name
- *     (backend, device INT, capacity_bytes, alignment, overflow_policy,
+ *   arena.config (info, at create; on stderr its message only, which names every value
+ *     that is not a default and where it came from): every configuration value under its
+ *     field name (backend, device INT, capacity_bytes, alignment, overflow_policy,
  *     overflow_retain_bytes, overflow_limit_bytes, overflow_slow_ns, stream, the flags
  *     as BOOL flags.managed / flags.poison / flags.overflow_prewarm, name), and for each
  *     a STRING "<field>_source": "default", "config" (the struct) or "env:<VARIABLE>";
