@@ -149,8 +149,8 @@ ZARENA_API const char* zarena_last_error(void);
  *   The pool keeps up to overflow_retain_bytes of freed memory resident across
  *   synchronisations instead of giving it back to the OS and faulting it in again.
  *   The pool maps memory in chunks larger than the requests (32 MiB on an H200): a
- *   threshold below one chunk keeps nothing, so give small arenas a retain of 64 MiB or
- *   more. ZARENA_FLAG_OVERFLOW_PREWARM allocates and frees the retained size once at
+ *   threshold below one chunk keeps nothing, so the default retain is the capacity but
+ *   at least 64 MiB. ZARENA_FLAG_OVERFLOW_PREWARM allocates and frees the retained size once at
  *   create (and synchronises the stream), so the first overflow does not pay for
  *   mapping it (milliseconds for a fresh pool). An ASYNC overflow made while cfg->stream
  *   is being captured into a CUDA graph becomes an allocation node of that graph and
@@ -182,7 +182,8 @@ typedef struct zarena_config {
   uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 */
   uint64_t alignment;             /* power of two in [8, 1 GiB]; default 256 */
   int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
-  uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = capacity */
+  uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = default:
+                                     the capacity, but at least 64 MiB (see above) */
   uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = no cap */
   void* stream;                   /* cudaStream_t the memory is used on; NULL = legacy */
   uint32_t flags;                 /* ZARENA_FLAG_* */
