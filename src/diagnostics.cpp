@@ -142,7 +142,7 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
 }
 
 LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_desc,
-                        int32_t backend_kind, int32_t policy) {
+                        int32_t backend_kind, int32_t policy, const std::string& fallback) {
   const zarena_config& c = rc.cfg;
   LogRecord rec(ZARENA_LOG_INFO, "arena.config", rc.name);
   std::string from;
@@ -154,6 +154,7 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                                 backend_desc, human_bytes(c.capacity_bytes), c.alignment,
                                 policy_name(policy), from.empty() ? "all defaults" : "set: ", from);
   for (const auto& w : rc.warnings) msg += "; " + w;
+  if (!fallback.empty()) msg += "; AUTO fell back to host: " + fallback;
   rec.message(std::move(msg));
   // Thirty fields on one stderr line bury the warnings that follow; the message names
   // every value that is not a default, and callbacks still get all of them typed.
@@ -185,6 +186,7 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
     }
     rec.add_string(k + "_source", s.origin);
   }
+  if (!fallback.empty()) rec.add_string("backend_fallback", fallback);
   for (size_t i = 0; i < rc.warnings.size(); ++i) {
     rec.add_string(fmt::format("warning{}", i), rc.warnings[i]);
   }

@@ -67,9 +67,10 @@ struct CadenceFacts {
 };
 LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_name);
 
-// backend_desc: the backend's own description; backend_kind/policy: resolved values.
+// backend_desc: the backend's own description; backend_kind/policy: resolved values;
+// fallback: why AUTO fell back to host although a device was counted ("" if it did not).
 LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_desc,
-                        int32_t backend_kind, int32_t policy);
+                        int32_t backend_kind, int32_t policy, const std::string& fallback = "");
 
 struct LifetimeFacts {
   uint64_t total_allocs = 0;

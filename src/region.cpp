@@ -97,6 +97,7 @@ FreeOutcome Region::free(uint64_t offset, uint64_t* size) {
   if (e == nullptr) return FreeOutcome::kNotOwned;
   if (!valid_live(*e)) return e->freed ? FreeOutcome::kDoubleFree : FreeOutcome::kStale;
   e->freed = true;
+  e->epoch = epoch_;  // history is kept by recency of the last event, see table_'s keep rule
   *size = pool_[e->rec].size;
   release_block(e->rec);
   return FreeOutcome::kOk;

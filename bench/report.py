@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Runs bench_arena and prints its figures as ratios against the baselines of the same run.
+
+usage: bench/report.py BUILD_DIR [--min-time SECONDS] [--json OUT.json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build_dir")
+    ap.add_argument("--min-time", default="0.2")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    exe = os.path.join(args.build_dir, "bench", "bench_arena")
+    out = subprocess.run(
+        [exe, "--benchmark_format=json", f"--benchmark_min_time={args.min_time}",
+         "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"],
+        check=True, capture_output=True, text=True).stdout
+    data = json.loads(out)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(out)
+    med = {b["run_name"]: b["real_time"] for b in data["benchmarks"]
+           if b.get("aggregate_name") == "median"}
+    unit = {b["run_name"]: b["time_unit"] for b in data["benchmarks"]}
+    print(f"host: {data['context'].get('host_name', '?')}, "
+          f"{data['context'].get('num_cpus', '?')} cpus, {data['context'].get('date', '')}")
+    for name, t in med.items():
+        print(f"  {name:40s} {t:10.1f} {unit[name]} (median of 3)")
+    def ratio(a, b):
+        return med[a] / med[b] if a in med and b in med and med[b] > 0 else float("nan")
+    print("ratios (lower is better for zarena):")
+    print(f"  zarena alloc+free / malloc+free             "
+          f"{ratio('BM_ArenaAllocFree/0', 'BM_MallocFree'):.2f}")
+    print(f"  zarena alloc+free, 10k free blocks / none   "
+          f"{ratio('BM_ArenaAllocFree/10000', 'BM_ArenaAllocFree/0'):.2f}")
+    print(f"  zarena / scanning arena, 10k free blocks    "
+          f"{ratio('BM_ArenaAllocFree/10000', 'BM_ScanningArenaAllocFree/10000'):.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+module github.com/zarena/zarena/examples/go
+
+go 1.21
+
+require github.com/zarena/zarena/go v0.0.0
+
+replace github.com/zarena/zarena/go => ../../go

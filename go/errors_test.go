@@ -1,0 +1,163 @@
+package zarena
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// expectStatus checks that err is an *Error of the status, matches its sentinel and
+// no other, and carries the library's message.
+func expectStatus(t *testing.T, err error, want error, msgPart string) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("error %v is not %v", err, want)
+	}
+	for _, other := range sentinels[1:] {
+		if other != want && errors.Is(err, other) {
+			t.Fatalf("error %v also matches %v", err, other)
+		}
+	}
+	var ze *Error
+	if !errors.As(err, &ze) {
+		t.Fatalf("error %v is not a *zarena.Error", err)
+	}
+	if ze.Message == "" || !strings.Contains(ze.Message, msgPart) {
+		t.Fatalf("message %q does not contain %q", ze.Message, msgPart)
+	}
+	if StatusOf(fmt.Errorf("wrapped: %w", err)) != ze.Status {
+		t.Fatalf("StatusOf lost the status of %v", err)
+	}
+}
+
+func TestErrInvalidArgument(t *testing.T) {
+	_, err := New(Config{Backend: BackendHost, Alignment: 3})
+	expectStatus(t, err, ErrInvalidArgument, "align")
+	_, err = New(Config{Backend: Backend(42)})
+	expectStatus(t, err, ErrInvalidArgument, "backend")
+	if err := SetLoggerLevel(func(Record) {}, Level(9)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("SetLoggerLevel(level 9): %v", err)
+	}
+}
+
+func TestErrOutOfMemory(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowRefuse})
+	mustAlloc(t, a, 768*kiB)
+	_, err := a.Alloc(512 * kiB)
+	expectStatus(t, err, ErrOutOfMemory, "524288")
+	if s := a.Stats(); s.Misses != 1 || s.OverflowFailures != 1 || s.LiveAllocs != 1 {
+		t.Fatalf("a failed Alloc changed state: %+v", s)
+	}
+	// A 1 PiB request fails the same way.
+	_, err = a.Alloc(1 << 50)
+	expectStatus(t, err, ErrOutOfMemory, "")
+}
+
+func TestErrNotOwned(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB})
+	p := mustAlloc(t, a, 4*kiB)
+	expectStatus(t, a.Free(p+256), ErrNotOwned, "not the start")
+	b := newHost(t, Config{CapacityBytes: miB, Name: "other"})
+	q := mustAlloc(t, b, 4*kiB)
+	expectStatus(t, a.Free(q), ErrNotOwned, "not allocated")
+	if s := a.Stats(); s.InvalidFrees != 2 || s.LiveAllocs != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestErrDoubleFree(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB})
+	p := mustAlloc(t, a, 4*kiB)
+	mustAlloc(t, a, 4*kiB) // p is not the top block
+	if err := a.Free(p); err != nil {
+		t.Fatalf("Free: %v", err)
+	}
+	expectStatus(t, a.Free(p), ErrDoubleFree, "already freed")
+}
+
+func TestErrStale(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB})
+	p := mustAlloc(t, a, 4*kiB)
+	if err := a.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, a.Free(p), ErrStale, "reset")
+	if s := a.Stats(); s.StaleFrees != 1 {
+		t.Fatalf("stale_frees %d", s.StaleFrees)
+	}
+}
+
+func TestErrBackendFromFaultInjection(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync})
+	if err := a.InjectOverflowFault(2, 0, 0); err != nil {
+		t.Fatalf("InjectOverflowFault: %v", err)
+	}
+	mustAlloc(t, a, 768*kiB)
+	p := mustAlloc(t, a, 512*kiB) // first overflow allocation: served
+	if s := a.Stats(); s.OverflowAllocs != 1 || s.OverflowLiveBytes != 512*kiB {
+		t.Fatalf("overflow not used: %+v", s)
+	}
+	_, err := a.Alloc(512 * kiB) // second: the injected failure
+	expectStatus(t, err, ErrBackend, "injected")
+	if err := a.Free(p); err != nil {
+		t.Fatalf("Free(overflow block): %v", err)
+	}
+}
+
+func TestErrNoDevice(t *testing.T) {
+	a, err := New(Config{Backend: BackendCUDA, CapacityBytes: miB})
+	if err == nil {
+		defer a.Close()
+		t.Skip("a CUDA device is usable here; ErrNoDevice cannot be provoked")
+	}
+	expectStatus(t, err, ErrNoDevice, "")
+}
+
+func TestErrUnsupportedNeedsCUDA(t *testing.T) {
+	// Fault injection is host-only; on a CUDA arena it is ErrUnsupported. Without a
+	// device the status is covered by the mapping test below.
+	a, err := New(Config{Backend: BackendCUDA, CapacityBytes: miB})
+	if err != nil {
+		t.Skipf("no CUDA arena here (%v)", err)
+	}
+	defer a.Close()
+	expectStatus(t, a.InjectOverflowFault(1, 0, 0), ErrUnsupported, "")
+}
+
+// Statuses the host backend cannot produce (CAPTURE_UNSAFE, UNSUPPORTED, INTERNAL)
+// travel the same errorFrom path; the table pins every code to its sentinel and the
+// sentinel texts to the library's.
+func TestStatusMappingTable(t *testing.T) {
+	want := map[Status]error{
+		StatusInvalidArgument: ErrInvalidArgument, StatusOutOfMemory: ErrOutOfMemory,
+		StatusNotOwned: ErrNotOwned, StatusDoubleFree: ErrDoubleFree, StatusStale: ErrStale,
+		StatusCaptureUnsafe: ErrCaptureUnsafe, StatusNoDevice: ErrNoDevice,
+		StatusBackend: ErrBackend, StatusUnsupported: ErrUnsupported, StatusInternal: ErrInternal,
+	}
+	if len(want) != len(sentinels)-1 {
+		t.Fatalf("%d sentinels, %d in the table", len(sentinels)-1, len(want))
+	}
+	for st, sent := range want {
+		err := error(&Error{Status: st, Message: "detail"})
+		if !errors.Is(err, sent) || StatusOf(err) != st || StatusOf(sent) != st {
+			t.Errorf("status %d does not map to %v", st, sent)
+		}
+		if got := sent.Error(); got != "zarena: "+st.String() {
+			t.Errorf("sentinel %q does not match the library's status string %q", got, st.String())
+		}
+		if !strings.Contains(err.Error(), "detail") || !strings.Contains(err.Error(), st.String()) {
+			t.Errorf("Error() = %q", err.Error())
+		}
+	}
+	unknown := &Error{Status: 99, Message: "x"}
+	if unknown.Unwrap() != nil || Status(99).String() != "unknown status" {
+		t.Errorf("unknown status: unwrap %v, string %q", unknown.Unwrap(), Status(99).String())
+	}
+	if StatusOf(nil) != StatusOK || StatusOf(errors.New("x")) != StatusInternal {
+		t.Errorf("StatusOf of non-zarena errors")
+	}
+	if StatusOK.String() == "" {
+		t.Errorf("empty status string for OK")
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/zarena/zarena/go
+
+go 1.21

@@ -1,0 +1,97 @@
+package zarena
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+const (
+	kiB = 1 << 10
+	miB = 1 << 20
+)
+
+// newHost creates a host-backend arena closed at the end of the test.
+func newHost(t testing.TB, cfg Config) *Arena {
+	t.Helper()
+	cfg.Backend = BackendHost
+	if cfg.Name == "" {
+		cfg.Name = t.Name()
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", cfg, err)
+	}
+	t.Cleanup(func() {
+		if err := a.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return a
+}
+
+func mustAlloc(t testing.TB, a *Arena, n uint64) DevicePtr {
+	t.Helper()
+	p, err := a.Alloc(n)
+	if err != nil {
+		t.Fatalf("Alloc(%d): %v", n, err)
+	}
+	return p
+}
+
+// recorder collects the records of one arena (the logger is process-wide; other
+// tests' arenas must not disturb).
+type recorder struct {
+	mu    sync.Mutex
+	arena string
+	recs  []Record
+}
+
+func (r *recorder) log(rec Record) {
+	if r.arena != "" && rec.Arena != r.arena {
+		return
+	}
+	r.mu.Lock()
+	r.recs = append(r.recs, rec)
+	r.mu.Unlock()
+}
+
+func (r *recorder) find(event string) (Record, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.recs {
+		if rec.Event == event {
+			return rec, true
+		}
+	}
+	return Record{}, false
+}
+
+func (r *recorder) count(event string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Event == event {
+			n++
+		}
+	}
+	return n
+}
+
+// captureLogs routes the library's records of arena to a recorder for the test.
+func captureLogs(t testing.TB, arena string, min Level) *recorder {
+	t.Helper()
+	r := &recorder{arena: arena}
+	if err := SetLoggerLevel(r.log, min); err != nil {
+		t.Fatalf("SetLoggerLevel: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := SetLogger(nil); err != nil {
+			t.Errorf("SetLogger(nil): %v", err)
+		}
+	})
+	return r
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -1,0 +1,17 @@
+package zarena
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	// Every test creates arenas; their info records on stderr would bury the output.
+	if os.Getenv("ZARENA_LOG_LEVEL") == "" {
+		os.Setenv("ZARENA_LOG_LEVEL", "warn")
+	}
+	if err := SetLogger(nil); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,81 @@
+package zarena
+
+import (
+	"context"
+	"log/slog"
+)
+
+// SlogLevel maps a zarena level to slog's: trace is slog.LevelDebug-4, the others match
+// by name.
+func (l Level) SlogLevel() slog.Level {
+	switch l {
+	case LevelTrace:
+		return slog.LevelDebug - 4
+	case LevelDebug:
+		return slog.LevelDebug
+	case LevelInfo:
+		return slog.LevelInfo
+	case LevelWarn:
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}
+
+// Attrs are the record's typed fields as slog attributes, after "event" and "arena":
+// uint64 fields stay Uint64, strings String, and so on.
+func (r Record) Attrs() []slog.Attr {
+	attrs := make([]slog.Attr, 0, len(r.Fields)+2)
+	attrs = append(attrs, slog.String("event", r.Event))
+	if r.Arena != "" {
+		attrs = append(attrs, slog.String("arena", r.Arena))
+	}
+	for _, f := range r.Fields {
+		switch v := f.Value.(type) {
+		case int64:
+			attrs = append(attrs, slog.Int64(f.Key, v))
+		case uint64:
+			attrs = append(attrs, slog.Uint64(f.Key, v))
+		case float64:
+			attrs = append(attrs, slog.Float64(f.Key, v))
+		case bool:
+			attrs = append(attrs, slog.Bool(f.Key, v))
+		case string:
+			attrs = append(attrs, slog.String(f.Key, v))
+		default:
+			attrs = append(attrs, slog.Any(f.Key, v))
+		}
+	}
+	return attrs
+}
+
+// SlogFunc returns a logger for SetLogger that hands each record to h as an
+// slog.Record: the message, the mapped level, and the attributes of Record.Attrs.
+func SlogFunc(h slog.Handler) func(Record) {
+	return func(r Record) {
+		lvl := r.Level.SlogLevel()
+		ctx := context.Background()
+		if !h.Enabled(ctx, lvl) {
+			return
+		}
+		sr := slog.NewRecord(r.Time, lvl, r.Message, 0)
+		sr.AddAttrs(r.Attrs()...)
+		_ = h.Handle(ctx, sr)
+	}
+}
+
+// SetSlogHandler routes the library's records to h (see SetLogger for the rules). The
+// library's threshold becomes the lowest zarena level h is enabled for, so records h
+// would drop are not even built.
+func SetSlogHandler(h slog.Handler) error {
+	if h == nil {
+		return SetLoggerLevel(nil, levelFromEnv())
+	}
+	lowest := LevelOff
+	for l := LevelTrace; l < LevelOff; l++ {
+		if h.Enabled(context.Background(), l.SlogLevel()) {
+			lowest = l
+			break
+		}
+	}
+	return SetLoggerLevel(SlogFunc(h), lowest)
+}
