@@ -124,6 +124,9 @@ int main(void) {
   /* Keep stdout and zarena's stderr lines in order when both go to a pipe. */
   setvbuf(stdout, NULL, _IOLBF, 0);
 
+  printf(
+      "zarena writes its diagnostics to stderr (the lines with a timestamp): this program\n"
+      "registers no log callback, like a host whose logger discards them.\n\n");
   printf("=== phase 1: per-sample passes, no zarena_reset (the bug) ===\n");
   arena = new_arena("phase1");
   upload_weights(arena, weights, grads);
@@ -136,7 +139,11 @@ int main(void) {
   if (s != ZARENA_OK) {
     printf("sample %3d: zarena_alloc failed: %s\n  %s\n", sample, zarena_status_string(s),
            zarena_last_error());
-    printf("phase 1 stopped: the arena filled up after %d samples without a reset.\n", sample - 1);
+    printf(
+        "phase 1 stopped: the arena filled up after %d samples without a reset.\n"
+        "zarena said so twice on stderr: arena.reset_cadence early on, then\n"
+        "arena.first_overflow with verdict never_reset when it was full.\n",
+        sample - 1);
   }
   print_stats("phase 1 stats:", arena);
   check(zarena_destroy(arena), "zarena_destroy");
