@@ -25,10 +25,18 @@
 // data in the same epoch without a boundary anchors on that upload and is not recognised
 // early: its first-overflow verdict then falls back to the counters.
 // Threads: requests from several threads interleave in no fixed order, so the detector
-// sees fewer exact repeats and may warn later or not at all; it never warns wrongly
-// because of that. Known blind spot: a step whose opening requests belong to a block that repeats
-// inside the step (e.g. a model whose very first allocations are layer 1's) looks like repeated
+// sees fewer exact repeats and may warn later or not at all; a loop that resets still
+// never warns (the reset gate does not depend on the order).
+// Known blind spot: a step whose opening requests belong to a block that repeats inside
+// the step (e.g. a model whose very first allocations are layer 1's) looks like repeated
 // steps; real steps usually open with the input upload, which breaks the pattern.
+//
+// Why these numbers: 8 sizes make an accidental match among varied sizes negligible yet
+// fit steps of only a few requests (shorter steps still match across their repeats).
+// Two growing restarts, not one, so a single coincidence never warns, while the warning
+// still comes in the third pass. capacity/64: a pile smaller than that is no threat yet
+// (a program that adds little per step is told later, with over 98 % of the space above
+// the floor still free), and no program fills more than that plus two steps unwarned.
 #pragma once
 
 #include <cstdint>

@@ -100,7 +100,7 @@ bool take_token(Sink& s, const std::string& event, uint64_t* suppressed) {
   if (b == nullptr) {
     // An unknown event beyond the table's size, or a name too long for it, is not
     // limited rather than limited together with others.
-    if (s.bucket_count == kMaxBuckets || event.size() >= sizeof b->event) return true;
+    if (s.bucket_count == kMaxBuckets || event.size() >= sizeof(Bucket::event)) return true;
     b = &s.buckets[s.bucket_count++];
     *b = Bucket{};
     std::memcpy(b->event, event.c_str(), event.size() + 1);
@@ -179,12 +179,6 @@ LogRecord& LogRecord::rate_limited(bool on) {
 LogRecord& LogRecord::stderr_message_only(bool on) {
   stderr_message_only_ = on;
   return *this;
-}
-const LogRecord::Field* LogRecord::find(const std::string& key) const {
-  for (const auto& f : fields_) {
-    if (f.key == key) return &f;
-  }
-  return nullptr;
 }
 
 const char* log_level_name(int32_t level) noexcept {

@@ -58,7 +58,6 @@ class LogRecord {
     std::string s;
   };
   const std::vector<Field>& fields() const { return fields_; }
-  const Field* find(const std::string& key) const;
 
  private:
   int32_t level_;
