@@ -18,7 +18,11 @@ int32_t resolve_policy(const zarena_config& c) {
   return c.stream != nullptr ? ZARENA_OVERFLOW_ASYNC : ZARENA_OVERFLOW_SYNC;
 }
 
-std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy) {
+// AUTO takes CUDA when a device is usable; a device that is counted but fails to come
+// up (driver mismatch, exclusive mode, out of memory) falls back to host, and the reason
+// goes into *fallback for the arena.config record.
+std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy,
+                                      std::string* fallback) {
   BackendOptions o;
   o.device = c.device;
   o.managed = (c.flags & ZARENA_FLAG_MANAGED) != 0;
@@ -32,7 +36,15 @@ std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy) {
     case ZARENA_BACKEND_CUDA:
       return make_cuda_backend(o);
     default:
-      return cuda_device_usable(c.device) ? make_cuda_backend(o) : make_host_backend(o);
+      if (cuda_device_usable(c.device)) {
+        try {
+          return make_cuda_backend(o);
+        } catch (const Error& e) {
+          if (e.status != Status::kNoDevice) throw;
+          *fallback = e.message;
+        }
+      }
+      return make_host_backend(o);
   }
 }
 
@@ -42,8 +54,9 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
   const int32_t policy = resolve_policy(rc.cfg);
   std::unique_ptr<Backend> backend;
   void* base = nullptr;
+  std::string fallback;
   try {
-    backend = make_backend(rc.cfg, policy);
+    backend = make_backend(rc.cfg, policy, &fallback);
     if (policy == ZARENA_OVERFLOW_ASYNC && !backend->supports_async()) {
       return Result::fail(Status::kUnsupported,
                           fmt::format("overflow policy ASYNC needs stream-ordered memory pools, "
@@ -68,6 +81,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
                                   a.backend_->describe(), rc.cfg.capacity_bytes, rc.cfg.alignment,
                                   policy_name(policy));
     for (const auto& w : rc.warnings) msg += "; " + w;
+    if (!fallback.empty()) msg += "; AUTO fell back to host: " + fallback;
     rec.message(std::move(msg));
     rec.add_string("backend_resolved", backend_name(a.backend_->kind()));
     rec.add_string("overflow_policy_resolved", policy_name(policy));

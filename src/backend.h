@@ -57,6 +57,10 @@ class Backend {
   virtual void fill(void* ptr, uint64_t bytes, uint8_t byte) noexcept = 0;
   virtual MemoryInfo memory_info() noexcept = 0;
 
+  // The stream-ordered pool behind the ASYNC route (a cudaMemPool_t for the CUDA
+  // backend), or nullptr. For gpu tests that read the pool's attributes.
+  virtual void* native_pool() noexcept { return nullptr; }
+
   // Fault injection (host backend only; others answer kUnsupported).
   virtual Result inject_overflow_fault(uint64_t fail_nth, uint64_t delay_nth,
                                        uint64_t delay_ns) noexcept {
@@ -73,6 +77,20 @@ class Backend {
 std::unique_ptr<Backend> make_host_backend(const BackendOptions& opts);
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts);
 // True when this build has the CUDA backend and a device is usable (AUTO's choice).
+// Safe and quick without a driver: it asks the runtime for the device count only.
 bool cuda_device_usable(int32_t device) noexcept;
+
+// What the CUDA backend took from and gave back to CUDA, process-wide since load
+// (all zero in a build without CUDA). gpu tests compare these before create and after
+// destroy, because cudaMemGetInfo sees other processes on a shared GPU.
+struct CudaCallCounters {
+  uint64_t mallocs = 0;       // successful cudaMalloc / cudaMallocManaged
+  uint64_t frees = 0;         // cudaFree of those
+  uint64_t pool_allocs = 0;   // successful cudaMallocFromPoolAsync
+  uint64_t pool_frees = 0;    // cudaFreeAsync of those
+  uint64_t pools_created = 0;
+  uint64_t pools_destroyed = 0;
+};
+CudaCallCounters cuda_call_counters() noexcept;
 
 }  // namespace zarena_core

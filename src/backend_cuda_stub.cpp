@@ -17,4 +17,6 @@ bool cuda_device_usable(int32_t device) noexcept {
   return false;
 }
 
+CudaCallCounters cuda_call_counters() noexcept { return {}; }
+
 }  // namespace zarena_core

@@ -82,6 +82,9 @@ OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
     reserved_bytes_ -= size;
     ++stats_.failures;
     a.result = err.is_ok() ? Result::fail(Status::kBackend, "overflow allocation failed") : err;
+    // A capture the pre-check could not see (another thread's global-mode capture)
+    // still makes the backend refuse; name it as the refusal it is.
+    if (a.result.status == Status::kCaptureUnsafe) a.path = "capture_refused";
     return a;
   }
   try {

@@ -132,6 +132,49 @@ ZARENA_API const char* zarena_last_error(void);
 #define ZARENA_FLAG_OVERFLOW_PREWARM 0x4u /* at create, allocate+free the retained
                                              overflow size once so pages are resident */
 
+/* OVERFLOW AND CUDA
+ *   The CUDA backend takes the region from cudaMalloc (cudaMallocManaged with
+ *   ZARENA_FLAG_MANAGED) on cfg->device. The arena is bound to that device: every call
+ *   makes it current for its duration and restores the calling thread's current device
+ *   afterwards, so any thread may use the arena whatever device it is bound to.
+ *   libzarena carries CUDA's runtime statically: it loads without a driver, and then
+ *   AUTO picks the host backend and CUDA fails with ZARENA_E_NO_DEVICE (message with the
+ *   CUDA error). A cudaStream_t made by the host program's own CUDA runtime is a valid
+ *   cfg->stream. The stream must belong to cfg->device (else ZARENA_E_INVALID_ARGUMENT at
+ *   create) and must outlive the arena: frees and the destroy are ordered on it.
+ *
+ *   ASYNC: overflow blocks come from a memory pool the arena creates for itself (never
+ *   the device's default pool, which the host program may be tuning), with
+ *   cudaMallocFromPoolAsync / cudaFreeAsync on cfg->stream (NULL = the legacy stream).
+ *   The pool keeps up to overflow_retain_bytes of freed memory resident across
+ *   synchronisations instead of giving it back to the OS and faulting it in again.
+ *   The pool maps memory in chunks larger than the requests (32 MiB on an H200): a
+ *   threshold below one chunk keeps nothing, so the default retain is the capacity but
+ *   at least 64 MiB. ZARENA_FLAG_OVERFLOW_PREWARM allocates and frees the retained size once at
+ *   create (and synchronises the stream), so the first overflow does not pay for
+ *   mapping it (milliseconds for a fresh pool). An ASYNC overflow made while cfg->stream
+ *   is being captured into a CUDA graph becomes an allocation node of that graph and
+ *   belongs to it: free such a block inside the same capture, or reset the arena only
+ *   after the graph has been launched.
+ *
+ *   SYNC: cudaMalloc / cudaFree. A synchronous allocation during graph capture breaks
+ *   the capture (CUDA refuses it and invalidates the capture; some drivers hang), so it
+ *   is refused with ZARENA_E_CAPTURE_UNSAFE, before any call, when cfg->stream is
+ *   capturing (or its capture was invalidated), when a blocking stream of the device is
+ *   capturing (the legacy stream's rules: it reports an implicit capture, which covers
+ *   an arena on the NULL stream), or when the calling thread's per-thread stream is.
+ *   Not visible beforehand: a global-mode capture on another non-blocking stream. CUDA
+ *   then refuses the cudaMalloc itself (ZARENA_E_CAPTURE_UNSAFE too, path
+ *   "capture_refused") and that capture is invalidated. Use ASYNC with a stream when
+ *   overflow may happen during capture.
+ *
+ *   Both: overflow_limit_bytes caps live overflow bytes (ZARENA_E_OUT_OF_MEMORY beyond
+ *   it); zarena_free returns a block to its route; zarena_reset frees every overflow
+ *   block of the epoch still live; blocks live at zarena_mark_step_boundary survive
+ *   resets like the region below the floor. An overflow backend call slower than
+ *   overflow_slow_ns logs "overflow.slow"; stats.overflow_max_latency_ns keeps the
+ *   slowest. The "arena.first_overflow" record names the route in "path": async, sync,
+ *   capture_refused, refused (REFUSE) or limit. */
 typedef struct zarena_config {
   uint32_t struct_size;           /* sizeof(zarena_config) as the caller compiled it */
   int32_t backend;                /* ZARENA_BACKEND_*; default AUTO */
@@ -139,7 +182,8 @@ typedef struct zarena_config {
   uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 */
   uint64_t alignment;             /* power of two in [8, 1 GiB]; default 256 */
   int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
-  uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = capacity */
+  uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = default:
+                                     the capacity, but at least 64 MiB (see above) */
   uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = no cap */
   void* stream;                   /* cudaStream_t the memory is used on; NULL = legacy */
   uint32_t flags;                 /* ZARENA_FLAG_* */
@@ -190,7 +234,9 @@ typedef struct zarena zarena; /* opaque */
  * Logs "arena.config" with the resolved configuration and each value's source. */
 ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
 
-/* Releases the region, every live overflow block and the arena itself. Every pointer
+/* Releases the region, every live overflow block and the arena itself (CUDA: waits for
+ * the stream-ordered frees on cfg->stream, trims and destroys the overflow pool, so all
+ * device memory the arena took is given back). Every pointer
  * the arena handed out becomes invalid. NULL is accepted and returns ZARENA_OK.
  * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary.
  * Returns ZARENA_OK, or ZARENA_E_BACKEND when the backend reported an error while

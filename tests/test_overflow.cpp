@@ -1,0 +1,388 @@
+// The overflow pool over the host backend with fault injection: every policy, the cap,
+// backend failures, the watchdog, reset reclaim, persistent blocks and free validation.
+// Runs in CI without a GPU; the CUDA routes are covered by gpu_test_cuda.cpp.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "overflow_test_util.h"
+#include "zarena/zarena.h"
+
+using zarena_test::LogCollector;
+using zarena_test::stats_of;
+
+namespace {
+
+constexpr uint64_t kCapacity = 64 * 1024;
+constexpr uint64_t kBlock = 16 * 1024;  // four fill the region
+
+zarena_config host_config(int32_t policy) {
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = kCapacity;
+  c.alignment = 256;
+  c.overflow_policy = policy;
+  c.overflow_limit_bytes = 0;
+  c.flags = 0;
+  c.stream = nullptr;
+  c.name = "overflow-test";
+  return c;
+}
+
+struct ArenaHolder {
+  zarena* a = nullptr;
+  explicit ArenaHolder(const zarena_config& c) {
+    const zarena_status s = zarena_create(&c, &a);
+    EXPECT_EQ(s, ZARENA_OK) << zarena_last_error();
+  }
+  ~ArenaHolder() { EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error(); }
+  ArenaHolder(const ArenaHolder&) = delete;
+  ArenaHolder& operator=(const ArenaHolder&) = delete;
+};
+
+// Fills the region so that the next allocation of kBlock overflows.
+std::vector<void*> fill_region(zarena* a) {
+  std::vector<void*> v;
+  const uint64_t misses = stats_of(a).misses;
+  for (uint64_t i = 0; i < kCapacity / kBlock; ++i) {
+    void* p = nullptr;
+    EXPECT_EQ(zarena_alloc(a, kBlock, &p), ZARENA_OK) << zarena_last_error();
+    v.push_back(p);
+  }
+  EXPECT_EQ(stats_of(a).misses, misses) << "the region must serve these";
+  return v;
+}
+
+bool in_region(const std::vector<void*>& region_blocks, void* p) {
+  const char* lo = static_cast<const char*>(region_blocks.front());
+  const char* c = static_cast<const char*>(p);
+  return c >= lo && c < lo + kCapacity;
+}
+
+std::string first_overflow_path(const LogCollector& log) {
+  auto ev = log.events("arena.first_overflow");
+  if (ev.empty()) return "<none>";
+  return ev.back().strings["path"];
+}
+
+class OverflowPolicy : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(OverflowPolicy, SpillsTracksAndNamesThePath) {
+  LogCollector log;
+  ArenaHolder h(host_config(GetParam()));
+  auto region = fill_region(h.a);
+  void* p = nullptr;
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_OK) << zarena_last_error();
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(in_region(region, p));
+  std::memset(p, 0x5A, kBlock);  // really usable memory
+  const zarena_stats s = stats_of(h.a);
+  EXPECT_EQ(s.overflow_allocs, 1u);
+  EXPECT_EQ(s.overflow_live_bytes, kBlock);
+  EXPECT_EQ(s.overflow_peak_bytes, kBlock);
+  EXPECT_EQ(s.live_allocs, region.size() + 1);
+  EXPECT_EQ(first_overflow_path(log), GetParam() == ZARENA_OVERFLOW_ASYNC ? "async" : "sync");
+  EXPECT_EQ(zarena_free(h.a, p), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(stats_of(h.a).overflow_live_bytes, 0u);
+  EXPECT_EQ(stats_of(h.a).overflow_peak_bytes, kBlock);
+}
+
+INSTANTIATE_TEST_SUITE_P(AsyncAndSync, OverflowPolicy,
+                         ::testing::Values(ZARENA_OVERFLOW_ASYNC, ZARENA_OVERFLOW_SYNC));
+
+TEST(Overflow, RefuseMeansOutOfMemory) {
+  LogCollector log;
+  ArenaHolder h(host_config(ZARENA_OVERFLOW_REFUSE));
+  fill_region(h.a);
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_E_OUT_OF_MEMORY);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(zarena_last_error()).find("refused"), std::string::npos)
+      << zarena_last_error();
+  const zarena_stats s = stats_of(h.a);
+  EXPECT_EQ(s.overflow_allocs, 0u);
+  EXPECT_EQ(s.overflow_failures, 1u);
+  EXPECT_EQ(first_overflow_path(log), "refused");
+}
+
+TEST(Overflow, DefaultIsSyncWithoutStreamAndAsyncWithOne) {
+  for (bool with_stream : {false, true}) {
+    LogCollector log;
+    zarena_config c = host_config(ZARENA_OVERFLOW_DEFAULT);
+    // The host backend never dereferences the stream; any non-NULL value selects ASYNC.
+    static int fake_stream;
+    c.stream = with_stream ? &fake_stream : nullptr;
+    ArenaHolder h(c);
+    auto cfg = log.events("arena.config");
+    ASSERT_EQ(cfg.size(), 1u);
+    EXPECT_EQ(cfg[0].strings["overflow_policy_resolved"], with_stream ? "async" : "sync");
+    fill_region(h.a);
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_OK);
+    EXPECT_EQ(first_overflow_path(log), with_stream ? "async" : "sync");
+  }
+}
+
+TEST(Overflow, LimitCapsLiveOverflowBytes) {
+  LogCollector log;
+  zarena_config c = host_config(ZARENA_OVERFLOW_SYNC);
+  c.overflow_limit_bytes = 2 * kBlock;
+  ArenaHolder h(c);
+  fill_region(h.a);
+  void *p1 = nullptr, *p2 = nullptr, *p3 = nullptr;
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p1), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p2), ZARENA_OK);
+  EXPECT_EQ(zarena_alloc(h.a, kBlock, &p3), ZARENA_E_OUT_OF_MEMORY);
+  EXPECT_EQ(p3, nullptr);
+  EXPECT_NE(std::string(zarena_last_error()).find("limit"), std::string::npos)
+      << zarena_last_error();
+  // A request larger than the whole cap is refused too, whatever is live.
+  EXPECT_EQ(zarena_free(h.a, p2), ZARENA_OK);
+  EXPECT_EQ(zarena_alloc(h.a, 3 * kBlock, &p3), ZARENA_E_OUT_OF_MEMORY);
+  // Freeing makes room again.
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p3), ZARENA_OK);
+  const zarena_stats s = stats_of(h.a);
+  EXPECT_EQ(s.overflow_live_bytes, 2 * kBlock);
+  EXPECT_EQ(s.overflow_peak_bytes, 2 * kBlock);
+  EXPECT_EQ(s.overflow_failures, 2u);
+  EXPECT_EQ(s.overflow_allocs, 3u);
+}
+
+TEST(Overflow, LimitNamedAsPathWhenTheFirstOverflowHitsIt) {
+  LogCollector log;
+  zarena_config c = host_config(ZARENA_OVERFLOW_ASYNC);
+  c.overflow_limit_bytes = kBlock / 2;
+  ArenaHolder h(c);
+  fill_region(h.a);
+  void* p = nullptr;
+  EXPECT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_E_OUT_OF_MEMORY);
+  EXPECT_EQ(first_overflow_path(log), "limit");
+}
+
+TEST(Overflow, LimitHoldsUnderConcurrentOverflow) {
+  zarena_config c = host_config(ZARENA_OVERFLOW_ASYNC);
+  c.overflow_limit_bytes = 5 * kBlock;
+  ArenaHolder h(c);
+  fill_region(h.a);
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        void* p = nullptr;
+        const zarena_status s = zarena_alloc(h.a, kBlock, &p);
+        if (s == ZARENA_E_OUT_OF_MEMORY) {
+          ++refused;
+          continue;
+        }
+        ASSERT_EQ(s, ZARENA_OK);
+        std::memset(p, t, kBlock);  // would trip sanitizers if two blocks overlapped
+        ASSERT_EQ(static_cast<unsigned char*>(p)[kBlock - 1], t);
+        ASSERT_EQ(zarena_free(h.a, p), ZARENA_OK);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const zarena_stats s = stats_of(h.a);
+  EXPECT_LE(s.overflow_peak_bytes, c.overflow_limit_bytes);
+  EXPECT_EQ(s.overflow_live_bytes, 0u);
+  EXPECT_EQ(s.overflow_allocs + static_cast<uint64_t>(refused.load()), 8u * 300u);
+}
+
+TEST(Overflow, FailTheNthLeavesStateUnchanged) {
+  LogCollector log;
+  ArenaHolder h(host_config(ZARENA_OVERFLOW_SYNC));
+  fill_region(h.a);
+  ASSERT_EQ(zarena_debug_inject_overflow_fault(h.a, 3, 0, 0), ZARENA_OK);
+  void *p1 = nullptr, *p2 = nullptr, *p3 = nullptr, *p4 = nullptr;
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p1), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p2), ZARENA_OK);
+  const zarena_stats before = stats_of(h.a);
+  EXPECT_EQ(zarena_alloc(h.a, kBlock, &p3), ZARENA_E_BACKEND);
+  EXPECT_EQ(p3, nullptr);
+  EXPECT_NE(std::string(zarena_last_error()).find("injected fault"), std::string::npos)
+      << zarena_last_error();
+  const zarena_stats after = stats_of(h.a);
+  EXPECT_EQ(after.overflow_live_bytes, before.overflow_live_bytes);
+  EXPECT_EQ(after.overflow_allocs, before.overflow_allocs);
+  EXPECT_EQ(after.overflow_failures, before.overflow_failures + 1);
+  // Only the 3rd call fails; the 4th succeeds.
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p4), ZARENA_OK);
+  EXPECT_EQ(stats_of(h.a).overflow_live_bytes, 3 * kBlock);
+}
+
+TEST(Overflow, FaultInjectionAppliesToEveryRoute) {
+  for (int32_t policy : {ZARENA_OVERFLOW_ASYNC, ZARENA_OVERFLOW_SYNC}) {
+    ArenaHolder h(host_config(policy));
+    fill_region(h.a);
+    ASSERT_EQ(zarena_debug_inject_overflow_fault(h.a, 1, 0, 0), ZARENA_OK);
+    void* p = nullptr;
+    EXPECT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_E_BACKEND);
+    EXPECT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_OK);
+  }
+}
+
+TEST(Overflow, WatchdogReportsSlowCallsAndMaxLatency) {
+  LogCollector log;
+  zarena_config c = host_config(ZARENA_OVERFLOW_ASYNC);
+  c.overflow_slow_ns = 5'000'000;  // 5 ms
+  ArenaHolder h(c);
+  fill_region(h.a);
+  constexpr uint64_t kDelay = 30'000'000;  // 30 ms, only on the 2nd overflow call
+  ASSERT_EQ(zarena_debug_inject_overflow_fault(h.a, 0, 2, kDelay), ZARENA_OK);
+  void *p1 = nullptr, *p2 = nullptr, *p3 = nullptr;
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p1), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p2), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p3), ZARENA_OK);
+  const auto slow = log.events("overflow.slow");
+  ASSERT_GE(slow.size(), 1u);
+  const auto& rec = slow.front();
+  // The delayed call is reported with at least the injected delay.
+  EXPECT_GE(static_cast<uint64_t>(rec.ints.at("duration_ns")), kDelay);
+  EXPECT_EQ(static_cast<uint64_t>(rec.ints.at("threshold_ns")), c.overflow_slow_ns);
+  EXPECT_EQ(rec.strings.at("path"), "async");
+  EXPECT_GE(stats_of(h.a).overflow_max_latency_ns, kDelay);
+}
+
+TEST(Overflow, WatchdogQuietBelowThreshold) {
+  LogCollector log;
+  zarena_config c = host_config(ZARENA_OVERFLOW_SYNC);
+  c.overflow_slow_ns = 10'000'000'000ull;  // 10 s: no host allocation takes that long
+  ArenaHolder h(c);
+  fill_region(h.a);
+  ASSERT_EQ(zarena_debug_inject_overflow_fault(h.a, 0, 0, 1'000'000), ZARENA_OK);  // 1 ms each
+  for (int i = 0; i < 3; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_OK);
+  }
+  EXPECT_EQ(log.count("overflow.slow"), 0u);
+  EXPECT_GE(stats_of(h.a).overflow_max_latency_ns, 1'000'000u);
+}
+
+TEST(Overflow, ResetReclaimsEveryEpochWithoutLeaking) {
+  LogCollector log;
+  ArenaHolder h(host_config(ZARENA_OVERFLOW_ASYNC));
+  uint64_t reclaimed_expected = 0;
+  for (int round = 0; round < 2000; ++round) {
+    fill_region(h.a);
+    std::vector<void*> over;
+    for (int i = 0; i < 6; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(h.a, kBlock + 256 * i, &p), ZARENA_OK);
+      over.push_back(p);
+    }
+    // Free some explicitly; the reset reclaims the rest.
+    ASSERT_EQ(zarena_free(h.a, over[1]), ZARENA_OK);
+    ASSERT_EQ(zarena_free(h.a, over[4]), ZARENA_OK);
+    reclaimed_expected += 4;
+    ASSERT_GT(stats_of(h.a).overflow_live_bytes, 0u);
+    ASSERT_EQ(zarena_reset(h.a), ZARENA_OK);
+    const zarena_stats s = stats_of(h.a);
+    ASSERT_EQ(s.overflow_live_bytes, 0u) << "round " << round;
+    ASSERT_EQ(s.live_allocs, 0u) << "round " << round;
+    ASSERT_EQ(s.overflow_reclaimed, reclaimed_expected);
+  }
+  const zarena_stats s = stats_of(h.a);
+  EXPECT_EQ(s.overflow_allocs, 2000u * 6u);
+  EXPECT_EQ(s.resets, 2000u);
+  // First-overflow records are once per epoch (and may be rate-limited by the log).
+  EXPECT_GE(log.count("arena.first_overflow"), 1u);
+  EXPECT_LE(log.count("arena.first_overflow"), 2000u);
+}
+
+TEST(Overflow, StaleDoubleAndForeignFreesOfOverflowBlocks) {
+  ArenaHolder h(host_config(ZARENA_OVERFLOW_SYNC));
+  fill_region(h.a);
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &q), ZARENA_OK);
+  ASSERT_EQ(zarena_free(h.a, q), ZARENA_OK);
+  zarena_stats before = stats_of(h.a);
+  // Double free: error, nothing changes but the counter.
+  EXPECT_EQ(zarena_free(h.a, q), ZARENA_E_DOUBLE_FREE);
+  zarena_stats after = stats_of(h.a);
+  EXPECT_EQ(after.invalid_frees, before.invalid_frees + 1);
+  EXPECT_EQ(after.overflow_live_bytes, before.overflow_live_bytes);
+  // Interior pointer of an overflow block: not owned.
+  EXPECT_EQ(zarena_free(h.a, static_cast<char*>(p) + 256), ZARENA_E_NOT_OWNED);
+  int on_stack = 0;
+  EXPECT_EQ(zarena_free(h.a, &on_stack), ZARENA_E_NOT_OWNED);
+  EXPECT_EQ(stats_of(h.a).overflow_live_bytes, kBlock);
+  // After a reset the block is reclaimed: freeing it is stale, and dropped.
+  ASSERT_EQ(zarena_reset(h.a), ZARENA_OK);
+  before = stats_of(h.a);
+  EXPECT_EQ(zarena_free(h.a, p), ZARENA_E_STALE);
+  after = stats_of(h.a);
+  EXPECT_EQ(after.stale_frees, before.stale_frees + 1);
+  EXPECT_EQ(after.overflow_live_bytes, 0u);
+  EXPECT_EQ(after.overflow_reclaimed, 1u);
+}
+
+TEST(Overflow, StepBoundaryKeepsOverflowBlocksAcrossResets) {
+  ArenaHolder h(host_config(ZARENA_OVERFLOW_ASYNC));
+  fill_region(h.a);
+  void* weights = nullptr;
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &weights), ZARENA_OK);
+  std::memset(weights, 0x77, kBlock);
+  ASSERT_EQ(zarena_mark_step_boundary(h.a), ZARENA_OK);
+  for (int step = 0; step < 5; ++step) {
+    void* tmp = nullptr;
+    ASSERT_EQ(zarena_alloc(h.a, kBlock, &tmp), ZARENA_OK);  // region full: overflow
+    std::memset(tmp, step, kBlock);
+    ASSERT_EQ(zarena_reset(h.a), ZARENA_OK);
+    const zarena_stats s = stats_of(h.a);
+    EXPECT_EQ(s.overflow_live_bytes, kBlock) << "the persistent block must stay live";
+    EXPECT_EQ(s.overflow_reclaimed, static_cast<uint64_t>(step + 1));
+  }
+  for (uint64_t i = 0; i < kBlock; ++i) {
+    ASSERT_EQ(static_cast<unsigned char*>(weights)[i], 0x77) << "byte " << i;
+  }
+  EXPECT_EQ(zarena_free(h.a, weights), ZARENA_OK);
+  EXPECT_EQ(stats_of(h.a).overflow_live_bytes, 0u);
+  EXPECT_EQ(zarena_free(h.a, weights), ZARENA_E_DOUBLE_FREE);
+}
+
+TEST(Overflow, DestroyReleasesLiveOverflowBlocks) {
+  // Under ASan/LSan a leak here fails the run; without it, destroy must still succeed.
+  zarena* a = nullptr;
+  zarena_config c = host_config(ZARENA_OVERFLOW_SYNC);
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK);
+  fill_region(a);
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  void* p = nullptr;
+  ASSERT_EQ(zarena_alloc(a, kBlock, &p), ZARENA_OK);  // persistent after the next mark
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(a, kBlock, &p), ZARENA_OK);  // epoch-local
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+}
+
+TEST(Overflow, FirstOverflowRecordCarriesTheDiagnosisFields) {
+  LogCollector log;
+  ArenaHolder h(host_config(ZARENA_OVERFLOW_SYNC));
+  fill_region(h.a);
+  void* p = nullptr;
+  ASSERT_EQ(zarena_alloc(h.a, kBlock + 1, &p), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(h.a, kBlock, &p), ZARENA_OK);
+  auto ev = log.events("arena.first_overflow");
+  ASSERT_EQ(ev.size(), 1u) << "one record per epoch";
+  auto& r = ev[0];
+  EXPECT_EQ(r.strings["path"], "sync");
+  EXPECT_EQ(r.ints["requested_bytes"], static_cast<int64_t>(kBlock + 1));
+  EXPECT_EQ(r.ints["aligned_bytes"], static_cast<int64_t>(kBlock + 256));
+  EXPECT_EQ(r.ints["capacity_bytes"], static_cast<int64_t>(kCapacity));
+  EXPECT_FALSE(r.strings["verdict"].empty());
+}
+
+TEST(Overflow, FaultInjectionChecksItsHandle) {
+  ArenaHolder h(host_config(ZARENA_OVERFLOW_SYNC));
+  EXPECT_EQ(zarena_debug_inject_overflow_fault(nullptr, 1, 0, 0), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_debug_inject_overflow_fault(h.a, 0, 0, 0), ZARENA_OK);
+}
+
+}  // namespace
