@@ -95,6 +95,10 @@ echo "-- $("$GO" version), library $LIBDIR"
   cd "$ROOT/examples/go"
   "$GO" vet ./...
   "$GO" build -o "$BUILD/go-example-gradaccum" .
+  "$GO" build -o "$BUILD/go-example-quickstart" ./quickstart
 )
+echo "-- running examples/go/quickstart (the README's Go example)"
+ZARENA_BACKEND=host "$BUILD/go-example-quickstart" | tee "$BUILD/go-quickstart.out"
+grep -q '^epoch 100, high water' "$BUILD/go-quickstart.out"
 echo "-- running examples/go ($BUILD/go-example-gradaccum)"
 "$BUILD/go-example-gradaccum"
