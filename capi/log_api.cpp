@@ -8,8 +8,8 @@ extern "C" zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_da
                                                  int32_t min_level) {
   if (min_level < ZARENA_LOG_TRACE || min_level > ZARENA_LOG_OFF) {
     return zarena_core::fail(zarena_core::Status::kInvalidArgument,
-                        "zarena_set_log_callback: min_level " + std::to_string(min_level) +
-                            " is not a ZARENA_LOG_* level");
+                             "zarena_set_log_callback: min_level " + std::to_string(min_level) +
+                                 " is not a ZARENA_LOG_* level");
   }
   zarena_core::log_set_callback(fn, user_data, min_level);
   return ZARENA_OK;

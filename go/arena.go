@@ -67,7 +67,8 @@ func (a *Arena) leaked() {
 
 // Close destroys the arena: its region, every block and every DevicePtr it handed out
 // become invalid. Closing twice is a no-op. The error reports a backend failure while
-// releasing; the arena is destroyed anyway.
+// releasing; the arena is destroyed anyway. With a Go logger set, Close returns once
+// the records emitted so far (the arena's "arena.destroy" among them) reached it.
 func (a *Arena) Close() error {
 	if a == nil || a.h == nil {
 		return nil
@@ -76,6 +77,7 @@ func (a *Arena) Close() error {
 	a.h = nil
 	runtime.SetFinalizer(a, nil)
 	r := C.zgo_destroy(h)
+	FlushLogs()
 	return errorFrom(r.status, r.err)
 }
 

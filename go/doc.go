@@ -23,7 +23,9 @@
 // pointer to C.
 //
 // Diagnostics (configuration at create, the reset-cadence warning, the first-overflow
-// verdict) go to stderr until SetLogger or SetSlogHandler routes them to Go.
+// verdict) go to stderr until SetLogger or SetSlogHandler routes them to Go. Go loggers
+// are called asynchronously, on one goroutine, in emission order, and never inside a
+// binding call: no C call of the package calls back into Go. FlushLogs waits for them.
 //
 // Linking: cgo finds the library with pkg-config (package "zarena"); set
 // PKG_CONFIG_PATH to the directory holding zarena.pc. scripts/go-test.sh in the

@@ -56,7 +56,9 @@ func (r *recorder) log(rec Record) {
 	r.mu.Unlock()
 }
 
+// find and count first wait for the records emitted so far: delivery is asynchronous.
 func (r *recorder) find(event string) (Record, bool) {
+	FlushLogs()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rec := range r.recs {
@@ -68,6 +70,7 @@ func (r *recorder) find(event string) (Record, bool) {
 }
 
 func (r *recorder) count(event string) int {
+	FlushLogs()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0

@@ -1,21 +1,11 @@
 package zarena
 
 /*
+#include "log_queue.h"
 #include "zgo.h"
 
-// The //export'ed Go trampoline (log_export.go). Declared here because a file with
-// //export may not define C functions in its preamble.
-extern void zarenaGoLog(uintptr_t user_data, zarena_log_record* rec);
-
-// zarena_log_fn's signature around the trampoline: the handle travels as an integer so
-// that no Go pointer is ever stored in C.
-static void zgo_log_adapter(void* user_data, const zarena_log_record* rec) {
-  zarenaGoLog((uintptr_t)user_data, (zarena_log_record*)rec);
-}
-
-static inline zgo_result zgo_set_logger(uintptr_t handle, int32_t min_level) {
-  return zgo_wrap(zarena_set_log_callback(handle != 0 ? zgo_log_adapter : NULL,
-                                          (void*)handle, min_level));
+static inline zgo_result zgo_set_logger(int on, int32_t min_level) {
+  return zgo_wrap(zarena_set_log_callback(on ? zgo_logq_callback : NULL, NULL, min_level));
 }
 */
 import "C"
@@ -23,7 +13,6 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"runtime/cgo"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,26 +96,36 @@ func (r Record) String() string {
 	return b.String()
 }
 
-// logSink is what the single C callback registration points at (through a
-// runtime/cgo.Handle created once and never deleted, so a record still in flight
-// while the logger changes never meets a deleted handle).
+// logSink routes the library's records to the Go logger. The C callback only queues
+// (log_queue.c); one dispatcher goroutine, running while a logger is set, takes the
+// records out of the queue and calls the logger. So the logger never runs inside a
+// binding call: Alloc and Free stay single cgo calls with nothing on top.
 type logSink struct {
 	fn       atomic.Pointer[func(Record)]
 	minLevel atomic.Int32 // the library's threshold, once SetLoggerLevel set it
 	minSet   atomic.Bool
 	panics   atomic.Uint64
-	setMu    sync.Mutex // serialises SetLogger calls
-	handle   cgo.Handle
-	initted  bool
+	setMu    sync.Mutex    // serialises SetLogger calls; guards done
+	done     chan struct{} // closed when the dispatcher returns; nil when none runs
 }
 
 var sink logSink
 
 // SetLogger routes the library's log records to fn, from the level in
-// ZARENA_LOG_LEVEL (default info). fn nil restores the library's stderr sink. fn may be
-// called on any thread (also threads Go did not create) and from several at once; it
-// must not call Alloc, Free, Reset, MarkStepBoundary, New, Close or SetLogger. A panic
-// in fn is recovered and reported on stderr; the record is lost, the program goes on.
+// ZARENA_LOG_LEVEL (default info). fn nil restores the library's stderr sink.
+//
+// Delivery is asynchronous: the library's callback copies each record into a bounded
+// queue and returns, and fn runs on one goroutine of this package, one record at a
+// time, in the order the records were emitted, never inside a binding call (a record
+// emitted inside Alloc arrives after Alloc returned). Records from threads Go did not
+// create arrive the same way. FlushLogs waits for what was emitted so far;
+// SetLogger and Close flush too. When fn falls behind and the queue (4096 records)
+// is full, newer records are dropped and counted (LogsDropped); a "go.log_dropped"
+// record with the count in its "dropped" field takes their place.
+//
+// fn must not call Alloc, Free, Reset, MarkStepBoundary, New, Close, SetLogger or
+// FlushLogs (those that wait for the logger would wait for themselves). A panic in fn
+// is recovered and reported on stderr; the record is lost, the program goes on.
 func SetLogger(fn func(Record)) error {
 	return SetLoggerLevel(fn, levelFromEnv())
 }
@@ -140,18 +139,24 @@ func SetLoggerLevel(fn func(Record), minLevel Level) error {
 		if err := errorFrom(r.status, r.err); err != nil {
 			return err
 		}
-		sink.fn.Store(nil)
 		sink.minLevel.Store(int32(minLevel))
 		sink.minSet.Store(true)
+		sink.stopDispatcher()
+		sink.fn.Store(nil)
 		return nil
 	}
-	if !sink.initted {
-		sink.handle = cgo.NewHandle(&sink)
-		sink.initted = true
+	started := sink.done == nil
+	if started {
+		sink.startDispatcher()
+	} else {
+		C.zgo_logq_flush() // what was emitted before goes to the previous logger
 	}
 	prev := sink.fn.Swap(&fn)
-	r := C.zgo_set_logger(C.uintptr_t(sink.handle), C.int32_t(minLevel))
+	r := C.zgo_set_logger(1, C.int32_t(minLevel))
 	if err := errorFrom(r.status, r.err); err != nil {
+		if started {
+			sink.stopDispatcher()
+		}
 		sink.fn.Store(prev)
 		return err
 	}
@@ -160,8 +165,79 @@ func SetLoggerLevel(fn func(Record), minLevel Level) error {
 	return nil
 }
 
+// FlushLogs waits until every record emitted before the call (by the library on any
+// thread, or by the binding) was handed to the Go logger, or counted as dropped. It
+// returns at once when no logger is set. The logger itself must not call it.
+func FlushLogs() { C.zgo_logq_flush() }
+
 // LoggerPanics counts records lost because the Go logger panicked.
 func LoggerPanics() uint64 { return sink.panics.Load() }
+
+// LogsDropped counts records lost because the Go logger fell behind and the queue
+// was full (or a record could not be copied).
+func LogsDropped() uint64 { return uint64(C.zgo_logq_dropped()) }
+
+// startDispatcher opens the queue and starts the goroutine that drains it. Called
+// with setMu held, before the library's callback points at the queue.
+func (s *logSink) startDispatcher() {
+	C.zgo_logq_open()
+	s.done = make(chan struct{})
+	go s.dispatch(s.done)
+}
+
+// stopDispatcher delivers what was queued and ends the dispatcher. Called with setMu
+// held, after the library's callback was taken away: records from callbacks still in
+// flight are discarded, as they were when a removed logger was never called.
+func (s *logSink) stopDispatcher() {
+	if s.done == nil {
+		return
+	}
+	C.zgo_logq_close()
+	C.zgo_logq_flush()
+	C.zgo_logq_stop()
+	<-s.done
+	s.done = nil
+}
+
+// dispatch is the dispatcher goroutine: it blocks in C until records are queued,
+// copies them into Go memory and calls the logger, never from inside a C call.
+func (s *logSink) dispatch(done chan struct{}) {
+	defer close(done)
+	var recs []Record
+	for {
+		b := C.zgo_logq_next() // also releases the previous batch, now delivered
+		if b.stop != 0 {
+			return
+		}
+		recs = recs[:0]
+		for q := b.head; q != nil; q = q.next {
+			t := time.Unix(0, int64(q.unix_ns))
+			if q.dropped_before > 0 {
+				recs = append(recs, droppedRecord(uint64(q.dropped_before), t))
+			}
+			recs = append(recs, recordFromC(&q.rec, t))
+		}
+		if b.tail_drops > 0 {
+			recs = append(recs, droppedRecord(uint64(b.tail_drops), time.Now()))
+		}
+		for i := range recs {
+			s.deliver(recs[i])
+			recs[i] = Record{}
+		}
+	}
+}
+
+// droppedRecord stands in, in the delivery order, for records the queue dropped.
+func droppedRecord(n uint64, t time.Time) Record {
+	return Record{
+		Time:  t,
+		Level: LevelWarn,
+		Event: "go.log_dropped",
+		Message: fmt.Sprintf("%d log records were dropped: the Go logger fell behind and "+
+			"the queue of %d records was full", n, uint32(C.zgo_logq_capacity())),
+		Fields: []Field{{Key: "dropped", Value: n}},
+	}
+}
 
 func levelFromEnv() Level {
 	switch strings.ToLower(os.Getenv("ZARENA_LOG_LEVEL")) {
@@ -179,13 +255,20 @@ func levelFromEnv() Level {
 	return LevelInfo
 }
 
+// threshold is the level below which records are not delivered.
+func threshold() Level {
+	if sink.minSet.Load() {
+		return Level(sink.minLevel.Load())
+	}
+	return levelFromEnv()
+}
+
 // deliver hands a record to the Go logger, recovering its panic.
-func (s *logSink) deliver(rec func() Record) {
+func (s *logSink) deliver(r Record) {
 	fnp := s.fn.Load()
-	if fnp == nil {
+	if fnp == nil || r.Level < threshold() {
 		return
 	}
-	r := rec()
 	defer func() {
 		if p := recover(); p != nil {
 			s.panics.Add(1)
@@ -196,29 +279,32 @@ func (s *logSink) deliver(rec func() Record) {
 	(*fnp)(r)
 }
 
-// emitGo reports a record that originates in the binding (not the C library): to the
-// Go logger when one is set, else to stderr like the library's default sink.
+// emitGo reports a record that originates in the binding (not the C library; its
+// fields are not carried): through the queue, behind the library's records emitted
+// before it, when a Go logger is set, else to stderr like the library's default sink.
 func emitGo(r Record) {
-	r.Time = time.Now()
-	threshold := levelFromEnv()
-	if sink.minSet.Load() {
-		threshold = Level(sink.minLevel.Load())
-	}
-	if r.Level < threshold || threshold >= LevelOff {
+	lvl := threshold()
+	if r.Level < lvl || lvl >= LevelOff {
 		return
 	}
 	if sink.fn.Load() != nil {
-		sink.deliver(func() Record { return r })
-		return
+		ev, msg, arena := C.CString(r.Event), C.CString(r.Message), C.CString(r.Arena)
+		queued := C.zgo_logq_push(C.int32_t(r.Level), ev, msg, arena)
+		C.free(unsafe.Pointer(ev))
+		C.free(unsafe.Pointer(msg))
+		C.free(unsafe.Pointer(arena))
+		if queued != 0 {
+			return
+		}
 	}
-	fmt.Fprintf(os.Stderr, "%s zarena %s %s\n", r.Time.Format("2006-01-02T15:04:05.000"),
+	fmt.Fprintf(os.Stderr, "%s zarena %s %s\n", time.Now().Format("2006-01-02T15:04:05.000"),
 		r.Level, r.String())
 }
 
 // recordFromC copies a C record into Go memory.
-func recordFromC(rec *C.zarena_log_record) Record {
+func recordFromC(rec *C.zarena_log_record, t time.Time) Record {
 	r := Record{
-		Time:    time.Now(),
+		Time:    t,
 		Level:   Level(rec.level),
 		Event:   C.GoString(rec.event),
 		Message: C.GoString(rec.message),
@@ -254,4 +340,12 @@ func recordFromC(rec *C.zarena_log_record) Record {
 
 func unsafeFields(p *C.zarena_log_field, n int) []C.zarena_log_field {
 	return unsafe.Slice(p, n)
+}
+
+// setLogQueueCapacity changes the queue bound (tests make it small to see drops) and
+// returns the previous one.
+func setLogQueueCapacity(n uint32) uint32 {
+	prev := uint32(C.zgo_logq_capacity())
+	C.zgo_logq_set_capacity(C.uint32_t(n))
+	return prev
 }

@@ -147,6 +147,7 @@ func TestPanickingLoggerIsRecovered(t *testing.T) {
 	if st := cgotest.OnForeignThreads("foreign-panic", miB, 2); st != 0 {
 		t.Fatalf("status %d", st)
 	}
+	FlushLogs()
 	mu.Lock()
 	defer mu.Unlock()
 	if calls < 2+2*3 {
@@ -167,6 +168,7 @@ func TestSlogHandlerBridge(t *testing.T) {
 	t.Cleanup(func() { _ = SetSlogHandler(nil) })
 	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync})
 	overflowOnce(t, a)
+	FlushLogs()
 	mu.Lock()
 	out := buf.String()
 	mu.Unlock()

@@ -73,6 +73,10 @@ echo "-- $("$GO" version), library $LIBDIR"
   fi
   "$GO" vet ./...
   "$GO" test -race -count=1 ./...
+  # The no-freeze test times the Go runtime itself, so it runs without the race
+  # detector (which multiplies the cost of each runtime.GC it measures) and is built
+  # only in this run (nofreeze_test.go is tagged !race).
+  "$GO" test -count=1 -run 'NoFreeze' -v . | grep -E '^(=== RUN|--- |\s+nofreeze_test|ok|FAIL|PASS)'
   if [ "$RUN_BENCH" = 1 ]; then
     "$GO" test -run '^$' -bench . -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" . |
       tee "$BUILD/go-bench.txt"
@@ -91,6 +95,10 @@ echo "-- $("$GO" version), library $LIBDIR"
   cd "$ROOT/examples/go"
   "$GO" vet ./...
   "$GO" build -o "$BUILD/go-example-gradaccum" .
+  "$GO" build -o "$BUILD/go-example-quickstart" ./quickstart
 )
+echo "-- running examples/go/quickstart (the README's Go example)"
+ZARENA_BACKEND=host "$BUILD/go-example-quickstart" | tee "$BUILD/go-quickstart.out"
+grep -q '^epoch 100, high water' "$BUILD/go-quickstart.out"
 echo "-- running examples/go ($BUILD/go-example-gradaccum)"
 "$BUILD/go-example-gradaccum"

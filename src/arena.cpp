@@ -18,7 +18,11 @@ int32_t resolve_policy(const zarena_config& c) {
   return c.stream != nullptr ? ZARENA_OVERFLOW_ASYNC : ZARENA_OVERFLOW_SYNC;
 }
 
-std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy) {
+// AUTO takes CUDA when a device is usable; a device that is counted but fails to come
+// up (driver mismatch, exclusive mode, out of memory) falls back to host, and the reason
+// goes into *fallback for the arena.config record.
+std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy,
+                                      std::string* fallback) {
   BackendOptions o;
   o.device = c.device;
   o.managed = (c.flags & ZARENA_FLAG_MANAGED) != 0;
@@ -32,7 +36,15 @@ std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy) {
     case ZARENA_BACKEND_CUDA:
       return make_cuda_backend(o);
     default:
-      return cuda_device_usable(c.device) ? make_cuda_backend(o) : make_host_backend(o);
+      if (cuda_device_usable(c.device)) {
+        try {
+          return make_cuda_backend(o);
+        } catch (const Error& e) {
+          if (e.status != Status::kNoDevice) throw;
+          *fallback = e.message;
+        }
+      }
+      return make_host_backend(o);
   }
 }
 
@@ -42,8 +54,9 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
   const int32_t policy = resolve_policy(rc.cfg);
   std::unique_ptr<Backend> backend;
   void* base = nullptr;
+  std::string fallback;
   try {
-    backend = make_backend(rc.cfg, policy);
+    backend = make_backend(rc.cfg, policy, &fallback);
     if (policy == ZARENA_OVERFLOW_ASYNC && !backend->supports_async()) {
       return Result::fail(Status::kUnsupported,
                           fmt::format("overflow policy ASYNC needs stream-ordered memory pools, "
@@ -63,19 +76,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
   }
   Arena& a = **out;
   if (log_enabled(ZARENA_LOG_INFO)) {
-    LogRecord rec(ZARENA_LOG_INFO, "arena.config", a.name_);
-    std::string msg = fmt::format("created on {}: capacity {} bytes, alignment {}, overflow {}",
-                                  a.backend_->describe(), rc.cfg.capacity_bytes, rc.cfg.alignment,
-                                  policy_name(policy));
-    for (const auto& w : rc.warnings) msg += "; " + w;
-    rec.message(std::move(msg));
-    rec.add_string("backend_resolved", backend_name(a.backend_->kind()));
-    rec.add_string("overflow_policy_resolved", policy_name(policy));
-    for (const auto& s : rc.sources) {
-      // Keys must outlive the record: they are the static field names of the table.
-      rec.add_string(s.field.c_str(), fmt::format("{} ({})", s.value, s.origin));
-    }
-    log_emit(rec);
+    log_emit(config_record(rc, a.backend_->describe(), a.backend_->kind(), policy, fallback));
   }
   return Result::ok();
 }
@@ -112,30 +113,27 @@ Result Arena::alloc(uint64_t size, void** out) {
     ++epoch_allocs_;
     ++total_allocs_;
     if (size > epoch_max_alloc_) epoch_max_alloc_ = size;
+    if (size > step_max_alloc_) step_max_alloc_ = size;
     uint64_t offset = 0;
     bool reused = false;
     if (region_.alloc(aligned, &offset, &reused)) {
       ++hits_;
       if (reused) ++reuses_;
-      if (cadence_.on_alloc(aligned, region_.top() - region_.floor(), resets_)) {
-        cadence_warning.emplace(ZARENA_LOG_WARN, "arena.reset_cadence", name_);
-        cadence_warning->message(fmt::format(
-            "the same step has started {} times in this epoch without a reset and the epoch "
-            "already holds {} of {} bytes; reset the arena after every step "
-            "(zarena_reset) or it will overflow (likely verdict: never_reset)",
-            cadence_.repeats() + 1, region_.top() - region_.floor(), region_.capacity()));
-        cadence_warning->add_uint("step_repeats", cadence_.repeats())
-            .add_uint("epoch_bytes", region_.top() - region_.floor())
-            .add_uint("capacity_bytes", region_.capacity())
-            .add_uint("epoch_allocs", epoch_allocs_)
-            .add_uint("resets", resets_)
-            .add_string("verdict", "never_reset")
-            .add_string("advice", "call zarena_reset after every step");
-      }
       result = base_ + offset;
     } else {
       ++misses_;
-      cadence_.on_alloc(aligned, region_.top() - region_.floor(), resets_);
+    }
+    if (cadence_.on_alloc(aligned, region_.top(), resets_) && log_enabled(ZARENA_LOG_WARN)) {
+      CadenceFacts f;
+      f.step_repeats = cadence_.restarts();
+      f.step_allocs = cadence_.step_allocs();
+      f.step_bytes = cadence_.step_growth();
+      f.grown_bytes = cadence_.grown_bytes(region_.top());
+      f.offset_bytes = region_.top();
+      f.capacity_bytes = region_.capacity();
+      f.epoch_allocs = epoch_allocs_;
+      f.resets = resets_;
+      cadence_warning.emplace(reset_cadence_record(f, name_));
     }
   }
   if (cadence_warning) log_emit(*cadence_warning);
@@ -171,6 +169,7 @@ Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, void** out) {
       f.epoch = region_.epoch();
       f.epoch_allocs = epoch_allocs_;
       f.epoch_max_alloc_bytes = epoch_max_alloc_;
+      f.step_max_alloc_bytes = step_max_alloc_;
       f.hits = hits_;
       f.misses = misses_;
       f.reuses = reuses_;
@@ -178,7 +177,7 @@ Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, void** out) {
       f.free_list_len = region_.free_count();
       f.free_list_bytes = region_.free_bytes();
       f.largest_free_block_bytes = region_.largest_free();
-      f.step_repeats = cadence_.repeats();
+      f.step_repeats = cadence_.restarts();
       if (log_enabled(ZARENA_LOG_WARN)) first.emplace(first_overflow_record(f, name_));
     }
     if (!a.result.is_ok()) {
@@ -197,6 +196,7 @@ Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, void** out) {
         .add_uint("threshold_ns", cfg_.overflow_slow_ns)
         .add_uint("bytes", aligned)
         .add_string("path", a.path);
+    slow->rate_limited();  // a wedged backend would otherwise log on every overflow call
   }
   if (first) log_emit(*first);
   if (slow) log_emit(*slow);
@@ -257,8 +257,9 @@ void Arena::reset() {
     ++resets_;
     epoch_allocs_ = 0;
     epoch_max_alloc_ = 0;
+    step_max_alloc_ = 0;
     overflowed_this_epoch_ = false;
-    cadence_.on_reset();
+    cadence_.on_reset(region_.top());
     new_epoch = region_.epoch();
   }
   overflow_.reclaim(new_epoch);
@@ -268,6 +269,8 @@ void Arena::mark_step_boundary() {
   std::lock_guard<std::mutex> lock(mu_);
   region_.mark_step_boundary();
   overflow_.mark_step_boundary();
+  step_max_alloc_ = 0;
+  cadence_.on_step_boundary(region_.top());
 }
 
 uint64_t Arena::epoch() const {
@@ -319,26 +322,7 @@ Result Arena::destroy() {
   Result r1 = overflow_.release_all();
   Result r2 = backend_->release_region(base_, region_.capacity());
   if (log_enabled(ZARENA_LOG_INFO)) {
-    LogRecord rec(ZARENA_LOG_INFO, "arena.destroy", name_);
-    rec.message(fmt::format(
-        "destroyed after {} allocations in {} epochs: high water {} of {} bytes, {} overflow "
-        "allocations (peak {} bytes), {} stale and {} invalid frees, {} live blocks left",
-        total_allocs_, s.epoch + 1, s.high_water_bytes, s.capacity_bytes, s.overflow_allocs,
-        s.overflow_peak_bytes, s.stale_frees, s.invalid_frees, s.live_allocs));
-    rec.add_uint("allocs", total_allocs_)
-        .add_uint("resets", s.resets)
-        .add_uint("high_water_bytes", s.high_water_bytes)
-        .add_uint("capacity_bytes", s.capacity_bytes)
-        .add_uint("hits", s.hits)
-        .add_uint("misses", s.misses)
-        .add_uint("reuses", s.reuses)
-        .add_uint("overflow_allocs", s.overflow_allocs)
-        .add_uint("overflow_peak_bytes", s.overflow_peak_bytes)
-        .add_uint("overflow_epochs", overflow_epochs_)
-        .add_uint("stale_frees", s.stale_frees)
-        .add_uint("invalid_frees", s.invalid_frees)
-        .add_uint("live_allocs", s.live_allocs);
-    log_emit(rec);
+    log_emit(destroy_record(s, LifetimeFacts{total_allocs_, overflow_epochs_}, name_));
   }
   if (!r1.is_ok()) return r1;
   return r2;

@@ -62,6 +62,7 @@ class Arena {
   CadenceDetector cadence_;
   uint64_t hits_ = 0, misses_ = 0, reuses_ = 0, resets_ = 0;
   uint64_t epoch_allocs_ = 0, epoch_max_alloc_ = 0;
+  uint64_t step_max_alloc_ = 0;  // since the last reset or step boundary (diagnosis)
   uint64_t stale_frees_ = 0, invalid_frees_ = 0;
   uint64_t total_allocs_ = 0;
   bool overflowed_this_epoch_ = false;

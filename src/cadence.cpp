@@ -2,39 +2,90 @@
 
 namespace zarena_core {
 
-bool CadenceDetector::on_alloc(uint64_t size, uint64_t epoch_bytes, uint64_t resets) {
-  if (recorded_ < kSignatureLen) {
-    if (recorded_ > 0 && size != signature_[0]) varied_ = true;
-    signature_[recorded_++] = size;
+void CadenceDetector::Anchor::start() {
+  recorded = 0;
+  match = 0;
+  armed = true;
+}
+
+bool CadenceDetector::Anchor::record(uint64_t size) {
+  sizes[recorded++] = size;
+  if (recorded < kAnchorLen) return false;
+  bool varied = false;
+  for (int i = 1; i < kAnchorLen; ++i) varied |= sizes[i] != sizes[0];
+  if (!varied) {
+    // One size only: says nothing about steps; try the next requests instead.
+    recorded = 0;
     return false;
   }
-  if (!varied_) return false;
-  if (size == signature_[match_]) {
-    ++match_;
-  } else {
-    match_ = (size == signature_[0]) ? 1 : 0;
+  fail[0] = 0;
+  int k = 0;
+  for (int i = 1; i < kAnchorLen; ++i) {
+    while (k > 0 && sizes[i] != sizes[k]) k = fail[k - 1];
+    if (sizes[i] == sizes[k]) ++k;
+    fail[i] = static_cast<uint8_t>(k);
   }
-  if (match_ < kSignatureLen) return false;
-  match_ = 0;
-  ++repeats_;
-  if (epoch_bytes > last_repeat_bytes_) ++growing_repeats_;
-  last_repeat_bytes_ = epoch_bytes;
+  match = 0;
+  return true;
+}
+
+bool CadenceDetector::Anchor::feed(uint64_t size) {
+  while (match > 0 && size != sizes[match]) match = fail[match - 1];
+  if (size == sizes[match]) ++match;
+  if (match < kAnchorLen) return false;
+  match = fail[kAnchorLen - 1];
+  return true;
+}
+
+void CadenceDetector::begin(uint64_t top) {
+  base_top_ = top;
+  mark_top_ = top;
+  mark_alloc_ = allocs_;
+}
+
+bool CadenceDetector::on_alloc(uint64_t size, uint64_t top, uint64_t resets) {
+  ++allocs_;
+  bool restart = false;
+  for (Anchor& a : anchors_) {
+    if (!a.armed) continue;
+    if (a.recorded < kAnchorLen) {
+      a.record(size);
+    } else if (a.feed(size)) {
+      restart = true;
+    }
+  }
+  if (!restart) return false;
+  ++restarts_;
+  step_allocs_ = allocs_ - mark_alloc_;
+  step_growth_ = top > mark_top_ ? top - mark_top_ : 0;
+  growing_ = step_growth_ > 0 ? growing_ + 1 : 0;
+  mark_top_ = top;
+  mark_alloc_ = allocs_;
   if (warned_ || resets != 0) return false;
-  if (growing_repeats_ >= kRepeatsToWarn && epoch_bytes >= capacity_ / kMinShareDivisor) {
+  if (growing_ >= kGrowingRestartsToWarn && grown_bytes(top) >= capacity_ / kMinShareDivisor) {
     warned_ = true;
     return true;
   }
   return false;
 }
 
-void CadenceDetector::on_reset() {
-  recorded_ = 0;
-  varied_ = false;
-  match_ = 0;
-  repeats_ = 0;
-  growing_repeats_ = 0;
-  last_repeat_bytes_ = 0;
+void CadenceDetector::on_reset(uint64_t top) {
+  anchors_[0].start();
+  anchors_[1].armed = false;
+  restarts_ = 0;
+  growing_ = 0;
+  step_allocs_ = 0;
+  step_growth_ = 0;
   warned_ = false;
+  begin(top);
+}
+
+void CadenceDetector::on_step_boundary(uint64_t top) {
+  if (restarts_ != 0) return;  // steps already recognised: keep matching them
+  anchors_[1] = anchors_[0];
+  if (anchors_[1].recorded < kAnchorLen) anchors_[1].armed = false;
+  anchors_[0].start();
+  begin(top);
 }
 
 }  // namespace zarena_core

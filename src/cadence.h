@@ -1,11 +1,42 @@
 // Reset-cadence detector: notices a program running step after step without resetting,
-// before the arena overflows. Training steps (and per-sample passes) issue the same
-// sequence of request sizes again and again, so when the sequence that opened the epoch
-// starts over while no reset has ever happened, a new step began without a reset.
-// Repetition alone is not enough (a steady loop that frees everything it allocates is
-// fine), so the warning also needs growth: the top must have risen across the repeats
-// and the epoch must hold a noticeable share of the capacity. A stream of one constant
-// size never counts as a repeated step. O(1) per allocation, no heap use.
+// before the arena overflows.
+//
+// Signal: training steps (and per-sample passes) issue the same sequence of request sizes
+// every time. The detector records the first kAnchorLen request sizes of the epoch (the
+// "anchor": the opening of the first step) and watches the stream for that sequence
+// again (KMP matching, O(1) amortised per request, fixed memory). Each time it recurs a
+// new step has started ("restart"). A restart alone is harmless when the loop frees what
+// it allocated, so the warning also needs growth:
+//   - the top rose across each of the last kGrowingRestartsToWarn restarts, and
+//   - the bytes added since the anchor reach capacity / kMinShareDivisor,
+// and no reset may ever have happened on the arena. Consequences, by design:
+//   - one big first step never repeats its opening, so it stays quiet however large;
+//   - a constant-size stream gives an anchor of one size, which is discarded and
+//     re-recorded: it never counts as a step;
+//   - a loop that resets every step is quiet after its first reset (the gate), and in
+//     its first step the opening has not recurred yet;
+//   - per-sample passes without reset warn 8 requests into the third pass, once the
+//     passes have added capacity/64 (1.6 %): e.g. a 64 GiB arena hears about it once 1
+//     GiB has piled up, long before it is full.
+// Anchoring: zarena_mark_step_boundary says "steps start here", so a boundary marked
+// before any restart re-anchors (weights uploaded before it never recur).
+// The previous anchor stays armed as well, so a program that marks a boundary after
+// every step (and never resets) is still recognised. A program that uploads persistent
+// data in the same epoch without a boundary anchors on that upload and is not recognised
+// early: its first-overflow verdict then falls back to the counters.
+// Threads: requests from several threads interleave in no fixed order, so the detector
+// sees fewer exact repeats and may warn later or not at all; a loop that resets still
+// never warns (the reset gate does not depend on the order).
+// Known blind spot: a step whose opening requests belong to a block that repeats inside
+// the step (e.g. a model whose very first allocations are layer 1's) looks like repeated
+// steps; real steps usually open with the input upload, which breaks the pattern.
+//
+// Why these numbers: 8 sizes make an accidental match among varied sizes negligible yet
+// fit steps of only a few requests (shorter steps still match across their repeats).
+// Two growing restarts, not one, so a single coincidence never warns, while the warning
+// still comes in the third pass. capacity/64: a pile smaller than that is no threat yet
+// (a program that adds little per step is told later, with over 98 % of the space above
+// the floor still free), and no program fills more than that plus two steps unwarned.
 #pragma once
 
 #include <cstdint>
@@ -14,29 +45,52 @@ namespace zarena_core {
 
 class CadenceDetector {
  public:
-  static constexpr int kSignatureLen = 8;
-  static constexpr uint64_t kMinShareDivisor = 64;  // epoch >= capacity/64
-  static constexpr uint64_t kRepeatsToWarn = 2;
+  static constexpr int kAnchorLen = 8;
+  static constexpr uint64_t kMinShareDivisor = 64;
+  static constexpr uint64_t kGrowingRestartsToWarn = 2;
 
-  explicit CadenceDetector(uint64_t capacity) : capacity_(capacity) {}
+  explicit CadenceDetector(uint64_t capacity) : capacity_(capacity) { anchors_[0].start(); }
 
-  // One allocation request of the current epoch; epoch_bytes = top - floor after it.
-  // Returns true exactly once per epoch, when the warning should be emitted.
-  bool on_alloc(uint64_t size, uint64_t epoch_bytes, uint64_t resets);
-  void on_reset();
+  // One request of the current epoch that the region served: size is the aligned size,
+  // top the region's top after it, resets the arena's resets since create. Returns true
+  // exactly once per epoch, when the warning should be emitted.
+  bool on_alloc(uint64_t size, uint64_t top, uint64_t resets);
+  // A reset: top is the floor the region rewound to.
+  void on_reset(uint64_t top);
+  // zarena_mark_step_boundary at this top.
+  void on_step_boundary(uint64_t top);
 
-  uint64_t repeats() const { return repeats_; }
-  uint64_t step_bytes() const { return last_repeat_bytes_; }
+  uint64_t restarts() const { return restarts_; }        // in this epoch
+  uint64_t step_allocs() const { return step_allocs_; }  // requests per step (last one)
+  uint64_t step_growth() const { return step_growth_; }  // top growth per step (last one)
+  uint64_t grown_bytes(uint64_t top) const { return top > base_top_ ? top - base_top_ : 0; }
 
  private:
+  struct Anchor {
+    uint64_t sizes[kAnchorLen];
+    uint8_t fail[kAnchorLen];  // KMP failure function over sizes
+    int recorded = 0;
+    int match = 0;
+    bool armed = false;  // recording or matching
+    void start();
+    // Returns true when the anchor just became complete and usable.
+    bool record(uint64_t size);
+    // Returns true when the stream just completed another occurrence of the anchor.
+    bool feed(uint64_t size);
+  };
+
+  void begin(uint64_t top);
+
   uint64_t capacity_;
-  uint64_t signature_[kSignatureLen] = {};
-  int recorded_ = 0;
-  bool varied_ = false;  // the signature holds at least two distinct sizes
-  int match_ = 0;
-  uint64_t repeats_ = 0;
-  uint64_t growing_repeats_ = 0;
-  uint64_t last_repeat_bytes_ = 0;
+  Anchor anchors_[2];  // [0] the current anchor, [1] the one before the last boundary
+  uint64_t allocs_ = 0;
+  uint64_t restarts_ = 0;
+  uint64_t growing_ = 0;  // consecutive restarts with growth
+  uint64_t base_top_ = 0;
+  uint64_t mark_top_ = 0;  // top at the previous restart (or anchor start)
+  uint64_t mark_alloc_ = 0;
+  uint64_t step_allocs_ = 0;
+  uint64_t step_growth_ = 0;
   bool warned_ = false;
 };
 

@@ -89,6 +89,10 @@ void set_flag(zarena_config* cfg, uint32_t flag, bool on) {
 
 }  // namespace
 
+uint64_t default_retain_bytes(uint64_t capacity) {
+  return capacity > kMinDefaultRetain ? capacity : kMinDefaultRetain;
+}
+
 const char* backend_name(int32_t backend) {
   return (backend >= 0 && backend <= 2) ? kBackendNames[backend] : "invalid";
 }
@@ -248,7 +252,7 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   if ((c.flags & ~kKnownFlags) != 0)
     return Result::fail(Status::kInvalidArgument,
                         fmt::format("unknown flags 0x{:x}", c.flags & ~kKnownFlags));
-  if (c.overflow_retain_bytes == 0) c.overflow_retain_bytes = c.capacity_bytes;
+  if (c.overflow_retain_bytes == 0) c.overflow_retain_bytes = default_retain_bytes(c.capacity_bytes);
   if (c.overflow_slow_ns == 0) c.overflow_slow_ns = kDefaultOverflowSlowNs;
 
   ResolvedConfig r;
@@ -259,7 +263,7 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   // Attribute each field: the environment (when it set this value), the struct, or the
   // default. Recomputed here because zarena_config_init does not record it.
   zarena_config defaults = default_config();
-  defaults.overflow_retain_bytes = c.capacity_bytes;
+  defaults.overflow_retain_bytes = default_retain_bytes(c.capacity_bytes);
   defaults.overflow_slow_ns = kDefaultOverflowSlowNs;
   zarena_config env_cfg = default_config();
   std::vector<EnvSetting> env = apply_environment(&env_cfg);
@@ -291,7 +295,8 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
       c.overflow_policy == defaults.overflow_policy,
       c.overflow_policy == env_cfg.overflow_policy);
   const uint64_t env_retain =
-      env_cfg.overflow_retain_bytes ? env_cfg.overflow_retain_bytes : c.capacity_bytes;
+      env_cfg.overflow_retain_bytes ? env_cfg.overflow_retain_bytes
+                                    : default_retain_bytes(c.capacity_bytes);
   add("overflow_retain_bytes", std::to_string(c.overflow_retain_bytes),
       c.overflow_retain_bytes == defaults.overflow_retain_bytes,
       c.overflow_retain_bytes == env_retain);

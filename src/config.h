@@ -16,6 +16,10 @@ inline constexpr uint64_t kDefaultAlignment = 256;
 inline constexpr uint64_t kMinAlignment = 8;
 inline constexpr uint64_t kMaxAlignment = 1ull << 30;
 inline constexpr uint64_t kDefaultOverflowSlowNs = 10'000'000;  // 10 ms
+// CUDA memory pools map memory in chunks (32 MiB on an H200); a release threshold below
+// one chunk keeps nothing resident, which is the give-back/fault-in cycle the overflow
+// pool exists to avoid. So the default retain is the capacity, but at least this.
+inline constexpr uint64_t kMinDefaultRetain = 64ull << 20;
 
 // One environment override as read from the process environment.
 struct EnvSetting {
@@ -46,6 +50,9 @@ struct ResolvedConfig {
 // Copies a caller's struct honouring struct_size (older: tail defaults; newer: tail must
 // be zero), validates every field and attributes sources. Fails with kInvalidArgument.
 Result resolve_config(const zarena_config* user, ResolvedConfig* out);
+
+// overflow_retain_bytes when the caller leaves it 0: max(capacity, kMinDefaultRetain).
+uint64_t default_retain_bytes(uint64_t capacity);
 
 // Name helpers shared by logging and the C API.
 const char* backend_name(int32_t backend);

@@ -1,41 +1,61 @@
 #include "log.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <strings.h>
-
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 
 namespace zarena_core {
 
 namespace {
 
+const char* const kLevelNames[] = {"trace", "debug", "info", "warn", "error", "off"};
+
 int32_t level_from_env() {
-  const char* v = std::getenv("ZARENA_LOG_LEVEL");
-  if (v == nullptr) return ZARENA_LOG_INFO;
-  static const char* const names[] = {"trace", "debug", "info", "warn", "error", "off"};
-  for (int32_t i = 0; i <= ZARENA_LOG_OFF; ++i) {
-    if (!strcasecmp(v, names[i])) return i;
-  }
-  if (!strcasecmp(v, "warning")) return ZARENA_LOG_WARN;
-  return ZARENA_LOG_INFO;
+  int32_t level = ZARENA_LOG_INFO;
+  log_parse_level(std::getenv("ZARENA_LOG_LEVEL"), &level);
+  return level;
 }
 
 bool mirror_from_env() {
   const char* v = std::getenv("ZARENA_LOG_STDERR");
-  return v != nullptr && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"));
+  return v != nullptr && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
+                          !strcasecmp(v, "on"));
 }
 
+uint64_t steady_now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// One token bucket per rate-limited event name. There are only a handful of such events,
+// so a small fixed table searched linearly is enough and never allocates.
+struct Bucket {
+  char event[48] = {};
+  double tokens = 0;
+  uint64_t last_ns = 0;
+  uint64_t suppressed = 0;
+};
+constexpr int kMaxBuckets = 16;
+
 struct Sink {
-  std::mutex mu;  // guards fn/user_data updates; never held while calling fn
+  std::mutex mu;  // guards fn/user_data and the buckets; never held while a sink runs
   zarena_log_fn fn = nullptr;
   void* user_data = nullptr;
-  std::atomic<int32_t> min_level{level_from_env()};
-  bool mirror_stderr = mirror_from_env();
+  std::atomic<bool> has_callback{false};
+  std::atomic<int32_t> callback_level{ZARENA_LOG_OFF};
+  std::atomic<int32_t> stderr_level{level_from_env()};
+  std::atomic<bool> mirror_stderr{mirror_from_env()};
+  uint64_t (*now_ns)() = steady_now_ns;
+  Bucket buckets[kMaxBuckets];
+  int bucket_count = 0;
 };
 
 Sink& sink() {
@@ -69,6 +89,60 @@ spdlog::level::level_enum to_spdlog(int32_t level) {
   }
 }
 
+// Takes a token for the event under s.mu. Returns false when the record must be dropped;
+// otherwise *suppressed gets the drops to report with it (and the count restarts).
+bool take_token(Sink& s, const std::string& event, uint64_t* suppressed) {
+  const uint64_t now = s.now_ns();
+  Bucket* b = nullptr;
+  for (int i = 0; i < s.bucket_count; ++i) {
+    if (event == s.buckets[i].event) b = &s.buckets[i];
+  }
+  if (b == nullptr) {
+    // An unknown event beyond the table's size, or a name too long for it, is not
+    // limited rather than limited together with others.
+    if (s.bucket_count == kMaxBuckets || event.size() >= sizeof(Bucket::event)) return true;
+    b = &s.buckets[s.bucket_count++];
+    *b = Bucket{};
+    std::memcpy(b->event, event.c_str(), event.size() + 1);
+    b->tokens = static_cast<double>(kRateBurst);
+    b->last_ns = now;
+  }
+  if (now > b->last_ns) {
+    b->tokens += static_cast<double>(now - b->last_ns) / static_cast<double>(kRateIntervalNs);
+    if (b->tokens > static_cast<double>(kRateBurst)) b->tokens = static_cast<double>(kRateBurst);
+  }
+  b->last_ns = now;
+  if (b->tokens < 1.0) {
+    ++b->suppressed;
+    return false;
+  }
+  b->tokens -= 1.0;
+  *suppressed = b->suppressed;
+  b->suppressed = 0;
+  return true;
+}
+
+void deliver(const LogRecord& rec, zarena_log_fn fn, void* ud, bool to_stderr) {
+  if (to_stderr) stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec));
+  if (fn == nullptr) return;
+  std::vector<zarena_log_field> fields;
+  fields.reserve(rec.fields().size());
+  for (const auto& f : rec.fields()) {
+    fields.push_back(
+        {f.key.c_str(), f.kind, f.i, f.f, f.kind == ZARENA_FIELD_STRING ? f.s.c_str() : ""});
+  }
+  zarena_log_record out;
+  std::memset(&out, 0, sizeof out);
+  out.struct_size = sizeof(zarena_log_record);
+  out.level = rec.level();
+  out.event = rec.event().c_str();
+  out.message = rec.text().c_str();
+  out.arena_name = rec.arena_name().c_str();
+  out.fields = fields.data();
+  out.field_count = static_cast<uint32_t>(fields.size());
+  fn(ud, &out);
+}
+
 }  // namespace
 
 LogRecord::LogRecord(int32_t level, std::string event, std::string arena_name)
@@ -78,34 +152,61 @@ LogRecord& LogRecord::message(std::string m) {
   message_ = std::move(m);
   return *this;
 }
-LogRecord& LogRecord::add_int(const char* key, int64_t v) {
-  fields_.push_back({key, ZARENA_FIELD_INT, v, 0, {}});
+LogRecord& LogRecord::add_int(std::string key, int64_t v) {
+  fields_.push_back({std::move(key), ZARENA_FIELD_INT, v, 0, {}});
   return *this;
 }
-LogRecord& LogRecord::add_uint(const char* key, uint64_t v) {
-  fields_.push_back({key, ZARENA_FIELD_UINT, static_cast<int64_t>(v), 0, {}});
+LogRecord& LogRecord::add_uint(std::string key, uint64_t v) {
+  fields_.push_back({std::move(key), ZARENA_FIELD_UINT, static_cast<int64_t>(v), 0, {}});
   return *this;
 }
-LogRecord& LogRecord::add_double(const char* key, double v) {
-  fields_.push_back({key, ZARENA_FIELD_DOUBLE, 0, v, {}});
+LogRecord& LogRecord::add_double(std::string key, double v) {
+  fields_.push_back({std::move(key), ZARENA_FIELD_DOUBLE, 0, v, {}});
   return *this;
 }
-LogRecord& LogRecord::add_string(const char* key, std::string v) {
-  fields_.push_back({key, ZARENA_FIELD_STRING, 0, 0, std::move(v)});
+LogRecord& LogRecord::add_string(std::string key, std::string v) {
+  fields_.push_back({std::move(key), ZARENA_FIELD_STRING, 0, 0, std::move(v)});
   return *this;
 }
-LogRecord& LogRecord::add_bool(const char* key, bool v) {
-  fields_.push_back({key, ZARENA_FIELD_BOOL, v ? 1 : 0, 0, {}});
+LogRecord& LogRecord::add_bool(std::string key, bool v) {
+  fields_.push_back({std::move(key), ZARENA_FIELD_BOOL, v ? 1 : 0, 0, {}});
+  return *this;
+}
+LogRecord& LogRecord::rate_limited(bool on) {
+  rate_limited_ = on;
+  return *this;
+}
+LogRecord& LogRecord::stderr_message_only(bool on) {
+  stderr_message_only_ = on;
   return *this;
 }
 
 const char* log_level_name(int32_t level) noexcept {
-  static const char* const names[] = {"trace", "debug", "info", "warn", "error", "off"};
-  return (level >= 0 && level <= ZARENA_LOG_OFF) ? names[level] : "invalid";
+  return (level >= 0 && level <= ZARENA_LOG_OFF) ? kLevelNames[level] : "invalid";
+}
+
+bool log_parse_level(const char* text, int32_t* level) noexcept {
+  if (text == nullptr) return false;
+  for (int32_t i = 0; i <= ZARENA_LOG_OFF; ++i) {
+    if (!strcasecmp(text, kLevelNames[i])) {
+      *level = i;
+      return true;
+    }
+  }
+  if (!strcasecmp(text, "warning")) {
+    *level = ZARENA_LOG_WARN;
+    return true;
+  }
+  return false;
 }
 
 bool log_enabled(int32_t level) noexcept {
-  return level >= sink().min_level.load(std::memory_order_relaxed) && level < ZARENA_LOG_OFF;
+  if (level < ZARENA_LOG_TRACE || level >= ZARENA_LOG_OFF) return false;
+  const Sink& s = sink();
+  const bool cb = s.has_callback.load(std::memory_order_acquire);
+  if (cb && level >= s.callback_level.load(std::memory_order_relaxed)) return true;
+  const bool to_stderr = !cb || s.mirror_stderr.load(std::memory_order_relaxed);
+  return to_stderr && level >= s.stderr_level.load(std::memory_order_relaxed);
 }
 
 std::string log_format_line(const LogRecord& rec) {
@@ -113,6 +214,7 @@ std::string log_format_line(const LogRecord& rec) {
   if (!rec.arena_name().empty()) line += fmt::format(" [{}]", rec.arena_name());
   line += ": ";
   line += rec.text();
+  if (rec.is_stderr_message_only()) return line;
   for (const auto& f : rec.fields()) {
     switch (f.kind) {
       case ZARENA_FIELD_INT:
@@ -128,8 +230,13 @@ std::string log_format_line(const LogRecord& rec) {
         line += fmt::format(" {}={}", f.key, f.i ? "true" : "false");
         break;
       default:
-        if (f.s.find(' ') != std::string::npos) {
-          line += fmt::format(" {}=\"{}\"", f.key, f.s);
+        if (f.s.empty() || f.s.find_first_of(" \"=") != std::string::npos) {
+          std::string quoted;
+          for (char c : f.s) {
+            if (c == '"' || c == '\\') quoted += '\\';
+            quoted += c;
+          }
+          line += fmt::format(" {}=\"{}\"", f.key, quoted);
         } else {
           line += fmt::format(" {}={}", f.key, f.s);
         }
@@ -140,35 +247,29 @@ std::string log_format_line(const LogRecord& rec) {
 
 void log_emit(const LogRecord& rec) noexcept {
   try {
-    if (!log_enabled(rec.level())) return;
+    const int32_t level = rec.level();
+    if (!log_enabled(level)) return;
     Sink& s = sink();
     zarena_log_fn fn;
     void* ud;
+    uint64_t suppressed = 0;
     {
       std::lock_guard<std::mutex> lock(s.mu);
+      if (rec.is_rate_limited() && !take_token(s, rec.event(), &suppressed)) return;
       fn = s.fn;
       ud = s.user_data;
     }
-    if (fn == nullptr || s.mirror_stderr) {
-      stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec));
+    const bool cb = fn != nullptr && level >= s.callback_level.load(std::memory_order_relaxed);
+    const bool to_stderr = (fn == nullptr || s.mirror_stderr.load(std::memory_order_relaxed)) &&
+                           level >= s.stderr_level.load(std::memory_order_relaxed);
+    if (suppressed == 0) {
+      deliver(rec, cb ? fn : nullptr, ud, to_stderr);
+      return;
     }
-    if (fn != nullptr) {
-      std::vector<zarena_log_field> fields;
-      fields.reserve(rec.fields().size());
-      for (const auto& f : rec.fields()) {
-        fields.push_back({f.key, f.kind, f.i, f.f, f.kind == ZARENA_FIELD_STRING ? f.s.c_str() : ""});
-      }
-      zarena_log_record out;
-      std::memset(&out, 0, sizeof out);
-      out.struct_size = sizeof(zarena_log_record);
-      out.level = rec.level();
-      out.event = rec.event().c_str();
-      out.message = rec.text().c_str();
-      out.arena_name = rec.arena_name().c_str();
-      out.fields = fields.data();
-      out.field_count = static_cast<uint32_t>(fields.size());
-      fn(ud, &out);
-    }
+    LogRecord with_count = rec;
+    with_count.message(fmt::format("{} ({} similar records suppressed)", rec.text(), suppressed));
+    with_count.add_uint("suppressed", suppressed);
+    deliver(with_count, cb ? fn : nullptr, ud, to_stderr);
   } catch (...) {
     // Logging must never take the program down; a record that cannot be built is lost.
   }
@@ -179,7 +280,34 @@ void log_set_callback(zarena_log_fn fn, void* user_data, int32_t min_level) noex
   std::lock_guard<std::mutex> lock(s.mu);
   s.fn = fn;
   s.user_data = user_data;
-  s.min_level.store(min_level, std::memory_order_relaxed);
+  if (fn != nullptr) {
+    s.callback_level.store(min_level, std::memory_order_relaxed);
+  } else {
+    s.callback_level.store(ZARENA_LOG_OFF, std::memory_order_relaxed);
+    s.stderr_level.store(min_level, std::memory_order_relaxed);
+  }
+  s.has_callback.store(fn != nullptr, std::memory_order_release);
+}
+
+uint64_t log_pending_suppressed() noexcept {
+  Sink& s = sink();
+  std::lock_guard<std::mutex> lock(s.mu);
+  uint64_t n = 0;
+  for (int i = 0; i < s.bucket_count; ++i) n += s.buckets[i].suppressed;
+  return n;
+}
+
+void log_set_clock_for_testing(uint64_t (*now_ns)()) noexcept {
+  Sink& s = sink();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.now_ns = now_ns != nullptr ? now_ns : steady_now_ns;
+  s.bucket_count = 0;
+}
+
+void log_set_stderr_for_testing(int32_t level, bool mirror) noexcept {
+  Sink& s = sink();
+  s.stderr_level.store(level, std::memory_order_relaxed);
+  s.mirror_stderr.store(mirror, std::memory_order_relaxed);
 }
 
 }  // namespace zarena_core

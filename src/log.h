@@ -1,7 +1,18 @@
 // Process-wide structured logging: records go to the registered callback, or to stderr
 // (spdlog) when none is registered, or to both with ZARENA_LOG_STDERR=1.
-// emit() must be called with no engine lock held: the callback may call back into
+// log_emit() must be called with no engine lock held: the callback may call back into
 // zarena_get_stats.
+//
+// Thresholds: the callback has its own (the min_level it was registered with); the
+// stderr sink has the ZARENA_LOG_LEVEL one (default info), replaced by the min_level of
+// zarena_set_log_callback(NULL, ...). They are separate so that ZARENA_LOG_STDERR=1 still
+// shows warnings when the host registered a Nop logger with min_level OFF.
+//
+// Rate limiting: a record marked rate_limited() is subject to a token bucket per event
+// name (process-wide: a burst of kRateBurst, then one every kRateIntervalNs). A dropped
+// record is counted; the next one of that event that passes carries a "suppressed" field
+// with the count. Records not marked (arena.config, arena.first_overflow, arena.destroy)
+// are never dropped by the limiter.
 #pragma once
 
 #include <cstdint>
@@ -12,25 +23,35 @@
 
 namespace zarena_core {
 
+inline constexpr uint64_t kRateBurst = 5;
+inline constexpr uint64_t kRateIntervalNs = 10'000'000'000ull;  // one token per 10 s
+
 // A record under construction; owns its strings until emitted.
 class LogRecord {
  public:
   LogRecord(int32_t level, std::string event, std::string arena_name);
 
   LogRecord& message(std::string m);
-  LogRecord& add_int(const char* key, int64_t v);
-  LogRecord& add_uint(const char* key, uint64_t v);
-  LogRecord& add_double(const char* key, double v);
-  LogRecord& add_string(const char* key, std::string v);
-  LogRecord& add_bool(const char* key, bool v);
+  LogRecord& add_int(std::string key, int64_t v);
+  LogRecord& add_uint(std::string key, uint64_t v);
+  LogRecord& add_double(std::string key, double v);
+  LogRecord& add_string(std::string key, std::string v);
+  LogRecord& add_bool(std::string key, bool v);
+  // Subject to the per-event rate limiter (repeatable warnings only).
+  LogRecord& rate_limited(bool on = true);
+  // On stderr, write the message without the key=value fields (for records whose fields
+  // are many and whose message already summarises them); callbacks get every field.
+  LogRecord& stderr_message_only(bool on = true);
 
   int32_t level() const { return level_; }
   const std::string& event() const { return event_; }
   const std::string& text() const { return message_; }
   const std::string& arena_name() const { return arena_name_; }
+  bool is_rate_limited() const { return rate_limited_; }
+  bool is_stderr_message_only() const { return stderr_message_only_; }
 
   struct Field {
-    const char* key;  // static strings only
+    std::string key;
     int32_t kind;
     int64_t i = 0;
     double f = 0;
@@ -44,16 +65,30 @@ class LogRecord {
   std::string message_;
   std::string arena_name_;
   std::vector<Field> fields_;
+  bool rate_limited_ = false;
+  bool stderr_message_only_ = false;
 };
 
 // True when a record of this level would reach any sink (cheap; check before building).
 bool log_enabled(int32_t level) noexcept;
-// Delivers the record to the sinks. Never throws; never holds a lock during delivery.
+// Delivers the record to the sinks (after the rate limiter, for marked records). Never
+// throws; holds no lock while a sink runs.
 void log_emit(const LogRecord& rec) noexcept;
-// Registers the callback (NULL = default stderr sink) and threshold.
+// Registers the callback (NULL = default stderr sink) and its threshold (see top).
 void log_set_callback(zarena_log_fn fn, void* user_data, int32_t min_level) noexcept;
-// Renders the record as one line: "event: message key=value ...".
+// Renders the record as one line: "event [arena]: message key=value ..." (without the
+// fields for a stderr_message_only record).
 std::string log_format_line(const LogRecord& rec);
 const char* log_level_name(int32_t level) noexcept;
+// Parses a ZARENA_LOG_LEVEL value; false when it is not a level name.
+bool log_parse_level(const char* text, int32_t* level) noexcept;
+
+// Records dropped by the limiter and not yet reported, over all events.
+uint64_t log_pending_suppressed() noexcept;
+
+// For tests: replaces the limiter's clock (nullptr = steady_clock) and clears its state;
+// overrides the stderr threshold and mirror flag that the environment set at start-up.
+void log_set_clock_for_testing(uint64_t (*now_ns)()) noexcept;
+void log_set_stderr_for_testing(int32_t level, bool mirror) noexcept;
 
 }  // namespace zarena_core

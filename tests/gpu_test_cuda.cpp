@@ -366,16 +366,24 @@ TEST(CudaBackend, PoolReservationProbe) {
   CUDA_OK(cudaStreamDestroy(s));
 }
 
-TEST(CudaBackend, ReleaseThresholdDefaultsToCapacityAndPrewarmMakesItResident) {
+TEST(CudaBackend, ReleaseThresholdDefaultsToCapacityAtLeast64MiBAndPrewarmMakesItResident) {
   REQUIRE_DEVICE();
   cudaStream_t s;
   CUDA_OK(cudaStreamCreate(&s));
   {
-    zarena_config c = cuda_config(16 * kMiB, ZARENA_OVERFLOW_ASYNC, s);  // retain 0: capacity
+    zarena_config c = cuda_config(16 * kMiB, ZARENA_OVERFLOW_ASYNC, s);  // retain 0: default
     zarena* a = nullptr;
     ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
-    EXPECT_EQ(pool_attr(pool_of(a), cudaMemPoolAttrReleaseThreshold), 16 * kMiB);
+    // max(capacity, 64 MiB): a threshold below the pool's chunk would keep nothing.
+    EXPECT_EQ(pool_attr(pool_of(a), cudaMemPoolAttrReleaseThreshold), 64 * kMiB);
     EXPECT_EQ(pool_attr(pool_of(a), cudaMemPoolAttrReservedMemCurrent), 0u);
+    EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+  }
+  {
+    zarena_config c = cuda_config(128 * kMiB, ZARENA_OVERFLOW_ASYNC, s);  // above the minimum
+    zarena* a = nullptr;
+    ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+    EXPECT_EQ(pool_attr(pool_of(a), cudaMemPoolAttrReleaseThreshold), 128 * kMiB);
     EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
   }
   {

@@ -95,6 +95,8 @@ func run(name string, fixed bool) error {
 			return fmt.Errorf("sample %d: %w", i, err)
 		}
 	}
+	// Records reach the logger asynchronously; let this run's warnings print first.
+	zarena.FlushLogs()
 	s := a.Stats()
 	fmt.Printf("%s: %d samples, resets=%d, allocs this epoch=%d, high water %.1f of %d MiB, "+
 		"overflow allocations=%d (peak %.1f MiB), live blocks=%d\n\n",

@@ -149,8 +149,8 @@ ZARENA_API const char* zarena_last_error(void);
  *   The pool keeps up to overflow_retain_bytes of freed memory resident across
  *   synchronisations instead of giving it back to the OS and faulting it in again.
  *   The pool maps memory in chunks larger than the requests (32 MiB on an H200): a
- *   threshold below one chunk keeps nothing, so give small arenas a retain of 64 MiB or
- *   more. ZARENA_FLAG_OVERFLOW_PREWARM allocates and frees the retained size once at
+ *   threshold below one chunk keeps nothing, so the default retain is the capacity but
+ *   at least 64 MiB. ZARENA_FLAG_OVERFLOW_PREWARM allocates and frees the retained size once at
  *   create (and synchronises the stream), so the first overflow does not pay for
  *   mapping it (milliseconds for a fresh pool). An ASYNC overflow made while cfg->stream
  *   is being captured into a CUDA graph becomes an allocation node of that graph and
@@ -182,7 +182,8 @@ typedef struct zarena_config {
   uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 */
   uint64_t alignment;             /* power of two in [8, 1 GiB]; default 256 */
   int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
-  uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = capacity */
+  uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = default:
+                                     the capacity, but at least 64 MiB (see above) */
   uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = no cap */
   void* stream;                   /* cudaStream_t the memory is used on; NULL = legacy */
   uint32_t flags;                 /* ZARENA_FLAG_* */
@@ -335,11 +336,53 @@ ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
  *
  * zarena reports configuration, early warnings and overflow diagnoses as structured
  * records. Without a registered callback each record is written as one line to stderr
- * (so the diagnosis reaches a human even when the host program wired no logger).
+ * (so the diagnosis reaches a human even when the host program wired no logger):
+ *     <time> zarena <level> <event> [<arena>]: <message> key=value ...
  * With a callback registered, records go to the callback instead, and to stderr as
- * well when ZARENA_LOG_STDERR=1. Records below the minimum level are dropped before
- * any work is done. Repeated warnings of one kind are rate-limited; the next record
- * that passes carries a "suppressed" field with how many were dropped.
+ * well when the environment has ZARENA_LOG_STDERR=1 (for host programs whose logger
+ * discards them). Thresholds: the callback receives records at or above the min_level it
+ * was registered with; stderr receives those at or above ZARENA_LOG_LEVEL (trace, debug,
+ * info, warn, error, off; default info), read once when zarena first logs (as is
+ * ZARENA_LOG_STDERR), and replaced by zarena_set_log_callback(NULL, NULL, level). A
+ * record no sink wants is not built. Records are emitted after the arena's lock is
+ * released, never on the allocation fast path.
+ *
+ * Rate limiting: the warnings that can repeat ("overflow.slow", "arena.reset_cadence")
+ * are limited per event name, process-wide: a burst of 5, then one every 10 seconds.
+ * The next record of that event that passes carries a ZARENA_FIELD_UINT field
+ * "suppressed" with how many were dropped (and "arena.destroy" carries
+ * "log_suppressed" with the drops not reported yet). "arena.config",
+ * "arena.first_overflow" and "arena.destroy" are never dropped by the limiter.
+ *
+ * Events (fields are typed; UINT unless noted):
+ *   arena.config (info, at create; on stderr its message only, which names every value
+ *     that is not a default and where it came from): every configuration value under its
+ *     field name (backend, device INT, capacity_bytes, alignment, overflow_policy,
+ *     overflow_retain_bytes, overflow_limit_bytes, overflow_slow_ns, stream, the flags
+ *     as BOOL flags.managed / flags.poison / flags.overflow_prewarm, name), and for each
+ *     a STRING "<field>_source": "default", "config" (the struct) or "env:<VARIABLE>";
+ *     backend_resolved and overflow_policy_resolved (STRING); backend_fallback (STRING,
+ *     when AUTO fell back to host although a device was counted); warningN (STRING) for
+ *     ignored environment values.
+ *   arena.reset_cadence (warn, early warning, at most once per arena): no reset has
+ *     happened and the request sequence that opened the epoch (or followed the step
+ *     boundary) has started over twice, each time with the top higher, and the steps
+ *     have added at least 1/64 of the capacity. Fields: step_repeats, step_allocs,
+ *     step_bytes, grown_bytes, offset_bytes, capacity_bytes, fill_percent (DOUBLE),
+ *     steps_to_full, epoch_allocs, resets, verdict ("never_reset"), advice (STRING).
+ *   arena.first_overflow (warn, once per epoch, when the region first cannot serve a
+ *     request): path (STRING: async, sync, refused, limit, capture_refused),
+ *     requested_bytes, aligned_bytes, capacity_bytes, offset_bytes (the top),
+ *     epoch_allocs, epoch_max_alloc_bytes, hits, misses, reuses, resets, free_list_len,
+ *     verdict and advice (STRING). Verdicts: "never_reset" (no reset ever, and the
+ *     epoch's opening sequence repeated), "runaway_buffer" (the request, or the step's
+ *     largest, is at least half the space above the floor, or cannot fit at all),
+ *     "fragmentation" (enough bytes free, no block big enough), "working_set_full" (one
+ *     step needs more than the arena), "capture_refused" (overflow refused during CUDA
+ *     graph capture). The advice is one sentence naming the fix.
+ *   overflow.slow (warn): an overflow allocation took longer than overflow_slow_ns.
+ *     Fields: duration_ns, threshold_ns, bytes, path (STRING).
+ *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...).
  * ------------------------------------------------------------------------------- */
 #define ZARENA_LOG_TRACE 0
 #define ZARENA_LOG_DEBUG 1
@@ -374,9 +417,10 @@ typedef struct zarena_log_record {
 
 typedef void (*zarena_log_fn)(void* user_data, const zarena_log_record* rec);
 
-/* Registers the process-wide log callback. fn NULL restores the default sink
- * (stderr). min_level: records below it are not delivered (ZARENA_LOG_OFF: none); it
- * replaces the ZARENA_LOG_LEVEL threshold.
+/* Registers the process-wide log callback. fn NULL restores the default sink (stderr).
+ * min_level: with fn, records below it are not delivered to fn (ZARENA_LOG_OFF: none);
+ * with fn NULL, it replaces the ZARENA_LOG_LEVEL threshold of the stderr sink.
+ * Registering replaces the previous callback; there is one per process.
  * Rules for the callback:
  *   - it may be called on any thread, also threads the host program did not create,
  *     and from several threads at once;

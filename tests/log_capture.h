@@ -1,0 +1,148 @@
+// Test helpers for the process-wide log sink: a callback that copies every record it
+// receives (thread-safe), restored to the default sink when the capture goes out of
+// scope, and small arena helpers shared by the logging/diagnostics/cadence suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "zarena/zarena.h"
+
+namespace zarena_test {
+
+struct Field {
+  std::string key;
+  int32_t kind = -1;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+};
+
+struct Record {
+  int32_t level = -1;
+  std::string event, message, arena;
+  std::vector<Field> fields;
+
+  const Field* field(const std::string& key) const {
+    for (const auto& f : fields) {
+      if (f.key == key) return &f;
+    }
+    return nullptr;
+  }
+  uint64_t u(const std::string& key) const {
+    const Field* f = field(key);
+    EXPECT_NE(f, nullptr) << event << " has no field " << key;
+    if (f == nullptr) return ~0ull;
+    EXPECT_EQ(f->kind, ZARENA_FIELD_UINT) << key;
+    return static_cast<uint64_t>(f->i);
+  }
+  std::string str(const std::string& key) const {
+    const Field* f = field(key);
+    EXPECT_NE(f, nullptr) << event << " has no field " << key;
+    if (f == nullptr) return "<missing>";
+    EXPECT_EQ(f->kind, ZARENA_FIELD_STRING) << key;
+    return f->s;
+  }
+};
+
+inline Record copy_record(const zarena_log_record* r) {
+  Record out;
+  out.level = r->level;
+  out.event = r->event;
+  out.message = r->message;
+  out.arena = r->arena_name;
+  for (uint32_t k = 0; k < r->field_count; ++k) {
+    const zarena_log_field& f = r->fields[k];
+    out.fields.push_back({f.key, f.kind, f.i, f.f, f.s != nullptr ? f.s : "<NULL>"});
+  }
+  return out;
+}
+
+// Registers itself as the log callback for its lifetime.
+class LogCapture {
+ public:
+  explicit LogCapture(int32_t min_level = ZARENA_LOG_TRACE) {
+    EXPECT_EQ(zarena_set_log_callback(&LogCapture::callback, this, min_level), ZARENA_OK);
+  }
+  ~LogCapture() { zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_INFO); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+
+  std::vector<Record> all() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return records_;
+  }
+  std::vector<Record> of(const std::string& event) const {
+    std::vector<Record> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : records_) {
+      if (r.event == event) out.push_back(r);
+    }
+    return out;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    records_.clear();
+  }
+
+ private:
+  static void callback(void* self, const zarena_log_record* rec) {
+    auto* c = static_cast<LogCapture*>(self);
+    Record r = copy_record(rec);
+    std::lock_guard<std::mutex> lock(c->mu_);
+    c->records_.push_back(std::move(r));
+  }
+
+  mutable std::mutex mu_;
+  std::vector<Record> records_;
+};
+
+inline zarena* make_host_arena(uint64_t capacity, const char* name,
+                               int32_t policy = ZARENA_OVERFLOW_REFUSE) {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.capacity_bytes = capacity;
+  cfg.alignment = 256;
+  cfg.overflow_policy = policy;
+  cfg.name = name;
+  zarena* a = nullptr;
+  EXPECT_EQ(zarena_create(&cfg, &a), ZARENA_OK) << zarena_last_error();
+  return a;
+}
+
+inline zarena_stats stats_of(const zarena* a) {
+  zarena_stats s;
+  s.struct_size = sizeof s;
+  EXPECT_EQ(zarena_get_stats(a, &s), ZARENA_OK);
+  return s;
+}
+
+// A per-sample pass with the shape of the original failure: an input upload, forward
+// activations (scratch freed at once), backward gradients (temporaries freed), the rest
+// left for a reset to reclaim. Returns the first failing status, or ZARENA_OK.
+inline zarena_status sample_pass(zarena* a, uint64_t unit) {
+  void* p = nullptr;
+  void* scratch = nullptr;
+  zarena_status s;
+  if ((s = zarena_alloc(a, 3 * unit, &p)) != ZARENA_OK) return s;
+  for (int l = 0; l < 4; ++l) {
+    if ((s = zarena_alloc(a, 2 * unit, &scratch)) != ZARENA_OK) return s;
+    if ((s = zarena_alloc(a, (5 + l) * unit, &p)) != ZARENA_OK) return s;
+    if ((s = zarena_free(a, scratch)) != ZARENA_OK) return s;
+  }
+  for (int l = 3; l >= 0; --l) {
+    if ((s = zarena_alloc(a, (5 + l) * unit, &p)) != ZARENA_OK) return s;
+    if ((s = zarena_alloc(a, 16 * unit, &scratch)) != ZARENA_OK) return s;
+    if ((s = zarena_free(a, scratch)) != ZARENA_OK) return s;
+  }
+  return ZARENA_OK;
+}
+inline constexpr uint64_t kPassAllocs = 1 + 4 * 2 + 4 * 2;  // requests per sample_pass
+
+}  // namespace zarena_test

@@ -1,0 +1,302 @@
+// The reset-cadence detector: it must fire in the failure's shape (per-sample passes, no
+// reset) within the first few samples and long before the arena is full, and stay quiet
+// for one big first step, a constant-size stream, a loop that frees what it allocates,
+// and a loop that resets every step. Unit tests drive the detector with synthetic tops;
+// the C API tests drive real arenas.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "cadence.h"
+#include "log_capture.h"
+
+using zarena_core::CadenceDetector;
+using zarena_test::kPassAllocs;
+using zarena_test::LogCapture;
+using zarena_test::make_host_arena;
+using zarena_test::Record;
+using zarena_test::sample_pass;
+
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+constexpr uint64_t kCap = 64 * kMiB;
+
+// Feeds steps of requests; every request raises the top by its size times `keep` (0: the
+// step frees what it allocates). Records where the detector fired.
+struct Driver {
+  CadenceDetector d{kCap};
+  uint64_t top = 0;
+  uint64_t resets = 0;
+  uint64_t fired_at = 0;  // global request index
+  uint64_t fired_top = 0;
+  uint64_t requests = 0;
+  int fired = 0;
+
+  void step(const std::vector<uint64_t>& sizes, uint64_t keep = 1) {
+    for (uint64_t s : sizes) {
+      top += s * keep;
+      ++requests;
+      if (d.on_alloc(s, top, resets)) {
+        ++fired;
+        if (fired_at == 0) {
+          fired_at = requests;
+          fired_top = top;
+        }
+      }
+    }
+  }
+  void reset(uint64_t floor) {
+    top = floor;
+    ++resets;
+    d.on_reset(top);
+  }
+};
+
+std::vector<uint64_t> pass_sizes(uint64_t unit) {
+  std::vector<uint64_t> v = {3 * unit};
+  for (int l = 0; l < 4; ++l) {
+    v.push_back(2 * unit);
+    v.push_back((5 + l) * unit);
+  }
+  for (int l = 3; l >= 0; --l) {
+    v.push_back((5 + l) * unit);
+    v.push_back(16 * unit);
+  }
+  return v;
+}
+
+uint64_t lcg(uint64_t* state) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return *state >> 33;
+}
+
+TEST(CadenceUnit, FiresEightRequestsIntoTheThirdPass) {
+  Driver dr;
+  const auto pass = pass_sizes(16 * kKiB);  // each pass keeps ~1.4 MiB
+  for (int i = 0; i < 10; ++i) dr.step(pass);
+  EXPECT_EQ(dr.fired, 1);
+  EXPECT_EQ(dr.fired_at, 2 * pass.size() + CadenceDetector::kAnchorLen);
+  EXPECT_EQ(dr.d.restarts(), 9u);
+  EXPECT_EQ(dr.d.step_allocs(), pass.size());
+}
+
+TEST(CadenceUnit, QuietUntilTheStepsAddAShareOfTheCapacity) {
+  Driver dr;
+  const auto pass = pass_sizes(128);  // ~16 KiB per pass: 1/64 of 64 MiB takes ~65 passes
+  for (int i = 0; i < 40; ++i) dr.step(pass);
+  EXPECT_EQ(dr.fired, 0);
+  EXPECT_EQ(dr.d.restarts(), 39u);
+  for (int i = 0; i < 200; ++i) dr.step(pass);
+  EXPECT_EQ(dr.fired, 1);
+  EXPECT_GE(dr.fired_top, kCap / CadenceDetector::kMinShareDivisor);
+  EXPECT_LT(dr.fired_top, kCap / CadenceDetector::kMinShareDivisor + 2 * 16 * kKiB);
+}
+
+TEST(CadenceUnit, QuietWhenTheStepsFreeWhatTheyAllocate) {
+  Driver dr;
+  const auto pass = pass_sizes(64 * kKiB);
+  for (int i = 0; i < 1000; ++i) dr.step(pass, /*keep=*/0);
+  EXPECT_EQ(dr.fired, 0);
+  EXPECT_EQ(dr.d.restarts(), 999u);  // it saw the steps, but nothing piles up
+}
+
+TEST(CadenceUnit, QuietForAConstantSizeStream) {
+  Driver dr;
+  dr.step(std::vector<uint64_t>(100000, 256));
+  EXPECT_EQ(dr.fired, 0);
+  EXPECT_EQ(dr.d.restarts(), 0u);
+}
+
+TEST(CadenceUnit, QuietForOneBigFirstStep) {
+  Driver dr;
+  uint64_t seed = 42;
+  std::vector<uint64_t> step;
+  for (int i = 0; i < 20000; ++i) step.push_back((1 + lcg(&seed) % 4096) * 256);
+  dr.step(step);
+  EXPECT_EQ(dr.fired, 0);
+}
+
+TEST(CadenceUnit, QuietForALayeredStepThatOpensWithItsInput) {
+  // Input upload, 48 identical layers (activations kept), a backward that differs: the
+  // layers repeat, but not the step's opening.
+  Driver dr;
+  std::vector<uint64_t> step = {777 * 256};
+  for (int l = 0; l < 48; ++l) {
+    for (uint64_t s : {4 * kKiB, 64 * kKiB, 64 * kKiB, 16 * kKiB, 256 * kKiB, 64 * kKiB}) {
+      step.push_back(s);
+    }
+  }
+  for (int l = 0; l < 48; ++l) {
+    for (uint64_t s : {64 * kKiB, 256 * kKiB, 8 * kKiB}) step.push_back(s);
+  }
+  dr.step(step);
+  EXPECT_EQ(dr.fired, 0);
+  EXPECT_EQ(dr.d.restarts(), 0u);
+  // The same step run again without a reset is caught.
+  dr.step(step);
+  dr.step(step);
+  EXPECT_EQ(dr.fired, 1);
+}
+
+TEST(CadenceUnit, NeverAfterAReset) {
+  Driver dr;
+  const auto pass = pass_sizes(64 * kKiB);
+  dr.step(pass);
+  dr.reset(0);
+  for (int i = 0; i < 20; ++i) dr.step(pass);  // even without further resets
+  EXPECT_EQ(dr.fired, 0);
+}
+
+TEST(CadenceUnit, LoopThatResetsEveryStepIsQuiet) {
+  Driver dr;
+  const auto pass = pass_sizes(256 * kKiB);  // ~14 MiB per step: a fifth of the arena
+  for (int i = 0; i < 100; ++i) {
+    dr.step(pass);
+    dr.reset(0);
+  }
+  EXPECT_EQ(dr.fired, 0);
+}
+
+TEST(CadenceUnit, OverlappingOpeningIsMatched) {
+  // The step ends with the first two sizes of its own opening: a naive matcher loses
+  // the restart that follows, KMP does not.
+  const uint64_t A = 256, B = 512, C = 768, D = 1024, E = 1280, F = 1536;
+  const std::vector<uint64_t> step = {A, A, A, B, C, D, E, F, A, A};
+  Driver dr;
+  for (int i = 0; i < 20; ++i) dr.step(step, 20000);
+  EXPECT_EQ(dr.d.restarts(), 19u);
+  EXPECT_EQ(dr.fired, 1);
+}
+
+TEST(CadenceUnit, StepsShorterThanTheAnchor) {
+  Driver dr;
+  const std::vector<uint64_t> step = {256 * kKiB, 512 * kKiB, 768 * kKiB};
+  for (int i = 0; i < 20; ++i) dr.step(step);
+  EXPECT_EQ(dr.fired, 1);
+  EXPECT_GE(dr.d.restarts(), 10u);
+}
+
+TEST(CadenceUnit, TheStepBoundaryReanchorsPastTheWeights) {
+  Driver dr;
+  std::vector<uint64_t> weights;
+  for (int i = 0; i < 12; ++i) weights.push_back((100 + i) * kKiB);
+  dr.step(weights);
+  dr.d.on_step_boundary(dr.top);
+  const auto pass = pass_sizes(16 * kKiB);
+  for (int i = 0; i < 5; ++i) dr.step(pass);
+  EXPECT_EQ(dr.fired, 1);
+  EXPECT_EQ(dr.fired_at, weights.size() + 2 * pass.size() + CadenceDetector::kAnchorLen);
+}
+
+TEST(CadenceUnit, ABoundaryAfterEveryStepWithoutResetIsStillCaught) {
+  Driver dr;
+  const auto pass = pass_sizes(16 * kKiB);
+  for (int i = 0; i < 6; ++i) {
+    dr.step(pass);
+    dr.d.on_step_boundary(dr.top);
+  }
+  EXPECT_EQ(dr.fired, 1);
+}
+
+// --- through the C API ------------------------------------------------------------
+
+TEST(CadenceApi, PerSamplePassesWarnInTheThirdSampleLongBeforeFull) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "warn");
+  void* w = nullptr;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  int samples = 0;
+  while (sample_pass(a, 16 * kKiB) == ZARENA_OK) ++samples;
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u);
+  const Record& r = warn[0];
+  EXPECT_EQ(r.level, ZARENA_LOG_WARN);
+  EXPECT_EQ(r.u("step_repeats"), 2u);
+  EXPECT_EQ(r.u("epoch_allocs"), 4 + 2 * kPassAllocs + CadenceDetector::kAnchorLen);
+  EXPECT_EQ(r.u("step_allocs"), kPassAllocs);
+  EXPECT_EQ(r.u("resets"), 0u);
+  EXPECT_EQ(r.str("verdict"), "never_reset");
+  ASSERT_NE(r.field("fill_percent"), nullptr);
+  EXPECT_EQ(r.field("fill_percent")->kind, ZARENA_FIELD_DOUBLE);
+  EXPECT_LT(r.field("fill_percent")->f, 15.0);
+  EXPECT_GT(r.u("steps_to_full"), 30u);
+  EXPECT_GT(samples, 30);
+  // The warning came first, then the diagnosis.
+  const auto all = cap.all();
+  size_t warn_at = all.size(), overflow_at = all.size();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].event == "arena.reset_cadence") warn_at = i;
+    if (all[i].event == "arena.first_overflow") overflow_at = i;
+  }
+  ASSERT_LT(overflow_at, all.size());
+  EXPECT_LT(warn_at, overflow_at);
+  EXPECT_EQ(all[overflow_at].str("verdict"), "never_reset");
+  zarena_destroy(a);
+}
+
+TEST(CadenceApi, ResettingEverySampleIsQuiet) {
+  LogCapture cap;
+  zarena* a = make_host_arena(4 * kMiB, "quiet");
+  void* w = nullptr;
+  ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ(sample_pass(a, 16 * kKiB), ZARENA_OK);  // ~1 MiB, a quarter of the arena
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  }
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  EXPECT_TRUE(cap.of("arena.first_overflow").empty());
+  zarena_destroy(a);
+}
+
+TEST(CadenceApi, ConstantSizeStreamIsQuiet) {
+  LogCapture cap;
+  zarena* a = make_host_arena(8 * kMiB, "constant");
+  void* p = nullptr;
+  while (zarena_alloc(a, 4 * kKiB, &p) == ZARENA_OK) {
+  }
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "working_set_full");
+  zarena_destroy(a);
+}
+
+TEST(CadenceApi, OneBigFirstStepIsQuiet) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "bigstep");
+  uint64_t seed = 7;
+  void* p = nullptr;
+  std::vector<void*> live;
+  while (zarena_alloc(a, (1 + lcg(&seed) % 512) * 256, &p) == ZARENA_OK) {
+    live.push_back(p);
+    if (lcg(&seed) % 4 == 0) {  // some frees, as real ops do
+      ASSERT_EQ(zarena_free(a, live.back()), ZARENA_OK);
+      live.pop_back();
+    }
+  }
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  zarena_destroy(a);
+}
+
+TEST(CadenceApi, StepsThatFreeEverythingAreQuiet) {
+  LogCapture cap;
+  zarena* a = make_host_arena(4 * kMiB, "steady");
+  for (int i = 0; i < 500; ++i) {
+    std::vector<void*> ps;
+    for (uint64_t s : pass_sizes(4 * kKiB)) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(a, s, &p), ZARENA_OK);
+      ps.push_back(p);
+    }
+    for (void* p : ps) ASSERT_EQ(zarena_free(a, p), ZARENA_OK);
+  }
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  zarena_destroy(a);
+}
+
+}  // namespace
