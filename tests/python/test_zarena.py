@@ -242,7 +242,9 @@ class LogTest(Quiet):
         recs = [r for r in self.events("arena.config") if r.arena_name == "py-log-test"]
         self.assertEqual(len(recs), 1)
         self.assertEqual(recs[0].level, zarena.LOG_INFO)
-        self.assertIn(str(2 * MiB), recs[0].fields["capacity_bytes"])
+        self.assertEqual(recs[0].fields["capacity_bytes"], 2 * MiB)
+        self.assertEqual(recs[0].fields["capacity_bytes_source"], "config")
+        self.assertEqual(recs[0].fields["name"], "py-log-test")
         self.assertTrue(self.events("arena.destroy"))
 
     def test_min_level_filters(self):
