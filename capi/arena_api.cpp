@@ -16,19 +16,34 @@ namespace {
 // The 1.0 stats layout ends at overflow_max_latency_ns.
 constexpr uint32_t kStatsV1Size =
     offsetof(zarena_stats, overflow_max_latency_ns) + sizeof(uint64_t);
+// sizeof(zarena_config) in release 1.0.0. Never change it: see zarena_config_init.
+constexpr uint32_t kConfigSize_1_0_0 = 88;
+static_assert(offsetof(zarena_config, overflow_slow_ns) + sizeof(uint64_t) == kConfigSize_1_0_0,
+              "the 1.0.0 config layout moved");
 }  // namespace
 
 extern "C" {
 
-void zarena_config_init(zarena_config* cfg) {
+void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size) {
   if (cfg == nullptr) return;
+  zarena_config full = zarena_core::default_config();
   try {
-    *cfg = zarena_core::default_config();
-    zarena_core::apply_environment(cfg);
+    zarena_core::apply_environment(&full);
   } catch (...) {
-    *cfg = zarena_core::default_config();
+    full = zarena_core::default_config();
+  }
+  full.struct_size = struct_size;
+  const size_t n = struct_size < sizeof full ? struct_size : sizeof full;
+  std::memcpy(cfg, &full, n);
+  if (struct_size > sizeof full) {
+    std::memset(reinterpret_cast<char*>(cfg) + sizeof full, 0, struct_size - sizeof full);
   }
 }
+
+// The exported, unsized entry point: callers compiled against 1.0.0 reach it directly,
+// so it must keep writing the 1.0.0 layout and nothing more, in every 1.x release.
+#undef zarena_config_init
+void zarena_config_init(zarena_config* cfg) { zarena_config_init_sized(cfg, kConfigSize_1_0_0); }
 
 zarena_status zarena_create(const zarena_config* cfg, zarena** out) {
   return guarded("zarena_create", [&]() -> zarena_status {

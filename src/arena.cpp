@@ -85,7 +85,6 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, void* b
              int32_t policy)
     : name_(rc.name),
       cfg_(rc.cfg),
-      policy_(policy),
       backend_(std::move(backend)),
       base_(static_cast<char*>(base)),
       poison_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),

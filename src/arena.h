@@ -51,7 +51,6 @@ class Arena {
 
   const std::string name_;
   const zarena_config cfg_;
-  const int32_t policy_;  // resolved overflow policy
   std::unique_ptr<Backend> backend_;
   char* const base_;
   bool poison_;

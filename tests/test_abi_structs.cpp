@@ -219,6 +219,53 @@ TEST_F(AbiStructs, ConfigInitWritesExactlyTheCurrentLayout) {
   for (unsigned char b : mem.guard) ASSERT_EQ(b, kGuard);
 }
 
+// An older caller's zarena_config_init (the macro: its own sizeof) fills only the
+// struct it has; the library's newer layout must not spill past it.
+TEST_F(AbiStructs, ConfigInitSizedNeverWritesPastTheCallersStruct) {
+  struct {
+    OldConfig cfg;
+    unsigned char guard[32];
+  } mem;
+  std::memset(&mem, kGuard, sizeof mem);
+  zarena_config_init_sized(reinterpret_cast<zarena_config*>(&mem.cfg), sizeof(OldConfig));
+  EXPECT_EQ(mem.cfg.struct_size, sizeof(OldConfig));
+  EXPECT_EQ(mem.cfg.alignment, 256u);
+  for (unsigned char b : mem.guard) ASSERT_EQ(b, kGuard);
+  // And the old struct is a valid config.
+  mem.cfg.backend = ZARENA_BACKEND_HOST;
+  mem.cfg.capacity_bytes = kCapacity;
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(reinterpret_cast<zarena_config*>(&mem.cfg), &a), ZARENA_OK)
+      << zarena_last_error();
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
+TEST_F(AbiStructs, ConfigInitSizedZeroesANewerCallersTail) {
+  NewConfig n;
+  std::memset(&n, kGuard, sizeof n);
+  zarena_config_init_sized(&n.current, sizeof n);
+  EXPECT_EQ(n.current.struct_size, sizeof n);
+  EXPECT_EQ(n.future_a, 0u);
+  EXPECT_EQ(n.future_b, 0u);
+  n.current.backend = ZARENA_BACKEND_HOST;
+  n.current.capacity_bytes = kCapacity;
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&n.current, &a), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
+// The exported unsized symbol (dlopen users, function pointers) fills the 1.0.0 layout.
+TEST_F(AbiStructs, ExportedUnsizedConfigInitFillsThe100Layout) {
+  struct {
+    zarena_config cfg;
+    unsigned char guard[32];
+  } mem;
+  std::memset(&mem, kGuard, sizeof mem);
+  (zarena_config_init)(&mem.cfg);  // parentheses: the function, not the macro
+  EXPECT_EQ(mem.cfg.struct_size, 88u);
+  for (unsigned char b : mem.guard) ASSERT_EQ(b, kGuard);
+}
+
 TEST_F(AbiStructs, OlderStatsGetsItsPrefixAndNothingBeyond) {
   make_arena();
   const zarena_stats ref = reference_stats();

@@ -68,7 +68,8 @@ TEST_F(CApi, ConfigInitDefaults) {
   EXPECT_EQ(c.alignment, 256u);
   EXPECT_GT(c.capacity_bytes, 0u);
   EXPECT_EQ(c.stream, nullptr);
-  zarena_config_init(nullptr);  // ignored, no crash
+  (zarena_config_init)(nullptr);  // ignored, no crash
+  zarena_config_init_sized(nullptr, sizeof c);
 }
 
 TEST_F(CApi, InvalidArgumentsAreRejectedWithMessages) {

@@ -227,6 +227,7 @@ def _declare(lib):
         "zarena_status_string": (c.c_char_p, [c.c_int32]),
         "zarena_last_error": (c.c_char_p, []),
         "zarena_config_init": (None, [c.POINTER(Config)]),
+        "zarena_config_init_sized": (None, [c.POINTER(Config), c.c_uint32]),
         "zarena_create": (c.c_int32, [c.POINTER(Config), c.POINTER(P)]),
         "zarena_destroy": (c.c_int32, [P]),
         "zarena_alloc": (c.c_int32, [P, c.c_uint64, c.POINTER(P)]),
@@ -376,7 +377,7 @@ class Arena:
     def __init__(self, **config):
         lib = library()
         cfg = Config()
-        lib.zarena_config_init(ctypes.byref(cfg))
+        lib.zarena_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
         names = {f for f, _ in Config._fields_} - {"struct_size"}
         for key, value in config.items():
             if key not in names:

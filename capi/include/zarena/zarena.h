@@ -194,7 +194,12 @@ typedef struct zarena_config {
 } zarena_config;
 
 /* Fills *cfg with the defaults, then applies environment overrides (table below), and
- * sets cfg->struct_size = sizeof(zarena_config). Never fails; NULL is ignored.
+ * sets cfg->struct_size. Never fails; NULL is ignored.
+ * zarena_config_init(cfg) is a macro for zarena_config_init_sized(cfg, sizeof *cfg): the
+ * library writes exactly the struct the caller compiled, never past it, whatever
+ * version of zarena is loaded (a newer caller's unknown tail is zeroed). The exported
+ * function of the same name (for dlopen users and function pointers) fills the 1.0.0
+ * layout, 88 bytes, forever.
  *
  *   ZARENA_BACKEND            auto | host | cuda
  *   ZARENA_DEVICE             CUDA device ordinal
@@ -213,7 +218,9 @@ typedef struct zarena_config {
  * "arena.config" log record at create. Logging itself is configured by
  * ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info) and
  * ZARENA_LOG_STDERR=1 (see zarena_set_log_callback). */
+ZARENA_API void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size);
 ZARENA_API void zarena_config_init(zarena_config* cfg);
+#define zarena_config_init(cfg) zarena_config_init_sized((cfg), (uint32_t)sizeof(*(cfg)))
 
 /* ---------------------------------------------------------------------------------
  * Arena lifetime
