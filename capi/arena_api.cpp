@@ -1,8 +1,8 @@
 // extern "C" shims for arena lifetime, allocation, epochs and stats.
+#include <fmt/format.h>
+
 #include <cstddef>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "config.h"
 #include "handle.h"
@@ -47,7 +47,8 @@ void zarena_config_init(zarena_config* cfg) { zarena_config_init_sized(cfg, kCon
 
 zarena_status zarena_create(const zarena_config* cfg, zarena** out) {
   return guarded("zarena_create", [&]() -> zarena_status {
-    if (out == nullptr) return zarena_core::fail(Status::kInvalidArgument, "zarena_create: out is NULL");
+    if (out == nullptr)
+      return zarena_core::fail(Status::kInvalidArgument, "zarena_create: out is NULL");
     zarena_core::ResolvedConfig rc;
     zarena_core::Result r = zarena_core::resolve_config(cfg, &rc);
     if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_create: " + r.message);
@@ -124,16 +125,17 @@ zarena_status zarena_get_stats(const zarena* a, zarena_stats* out) {
   const uint32_t given = out->struct_size;
   if (given < kStatsV1Size) {
     return zarena_core::fail(Status::kInvalidArgument,
-                        fmt::format("zarena_get_stats: struct_size {} is smaller than the 1.0 "
-                                    "layout ({}); set it to sizeof(zarena_stats)",
-                                    given, kStatsV1Size));
+                             fmt::format("zarena_get_stats: struct_size {} is smaller than the 1.0 "
+                                         "layout ({}); set it to sizeof(zarena_stats)",
+                                         given, kStatsV1Size));
   }
   return guarded("zarena_get_stats", [&] {
     zarena_stats full;
     arena->stats(&full);
     const size_t n = given < sizeof full ? given : sizeof full;
     std::memcpy(out, &full, n);
-    if (given > sizeof full) std::memset(reinterpret_cast<char*>(out) + sizeof full, 0, given - sizeof full);
+    if (given > sizeof full)
+      std::memset(reinterpret_cast<char*>(out) + sizeof full, 0, given - sizeof full);
     out->struct_size = given;
     return ZARENA_OK;
   });
@@ -144,8 +146,8 @@ int32_t zarena_backend(const zarena* a) {
   return a->arena->backend_kind();
 }
 
-zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth,
-                                                 uint64_t delay_nth, uint64_t delay_ns) {
+zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth, uint64_t delay_nth,
+                                                 uint64_t delay_ns) {
   Arena* arena = zarena_core::checked(a, "zarena_debug_inject_overflow_fault");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
   return guarded("zarena_debug_inject_overflow_fault", [&] {

@@ -1,9 +1,9 @@
 #include "arena.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "diagnostics.h"
 
@@ -81,8 +81,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
   return Result::ok();
 }
 
-Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, void* base,
-             int32_t policy)
+Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, void* base, int32_t policy)
     : name_(rc.name),
       cfg_(rc.cfg),
       backend_(std::move(backend)),
@@ -231,9 +230,9 @@ Result Arena::free(void* ptr) {
                                       ptr, name_, region_.epoch()));
     case FreeOutcome::kDoubleFree:
       ++invalid_frees_;
-      return Result::fail(Status::kDoubleFree,
-                          fmt::format("free({}): the block was already freed (arena '{}')", ptr,
-                                      name_));
+      return Result::fail(
+          Status::kDoubleFree,
+          fmt::format("free({}): the block was already freed (arena '{}')", ptr, name_));
     default:
       ++invalid_frees_;
       return Result::fail(
@@ -241,8 +240,7 @@ Result Arena::free(void* ptr) {
           in_region ? fmt::format("free({}): not the start of a block of arena '{}' (offset {} "
                                   "inside the region)",
                                   ptr, name_, static_cast<uint64_t>(p - base_))
-                    : fmt::format("free({}): pointer was not allocated by arena '{}'", ptr,
-                                  name_));
+                    : fmt::format("free({}): pointer was not allocated by arena '{}'", ptr, name_));
   }
 }
 

@@ -23,7 +23,7 @@ struct BackendOptions {
   void* stream = nullptr;
   uint64_t overflow_retain_bytes = 0;  // pool release threshold (ASYNC)
   bool overflow_prewarm = false;
-  bool need_async_pool = false;        // the policy will use the async route
+  bool need_async_pool = false;  // the policy will use the async route
 };
 
 struct MemoryInfo {
@@ -84,10 +84,10 @@ bool cuda_device_usable(int32_t device) noexcept;
 // (all zero in a build without CUDA). gpu tests compare these before create and after
 // destroy, because cudaMemGetInfo sees other processes on a shared GPU.
 struct CudaCallCounters {
-  uint64_t mallocs = 0;       // successful cudaMalloc / cudaMallocManaged
-  uint64_t frees = 0;         // cudaFree of those
-  uint64_t pool_allocs = 0;   // successful cudaMallocFromPoolAsync
-  uint64_t pool_frees = 0;    // cudaFreeAsync of those
+  uint64_t mallocs = 0;      // successful cudaMalloc / cudaMallocManaged
+  uint64_t frees = 0;        // cudaFree of those
+  uint64_t pool_allocs = 0;  // successful cudaMallocFromPoolAsync
+  uint64_t pool_frees = 0;   // cudaFreeAsync of those
   uint64_t pools_created = 0;
   uint64_t pools_destroyed = 0;
 };

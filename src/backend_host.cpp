@@ -2,6 +2,7 @@
 // nothing until used), overflow blocks come from aligned operator new. Both overflow
 // routes behave alike on the host; fault injection lets tests drive every overflow
 // policy, the cap, the watchdog and reset reclaim without a GPU.
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,8 +15,6 @@
 #include <mutex>
 #include <new>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "backend.h"
 #include "zarena/zarena.h"
@@ -35,15 +34,14 @@ class HostBackend final : public Backend {
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     const uint64_t align = alignment > page ? alignment : page;
     if (bytes > (1ull << 56) || bytes + align < bytes) {
-      throw Error{Status::kOutOfMemory,
-                  fmt::format("host backend cannot reserve {} bytes", bytes)};
+      throw Error{Status::kOutOfMemory, fmt::format("host backend cannot reserve {} bytes", bytes)};
     }
     const uint64_t len = bytes + (align > page ? align : 0);
-    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-      throw Error{Status::kOutOfMemory, fmt::format("mmap of {} bytes failed: {}", len,
-                                                    std::strerror(errno))};
+      throw Error{Status::kOutOfMemory,
+                  fmt::format("mmap of {} bytes failed: {}", len, std::strerror(errno))};
     }
     const uintptr_t raw = reinterpret_cast<uintptr_t>(p);
     const uintptr_t aligned = (raw + align - 1) & ~static_cast<uintptr_t>(align - 1);
@@ -56,8 +54,7 @@ class HostBackend final : public Backend {
     (void)base;
     (void)bytes;
     if (map_base_ != nullptr && munmap(map_base_, map_len_) != 0) {
-      return Result::fail(Status::kBackend,
-                          fmt::format("munmap failed: {}", std::strerror(errno)));
+      return Result::fail(Status::kBackend, fmt::format("munmap failed: {}", std::strerror(errno)));
     }
     map_base_ = nullptr;
     return Result::ok();
@@ -74,12 +71,12 @@ class HostBackend final : public Backend {
     }
     const uint64_t fnth = fail_nth_.load();
     if (fnth != 0 && n == fnth) {
-      *err = Result::fail(Status::kBackend,
-                          fmt::format("injected fault: overflow allocation #{} of {} bytes failed",
-                                      n, bytes));
+      *err = Result::fail(
+          Status::kBackend,
+          fmt::format("injected fault: overflow allocation #{} of {} bytes failed", n, bytes));
       return nullptr;
     }
-    void* p = ::operator new(bytes, std::align_val_t{256}, std::nothrow);
+    void* p = ::operator new (bytes, std::align_val_t{256}, std::nothrow);
     if (p == nullptr) {
       *err = Result::fail(Status::kOutOfMemory,
                           fmt::format("host overflow allocation of {} bytes failed", bytes));
@@ -90,7 +87,7 @@ class HostBackend final : public Backend {
   Result overflow_free(void* ptr, uint64_t bytes, OverflowRoute route) noexcept override {
     (void)bytes;
     (void)route;
-    ::operator delete(ptr, std::align_val_t{256});
+    ::operator delete (ptr, std::align_val_t{256});
     return Result::ok();
   }
 

@@ -16,17 +16,17 @@ enum class BlockState : uint8_t { kUnused = 0, kLive = 1, kFree = 2 };
 struct Block {
   uint64_t offset = 0;
   uint64_t size = 0;
-  uint64_t epoch = 0;      // epoch in which the block was handed out (live blocks)
-  uint32_t stamp = 0;      // incarnation id, matched against the offset table
+  uint64_t epoch = 0;         // epoch in which the block was handed out (live blocks)
+  uint32_t stamp = 0;         // incarnation id, matched against the offset table
   uint32_t prev_phys = kNil;  // neighbour just below in the region
   uint32_t next_phys = kNil;  // neighbour just above
   uint32_t prev_link = kNil;  // free-index bin list, or the borrowed list
   uint32_t next_link = kNil;
-  uint32_t ep_prev = kNil;    // epoch list (blocks above the floor);
-  uint32_t ep_next = kNil;    // ep_next also links the pool's free stack
+  uint32_t ep_prev = kNil;  // epoch list (blocks above the floor);
+  uint32_t ep_next = kNil;  // ep_next also links the pool's free stack
   BlockState state = BlockState::kUnused;
-  bool persistent = false;    // survived a step boundary: resets do not reclaim it
-  bool borrowed = false;      // live epoch block placed in a hole below the floor
+  bool persistent = false;  // survived a step boundary: resets do not reclaim it
+  bool borrowed = false;    // live epoch block placed in a hole below the floor
   bool in_epoch_list = false;
 };
 

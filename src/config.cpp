@@ -1,12 +1,12 @@
 #include "config.h"
 
+#include <fmt/format.h>
+#include <strings.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
-
-#include <fmt/format.h>
 
 namespace zarena_core {
 
@@ -158,8 +158,7 @@ std::vector<EnvSetting> apply_environment(zarena_config* cfg) {
     cfg->overflow_retain_bytes = u;
     env.ok();
   }
-  if ((v = env.get("overflow_retain_bytes", "ZARENA_OVERFLOW_RETAIN_BYTES")) &&
-      parse_u64(v, &u)) {
+  if ((v = env.get("overflow_retain_bytes", "ZARENA_OVERFLOW_RETAIN_BYTES")) && parse_u64(v, &u)) {
     cfg->overflow_retain_bytes = u;
     env.ok();
   }
@@ -232,8 +231,8 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   if (c.alignment < kMinAlignment || c.alignment > kMaxAlignment ||
       (c.alignment & (c.alignment - 1)) != 0)
     return Result::fail(Status::kInvalidArgument,
-                        fmt::format("alignment {} must be a power of two in [{}, {}]",
-                                    c.alignment, kMinAlignment, kMaxAlignment));
+                        fmt::format("alignment {} must be a power of two in [{}, {}]", c.alignment,
+                                    kMinAlignment, kMaxAlignment));
   if (c.capacity_bytes % c.alignment != 0) {
     // Round down to whole granules; a capacity below one granule is an error.
     if (c.capacity_bytes < c.alignment)
@@ -252,7 +251,8 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   if ((c.flags & ~kKnownFlags) != 0)
     return Result::fail(Status::kInvalidArgument,
                         fmt::format("unknown flags 0x{:x}", c.flags & ~kKnownFlags));
-  if (c.overflow_retain_bytes == 0) c.overflow_retain_bytes = default_retain_bytes(c.capacity_bytes);
+  if (c.overflow_retain_bytes == 0)
+    c.overflow_retain_bytes = default_retain_bytes(c.capacity_bytes);
   if (c.overflow_slow_ns == 0) c.overflow_slow_ns = kDefaultOverflowSlowNs;
 
   ResolvedConfig r;
@@ -269,8 +269,8 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   std::vector<EnvSetting> env = apply_environment(&env_cfg);
   for (const EnvSetting& s : env) {
     if (!s.parsed) {
-      r.warnings.push_back(fmt::format("ignored {}='{}' (not a valid {})", s.variable, s.raw,
-                                       s.field));
+      r.warnings.push_back(
+          fmt::format("ignored {}='{}' (not a valid {})", s.variable, s.raw, s.field));
     }
   }
   auto origin = [&](const char* field, bool equals_default, bool equals_env) -> std::string {
@@ -292,11 +292,10 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   add("alignment", std::to_string(c.alignment), c.alignment == defaults.alignment,
       c.alignment == env_cfg.alignment);
   add("overflow_policy", policy_name(c.overflow_policy),
-      c.overflow_policy == defaults.overflow_policy,
-      c.overflow_policy == env_cfg.overflow_policy);
-  const uint64_t env_retain =
-      env_cfg.overflow_retain_bytes ? env_cfg.overflow_retain_bytes
-                                    : default_retain_bytes(c.capacity_bytes);
+      c.overflow_policy == defaults.overflow_policy, c.overflow_policy == env_cfg.overflow_policy);
+  const uint64_t env_retain = env_cfg.overflow_retain_bytes
+                                  ? env_cfg.overflow_retain_bytes
+                                  : default_retain_bytes(c.capacity_bytes);
   add("overflow_retain_bytes", std::to_string(c.overflow_retain_bytes),
       c.overflow_retain_bytes == defaults.overflow_retain_bytes,
       c.overflow_retain_bytes == env_retain);
@@ -315,8 +314,7 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   flag("flags.managed", ZARENA_FLAG_MANAGED);
   flag("flags.poison", ZARENA_FLAG_POISON);
   flag("flags.overflow_prewarm", ZARENA_FLAG_OVERFLOW_PREWARM);
-  add("name", r.name, r.name == "zarena",
-      env_cfg.name != nullptr && r.name == env_cfg.name);
+  add("name", r.name, r.name == "zarena", env_cfg.name != nullptr && r.name == env_cfg.name);
   *out = std::move(r);
   return Result::ok();
 }

@@ -1,13 +1,12 @@
 #include "overflow.h"
 
-#include <chrono>
-
 #include <fmt/format.h>
+
+#include <chrono>
 
 namespace zarena_core {
 
-OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t limit_bytes,
-                           uint64_t slow_ns)
+OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t limit_bytes, uint64_t slow_ns)
     : backend_(backend), policy_(policy), limit_bytes_(limit_bytes), slow_ns_(slow_ns) {}
 
 const char* OverflowPool::route_name() const {
@@ -58,13 +57,13 @@ OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
     if (!qerr.is_ok() || capturing) {
       unreserve_failure();
       a.path = "capture_refused";
-      a.result = capturing ? Result::fail(Status::kCaptureUnsafe,
-                                          "the arena's stream is being captured into a CUDA "
-                                          "graph; a synchronous overflow allocation now would "
-                                          "break the capture")
-                           : Result::fail(Status::kCaptureUnsafe,
-                                          "could not query the stream's capture status: " +
-                                              qerr.message);
+      a.result = capturing
+                     ? Result::fail(Status::kCaptureUnsafe,
+                                    "the arena's stream is being captured into a CUDA "
+                                    "graph; a synchronous overflow allocation now would "
+                                    "break the capture")
+                     : Result::fail(Status::kCaptureUnsafe,
+                                    "could not query the stream's capture status: " + qerr.message);
       return a;
     }
   }

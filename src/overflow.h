@@ -19,9 +19,9 @@
 namespace zarena_core {
 
 struct OverflowAttempt {
-  Result result;          // kOk, kOutOfMemory, kCaptureUnsafe, kBackend
+  Result result;  // kOk, kOutOfMemory, kCaptureUnsafe, kBackend
   void* ptr = nullptr;
-  const char* path = "";  // async | sync | capture_refused | refused | limit
+  const char* path = "";    // async | sync | capture_refused | refused | limit
   uint64_t latency_ns = 0;  // time spent in the backend call (0 if none was made)
   bool slow = false;        // latency above the watchdog threshold
 };

@@ -285,9 +285,7 @@ uint64_t Region::largest_free() const {
   return std::max(epoch_index_.largest(pool_), floor_index_.largest(pool_));
 }
 
-uint64_t Region::largest_allocatable() const {
-  return std::max(largest_free(), capacity_ - top_);
-}
+uint64_t Region::largest_allocatable() const { return std::max(largest_free(), capacity_ - top_); }
 
 std::string Region::check_invariants() const {
   uint64_t expect_end = top_;
@@ -301,7 +299,8 @@ std::string Region::check_invariants() const {
     if (b.size == 0 || b.size % granule_ != 0 || b.offset % granule_ != 0)
       return "misaligned block at " + std::to_string(b.offset);
     const bool above = b.offset >= floor_;
-    if (above != b.in_epoch_list) return "epoch-list membership wrong at " + std::to_string(b.offset);
+    if (above != b.in_epoch_list)
+      return "epoch-list membership wrong at " + std::to_string(b.offset);
     if (b.offset + b.size == floor_) {
       saw_floor = true;
       if (floor_tail_ != r) return "floor_tail does not end at the floor";

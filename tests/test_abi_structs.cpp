@@ -74,10 +74,18 @@ void capture(void* user, const zarena_log_record* rec) {
     const zarena_log_field& f = rec->fields[i];
     std::string v;
     switch (f.kind) {
-      case ZARENA_FIELD_STRING: v = f.s; break;
-      case ZARENA_FIELD_UINT: v = std::to_string(static_cast<uint64_t>(f.i)); break;
-      case ZARENA_FIELD_DOUBLE: v = std::to_string(f.f); break;
-      default: v = std::to_string(f.i); break;
+      case ZARENA_FIELD_STRING:
+        v = f.s;
+        break;
+      case ZARENA_FIELD_UINT:
+        v = std::to_string(static_cast<uint64_t>(f.i));
+        break;
+      case ZARENA_FIELD_DOUBLE:
+        v = std::to_string(f.f);
+        break;
+      default:
+        v = std::to_string(f.i);
+        break;
     }
     log->fields.emplace_back(f.key, v);
   }
@@ -278,10 +286,11 @@ TEST_F(AbiStructs, OlderStatsGetsItsPrefixAndNothingBeyond) {
   ASSERT_EQ(zarena_get_stats(arena_, reinterpret_cast<zarena_stats*>(&mem.stats)), ZARENA_OK)
       << zarena_last_error();
   EXPECT_EQ(mem.stats.struct_size, sizeof(OldStats));
-  EXPECT_EQ(std::memcmp(reinterpret_cast<const char*>(&mem.stats) + offsetof(OldStats, fields),
-                        reinterpret_cast<const char*>(&ref) + offsetof(zarena_stats, capacity_bytes),
-                        sizeof mem.stats.fields),
-            0);
+  EXPECT_EQ(
+      std::memcmp(reinterpret_cast<const char*>(&mem.stats) + offsetof(OldStats, fields),
+                  reinterpret_cast<const char*>(&ref) + offsetof(zarena_stats, capacity_bytes),
+                  sizeof mem.stats.fields),
+      0);
   EXPECT_EQ(mem.stats.fields[0], kCapacity);  // capacity_bytes
   EXPECT_EQ(mem.stats.fields[4], 1u);         // epoch
   for (unsigned char b : mem.guard) ASSERT_EQ(b, kGuard);

@@ -281,7 +281,7 @@ TEST_F(CApi, StatsAreExact) {
   ASSERT_EQ(zarena_alloc(g.a, 5000, &b), ZARENA_OK);  // 5120
   ASSERT_EQ(zarena_alloc(g.a, 100, &c), ZARENA_OK);   // 256
   ASSERT_EQ(zarena_free(g.a, a), ZARENA_OK);
-  ASSERT_EQ(zarena_alloc(g.a, 512, &d), ZARENA_OK);   // reuses a's block
+  ASSERT_EQ(zarena_alloc(g.a, 512, &d), ZARENA_OK);  // reuses a's block
   EXPECT_EQ(d, a);
   s = stats_of(g.a);
   EXPECT_EQ(s.used_bytes, 3072u + 5120 + 256 + 512);

@@ -117,8 +117,7 @@ TEST(Config, CapacityIsRoundedDownToWholeGranules) {
   ASSERT_TRUE(zarena_core::resolve_config(&cfg, &r).is_ok());
   EXPECT_EQ(r.cfg.capacity_bytes, 768u);
   cfg.capacity_bytes = 100;
-  EXPECT_EQ(zarena_core::resolve_config(&cfg, &r).status,
-            zarena_core::Status::kInvalidArgument);
+  EXPECT_EQ(zarena_core::resolve_config(&cfg, &r).status, zarena_core::Status::kInvalidArgument);
 }
 
 }  // namespace

@@ -131,8 +131,8 @@ TEST(Region, FreeErrorsChangeNothing) {
   must_alloc(r, 256);
   const std::string before = r.check_invariants();
   const uint64_t live = r.live_bytes(), top = r.top(), nfree = r.free_count();
-  EXPECT_EQ(do_free(r, a + 256), FreeOutcome::kNotOwned);    // interior
-  EXPECT_EQ(do_free(r, 1 << 19), FreeOutcome::kNotOwned);    // never handed out
+  EXPECT_EQ(do_free(r, a + 256), FreeOutcome::kNotOwned);  // interior
+  EXPECT_EQ(do_free(r, 1 << 19), FreeOutcome::kNotOwned);  // never handed out
   EXPECT_EQ(r.live_bytes(), live);
   EXPECT_EQ(r.top(), top);
   EXPECT_EQ(r.free_count(), nfree);
@@ -233,9 +233,9 @@ TEST_P(RegionModel, RandomSequencesMatchReference) {
     uint64_t size;
     bool persistent;
   };
-  std::map<uint64_t, LiveBlock> live;   // offset -> block
-  std::map<uint64_t, uint64_t> stale;   // offset -> epoch it was reclaimed into
-  std::map<uint64_t, uint64_t> freed;   // offset -> epoch freed
+  std::map<uint64_t, LiveBlock> live;  // offset -> block
+  std::map<uint64_t, uint64_t> stale;  // offset -> epoch it was reclaimed into
+  std::map<uint64_t, uint64_t> freed;  // offset -> epoch freed
   uint64_t live_bytes = 0;
 
   auto random_size = [&]() -> uint64_t {

@@ -1,7 +1,6 @@
 /* A program outside the zarena tree, built against an installed prefix (by
  * tests/check_install.sh, through find_package and through pkg-config). */
 #include <stdio.h>
-
 #include <zarena/zarena.h>
 
 int main(void) {

@@ -129,8 +129,9 @@ ZARENA_API const char* zarena_last_error(void);
 
 #define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
 #define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with 0xA5 (debugging) */
-#define ZARENA_FLAG_OVERFLOW_PREWARM 0x4u /* at create, allocate+free the retained
-                                             overflow size once so pages are resident */
+#define ZARENA_FLAG_OVERFLOW_PREWARM            \
+  0x4u /* at create, allocate+free the retained \
+          overflow size once so pages are resident */
 
 /* OVERFLOW AND CUDA
  *   The CUDA backend takes the region from cudaMalloc (cudaMallocManaged with
@@ -327,8 +328,8 @@ typedef struct zarena_stats {
   uint64_t overflow_peak_bytes;      /* highest overflow_live_bytes since create */
   uint64_t overflow_max_latency_ns;  /* slowest overflow backend allocation */
   /* --- extensions: written only when the caller's struct_size covers them --- */
-  uint64_t overflow_reclaimed;       /* overflow blocks reclaimed by resets */
-  uint64_t overflow_failures;        /* overflow attempts refused, capped or failed */
+  uint64_t overflow_reclaimed; /* overflow blocks reclaimed by resets */
+  uint64_t overflow_failures;  /* overflow attempts refused, capped or failed */
 } zarena_stats;
 
 /* Fills *out with a consistent snapshot (all fields from one instant). Set
@@ -413,11 +414,11 @@ typedef struct zarena_log_field {
 } zarena_log_field;
 
 typedef struct zarena_log_record {
-  uint32_t struct_size;       /* sizeof(zarena_log_record) of the library */
-  int32_t level;              /* ZARENA_LOG_* */
-  const char* event;          /* "arena.config", "arena.first_overflow", ... */
-  const char* message;        /* one human-readable line */
-  const char* arena_name;     /* the arena's name, or "" for process-wide records */
+  uint32_t struct_size;   /* sizeof(zarena_log_record) of the library */
+  int32_t level;          /* ZARENA_LOG_* */
+  const char* event;      /* "arena.config", "arena.first_overflow", ... */
+  const char* message;    /* one human-readable line */
+  const char* arena_name; /* the arena's name, or "" for process-wide records */
   const zarena_log_field* fields;
   uint32_t field_count;
 } zarena_log_record;
@@ -456,8 +457,7 @@ ZARENA_API zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_da
  * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a); ZARENA_E_UNSUPPORTED on an
  * arena whose backend is not HOST. Thread-safe. */
 ZARENA_API zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth,
-                                                            uint64_t delay_nth,
-                                                            uint64_t delay_ns);
+                                                            uint64_t delay_nth, uint64_t delay_ns);
 
 /* The backend the arena actually uses (ZARENA_BACKEND_HOST or _CUDA; AUTO resolves at
  * create), or -1 for NULL. Thread-safe. */
