@@ -2,6 +2,7 @@
 """Runs bench_arena and prints its figures as ratios against the baselines of the same run.
 
 usage: bench/report.py BUILD_DIR [--min-time SECONDS] [--json OUT.json]
+       bench/report.py --from-json RUN.json   (a bench_arena JSON run made elsewhere)
 """
 import argparse
 import json
@@ -12,15 +13,22 @@ import sys
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("build_dir")
+    ap.add_argument("build_dir", nargs="?")
+    ap.add_argument("--from-json", default=None)
     ap.add_argument("--min-time", default="0.2")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    exe = os.path.join(args.build_dir, "bench", "bench_arena")
-    out = subprocess.run(
-        [exe, "--benchmark_format=json", f"--benchmark_min_time={args.min_time}",
-         "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"],
-        check=True, capture_output=True, text=True).stdout
+    if args.from_json:
+        with open(args.from_json) as f:
+            out = f.read()
+    else:
+        if not args.build_dir:
+            ap.error("BUILD_DIR or --from-json is required")
+        exe = os.path.join(args.build_dir, "bench", "bench_arena")
+        out = subprocess.run(
+            [exe, "--benchmark_format=json", f"--benchmark_min_time={args.min_time}",
+             "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"],
+            check=True, capture_output=True, text=True).stdout
     data = json.loads(out)
     if args.json:
         with open(args.json, "w") as f:
