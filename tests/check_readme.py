@@ -1,21 +1,34 @@
 #!/usr/bin/env python3
-"""Fails when the README's code examples drift from the files that are built and run."""
+"""Fails when the README's code examples drift from what is built and run.
+
+usage: check_readme.py ROOT [LIBZARENA]
+The C and Go blocks must equal examples/quickstart.c and examples/go/quickstart/main.go
+(which are built and run elsewhere); with LIBZARENA, the Python block is run against it.
+"""
+import os
 import pathlib
 import re
+import subprocess
 import sys
 
 root = pathlib.Path(sys.argv[1])
 readme = (root / "README.md").read_text()
-checks = [("c", "examples/quickstart.c")]
-if (root / "examples/go/quickstart/main.go").exists():
-    checks.append(("go", "examples/go/quickstart/main.go"))
 failed = False
-for lang, path in checks:
+for lang, path in [("c", "examples/quickstart.c"), ("go", "examples/go/quickstart/main.go")]:
     blocks = re.findall(r"```" + lang + r"\n(.*?)```", readme, re.S)
-    text = (root / path).read_text()
-    if text not in blocks:
+    if (root / path).read_text() not in blocks:
         print(f"README has no ```{lang} block identical to {path}")
         failed = True
     else:
         print(f"README {lang} example == {path}")
+if len(sys.argv) > 2:
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    env = dict(os.environ, ZARENA_LIBRARY=sys.argv[2], ZARENA_BACKEND="host",
+               ZARENA_LOG_LEVEL="warn", PYTHONPATH=str(root / "examples" / "python"))
+    for code in blocks:
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        print(f"README python example: exit {r.returncode}, output {r.stdout.strip()!r}")
+        if r.returncode != 0:
+            print(r.stderr)
+            failed = True
 sys.exit(1 if failed else 0)
