@@ -70,8 +70,8 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
   try {
     out->reset(new Arena(rc, std::move(backend), base, policy));
   } catch (const std::bad_alloc&) {
-    // The Arena never took ownership; give the region back.
-    if (backend) backend->release_region(base, rc.cfg.capacity_bytes);
+    // Whoever holds the backend now (still us, or the half-built Arena's unwinding)
+    // releases the region in the backend's destructor.
     return Result::fail(Status::kOutOfMemory, "out of host memory creating the arena");
   }
   Arena& a = **out;

@@ -162,7 +162,9 @@ class CudaBackend final : public Backend {
     if (opts_.need_async_pool) create_pool();
   }
 
-  ~CudaBackend() override { (void)destroy_pool(); }
+  // Normally release_region ran at destroy; this covers a create that failed after the
+  // region was reserved.
+  ~CudaBackend() override { (void)release_region(nullptr, 0); }
 
   int32_t kind() const override { return ZARENA_BACKEND_CUDA; }
 

@@ -26,6 +26,9 @@ namespace {
 class HostBackend final : public Backend {
  public:
   explicit HostBackend(const BackendOptions& opts) : opts_(opts) {}
+  // Normally release_region ran at destroy; this covers a create that failed after the
+  // region was reserved.
+  ~HostBackend() override { (void)release_region(nullptr, 0); }
 
   int32_t kind() const override { return ZARENA_BACKEND_HOST; }
   std::string describe() const override { return "host (page-backed memory)"; }
