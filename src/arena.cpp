@@ -215,6 +215,7 @@ Result Arena::free(void* ptr) {
   if (in_region) {
     std::lock_guard<std::mutex> lock(mu_);
     outcome = region_.free(static_cast<uint64_t>(p - base_), &size);
+    if (outcome == FreeOutcome::kOk) cadence_.on_free(region_.top(), resets_);
     if (outcome == FreeOutcome::kOk && poison_) backend_->fill(ptr, size, kPoisonByte);
   } else {
     outcome = overflow_.free(ptr, &size);

@@ -46,15 +46,19 @@ void CadenceDetector::begin(uint64_t top) {
 bool CadenceDetector::on_alloc(uint64_t size, uint64_t top, uint64_t resets) {
   ++allocs_;
   bool restart = false;
-  for (Anchor& a : anchors_) {
+  bool early = false;  // a restart of an anchor other than the late one
+  for (int i = 0; i < 3; ++i) {
+    Anchor& a = anchors_[i];
     if (!a.armed) continue;
     if (a.recorded < kAnchorLen) {
       a.record(size);
     } else if (a.feed(size)) {
       restart = true;
+      early |= i != 2;
     }
   }
   if (!restart) return false;
+  if (early) late_only_ = false;
   ++restarts_;
   step_allocs_ = allocs_ - mark_alloc_;
   step_growth_ = top > mark_top_ ? top - mark_top_ : 0;
@@ -62,16 +66,30 @@ bool CadenceDetector::on_alloc(uint64_t size, uint64_t top, uint64_t resets) {
   mark_top_ = top;
   mark_alloc_ = allocs_;
   if (warned_ || resets != 0) return false;
-  if (growing_ >= kGrowingRestartsToWarn && grown_bytes(top) >= capacity_ / kMinShareDivisor) {
+  const bool enough = late_only_ ? growing_ >= kLateGrowingRestartsToWarn &&
+                                       grown_bytes(top) >= capacity_ / kLateShareDivisor
+                                 : growing_ >= kGrowingRestartsToWarn &&
+                                       grown_bytes(top) >= capacity_ / kMinShareDivisor;
+  if (enough) {
     warned_ = true;
     return true;
   }
   return false;
 }
 
+void CadenceDetector::on_free(uint64_t top, uint64_t resets) {
+  if (late_tried_ || resets != 0 || restarts_ != 0) return;
+  late_tried_ = true;
+  anchors_[2].start();
+  begin(top);
+}
+
 void CadenceDetector::on_reset(uint64_t top) {
   anchors_[0].start();
   anchors_[1].armed = false;
+  anchors_[2].armed = false;
+  late_tried_ = false;
+  late_only_ = true;
   restarts_ = 0;
   growing_ = 0;
   step_allocs_ = 0;
@@ -85,6 +103,8 @@ void CadenceDetector::on_step_boundary(uint64_t top) {
   anchors_[1] = anchors_[0];
   if (anchors_[1].recorded < kAnchorLen) anchors_[1].armed = false;
   anchors_[0].start();
+  anchors_[2].armed = false;  // the boundary says where steps start: no need to guess
+  late_tried_ = true;
   begin(top);
 }
 

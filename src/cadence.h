@@ -21,9 +21,15 @@
 // Anchoring: zarena_mark_step_boundary says "steps start here", so a boundary marked
 // before any restart re-anchors (weights uploaded before it never recur).
 // The previous anchor stays armed as well, so a program that marks a boundary after
-// every step (and never resets) is still recognised. A program that uploads persistent
-// data in the same epoch without a boundary anchors on that upload and is not recognised
-// early: its first-overflow verdict then falls back to the counters.
+// every step (and never resets) is still recognised.
+// A program that uploads persistent data (weights) without a boundary anchors on that
+// upload, which never recurs. An upload frees nothing and a step does, so the first free
+// of an arena that was never reset, while no restart has been seen, arms a late anchor:
+// the requests after it lie inside the first step and recur in every later one. Repeats
+// after a free can also be layers inside one step's backward pass, so a warning that
+// rests on the late anchor alone needs more evidence (kLateGrowingRestartsToWarn
+// growing restarts, capacity / kLateShareDivisor grown); its restarts still count for
+// the first-overflow verdict.
 // Threads: requests from several threads interleave in no fixed order, so the detector
 // sees fewer exact repeats and may warn later or not at all; a loop that resets still
 // never warns (the reset gate does not depend on the order).
@@ -48,6 +54,8 @@ class CadenceDetector {
   static constexpr int kAnchorLen = 8;
   static constexpr uint64_t kMinShareDivisor = 64;
   static constexpr uint64_t kGrowingRestartsToWarn = 2;
+  static constexpr uint64_t kLateGrowingRestartsToWarn = 3;
+  static constexpr uint64_t kLateShareDivisor = 16;
 
   explicit CadenceDetector(uint64_t capacity) : capacity_(capacity) { anchors_[0].start(); }
 
@@ -59,6 +67,8 @@ class CadenceDetector {
   void on_reset(uint64_t top);
   // zarena_mark_step_boundary at this top.
   void on_step_boundary(uint64_t top);
+  // A block of the region was freed; top after it.
+  void on_free(uint64_t top, uint64_t resets);
 
   uint64_t restarts() const { return restarts_; }        // in this epoch
   uint64_t step_allocs() const { return step_allocs_; }  // requests per step (last one)
@@ -82,7 +92,10 @@ class CadenceDetector {
   void begin(uint64_t top);
 
   uint64_t capacity_;
-  Anchor anchors_[2];  // [0] the current anchor, [1] the one before the last boundary
+  // [0] the current anchor, [1] the one before the last boundary, [2] the late anchor
+  Anchor anchors_[3];
+  bool late_tried_ = false;  // the late anchor was armed in this epoch already
+  bool late_only_ = true;    // every restart so far came from the late anchor
   uint64_t allocs_ = 0;
   uint64_t restarts_ = 0;
   uint64_t growing_ = 0;  // consecutive restarts with growth

@@ -48,6 +48,7 @@ struct Driver {
       }
     }
   }
+  void free_one() { d.on_free(top, resets); }
   void reset(uint64_t floor) {
     top = floor;
     ++resets;
@@ -201,6 +202,53 @@ TEST(CadenceUnit, ABoundaryAfterEveryStepWithoutResetIsStillCaught) {
   EXPECT_EQ(dr.fired, 1);
 }
 
+TEST(CadenceUnit, WeightsWithoutABoundaryAreSeenPastThroughTheFirstFree) {
+  // Weights uploaded without zarena_mark_step_boundary anchor the detector on an upload
+  // that never recurs; the first free (inside the first step) re-anchors it.
+  Driver dr;
+  std::vector<uint64_t> weights;
+  for (int i = 0; i < 12; ++i) weights.push_back((100 + i) * kKiB);
+  dr.step(weights);
+  const auto pass = pass_sizes(64 * kKiB);
+  for (int i = 0; i < 12 && dr.fired == 0; ++i) {
+    dr.step(std::vector<uint64_t>(pass.begin(), pass.begin() + 5));
+    dr.free_one();
+    dr.step(std::vector<uint64_t>(pass.begin() + 5, pass.end()));
+  }
+  EXPECT_EQ(dr.fired, 1);
+  EXPECT_GE(dr.d.restarts(), CadenceDetector::kLateGrowingRestartsToWarn);
+  EXPECT_LT(dr.fired_top, kCap / 2) << "the warning must come long before the arena is full";
+}
+
+TEST(CadenceUnit, LayeredBackwardThatFreesAndResetsEveryStepIsQuiet) {
+  // A correct step: input, 48 identical layers whose activations are kept, then a
+  // backward pass that frees each layer's activation and allocates its gradient in the
+  // freed space (the top stays put), then a reset. The backward repeats after the first
+  // free, but without growth: no warning, in the first step or later.
+  Driver dr;
+  for (int step = 0; step < 10; ++step) {
+    dr.step({777 * 256});
+    for (int l = 0; l < 48; ++l) dr.step({64 * kKiB, 256 * kKiB, 16 * kKiB});
+    for (int l = 0; l < 48; ++l) {
+      dr.free_one();
+      dr.step({256 * kKiB, 64 * kKiB}, 0);
+    }
+    dr.reset(0);
+  }
+  EXPECT_EQ(dr.fired, 0);
+}
+
+TEST(CadenceUnit, ABoundaryDisarmsTheLateAnchor) {
+  Driver dr;
+  const auto pass = pass_sizes(64 * kKiB);
+  dr.step(std::vector<uint64_t>(pass.begin(), pass.begin() + 5));
+  dr.free_one();
+  dr.d.on_step_boundary(dr.top);  // from here the boundary anchor decides
+  for (int i = 0; i < 5; ++i) dr.step(pass);
+  EXPECT_EQ(dr.fired, 1);
+  EXPECT_EQ(dr.fired_at, 5 + 2 * pass.size() + CadenceDetector::kAnchorLen);
+}
+
 // --- through the C API ------------------------------------------------------------
 
 TEST(CadenceApi, PerSamplePassesWarnInTheThirdSampleLongBeforeFull) {
@@ -235,6 +283,25 @@ TEST(CadenceApi, PerSamplePassesWarnInTheThirdSampleLongBeforeFull) {
   ASSERT_LT(overflow_at, all.size());
   EXPECT_LT(warn_at, overflow_at);
   EXPECT_EQ(all[overflow_at].str("verdict"), "never_reset");
+  zarena_destroy(a);
+}
+
+TEST(CadenceApi, WeightsWithoutABoundaryStillWarnAndDiagnoseNeverReset) {
+  // The original failure's shape with the weights in the arena and no step boundary.
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "no-boundary");
+  void* w = nullptr;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  int samples = 0;
+  while (sample_pass(a, 16 * kKiB) == ZARENA_OK) ++samples;
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_LT(warn[0].field("fill_percent")->f, 25.0);
+  EXPECT_EQ(warn[0].str("verdict"), "never_reset");
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset");
+  EXPECT_GT(samples, 30);
   zarena_destroy(a);
 }
 
