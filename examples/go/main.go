@@ -4,9 +4,9 @@
 // the verdict never_reset; both arrive through log/slog. The fixed loop marks the step
 // boundary after the weights and resets after every sample, and never grows.
 //
-// In the broken loop the arena holds only the per-sample buffers (the parameters live
-// elsewhere); the fixed loop keeps the weights and the gradient accumulator in the
-// arena, below the step boundary.
+// Both loops keep the weights and the gradient accumulator in the arena: the broken one
+// uploads them and starts sampling (no step boundary, no reset), the fixed one marks the
+// step boundary after them, so they survive every reset.
 //
 // It uses the host backend, so it runs on any machine:
 //
@@ -24,7 +24,7 @@ import (
 
 const (
 	mib      = 1 << 20
-	capacity = 64 * mib
+	capacity = 256 * mib
 	samples  = 40
 )
 
@@ -77,10 +77,10 @@ func run(name string, fixed bool) error {
 		return err
 	}
 	defer a.Close()
+	if err := loadWeights(a); err != nil {
+		return err
+	}
 	if fixed {
-		if err := loadWeights(a); err != nil {
-			return err
-		}
 		if err := a.MarkStepBoundary(); err != nil { // the weights survive every reset
 			return err
 		}
