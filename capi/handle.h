@@ -23,7 +23,12 @@ void set_last_error(std::string message) noexcept;
 zarena_status fail(Status s, std::string message) noexcept;
 zarena_status report(const Result& r) noexcept;
 // A live handle, or nullptr (and last error set) when a is NULL or not a live arena.
-Arena* checked(const ::zarena* a, const char* fn) noexcept;
+// The failure half of checked(), out of line: sets the last error, returns nullptr.
+Arena* reject_handle(const ::zarena* a, const char* fn) noexcept;
+inline Arena* checked(const ::zarena* a, const char* fn) noexcept {
+  if (a != nullptr && a->magic == ::zarena::kMagic && a->arena) return a->arena.get();
+  return reject_handle(a, fn);
+}
 
 // Runs body, converting any escaping exception into a status: no exception crosses the ABI.
 template <typename Body>

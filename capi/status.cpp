@@ -27,17 +27,11 @@ zarena_status report(const Result& r) noexcept {
   return fail(r.status, r.message);
 }
 
-Arena* checked(const ::zarena* a, const char* fn) noexcept {
-  if (a == nullptr) {
-    fail(Status::kInvalidArgument, std::string(fn) + ": arena handle is NULL");
-    return nullptr;
-  }
-  if (a->magic != ::zarena::kMagic || !a->arena) {
-    fail(Status::kInvalidArgument,
-         std::string(fn) + ": not a live arena handle (destroyed or corrupted)");
-    return nullptr;
-  }
-  return a->arena.get();
+Arena* reject_handle(const ::zarena* a, const char* fn) noexcept {
+  fail(Status::kInvalidArgument,
+       std::string(fn) + (a == nullptr ? ": arena handle is NULL"
+                                       : ": not a live arena handle (destroyed or corrupted)"));
+  return nullptr;
 }
 
 }  // namespace zarena_core

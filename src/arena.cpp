@@ -104,7 +104,8 @@ Result Arena::alloc(uint64_t size, void** out) {
                         fmt::format("request of {} bytes cannot be aligned to {}", size, align));
   }
   const uint64_t aligned = (size + align - 1) & ~(align - 1);
-  std::optional<LogRecord> cadence_warning;
+  // A pointer, not std::optional: the optional's storage is zero-filled on every call.
+  std::unique_ptr<LogRecord> cadence_warning;
   void* result = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,7 +132,7 @@ Result Arena::alloc(uint64_t size, void** out) {
       f.capacity_bytes = region_.capacity();
       f.epoch_allocs = epoch_allocs_;
       f.resets = resets_;
-      cadence_warning.emplace(reset_cadence_record(f, name_));
+      cadence_warning = std::make_unique<LogRecord>(reset_cadence_record(f, name_));
     }
   }
   if (cadence_warning) log_emit(*cadence_warning);
