@@ -6,8 +6,8 @@
  * WHAT IT IS
  *   An arena reserves one large region from a backend (CUDA device memory, or host
  *   memory) at create. zarena_alloc hands out aligned blocks of it: first from blocks
- *   freed earlier in the same epoch (best-fit, O(1) segregated-fit index, neighbours
- *   coalesce), otherwise by bumping a top offset. zarena_reset rewinds the arena to its
+ *   freed earlier in the same epoch (good fit from an O(1) two-level segregated-fit
+ *   index; freed neighbours coalesce), otherwise by bumping a top offset. zarena_reset rewinds the arena to its
  *   floor in O(1) and starts a new epoch: every block allocated above the floor since
  *   the last reset is reclaimed at once. zarena_mark_step_boundary raises the floor to
  *   the current top, so what was allocated so far (weights, uploaded samples) survives
@@ -25,7 +25,9 @@
  *   - Every function that can fail returns zarena_status. ZARENA_OK is 0. On failure a
  *     thread-local message describing the failure is available from zarena_last_error()
  *     until the next failing call on the same thread, and no state has changed: a
- *     failed call leaves the arena exactly as it was.
+ *     failed call leaves the arena exactly as it was, except the counters in
+ *     zarena_stats that exist to count such failures (invalid_frees, stale_frees,
+ *     misses, overflow_failures, and epoch_allocs for a request that failed).
  *   - No C++ exception ever leaves this library; allocation failures inside the library
  *     are reported as ZARENA_E_OUT_OF_MEMORY or ZARENA_E_INTERNAL.
  *   - Output pointers are written only on ZARENA_OK (out_ptr of zarena_alloc is set to
@@ -292,8 +294,14 @@ ZARENA_API zarena_status zarena_free(zarena* a, void* ptr);
  * ZARENA_E_INVALID_ARGUMENT for NULL. See THREADS for what the caller must ensure. */
 ZARENA_API zarena_status zarena_reset(zarena* a);
 
-/* Sets the floor to the current top: everything allocated so far (and still live)
- * survives later resets; it can still be freed individually. Does not start an epoch.
+/* Sets the floor to the current top: everything allocated so far (and still live,
+ * overflow blocks included) survives later resets; it can still be freed individually.
+ * Does not start an epoch. Cost: O(blocks allocated since the last boundary or reset),
+ * once per call — a boundary is marked after loading weights, not per allocation.
+ * Space freed below the floor is reused: by allocations of any epoch once the space
+ * above the floor cannot serve them (such blocks are still reclaimed by the next
+ * reset), and by the bump top when the blocks just under the floor are all free and
+ * nothing lies above it (the floor then comes down).
  * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL. Thread-safe. */
 ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
 
