@@ -6,7 +6,7 @@ namespace {
 int log2_floor(uint64_t v) { return 63 - __builtin_clzll(v); }
 }  // namespace
 
-FreeIndex::FreeIndex(uint64_t granule) : granule_(granule), granule_shift_(log2_floor(granule)) {
+FreeIndex::FreeIndex(uint64_t granule) : granule_shift_(log2_floor(granule)) {
   for (auto& row : heads_) {
     for (auto& h : row) h = kNil;
   }

@@ -36,7 +36,6 @@ class FreeIndex {
 
   void mapping(uint64_t units, int* fl, int* sl) const;
 
-  uint64_t granule_;
   int granule_shift_;
   uint64_t fl_bitmap_ = 0;
   uint32_t sl_bitmap_[kFirstLevels] = {};
