@@ -76,7 +76,9 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
   }
   Arena& a = **out;
   if (log_enabled(ZARENA_LOG_INFO)) {
-    log_emit(config_record(rc, a.backend_->describe(), a.backend_->kind(), policy, fallback));
+    const MemoryInfo mem = a.backend_->memory_info();
+    log_emit(config_record(rc, a.backend_->describe(), a.backend_->kind(), policy, fallback,
+                           mem.free_bytes, mem.total_bytes));
   }
   return Result::ok();
 }

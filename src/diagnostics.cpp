@@ -142,7 +142,8 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
 }
 
 LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_desc,
-                        int32_t backend_kind, int32_t policy, const std::string& fallback) {
+                        int32_t backend_kind, int32_t policy, const std::string& fallback,
+                        uint64_t memory_free, uint64_t memory_total) {
   const zarena_config& c = rc.cfg;
   LogRecord rec(ZARENA_LOG_INFO, "arena.config", rc.name);
   std::string from;
@@ -155,6 +156,11 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                                 policy_name(policy), from.empty() ? "all defaults" : "set: ", from);
   for (const auto& w : rc.warnings) msg += "; " + w;
   if (!fallback.empty()) msg += "; AUTO fell back to host: " + fallback;
+  if (memory_total != 0) {
+    msg += fmt::format("; {} memory: {} free of {}",
+                       backend_kind == ZARENA_BACKEND_CUDA ? "device" : "host",
+                       human_bytes(memory_free), human_bytes(memory_total));
+  }
   rec.message(std::move(msg));
   // Thirty fields on one stderr line bury the warnings that follow; the message names
   // every value that is not a default, and callbacks still get all of them typed.
@@ -187,6 +193,10 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
     rec.add_string(k + "_source", s.origin);
   }
   if (!fallback.empty()) rec.add_string("backend_fallback", fallback);
+  if (memory_total != 0) {
+    rec.add_uint("memory_free_bytes", memory_free);
+    rec.add_uint("memory_total_bytes", memory_total);
+  }
   for (size_t i = 0; i < rc.warnings.size(); ++i) {
     rec.add_string(fmt::format("warning{}", i), rc.warnings[i]);
   }

@@ -68,9 +68,12 @@ struct CadenceFacts {
 LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_name);
 
 // backend_desc: the backend's own description; backend_kind/policy: resolved values;
-// fallback: why AUTO fell back to host although a device was counted ("" if it did not).
+// fallback: why AUTO fell back to host although a device was counted ("" if it did not);
+// memory_free/total: the backend's memory after the region was reserved (0 = unknown), so
+// the first line already says how much room a larger arena would have.
 LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_desc,
-                        int32_t backend_kind, int32_t policy, const std::string& fallback = "");
+                        int32_t backend_kind, int32_t policy, const std::string& fallback = "",
+                        uint64_t memory_free = 0, uint64_t memory_total = 0);
 
 struct LifetimeFacts {
   uint64_t total_allocs = 0;

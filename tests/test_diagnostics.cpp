@@ -259,6 +259,11 @@ TEST(ConfigRecord, TypedValuesAndTheirSources) {
   EXPECT_EQ(r.field("flags.poison")->kind, ZARENA_FIELD_BOOL);
   EXPECT_EQ(r.u("overflow_slow_ns"), 10000000u);
   EXPECT_EQ(r.str("overflow_slow_ns_source"), "default");
+  // The backend's memory, so the first line says how much room a larger arena has.
+  ASSERT_NE(r.field("memory_total_bytes"), nullptr);
+  EXPECT_GT(r.u("memory_total_bytes"), 0u);
+  EXPECT_LE(r.u("memory_free_bytes"), r.u("memory_total_bytes"));
+  EXPECT_NE(r.message.find("host memory:"), std::string::npos) << r.message;
   ASSERT_NE(r.field("warning0"), nullptr);
   EXPECT_NE(r.field("warning0")->s.find("ZARENA_OVERFLOW_SLOW_MS"), std::string::npos);
   zarena_destroy(a);
