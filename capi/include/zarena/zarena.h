@@ -378,8 +378,9 @@ ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
  *     as BOOL flags.managed / flags.poison / flags.overflow_prewarm, name), and for each
  *     a STRING "<field>_source": "default", "config" (the struct) or "env:<VARIABLE>";
  *     backend_resolved and overflow_policy_resolved (STRING); backend_fallback (STRING,
- *     when AUTO fell back to host although a device was counted); warningN (STRING) for
- *     ignored environment values.
+ *     when AUTO fell back to host although a device was counted); memory_free_bytes and
+ *     memory_total_bytes (the device's, or the host's, after the region was reserved);
+ *     warningN (STRING) for ignored environment values.
  *   arena.reset_cadence (warn, early warning, at most once per arena): no reset has
  *     happened and the request sequence that opened the epoch (or followed the step
  *     boundary) has started over twice, each time with the top higher, and the steps
