@@ -25,7 +25,7 @@ namespace {
 
 class HostBackend final : public Backend {
  public:
-  explicit HostBackend(const BackendOptions& opts) : opts_(opts) {}
+  HostBackend() = default;
   // Normally release_region ran at destroy; this covers a create that failed after the
   // region was reserved.
   ~HostBackend() override { (void)release_region(nullptr, 0); }
@@ -125,7 +125,6 @@ class HostBackend final : public Backend {
   }
 
  private:
-  BackendOptions opts_;
   void* map_base_ = nullptr;
   uint64_t map_len_ = 0;
   std::atomic<uint64_t> overflow_calls_{0};
@@ -137,7 +136,8 @@ class HostBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_host_backend(const BackendOptions& opts) {
-  return std::make_unique<HostBackend>(opts);
+  (void)opts;  // device, stream, pool and managed options have no meaning for host memory
+  return std::make_unique<HostBackend>();
 }
 
 }  // namespace zarena_core

@@ -181,10 +181,6 @@ LogRecord& LogRecord::stderr_message_only(bool on) {
   return *this;
 }
 
-const char* log_level_name(int32_t level) noexcept {
-  return (level >= 0 && level <= ZARENA_LOG_OFF) ? kLevelNames[level] : "invalid";
-}
-
 bool log_parse_level(const char* text, int32_t* level) noexcept {
   if (text == nullptr) return false;
   for (int32_t i = 0; i <= ZARENA_LOG_OFF; ++i) {

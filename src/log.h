@@ -79,7 +79,6 @@ void log_set_callback(zarena_log_fn fn, void* user_data, int32_t min_level) noex
 // Renders the record as one line: "event [arena]: message key=value ..." (without the
 // fields for a stderr_message_only record).
 std::string log_format_line(const LogRecord& rec);
-const char* log_level_name(int32_t level) noexcept;
 // Parses a ZARENA_LOG_LEVEL value; false when it is not a level name.
 bool log_parse_level(const char* text, int32_t* level) noexcept;
 

@@ -9,17 +9,6 @@ namespace zarena_core {
 OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t limit_bytes, uint64_t slow_ns)
     : backend_(backend), policy_(policy), limit_bytes_(limit_bytes), slow_ns_(slow_ns) {}
 
-const char* OverflowPool::route_name() const {
-  switch (policy_) {
-    case ZARENA_OVERFLOW_ASYNC:
-      return "async";
-    case ZARENA_OVERFLOW_SYNC:
-      return "sync";
-    default:
-      return "refused";
-  }
-}
-
 OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
   OverflowAttempt a;
   if (policy_ == ZARENA_OVERFLOW_REFUSE) {

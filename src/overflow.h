@@ -53,8 +53,6 @@ class OverflowPool {
   Result release_all();
 
   OverflowStats stats() const;
-  int32_t policy() const { return policy_; }
-  const char* route_name() const;
 
  private:
   enum class State : uint8_t { kLive, kFreed, kReclaimed };

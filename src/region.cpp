@@ -285,8 +285,6 @@ uint64_t Region::largest_free() const {
   return std::max(epoch_index_.largest(pool_), floor_index_.largest(pool_));
 }
 
-uint64_t Region::largest_allocatable() const { return std::max(largest_free(), capacity_ - top_); }
-
 std::string Region::check_invariants() const {
   uint64_t expect_end = top_;
   uint64_t free_n = 0, free_b = 0, live_b = 0, live_n = 0, epoch_free_n = 0;

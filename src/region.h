@@ -55,8 +55,6 @@ class Region {
   uint64_t free_count() const { return epoch_index_.count() + floor_index_.count(); }
   uint64_t free_bytes() const { return epoch_index_.bytes() + floor_index_.bytes(); }
   uint64_t largest_free() const;
-  // The largest request that would succeed now (free block or bump space).
-  uint64_t largest_allocatable() const;
 
   // Walks every block and checks the layout invariants; returns "" or what is broken.
   // O(blocks): for tests.
