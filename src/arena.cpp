@@ -190,14 +190,7 @@ Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, void** out) {
     }
   }
   if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
-    slow.emplace(ZARENA_LOG_WARN, "overflow.slow", name_);
-    slow->message(fmt::format("overflow allocation of {} bytes via {} took {:.3f} ms", aligned,
-                              a.path, static_cast<double>(a.latency_ns) / 1e6));
-    slow->add_uint("duration_ns", a.latency_ns)
-        .add_uint("threshold_ns", cfg_.overflow_slow_ns)
-        .add_uint("bytes", aligned)
-        .add_string("path", a.path);
-    slow->rate_limited();  // a wedged backend would otherwise log on every overflow call
+    slow.emplace(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
   }
   if (first) log_emit(*first);
   if (slow) log_emit(*slow);

@@ -36,7 +36,9 @@ bool parse_gib(const char* s, uint64_t* out) {
   return true;
 }
 
-bool parse_bool(const char* s, bool* out) {
+}  // namespace
+
+bool parse_env_bool(const char* s, bool* out) {
   if (s == nullptr) return false;
   if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") ||
       !strcasecmp(s, "on")) {
@@ -50,6 +52,8 @@ bool parse_bool(const char* s, bool* out) {
   }
   return false;
 }
+
+namespace {
 
 bool parse_enum(const char* s, const char* const* names, int n, int32_t* out) {
   if (s == nullptr) return false;
@@ -171,23 +175,23 @@ std::vector<EnvSetting> apply_environment(zarena_config* cfg) {
     cfg->overflow_slow_ns = u * 1'000'000ull;
     env.ok();
   }
-  if ((v = env.get("flags.poison", "ZTENSOR_ARENA_POISON")) && parse_bool(v, &b)) {
+  if ((v = env.get("flags.poison", "ZTENSOR_ARENA_POISON")) && parse_env_bool(v, &b)) {
     set_flag(cfg, ZARENA_FLAG_POISON, b);
     env.ok();
   }
-  if ((v = env.get("flags.poison", "ZARENA_POISON")) && parse_bool(v, &b)) {
+  if ((v = env.get("flags.poison", "ZARENA_POISON")) && parse_env_bool(v, &b)) {
     set_flag(cfg, ZARENA_FLAG_POISON, b);
     env.ok();
   }
-  if ((v = env.get("flags.managed", "ZERFOO_ENABLE_MANAGED_MEM")) && parse_bool(v, &b)) {
+  if ((v = env.get("flags.managed", "ZERFOO_ENABLE_MANAGED_MEM")) && parse_env_bool(v, &b)) {
     set_flag(cfg, ZARENA_FLAG_MANAGED, b);
     env.ok();
   }
-  if ((v = env.get("flags.managed", "ZARENA_MANAGED")) && parse_bool(v, &b)) {
+  if ((v = env.get("flags.managed", "ZARENA_MANAGED")) && parse_env_bool(v, &b)) {
     set_flag(cfg, ZARENA_FLAG_MANAGED, b);
     env.ok();
   }
-  if ((v = env.get("flags.overflow_prewarm", "ZARENA_OVERFLOW_PREWARM")) && parse_bool(v, &b)) {
+  if ((v = env.get("flags.overflow_prewarm", "ZARENA_OVERFLOW_PREWARM")) && parse_env_bool(v, &b)) {
     set_flag(cfg, ZARENA_FLAG_OVERFLOW_PREWARM, b);
     env.ok();
   }

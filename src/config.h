@@ -29,6 +29,10 @@ struct EnvSetting {
   bool parsed = false;   // false: ignored, the default stays
 };
 
+// An environment switch: 1/true/yes/on or 0/false/no/off/"" (any case). False when the
+// text is none of these (*out untouched).
+bool parse_env_bool(const char* s, bool* out);
+
 // Library defaults (no environment).
 zarena_config default_config();
 // Applies environment overrides to cfg; returns what was found, parsed or not.

@@ -110,6 +110,19 @@ LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& are
   return rec;
 }
 
+LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint64_t bytes,
+                               const char* path, const std::string& arena_name) {
+  LogRecord rec(ZARENA_LOG_WARN, "overflow.slow", arena_name);
+  rec.message(fmt::format("overflow allocation of {} bytes via {} took {:.3f} ms", bytes, path,
+                          static_cast<double>(duration_ns) / 1e6));
+  rec.add_uint("duration_ns", duration_ns)
+      .add_uint("threshold_ns", threshold_ns)
+      .add_uint("bytes", bytes)
+      .add_string("path", path);
+  rec.rate_limited();  // a wedged backend would otherwise log on every overflow call
+  return rec;
+}
+
 LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_name) {
   const uint64_t left = f.capacity_bytes > f.offset_bytes ? f.capacity_bytes - f.offset_bytes : 0;
   const uint64_t steps_left = f.step_bytes == 0 ? 0 : left / f.step_bytes;

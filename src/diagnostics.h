@@ -67,6 +67,10 @@ struct CadenceFacts {
 };
 LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_name);
 
+// An overflow backend call slower than the watchdog threshold (rate-limited).
+LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint64_t bytes,
+                               const char* path, const std::string& arena_name);
+
 // backend_desc: the backend's own description; backend_kind/policy: resolved values;
 // fallback: why AUTO fell back to host although a device was counted ("" if it did not);
 // memory_free/total: the backend's memory after the region was reserved (0 = unknown), so

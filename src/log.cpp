@@ -11,6 +11,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "config.h"
+
 namespace zarena_core {
 
 namespace {
@@ -24,9 +26,8 @@ int32_t level_from_env() {
 }
 
 bool mirror_from_env() {
-  const char* v = std::getenv("ZARENA_LOG_STDERR");
-  return v != nullptr && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
-                          !strcasecmp(v, "on"));
+  bool on = false;
+  return parse_env_bool(std::getenv("ZARENA_LOG_STDERR"), &on) && on;
 }
 
 uint64_t steady_now_ns() {
