@@ -15,6 +15,9 @@
 
 namespace zarena_test {
 
+inline constexpr uint64_t kKiB = 1024;
+inline constexpr uint64_t kMiB = 1024 * kKiB;
+
 struct Field {
   std::string key;
   int32_t kind = -1;

@@ -12,6 +12,8 @@
 #include "log_capture.h"
 
 using zarena_core::CadenceDetector;
+using zarena_test::kKiB;
+using zarena_test::kMiB;
 using zarena_test::kPassAllocs;
 using zarena_test::LogCapture;
 using zarena_test::make_host_arena;
@@ -20,8 +22,6 @@ using zarena_test::sample_pass;
 
 namespace {
 
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
 constexpr uint64_t kCap = 64 * kMiB;
 
 // Feeds steps of requests; every request raises the top by its size times `keep` (0: the

@@ -10,6 +10,8 @@
 #include "diagnostics.h"
 #include "log_capture.h"
 
+using zarena_test::kKiB;
+using zarena_test::kMiB;
 using zarena_test::LogCapture;
 using zarena_test::make_host_arena;
 using zarena_test::Record;
@@ -17,9 +19,6 @@ using zarena_test::sample_pass;
 using zarena_test::stats_of;
 
 namespace {
-
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
 
 // Runs per-sample passes until an allocation fails; returns the passes completed.
 int passes_until_full(zarena* a, uint64_t unit, bool reset_each) {

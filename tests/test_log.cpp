@@ -26,6 +26,8 @@
 
 extern char** environ;
 
+using zarena_test::kKiB;
+using zarena_test::kMiB;
 using zarena_test::LogCapture;
 using zarena_test::make_host_arena;
 using zarena_test::Record;
@@ -33,9 +35,6 @@ using zarena_test::sample_pass;
 using zarena_test::stats_of;
 
 namespace {
-
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
 
 // --- child-process scenarios ------------------------------------------------------
 
