@@ -20,6 +20,14 @@ constexpr uint32_t kStatsV1Size =
 constexpr uint32_t kConfigSize_1_0_0 = 88;
 static_assert(offsetof(zarena_config, overflow_slow_ns) + sizeof(uint64_t) == kConfigSize_1_0_0,
               "the 1.0.0 config layout moved");
+
+// Writes a library struct into a caller's versioned struct of dst_size bytes: the common
+// prefix is copied, a tail this library does not know is zeroed, nothing beyond dst_size
+// is touched.
+void write_versioned(void* dst, uint32_t dst_size, const void* src, size_t src_size) {
+  std::memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
+  if (dst_size > src_size) std::memset(static_cast<char*>(dst) + src_size, 0, dst_size - src_size);
+}
 }  // namespace
 
 extern "C" {
@@ -33,11 +41,7 @@ void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size) {
     full = zarena_core::default_config();
   }
   full.struct_size = struct_size;
-  const size_t n = struct_size < sizeof full ? struct_size : sizeof full;
-  std::memcpy(cfg, &full, n);
-  if (struct_size > sizeof full) {
-    std::memset(reinterpret_cast<char*>(cfg) + sizeof full, 0, struct_size - sizeof full);
-  }
+  write_versioned(cfg, struct_size, &full, sizeof full);
 }
 
 // The exported, unsized entry point: callers compiled against 1.0.0 reach it directly,
@@ -132,10 +136,7 @@ zarena_status zarena_get_stats(const zarena* a, zarena_stats* out) {
   return guarded("zarena_get_stats", [&] {
     zarena_stats full;
     arena->stats(&full);
-    const size_t n = given < sizeof full ? given : sizeof full;
-    std::memcpy(out, &full, n);
-    if (given > sizeof full)
-      std::memset(reinterpret_cast<char*>(out) + sizeof full, 0, given - sizeof full);
+    write_versioned(out, given, &full, sizeof full);
     out->struct_size = given;
     return ZARENA_OK;
   });
