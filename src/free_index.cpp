@@ -25,48 +25,54 @@ void FreeIndex::mapping(uint64_t units, int* fl, int* sl) const {
   *sl = static_cast<int>((units >> (lg - kSecondLevelLog2)) - kSecondLevels);
 }
 
-void FreeIndex::insert(BlockPool& pool, uint32_t rec) {
-  Block& b = pool[rec];
+void FreeIndex::insert(BlockStore& store, uint32_t rec) {
+  Block& b = store[rec];
   int fl, sl;
-  mapping(b.size >> granule_shift_, &fl, &sl);
-  const uint32_t head = heads_[fl][sl];
-  b.prev_link = kNil;
-  b.next_link = head;
-  if (head != kNil) pool[head].prev_link = rec;
+  mapping(b.len() >> granule_shift_, &fl, &sl);
+  // A bin whose bitmap bit is clear is empty whatever its (stale) head says: clear()
+  // drops only the bitmaps.
+  const uint32_t head = (sl_bitmap_[fl] >> sl) & 1u ? heads_[fl][sl] : kNil;
+  b.prev = kNil;
+  b.next = head;
+  if (head != kNil) store[head].prev = rec;
   heads_[fl][sl] = rec;
   fl_bitmap_ |= (1ull << fl);
   sl_bitmap_[fl] |= (1u << sl);
   ++count_;
-  bytes_ += b.size;
+  bytes_ += b.len();
+  publish();
 }
 
-void FreeIndex::remove(BlockPool& pool, uint32_t rec) {
-  Block& b = pool[rec];
+void FreeIndex::remove(BlockStore& store, uint32_t rec) {
+  Block& b = store[rec];
   int fl, sl;
-  mapping(b.size >> granule_shift_, &fl, &sl);
-  if (b.prev_link != kNil) {
-    pool[b.prev_link].next_link = b.next_link;
+  mapping(b.len() >> granule_shift_, &fl, &sl);
+  if (b.prev != kNil) {
+    store[b.prev].next = b.next;
   } else {
-    heads_[fl][sl] = b.next_link;
+    heads_[fl][sl] = b.next;
   }
-  if (b.next_link != kNil) pool[b.next_link].prev_link = b.prev_link;
+  if (b.next != kNil) store[b.next].prev = b.prev;
   if (heads_[fl][sl] == kNil) {
     sl_bitmap_[fl] &= ~(1u << sl);
     if (sl_bitmap_[fl] == 0) fl_bitmap_ &= ~(1ull << fl);
   }
-  b.prev_link = b.next_link = kNil;
+  b.prev = b.next = kNil;
   --count_;
-  bytes_ -= b.size;
+  bytes_ -= b.len();
+  publish();
 }
 
-uint32_t FreeIndex::find(const BlockPool& pool, uint64_t size) const {
+uint32_t FreeIndex::find(const BlockStore& store, uint64_t size) const {
   if (count_ == 0) return kNil;
   uint64_t units = size >> granule_shift_;
   int fl, sl;
   mapping(units, &fl, &sl);
   // Exact class head: training steps repeat the same sizes, so this usually fits.
-  const uint32_t head = heads_[fl][sl];
-  if (head != kNil && pool[head].size >= size) return head;
+  if ((sl_bitmap_[fl] >> sl) & 1u) {
+    const uint32_t head = heads_[fl][sl];
+    if (store[head].len() >= size) return head;
+  }
   // Round up to the next class boundary: every block there fits.
   if (units >= static_cast<uint64_t>(kSecondLevels)) {
     const int lg = log2_floor(units);
@@ -96,23 +102,38 @@ uint32_t FreeIndex::find(const BlockPool& pool, uint64_t size) const {
 }
 
 void FreeIndex::clear() {
-  fl_bitmap_ = 0;
-  for (auto& m : sl_bitmap_) m = 0;
-  // insert() links a new block in front of the bin's head, so stale heads must go.
-  for (auto& row : heads_) {
-    for (auto& h : row) h = kNil;
+  // O(first-level classes): insert() ignores the heads of bins whose bit is clear.
+  while (fl_bitmap_ != 0) {
+    sl_bitmap_[__builtin_ctzll(fl_bitmap_)] = 0;
+    fl_bitmap_ &= fl_bitmap_ - 1;
   }
   count_ = 0;
   bytes_ = 0;
+  publish();
 }
 
-uint64_t FreeIndex::largest(const BlockPool& pool) const {
+bool FreeIndex::may_fit(uint64_t size) const {
+  const uint64_t map = fl_hint_.load(std::memory_order_relaxed);
+  if (map == 0) return false;
+  int fl, sl;
+  mapping(size >> granule_shift_, &fl, &sl);
+  return (map >> fl) != 0;
+}
+
+uint32_t FreeIndex::any_largest() const {
+  if (fl_bitmap_ == 0) return kNil;
+  const int fl = log2_floor(fl_bitmap_);
+  const int sl = 31 - __builtin_clz(sl_bitmap_[fl]);
+  return heads_[fl][sl];
+}
+
+uint64_t FreeIndex::largest(const BlockStore& store) const {
   if (fl_bitmap_ == 0) return 0;
   const int fl = log2_floor(fl_bitmap_);
   const int sl = 31 - __builtin_clz(sl_bitmap_[fl]);
   uint64_t best = 0;
-  for (uint32_t r = heads_[fl][sl]; r != kNil; r = pool[r].next_link) {
-    if (pool[r].size > best) best = pool[r].size;
+  for (uint32_t r = heads_[fl][sl]; r != kNil; r = store[r].next) {
+    if (store[r].len() > best) best = store[r].len();
   }
   return best;
 }

@@ -1,106 +1,253 @@
-// The region allocator: offsets into one contiguous region, no memory touched.
+// The region allocator: offsets into one contiguous region, safe for many threads at
+// once, no memory touched (except through the hooks). docs/CONCURRENCY.md is the one-page
+// design; the essentials:
 //
-// Layout: blocks (live or free) tile [0, top) contiguously; [top, capacity) is untouched
-// bump space. The floor splits the tiled part: blocks below it survive resets, blocks in
-// [floor, top) belong to the current epoch. Free blocks are indexed on their side of the
-// floor (floor_index_ below, epoch_index_ above) and coalesce only with neighbours on the
-// same side. Allocation order: a freed block of this epoch, then the bump top, then a
-// hole below the floor (a "borrowed" block, handed back to the floor side at reset).
+// Layout. [0, top) holds blocks (live or free) and the unused part of slot spans;
+// [top, capacity) is untouched bump space. The floor splits the region: blocks below it
+// survive resets ("persistent": weights), blocks above it belong to the current epoch.
 //
-// Reset is O(1) in the blocks above the floor: the epoch's records are spliced onto the
-// record pool's free stack, the epoch index is cleared, the top returns to the floor.
-// Records are validated on free by (state, offset, stamp, epoch/persistent), so stale
-// records left in the pool can never be mistaken for live blocks.
+// Who owns what. Each thread works in its slot (slots.h) under the slot's lock: it bumps
+// blocks out of its span and keeps the blocks it frees in its own free index, coalescing
+// them among themselves. Everything shared sits behind the central lock: the bump space
+// (spans are carved from it), a central index of epoch-side free blocks (blocks a slot
+// gave up: big ones, a slot over its budget, span leftovers, holes between pinned
+// survivors of a reset), the floor index (holes below the floor), pins, and the record
+// stores. Allocation order: the slot's index, the central index (when its bitmap hint
+// says a fit may be there), the slot's span, a new span from the bump space, a hole below
+// the floor (a "borrowed" block, reclaimed by the next reset); and only then, having
+// drained every slot into the central index, are the region's free bytes declared
+// exhausted. Records and the block map (block_store.h) let any thread validate a free in
+// O(1) without a shared lock; the state word's compare-and-swap decides races.
 //
-// Not thread-safe: the arena serialises access.
+// Whole-arena operations (reset, floors, drain, snapshots, walks) run under every slot
+// lock plus the central lock (the caller takes them with WriterLock); they are O(slots)
+// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks).
+//
+// Pins: a pinned block survives resets (the top after the reset is the end of the highest
+// pinned block above the floor; the unpinned space below it becomes free holes); a free
+// of a pinned block is deferred to its last unpin. Epochs: every live block remembers the
+// epoch it was handed out in, so a free that names an epoch frees only that incarnation.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
-#include "block_pool.h"
+#include "block_store.h"
 #include "free_index.h"
-#include "offset_table.h"
+#include "slots.h"
+#include "spin_lock.h"
+#include "status.h"
 
 namespace zarena_core {
 
-enum class FreeOutcome { kOk, kNotOwned, kDoubleFree, kStale };
+inline constexpr uint64_t kAnyEpoch = ~0ull;
+// Block::epoch of a record that was never handed out at its offset (free space that a
+// reset, a split or a span leftover created): a free of that address predates it.
+inline constexpr uint64_t kNeverLive = ~0ull;
+
+struct RegionConfig {
+  uint64_t capacity = 0;  // bytes, a multiple of granule
+  uint64_t granule = 256;
+  uint32_t slots = 0;        // 0 = SlotSet::default_count()
+  uint64_t span_bytes = 0;   // 0 = derived from the capacity and the slot count
+  uint64_t slot_budget = 0;  // free bytes a slot keeps before giving some back; 0 = derived
+};
+
+// What the region asks of the arena. Called with region locks held: must not call back
+// into the region, and must be quick.
+class RegionHooks {
+ public:
+  enum class Fill { kOff, kNow, kSkip };  // kSkip: poison wanted, but not now (capture)
+  virtual ~RegionHooks() = default;
+  virtual Fill fill_policy() noexcept = 0;
+  virtual void fill(uint64_t offset, uint64_t bytes) noexcept = 0;
+  // Expandable regions: make [0, end) usable. false: the memory is not there (the region
+  // then treats the bump space beyond the committed end as missing).
+  virtual bool ensure_committed(uint64_t end) noexcept = 0;
+};
+
+struct Placement {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  bool reused = false;
+};
+
+enum class FreeOutcome { kOk, kDeferred, kNotOwned, kDoubleFree, kStale };
+enum class PinOutcome { kOk, kNotOwned, kFreed, kStale, kNotPinned, kTooMany };
+
+struct RegionSnapshot {
+  uint64_t capacity = 0, top = 0, floor = 0, epoch = 0;
+  uint64_t live_bytes = 0, live_count = 0;
+  uint64_t floor_live_bytes = 0;
+  uint64_t free_count = 0, free_bytes = 0, largest_free = 0;
+  uint64_t slack_bytes = 0;  // unused parts of slot spans below the top
+  uint64_t pinned_bytes = 0, pinned_blocks = 0;
+  uint64_t pin_retained_bytes = 0;  // at the last reset: unpinned bytes under the raised top
+  uint64_t deferred_frees = 0;
+  SlotCounters sum;  // slot counters added up (maxima: the max)
+};
+
+// A block as a walk sees it (live blocks, for dumps and tests).
+struct BlockView {
+  uint64_t offset, size, epoch;
+  uint32_t pins, tag;
+  bool persistent, borrowed, deferred;
+};
 
 class Region {
  public:
-  Region(uint64_t capacity, uint64_t granule);
+  Region(const RegionConfig& cfg, RegionHooks* hooks);
+  ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
-  // size: > 0 and a multiple of the granule. On success writes the block's offset and
-  // whether it reused a freed block. Fails (no state change) when nothing fits.
-  bool alloc(uint64_t size, uint64_t* offset, bool* reused);
-  // Classifies and, when valid, frees the block starting at offset; *size gets its size.
-  FreeOutcome free(uint64_t offset, uint64_t* size);
-  // Rewinds to the floor and starts a new epoch. on_reclaim(offset, bytes) is called for
-  // every reclaimed range (for poisoning) before its records are dropped.
-  template <typename OnReclaim>
-  void reset(OnReclaim&& on_reclaim);
-  void mark_step_boundary();
+  // --- per-thread operations: between enter() and leave() ------------------------------
+  Slot& enter() {
+    Slot& s = slots_.mine();
+    s.lock.lock();
+    return s;
+  }
+  void leave(Slot& s) { s.lock.unlock(); }
+  // Slot i instead of the calling thread's (tests drive several slots from one thread).
+  Slot& enter_slot(uint32_t i) {
+    Slot& s = slots_[i % slots_.size()];
+    s.lock.lock();
+    return s;
+  }
 
-  uint64_t capacity() const { return capacity_; }
-  uint64_t granule() const { return granule_; }
-  uint64_t epoch() const { return epoch_; }
-  uint64_t top() const { return top_; }
-  uint64_t floor() const { return floor_; }
-  uint64_t high_water() const { return high_water_; }
-  uint64_t epoch_high_water() const { return epoch_high_water_; }
-  uint64_t live_bytes() const { return floor_live_bytes_ + epoch_live_bytes_; }
-  uint64_t live_count() const { return floor_live_count_ + epoch_live_count_; }
-  uint64_t free_count() const { return epoch_index_.count() + floor_index_.count(); }
-  uint64_t free_bytes() const { return epoch_index_.bytes() + floor_index_.bytes(); }
-  uint64_t largest_free() const;
+  // aligned: > 0, a multiple of the granule. false: the region cannot serve it (every
+  // slot was drained first), nothing changed but counters. May release and retake the
+  // slot's lock (to drain). Throws std::bad_alloc (host memory for records), with no
+  // state changed.
+  bool alloc(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
+  FreeOutcome free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size);
+  PinOutcome pin(Slot& s, uint64_t offset);
+  // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
+  PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size);
+  // The epoch and floor as the caller's slot lock guarantees them.
+  uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+  uint64_t floor_locked() const { return floor_; }
 
-  // Walks every block and checks the layout invariants; returns "" or what is broken.
-  // O(blocks): for tests.
-  std::string check_invariants() const;
+  // --- whole-region operations: under WriterLock ----------------------------------------
+  class WriterLock {
+   public:
+    explicit WriterLock(Region& r) : r_(r) { r_.lock_all(); }
+    ~WriterLock() { r_.unlock_all(); }
+    WriterLock(const WriterLock&) = delete;
+    WriterLock& operator=(const WriterLock&) = delete;
+
+   private:
+    Region& r_;
+  };
+  // Starts a new epoch: every block above the floor that is not pinned is reclaimed; the
+  // slots' caches are emptied. *reclaimed_bytes: live bytes reclaimed.
+  void reset_w(uint64_t* reclaimed_bytes);
+  // Moves the floor to `offset`: a block boundary between 0 and the top (granule
+  // multiple). Raising makes every block below it persistent; lowering makes the blocks
+  // between the new and the old floor belong to the current epoch.
+  Result set_floor_w(uint64_t offset);
+  void mark_step_boundary_w() { (void)set_floor_w(frontier_w()); }
+  // Gives every slot's cached free blocks and span leftovers to the central index.
+  void drain_w();
+  void snapshot_w(RegionSnapshot* out) const;
+  uint64_t frontier_w() const;
+  // Live blocks in address order.
+  void live_blocks_w(std::vector<BlockView>* out) const;
+  // Layout invariants ("" when sound). O(blocks): for tests.
+  std::string check_invariants_w() const;
+  // What the maps and records say about an offset (for test failure messages).
+  std::string describe_w(uint64_t offset) const;
+
+  uint64_t capacity() const { return cfg_.capacity; }
+  uint64_t granule() const { return cfg_.granule; }
+  uint32_t slot_count() const { return slots_.size(); }
+  uint64_t span_bytes() const { return cfg_.span_bytes; }
 
  private:
-  bool valid_live(const OffsetEntry& e) const;
-  void carve(uint32_t rec, uint64_t size, bool below_floor);
-  void release_block(uint32_t rec);
-  void absorb(uint32_t keep, uint32_t gone);
+  friend class WriterLock;
+  void lock_all();
+  void unlock_all();
+
+  // Records.
+  uint32_t acquire_slot_record(Slot& s);  // an epoch record for a block owned by s
+  uint32_t acquire_central_record();       // an epoch record for a central block
+  uint32_t acquire_record_like(Slot* s, uint32_t model);  // same storage class as model
+  void retire_record(Slot* s, uint32_t rec);  // absorbed/moved: through a quarantine
+  void retire_central(uint32_t rec);
+  void retire_moved(uint32_t rec);  // writer: a record replaced by move_record
+
+  // Blocks.
+  bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  void make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags);
+  // Shrinks free block rec (already out of its index) to `size`; the rest goes back to
+  // rec's side, owned as `owner`.
+  void carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner);
+  void absorb(uint32_t keep, uint32_t gone);  // gone (just above keep) merges into keep
+  void release_to_slot(Slot& s, uint32_t rec);
+  void release_central(uint32_t rec);  // under the central lock; rec is kFree with its owner set
+  void flush_slot(Slot& s, uint64_t target_bytes);  // central lock taken inside
+  bool take_span(Slot& s, uint64_t need);  // under the central lock
+  void close_span(Slot& s);                // under the central lock: leftovers to central
+  void give_back_top(uint32_t rec);        // rec ends at top_, nothing above: top_ comes down
   void maybe_lower_floor();
-  void epoch_list_push(uint32_t rec);
-  void epoch_list_remove(uint32_t rec);
+  void fill(uint64_t offset, uint64_t bytes, Slot* s);
+  bool is_current(uint64_t w, const Block& b) const;
+  // A free of a block that is no longer live: double, stale or not a block start.
+  FreeOutcome classify_dead(const Slot& s, uint32_t rec, uint64_t w) const;
+  void publish_slot_hint(Slot& s) { s.publish_hint(); }
+
+  // Writer helpers.
+  // Copies rec into `into` (a fresh record), retags it and leaves rec "moved" to it.
+  void move_record(uint32_t rec, uint32_t into);
+  void retire_slot_pages(Slot& s);
+  void keep_borrowed_below_floor();
+  // Puts at least n records on the central free list (may throw; before changes).
+  void reserve_central_records(uint64_t n);
+  void retire_central_pages();
   void borrowed_push(uint32_t rec);
   void borrowed_remove(uint32_t rec);
-  void reclaim_borrowed();
-  void drop_epoch_blocks();
+  void pinned_add(uint32_t rec);  // may throw; call before the change it records
+  void pinned_remove(uint32_t rec);
+  // Where a block freed by slot s goes: the slot, or (below the floor) the floor index.
+  static bool goes_to_floor(uint8_t flags) { return (flags & (kFlagPersistent | kFlagBorrowed)) != 0; }
+  uint64_t free_word(uint64_t w, uint8_t owner) const;
+  void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
+  template <typename Fn>
+  void walk_w(uint64_t from, uint64_t to, Fn&& fn) const;  // fn(rec) per block; spans skipped
 
-  uint64_t capacity_;
-  uint64_t granule_;
-  BlockPool pool_;
-  FreeIndex epoch_index_;
-  FreeIndex floor_index_;
-  OffsetTable table_;
+  RegionConfig cfg_;
+  RegionHooks* hooks_;
+  mutable BlockStore store_;
+  BlockMap map_;
+  mutable SlotSet slots_;
+  mutable SpinLock central_;
 
-  uint64_t epoch_ = 0;
+  std::atomic<uint64_t> epoch_{0};
+  uint64_t floor_ = 0;  // changed under every lock; read under any slot lock
+
+  // --- under the central lock ------------------------------------------------------------
   uint64_t top_ = 0;
-  uint64_t floor_ = 0;
-  uint64_t high_water_ = 0;
-  uint64_t epoch_high_water_ = 0;
-  uint32_t tail_ = kNil;        // block ending at top_
-  uint32_t floor_tail_ = kNil;  // block ending at floor_
-  uint32_t ep_head_ = kNil, ep_tail_ = kNil;
+  int32_t top_slot_ = -1;  // the slot whose span ends at top_
+  uint32_t top_rec_ = kNil;  // stands for the bump space (absorb target of given-back blocks)
+  FreeIndex central_index_;
+  FreeIndex floor_index_;
+  uint32_t central_page_head_ = kNil, central_page_tail_ = kNil;
+  uint32_t central_cursor_ = kNil, central_left_ = 0;
+  uint32_t central_free_recs_ = kNil;
+  Quarantine central_q_;
+  uint32_t retiring_head_ = kNil, retiring_tail_ = kNil;  // pages retired by the last reset
+  // Long-lived records replaced by a move (floor changes) in this epoch, and in the one
+  // before: given back two resets after, like pages, so their pointers keep their history.
+  uint32_t moved_long_ = kNil, moved_long_prev_ = kNil;
   uint32_t borrowed_head_ = kNil;
-  uint64_t floor_live_bytes_ = 0, floor_live_count_ = 0;
-  uint64_t epoch_live_bytes_ = 0, epoch_live_count_ = 0;
+  std::vector<uint32_t> pinned_;  // region records with pins > 0 (Block::pin_pos: position)
+  uint64_t floor_live_bytes_ = 0, floor_live_count_ = 0;  // persistent live blocks
+  uint64_t live_base_bytes_ = 0, live_base_count_ = 0;    // live at the last reset
+  uint64_t pin_retained_bytes_ = 0;
+  uint64_t epoch_hw_base_ = 0;  // the top right after the last reset
+  SlotCounters central_c_;      // counters of writer operations (poison at reset)
 };
-
-template <typename OnReclaim>
-void Region::reset(OnReclaim&& on_reclaim) {
-  for (uint32_t r = borrowed_head_; r != kNil; r = pool_[r].next_link) {
-    on_reclaim(pool_[r].offset, pool_[r].size);
-  }
-  reclaim_borrowed();
-  if (top_ > floor_) on_reclaim(floor_, top_ - floor_);
-  drop_epoch_blocks();
-}
 
 }  // namespace zarena_core

@@ -1,0 +1,123 @@
+// Per-thread slots: what lets many threads allocate from one arena at once.
+//
+// A slot is a lock plus what one thread keeps for itself: a span of the region it bumps
+// into, an index of blocks it freed (coalescing among themselves), record pages, and
+// counters. A thread always uses the same slot (threads are numbered as they first come,
+// slot = number mod slot count), so its slot lock is uncontended and taking it costs one
+// atomic exchange. Operations that must see or change the whole arena at one instant
+// (reset, floors, stats, drain, walks) take every slot lock in index order and then the
+// central lock: a local/global ("big reader") lock. Lock order everywhere: slot locks in
+// ascending index, then the central lock, then the overflow pool's lock. A thread never
+// holds one slot lock while taking another.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "block_store.h"
+#include "free_index.h"
+#include "spin_lock.h"
+
+namespace zarena_core {
+
+// Counters a slot keeps for the operations its thread makes (summed by a snapshot taken
+// under every lock, so the sum is exact). Signed where an allocation on one slot can be
+// undone by a free on another.
+struct SlotCounters {
+  int64_t live_bytes = 0, live_count = 0;  // region blocks
+  uint64_t hits = 0, misses = 0, reuses = 0;
+  uint64_t total_allocs = 0, epoch_allocs = 0;
+  uint64_t epoch_max_alloc = 0, step_max_alloc = 0;
+  uint64_t stale_frees = 0, invalid_frees = 0;
+  uint64_t high_water = 0, epoch_high_water = 0;  // highest block end handed out
+  uint64_t poison_fills = 0, poison_skipped = 0;
+  int64_t deferred_frees = 0;  // frees of pinned blocks still pending (never reset)
+};
+
+// Unused-record FIFO: records of absorbed blocks wait here before reuse, so that a
+// second free of a block that was just coalesced still reads "double free".
+class Quarantine {
+ public:
+  static constexpr uint32_t kSize = 1024;
+  // Pushes rec; returns the record that falls out (kNil while not full).
+  uint32_t push(uint32_t rec) {
+    uint32_t out = kNil;
+    if (count_ == kSize) {
+      out = ring_[head_];
+      head_ = (head_ + 1) % kSize;
+      --count_;
+    }
+    ring_[(head_ + count_) % kSize] = rec;
+    ++count_;
+    return out;
+  }
+  template <typename Fn>
+  void drain(Fn&& fn) {
+    while (count_ > 0) {
+      fn(ring_[head_]);
+      head_ = (head_ + 1) % kSize;
+      --count_;
+    }
+  }
+  void clear() { head_ = count_ = 0; }
+
+ private:
+  uint32_t ring_[kSize];
+  uint32_t head_ = 0, count_ = 0;
+};
+
+struct alignas(64) Slot {
+  explicit Slot(uint64_t granule) : index(granule) {}
+
+  SpinLock lock;
+  uint8_t id = 0;
+  // The span: [span_cur, span_end) is this slot's to bump into. slack_rec is a record
+  // that stands for the span's unused part, so that a block given back to it (freeing
+  // the block just below span_cur) has something to be "absorbed into" (its gen moves
+  // whenever the slack is consumed).
+  uint64_t span_cur = 0, span_end = 0;
+  uint32_t slack_rec = kNil;
+  FreeIndex index;  // free blocks of the current epoch this slot owns
+  // Records of the current epoch: pages taken this epoch, the page being handed out,
+  // recycled records, and the quarantine in front of them.
+  uint32_t page_head = kNil, page_tail = kNil;
+  uint32_t page_cursor = kNil, page_left = 0;
+  uint32_t free_recs = kNil;
+  Quarantine quarantine;
+  SlotCounters c;
+  // Bytes this slot could give back by a drain (index + span slack); read without the
+  // lock as a hint.
+  std::atomic<uint64_t> cached_hint{0};
+
+  void publish_hint() {
+    cached_hint.store(index.bytes() + (span_end - span_cur), std::memory_order_relaxed);
+  }
+};
+
+class SlotSet {
+ public:
+  SlotSet(uint32_t count, uint64_t granule);
+  uint32_t size() const { return count_; }
+  Slot& operator[](uint32_t i) { return *slots_[i]; }
+  const Slot& operator[](uint32_t i) const { return *slots_[i]; }
+
+  // The calling thread's slot (not locked).
+  Slot& mine() { return *slots_[thread_number() & mask_]; }
+
+  void lock_all();
+  void unlock_all();
+
+  // Slot count for this machine: the hardware threads rounded up to a power of two, times
+  // two (so that threads rarely share a slot), at most kMaxSlots.
+  static uint32_t default_count();
+  static constexpr uint32_t kMaxSlots = 128;
+
+ private:
+  static uint32_t thread_number();
+
+  uint32_t count_, mask_;
+  std::unique_ptr<std::unique_ptr<Slot>[]> slots_;
+};
+
+}  // namespace zarena_core

@@ -1,0 +1,29 @@
+// A test-and-test-and-set lock for the arena's per-slot and central locks: one atomic
+// exchange to take it when it is free (the common case: each slot is used by one thread),
+// a plain release store to give it back. Waiters spin briefly, then yield, so a holder
+// that was preempted is not starved by spinners on a loaded machine.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace zarena_core {
+
+class SpinLock {
+ public:
+  void lock() noexcept {
+    if (__builtin_expect(!held_.exchange(true, std::memory_order_acquire), 1)) return;
+    lock_slow();
+  }
+  bool try_lock() noexcept {
+    return !held_.load(std::memory_order_relaxed) &&
+           !held_.exchange(true, std::memory_order_acquire);
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  void lock_slow() noexcept;
+  std::atomic<bool> held_{false};
+};
+
+}  // namespace zarena_core
