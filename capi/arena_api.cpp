@@ -152,7 +152,14 @@ zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth, u
   Arena* arena = zarena_core::checked(a, "zarena_debug_inject_overflow_fault");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
   return guarded("zarena_debug_inject_overflow_fault", [&] {
-    return report(arena->backend().inject_overflow_fault(fail_nth, delay_nth, delay_ns));
+    zarena_core::FaultInjectingBackend* f = arena->fault_injector();
+    if (f == nullptr) {
+      return report(zarena_core::Result::fail(
+          Status::kUnsupported, "fault injection is available on the host backend only"));
+    }
+    f->arm(zarena_core::FaultSite::kOverflowAlloc, fail_nth);
+    f->delay_overflow_alloc(delay_nth, delay_ns);
+    return report(zarena_core::Result::ok());
   });
 }
 

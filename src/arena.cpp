@@ -5,24 +5,35 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend_faults.h"
 #include "diagnostics.h"
 
 namespace zarena_core {
 
 namespace {
 
-constexpr uint8_t kPoisonByte = 0xA5;
+constexpr uint32_t kPoisonWord = 0xA5A5A5A5u;
 
 int32_t resolve_policy(const zarena_config& c) {
   if (c.overflow_policy != ZARENA_OVERFLOW_DEFAULT) return c.overflow_policy;
   return c.stream != nullptr ? ZARENA_OVERFLOW_ASYNC : ZARENA_OVERFLOW_SYNC;
 }
 
+// Host backends are always wrapped in the fault injector (zarena_debug_inject_overflow_fault
+// arms it; with nothing armed it only counts calls).
+Result make_host(const BackendOptions& o, std::unique_ptr<Backend>* out) {
+  std::unique_ptr<Backend> host;
+  Result r = make_host_backend(o, &host);
+  if (!r.is_ok()) return r;
+  out->reset(new FaultInjectingBackend(std::move(host)));
+  return Result::ok();
+}
+
 // AUTO takes CUDA when a device is usable; a device that is counted but fails to come
 // up (driver mismatch, exclusive mode, out of memory) falls back to host, and the reason
 // goes into *fallback for the arena.config record.
-std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy,
-                                      std::string* fallback) {
+Result make_backend(const zarena_config& c, int32_t policy, std::string* fallback,
+                    std::unique_ptr<Backend>* out) {
   BackendOptions o;
   o.device = c.device;
   o.managed = (c.flags & ZARENA_FLAG_MANAGED) != 0;
@@ -32,19 +43,16 @@ std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy,
   o.need_async_pool = policy == ZARENA_OVERFLOW_ASYNC;
   switch (c.backend) {
     case ZARENA_BACKEND_HOST:
-      return make_host_backend(o);
+      return make_host(o, out);
     case ZARENA_BACKEND_CUDA:
-      return make_cuda_backend(o);
+      return make_cuda_backend(o, out);
     default:
       if (cuda_device_usable(c.device)) {
-        try {
-          return make_cuda_backend(o);
-        } catch (const Error& e) {
-          if (e.status != Status::kNoDevice) throw;
-          *fallback = e.message;
-        }
+        Result r = make_cuda_backend(o, out);
+        if (r.is_ok() || r.status != Status::kNoDevice) return r;
+        *fallback = r.message;
       }
-      return make_host_backend(o);
+      return make_host(o, out);
   }
 }
 
@@ -53,20 +61,26 @@ std::unique_ptr<Backend> make_backend(const zarena_config& c, int32_t policy,
 Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
   const int32_t policy = resolve_policy(rc.cfg);
   std::unique_ptr<Backend> backend;
-  void* base = nullptr;
   std::string fallback;
+  RegionInfo region;
   try {
-    backend = make_backend(rc.cfg, policy, &fallback);
+    Result r = make_backend(rc.cfg, policy, &fallback, &backend);
+    if (!r.is_ok()) return r;
     if (policy == ZARENA_OVERFLOW_ASYNC && !backend->supports_async()) {
       return Result::fail(Status::kUnsupported,
                           fmt::format("overflow policy ASYNC needs stream-ordered memory pools, "
                                       "which {} does not support",
                                       backend->describe()));
     }
-    base = backend->reserve_region(rc.cfg.capacity_bytes, rc.cfg.alignment);
-  } catch (const Error& e) {
-    return Result::fail(e.status, e.message);
+    RegionRequest req;
+    req.bytes = rc.cfg.capacity_bytes;
+    req.alignment = rc.cfg.alignment;
+    r = backend->reserve_region(req, &region);
+    if (!r.is_ok()) return r;
+  } catch (const std::bad_alloc&) {
+    return Result::fail(Status::kOutOfMemory, "out of host memory creating the backend");
   }
+  void* base = region.base;
   try {
     out->reset(new Arena(rc, std::move(backend), base, policy));
   } catch (const std::bad_alloc&) {
@@ -90,7 +104,8 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, void* b
       base_(static_cast<char*>(base)),
       poison_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       region_(rc.cfg.capacity_bytes, rc.cfg.alignment),
-      overflow_(*backend_, policy, rc.cfg.overflow_limit_bytes, rc.cfg.overflow_slow_ns),
+      overflow_(*backend_, policy, rc.cfg.alignment, rc.cfg.overflow_limit_bytes,
+                rc.cfg.overflow_slow_ns),
       cadence_(rc.cfg.capacity_bytes) {}
 
 Arena::~Arena() = default;
@@ -212,7 +227,7 @@ Result Arena::free(void* ptr) {
     std::lock_guard<std::mutex> lock(mu_);
     outcome = region_.free(static_cast<uint64_t>(p - base_), &size);
     if (outcome == FreeOutcome::kOk) cadence_.on_free(region_.top(), resets_);
-    if (outcome == FreeOutcome::kOk && poison_) backend_->fill(ptr, size, kPoisonByte);
+    if (outcome == FreeOutcome::kOk && poison_) (void)backend_->fill32(ptr, size, kPoisonWord);
   } else {
     outcome = overflow_.free(ptr, &size);
   }
@@ -246,7 +261,7 @@ void Arena::reset() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     region_.reset([this](uint64_t offset, uint64_t bytes) {
-      if (poison_) backend_->fill(base_ + offset, bytes, kPoisonByte);
+      if (poison_) (void)backend_->fill32(base_ + offset, bytes, kPoisonWord);
     });
     ++resets_;
     epoch_allocs_ = 0;
@@ -314,12 +329,16 @@ Result Arena::destroy() {
     stats_locked(&s);
   }
   Result r1 = overflow_.release_all();
-  Result r2 = backend_->release_region(base_, region_.capacity());
+  Result r2 = backend_->release_region();
   if (log_enabled(ZARENA_LOG_INFO)) {
     log_emit(destroy_record(s, LifetimeFacts{total_allocs_, overflow_epochs_}, name_));
   }
   if (!r1.is_ok()) return r1;
   return r2;
+}
+
+FaultInjectingBackend* Arena::fault_injector() {
+  return dynamic_cast<FaultInjectingBackend*>(backend_.get());
 }
 
 std::string Arena::check_invariants() const {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend.h"
+#include "backend_faults.h"
 #include "cadence.h"
 #include "config.h"
 #include "log.h"
@@ -40,6 +41,8 @@ class Arena {
 
   int32_t backend_kind() const { return backend_->kind(); }
   Backend& backend() { return *backend_; }
+  // The fault injector around a host backend (nullptr for CUDA arenas).
+  FaultInjectingBackend* fault_injector();
   const std::string& name() const { return name_; }
   // For tests: the region's layout invariants ("" when sound).
   std::string check_invariants() const;

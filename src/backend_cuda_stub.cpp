@@ -2,14 +2,16 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "backend_cuda_testing.h"
 
 namespace zarena_core {
 
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts) {
-  throw Error{Status::kNoDevice,
-              fmt::format("CUDA backend requested for device {}, but this zarena was built "
-                          "without the CUDA Toolkit (host backend only)",
-                          opts.device)};
+Result make_cuda_backend(const BackendOptions& opts, std::unique_ptr<Backend>* out) noexcept {
+  (void)out;
+  return Result::fail(Status::kNoDevice,
+                      fmt::format("CUDA backend requested for device {}, but this zarena was "
+                                  "built without the CUDA Toolkit (host backend only)",
+                                  opts.device));
 }
 
 bool cuda_device_usable(int32_t device) noexcept {
@@ -18,5 +20,10 @@ bool cuda_device_usable(int32_t device) noexcept {
 }
 
 CudaCallCounters cuda_call_counters() noexcept { return {}; }
+
+void* cuda_backend_pool_for_testing(Backend& backend) noexcept {
+  (void)backend;
+  return nullptr;
+}
 
 }  // namespace zarena_core

@@ -1,107 +1,206 @@
 // Host backend: the region is page-backed host memory (mmap, so untouched pages cost
-// nothing until used), overflow blocks come from aligned operator new. Both overflow
-// routes behave alike on the host; fault injection lets tests drive every overflow
-// policy, the cap, the watchdog and reset reclaim without a GPU.
+// nothing until used); an expandable region is reserved PROT_NONE and committed by
+// changing the protection, so touching memory beyond the committed end faults exactly as
+// an unmapped GPU address would. Overflow blocks come from posix_memalign with the arena's
+// alignment. Both overflow routes behave alike on the host. Fault injection is not here:
+// FaultInjectingBackend (backend_faults.h) wraps this backend for that.
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <mutex>
 #include <new>
-#include <thread>
 
 #include "backend.h"
+#include "commit_map.h"
 #include "zarena/zarena.h"
 
 namespace zarena_core {
 
 namespace {
 
+// Larger sizes are refused before any call: no host has that much address space, and a
+// size near 2^64 must not wrap when the alignment slack is added.
+constexpr uint64_t kMaxHostBytes = 1ull << 56;
+
+bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) & ~(to - 1); }
+std::string errno_text(int e) { return fmt::format("{} ({})", std::strerror(e), e); }
+
 class HostBackend final : public Backend {
  public:
-  HostBackend() = default;
+  HostBackend() : page_(static_cast<uint64_t>(sysconf(_SC_PAGESIZE))) {}
   // Normally release_region ran at destroy; this covers a create that failed after the
   // region was reserved.
-  ~HostBackend() override { (void)release_region(nullptr, 0); }
+  ~HostBackend() override { (void)release_region(); }
 
-  int32_t kind() const override { return ZARENA_BACKEND_HOST; }
-  std::string describe() const override { return "host (page-backed memory)"; }
+  int32_t kind() const noexcept override { return ZARENA_BACKEND_HOST; }
+  std::string describe() const override {
+    return expandable_ ? fmt::format("host (page-backed memory, expandable, {}-byte pages)", page_)
+                       : "host (page-backed memory)";
+  }
 
-  void* reserve_region(uint64_t bytes, uint64_t alignment) override {
-    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const uint64_t align = alignment > page ? alignment : page;
-    if (bytes > (1ull << 56) || bytes + align < bytes) {
-      throw Error{Status::kOutOfMemory, fmt::format("host backend cannot reserve {} bytes", bytes)};
+  Result reserve_region(const RegionRequest& req, RegionInfo* out) noexcept override {
+    if (map_base_ != nullptr) {
+      return Result::fail(Status::kInternal, "host backend: the region is already reserved");
     }
-    const uint64_t len = bytes + (align > page ? align : 0);
-    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (req.bytes == 0 || !is_pow2(req.alignment)) {
+      return Result::fail(Status::kInvalidArgument,
+                          fmt::format("host backend: cannot reserve {} bytes aligned to {} "
+                                      "(need bytes > 0 and a power-of-two alignment)",
+                                      req.bytes, req.alignment));
+    }
+    const uint64_t align = std::max(req.alignment, page_);
+    if (req.bytes > kMaxHostBytes || align > kMaxHostBytes) {
+      return Result::fail(Status::kOutOfMemory,
+                          fmt::format("host backend cannot reserve {} bytes aligned to {}",
+                                      req.bytes, req.alignment));
+    }
+    const uint64_t usable = round_up(req.bytes, page_);
+    // mmap returns page-aligned addresses; a larger alignment needs slack to slide into.
+    const uint64_t len = usable + (align > page_ ? align : 0);
+    const int prot = req.expandable ? PROT_NONE : PROT_READ | PROT_WRITE;
+    void* p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-      throw Error{Status::kOutOfMemory,
-                  fmt::format("mmap of {} bytes failed: {}", len, std::strerror(errno))};
+      const int e = errno;
+      return Result::fail(
+          Status::kOutOfMemory,
+          fmt::format("host backend: mmap of {} bytes failed: {}", len, errno_text(e)));
     }
     const uintptr_t raw = reinterpret_cast<uintptr_t>(p);
     const uintptr_t aligned = (raw + align - 1) & ~static_cast<uintptr_t>(align - 1);
     map_base_ = p;
     map_len_ = len;
-    return reinterpret_cast<void*>(aligned);
+    base_ = reinterpret_cast<char*>(aligned);
+    expandable_ = req.expandable;
+    commits_.reset(expandable_ ? usable : 0, page_);
+    RegionInfo info;
+    info.base = base_;
+    info.bytes = req.bytes;
+    info.commit_granularity = expandable_ ? page_ : 0;
+    *out = std::move(info);
+    return Result::ok();
   }
 
-  Result release_region(void* base, uint64_t bytes) noexcept override {
-    (void)base;
-    (void)bytes;
-    if (map_base_ != nullptr && munmap(map_base_, map_len_) != 0) {
-      return Result::fail(Status::kBackend, fmt::format("munmap failed: {}", std::strerror(errno)));
+  Result commit(uint64_t offset, uint64_t bytes) noexcept override {
+    if (!expandable_) return not_expandable("commit");
+    Result r = commits_.check_commit(offset, bytes);
+    if (!r.is_ok()) return r;
+    if (mprotect(base_ + offset, bytes, PROT_READ | PROT_WRITE) != 0) {
+      const int e = errno;
+      // mprotect may have changed part of the range before failing: put it back so that
+      // a failed commit commits nothing.
+      (void)mprotect(base_ + offset, bytes, PROT_NONE);
+      return Result::fail(e == ENOMEM ? Status::kOutOfMemory : Status::kBackend,
+                          fmt::format("host backend: commit [{}, +{}): mprotect(READ|WRITE) "
+                                      "failed: {}",
+                                      offset, bytes, errno_text(e)));
+    }
+    if (!commits_.add({offset, bytes, 0})) {
+      (void)mprotect(base_ + offset, bytes, PROT_NONE);
+      return Result::fail(Status::kOutOfMemory,
+                          "host backend: out of host memory recording a commit");
+    }
+    return Result::ok();
+  }
+
+  Result decommit(uint64_t offset, uint64_t bytes) noexcept override {
+    if (!expandable_) return not_expandable("decommit");
+    std::vector<CommitMap::Range> covered;
+    Result r = commits_.check_decommit(offset, bytes, &covered);
+    if (!r.is_ok()) return r;
+    // MADV_DONTNEED drops the pages (private anonymous memory reads back as zeros), and
+    // PROT_NONE makes a stray access fault as it would on an unmapped GPU range.
+    char* p = base_ + offset;
+    if (madvise(p, bytes, MADV_DONTNEED) != 0 || mprotect(p, bytes, PROT_NONE) != 0) {
+      const int e = errno;
+      return Result::fail(
+          Status::kBackend,
+          fmt::format("host backend: decommit [{}, +{}) failed: {}", offset, bytes, errno_text(e)));
+    }
+    for (const auto& c : covered) commits_.remove(c.offset);
+    return Result::ok();
+  }
+
+  Result release_region() noexcept override {
+    if (map_base_ == nullptr) return Result::ok();
+    commits_.drain([](const CommitMap::Range&) {});  // munmap gives the pages back
+    if (munmap(map_base_, map_len_) != 0) {
+      const int e = errno;
+      return Result::fail(Status::kBackend,
+                          fmt::format("host backend: munmap failed: {}", errno_text(e)));
     }
     map_base_ = nullptr;
+    map_len_ = 0;
+    base_ = nullptr;
+    expandable_ = false;
     return Result::ok();
   }
 
-  void* overflow_alloc(uint64_t bytes, OverflowRoute route, Result* err) noexcept override {
-    (void)route;
-    const uint64_t n = ++overflow_calls_;
-    if (delay_ns_.load() != 0) {
-      const uint64_t dnth = delay_nth_.load();
-      if (dnth == 0 || n == dnth) {
-        std::this_thread::sleep_for(std::chrono::nanoseconds(delay_ns_.load()));
-      }
+  Result overflow_alloc(uint64_t bytes, uint64_t alignment, OverflowRoute route,
+                        OverflowBlock* out) noexcept override {
+    if (bytes == 0 || !is_pow2(alignment)) {
+      return Result::fail(Status::kInvalidArgument,
+                          fmt::format("host overflow allocation of {} bytes aligned to {}: "
+                                      "need bytes > 0 and a power-of-two alignment",
+                                      bytes, alignment));
     }
-    const uint64_t fnth = fail_nth_.load();
-    if (fnth != 0 && n == fnth) {
-      *err = Result::fail(
-          Status::kBackend,
-          fmt::format("injected fault: overflow allocation #{} of {} bytes failed", n, bytes));
-      return nullptr;
+    if (bytes > kMaxHostBytes || alignment > kMaxHostBytes) {
+      return Result::fail(Status::kOutOfMemory,
+                          fmt::format("host overflow allocation of {} bytes aligned to {} "
+                                      "refused: larger than any host can serve",
+                                      bytes, alignment));
     }
-    void* p = ::operator new (bytes, std::align_val_t{256}, std::nothrow);
-    if (p == nullptr) {
-      *err = Result::fail(Status::kOutOfMemory,
-                          fmt::format("host overflow allocation of {} bytes failed", bytes));
+    // posix_memalign wants a multiple of sizeof(void*); free() needs no alignment back,
+    // unlike aligned operator delete.
+    const size_t align = std::max<size_t>(alignment, sizeof(void*));
+    void* p = nullptr;
+    const int e = posix_memalign(&p, align, bytes);
+    if (e != 0) {
+      return Result::fail(Status::kOutOfMemory,
+                          fmt::format("host overflow allocation of {} bytes aligned to {} "
+                                      "failed: {}",
+                                      bytes, alignment, errno_text(e)));
     }
-    return p;
-  }
-
-  Result overflow_free(void* ptr, uint64_t bytes, OverflowRoute route) noexcept override {
-    (void)bytes;
-    (void)route;
-    ::operator delete (ptr, std::align_val_t{256});
+    OverflowBlock b;
+    b.ptr = p;
+    b.base = p;
+    b.bytes = bytes;
+    b.reserved_bytes = bytes;
+    b.route = route;
+    *out = b;
     return Result::ok();
   }
 
-  bool stream_capturing(Result* err) noexcept override {
-    (void)err;
-    return false;  // host memory has no streams to capture
+  Result overflow_free(const OverflowBlock& block) noexcept override {
+    std::free(block.base);
+    return Result::ok();
   }
+
   bool supports_async() const noexcept override { return true; }
 
-  void fill(void* ptr, uint64_t bytes, uint8_t byte) noexcept override {
-    std::memset(ptr, byte, bytes);
+  Result capture_status(bool* capturing) noexcept override {
+    *capturing = false;  // host memory has no streams to capture
+    return Result::ok();
+  }
+  Result set_stream(void* stream) noexcept override {
+    stream_ = stream;  // kept for stream(); host work is never ordered on it
+    return Result::ok();
+  }
+  void* stream() const noexcept override { return stream_; }
+
+  Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override {
+    if (bytes % 4 != 0 || reinterpret_cast<uintptr_t>(ptr) % 4 != 0) {
+      return Result::fail(Status::kInvalidArgument,
+                          fmt::format("fill32({}, {} bytes): pointer and size must be "
+                                      "multiples of 4",
+                                      ptr, bytes));
+    }
+    std::fill_n(static_cast<uint32_t*>(ptr), bytes / 4, word);
+    return Result::ok();
   }
 
   MemoryInfo memory_info() noexcept override {
@@ -114,30 +213,30 @@ class HostBackend final : public Backend {
     return info;
   }
 
-  Result inject_overflow_fault(uint64_t fail_nth, uint64_t delay_nth,
-                               uint64_t delay_ns) noexcept override {
-    // Counting restarts so that "1" means the next overflow allocation.
-    const uint64_t base = overflow_calls_.load();
-    fail_nth_.store(fail_nth == 0 ? 0 : base + fail_nth);
-    delay_nth_.store(delay_nth == 0 ? 0 : base + delay_nth);
-    delay_ns_.store(delay_ns);
-    return Result::ok();
+ private:
+  static Result not_expandable(const char* what) {
+    return Result::fail(Status::kUnsupported,
+                        fmt::format("host backend: {} needs an expandable region", what));
   }
 
- private:
+  const uint64_t page_;
   void* map_base_ = nullptr;
   uint64_t map_len_ = 0;
-  std::atomic<uint64_t> overflow_calls_{0};
-  std::atomic<uint64_t> fail_nth_{0};
-  std::atomic<uint64_t> delay_nth_{0};
-  std::atomic<uint64_t> delay_ns_{0};
+  char* base_ = nullptr;
+  bool expandable_ = false;
+  CommitMap commits_;
+  void* stream_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_host_backend(const BackendOptions& opts) {
-  (void)opts;  // device, stream, pool and managed options have no meaning for host memory
-  return std::make_unique<HostBackend>();
+Result make_host_backend(const BackendOptions& opts, std::unique_ptr<Backend>* out) noexcept {
+  // device, pool and managed options have no meaning for host memory
+  std::unique_ptr<Backend> b(new (std::nothrow) HostBackend());
+  if (!b) return Result::fail(Status::kOutOfMemory, "out of host memory creating the host backend");
+  (void)b->set_stream(opts.stream);
+  *out = std::move(b);
+  return Result::ok();
 }
 
 }  // namespace zarena_core

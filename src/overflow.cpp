@@ -6,8 +6,13 @@
 
 namespace zarena_core {
 
-OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t limit_bytes, uint64_t slow_ns)
-    : backend_(backend), policy_(policy), limit_bytes_(limit_bytes), slow_ns_(slow_ns) {}
+OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t alignment,
+                           uint64_t limit_bytes, uint64_t slow_ns)
+    : backend_(backend),
+      policy_(policy),
+      alignment_(alignment),
+      limit_bytes_(limit_bytes),
+      slow_ns_(slow_ns) {}
 
 OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
   OverflowAttempt a;
@@ -41,8 +46,8 @@ OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
   if (route == OverflowRoute::kSync) {
     // Decide before calling: a synchronous allocation during graph capture fails and
     // invalidates the host program's capture (or hangs some drivers).
-    Result qerr;
-    const bool capturing = backend_.stream_capturing(&qerr);
+    bool capturing = false;
+    const Result qerr = backend_.capture_status(&capturing);
     if (!qerr.is_ok() || capturing) {
       unreserve_failure();
       a.path = "capture_refused";
@@ -57,9 +62,10 @@ OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
     }
   }
   a.path = route == OverflowRoute::kAsync ? "async" : "sync";
-  Result err;
+  OverflowBlock block;
   const auto t0 = std::chrono::steady_clock::now();
-  void* p = backend_.overflow_alloc(size, route, &err);
+  const Result err = backend_.overflow_alloc(size, alignment_, route, &block);
+  void* p = err.is_ok() ? block.ptr : nullptr;
   const auto t1 = std::chrono::steady_clock::now();
   a.latency_ns =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
@@ -69,18 +75,18 @@ OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
   if (p == nullptr) {
     reserved_bytes_ -= size;
     ++stats_.failures;
-    a.result = err.is_ok() ? Result::fail(Status::kBackend, "overflow allocation failed") : err;
+    a.result = err;
     // A capture the pre-check could not see (another thread's global-mode capture)
     // still makes the backend refuse; name it as the refusal it is.
     if (a.result.status == Status::kCaptureUnsafe) a.path = "capture_refused";
     return a;
   }
   try {
-    blocks_[p] = Entry{size, epoch, State::kLive, false, route};
+    blocks_[p] = Entry{size, epoch, State::kLive, false, block};
   } catch (...) {
     reserved_bytes_ -= size;
     ++stats_.failures;
-    backend_.overflow_free(p, size, route);
+    (void)backend_.overflow_free(block);
     a.result = Result::fail(Status::kOutOfMemory, "out of host memory tracking overflow block");
     return a;
   }
@@ -93,7 +99,7 @@ OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
 }
 
 FreeOutcome OverflowPool::free(void* ptr, uint64_t* size) {
-  OverflowRoute route;
+  OverflowBlock block;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = blocks_.find(ptr);
@@ -104,12 +110,12 @@ FreeOutcome OverflowPool::free(void* ptr, uint64_t* size) {
     // The backend may hand this address out again; until then a second free is "double".
     e.state = State::kFreed;
     *size = e.size;
-    route = e.route;
+    block = e.block;
     --stats_.live_count;
     stats_.live_bytes -= e.size;
     reserved_bytes_ -= e.size;
   }
-  backend_.overflow_free(ptr, *size, route);
+  (void)backend_.overflow_free(block);
   return FreeOutcome::kOk;
 }
 
@@ -135,7 +141,7 @@ uint64_t OverflowPool::reclaim(uint64_t new_epoch) {
       }
     }
   }
-  for (auto& [p, e] : doomed) backend_.overflow_free(p, e.size, e.route);
+  for (auto& [p, e] : doomed) (void)backend_.overflow_free(e.block);
   return doomed.size();
 }
 
@@ -160,7 +166,7 @@ Result OverflowPool::release_all() {
   }
   Result first;
   for (auto& [p, e] : live) {
-    Result r = backend_.overflow_free(p, e.size, e.route);
+    Result r = backend_.overflow_free(e.block);
     if (!r.is_ok() && first.is_ok()) first = r;
   }
   return first;

@@ -38,8 +38,10 @@ struct OverflowStats {
 
 class OverflowPool {
  public:
-  // policy: ZARENA_OVERFLOW_* already resolved from DEFAULT.
-  OverflowPool(Backend& backend, int32_t policy, uint64_t limit_bytes, uint64_t slow_ns);
+  // policy: ZARENA_OVERFLOW_* already resolved from DEFAULT; blocks are aligned to
+  // `alignment` (the arena's).
+  OverflowPool(Backend& backend, int32_t policy, uint64_t alignment, uint64_t limit_bytes,
+               uint64_t slow_ns);
   OverflowPool(const OverflowPool&) = delete;
   OverflowPool& operator=(const OverflowPool&) = delete;
 
@@ -61,11 +63,12 @@ class OverflowPool {
     uint64_t epoch;
     State state;
     bool persistent;
-    OverflowRoute route;
+    OverflowBlock block;  // what the backend needs to give it back
   };
 
   Backend& backend_;
   const int32_t policy_;
+  const uint64_t alignment_;
   const uint64_t limit_bytes_;
   const uint64_t slow_ns_;
   mutable std::mutex mu_;

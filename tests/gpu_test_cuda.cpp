@@ -22,6 +22,7 @@
 
 #include "../capi/handle.h"
 #include "backend.h"
+#include "backend_cuda_testing.h"
 #include "overflow_test_util.h"
 #include "zarena/zarena.h"
 
@@ -77,7 +78,9 @@ zarena_config cuda_config(uint64_t capacity, int32_t policy, cudaStream_t stream
 }
 
 zarena_core::Backend& backend_of(zarena* a) { return a->arena->backend(); }
-cudaMemPool_t pool_of(zarena* a) { return static_cast<cudaMemPool_t>(backend_of(a).native_pool()); }
+cudaMemPool_t pool_of(zarena* a) {
+  return static_cast<cudaMemPool_t>(zarena_core::cuda_backend_pool_for_testing(backend_of(a)));
+}
 
 uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
   uint64_t v = ~0ull;
