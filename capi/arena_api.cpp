@@ -20,14 +20,6 @@ constexpr uint32_t kStatsV1Size =
 constexpr uint32_t kConfigSize_1_0_0 = 88;
 static_assert(offsetof(zarena_config, overflow_slow_ns) + sizeof(uint64_t) == kConfigSize_1_0_0,
               "the 1.0.0 config layout moved");
-
-// Writes a library struct into a caller's versioned struct of dst_size bytes: the common
-// prefix is copied, a tail this library does not know is zeroed, nothing beyond dst_size
-// is touched.
-void write_versioned(void* dst, uint32_t dst_size, const void* src, size_t src_size) {
-  std::memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
-  if (dst_size > src_size) std::memset(static_cast<char*>(dst) + src_size, 0, dst_size - src_size);
-}
 }  // namespace
 
 extern "C" {
@@ -41,7 +33,7 @@ void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size) {
     full = zarena_core::default_config();
   }
   full.struct_size = struct_size;
-  write_versioned(cfg, struct_size, &full, sizeof full);
+  zarena_core::write_versioned(cfg, struct_size, &full, sizeof full);
 }
 
 // The exported, unsized entry point: callers compiled against 1.0.0 reach it directly,
@@ -85,13 +77,24 @@ zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr) {
   *out_ptr = nullptr;
   Arena* arena = zarena_core::checked(a, "zarena_alloc");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_alloc", [&] { return report(arena->alloc(size, out_ptr)); });
+  return guarded("zarena_alloc", [&] {
+    zarena_block b;
+    const zarena_core::Result r = arena->alloc(size, 0, &b);
+    if (__builtin_expect(r.is_ok(), 1)) {
+      *out_ptr = b.ptr;
+      return ZARENA_OK;
+    }
+    return report(r);
+  });
 }
 
 zarena_status zarena_free(zarena* a, void* ptr) {
   Arena* arena = zarena_core::checked(a, "zarena_free");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_free", [&] { return report(arena->free(ptr)); });
+  return guarded("zarena_free", [&] {
+    const zarena_core::Result r = arena->free(ptr, zarena_core::kAnyEpoch);
+    return __builtin_expect(r.is_ok(), 1) ? ZARENA_OK : report(r);
+  });
 }
 
 zarena_status zarena_reset(zarena* a) {
@@ -136,7 +139,7 @@ zarena_status zarena_get_stats(const zarena* a, zarena_stats* out) {
   return guarded("zarena_get_stats", [&] {
     zarena_stats full;
     arena->stats(&full);
-    write_versioned(out, given, &full, sizeof full);
+    zarena_core::write_versioned(out, given, &full, sizeof full);
     out->struct_size = given;
     return ZARENA_OK;
   });

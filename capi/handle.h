@@ -2,7 +2,9 @@
 // handle validation, thread-local last error, and exception-to-status translation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -28,6 +30,14 @@ Arena* reject_handle(const ::zarena* a, const char* fn) noexcept;
 inline Arena* checked(const ::zarena* a, const char* fn) noexcept {
   if (a != nullptr && a->magic == ::zarena::kMagic && a->arena) return a->arena.get();
   return reject_handle(a, fn);
+}
+
+// Writes a library struct into a caller's versioned struct of dst_size bytes: the common
+// prefix is copied, a tail this library does not know is zeroed, nothing beyond dst_size
+// is touched.
+inline void write_versioned(void* dst, uint32_t dst_size, const void* src, size_t src_size) {
+  std::memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
+  if (dst_size > src_size) std::memset(static_cast<char*>(dst) + src_size, 0, dst_size - src_size);
 }
 
 // Runs body, converting any escaping exception into a status: no exception crosses the ABI.

@@ -1,3 +1,5 @@
+// The arena's lifetime and its per-call paths: allocate, free, pin (arena_control.cpp has
+// reset, floors, stats and settings).
 #include "arena.h"
 
 #include <fmt/format.h>
@@ -5,14 +7,16 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend_faults.h"
 #include "diagnostics.h"
 
 namespace zarena_core {
 
 namespace {
 
-constexpr uint32_t kPoisonWord = 0xA5A5A5A5u;
+constexpr uint32_t kDefaultPoisonWord = 0x7FF80000u;  // a quiet NaN as float32 and float64
+constexpr uint64_t kDefaultCommitChunk = 64ull << 20;
+// Requests above this cannot be aligned or described; refused before any work.
+constexpr uint64_t kMaxRequest = 1ull << 62;
 
 int32_t resolve_policy(const zarena_config& c) {
   if (c.overflow_policy != ZARENA_OVERFLOW_DEFAULT) return c.overflow_policy;
@@ -37,6 +41,7 @@ Result make_backend(const zarena_config& c, int32_t policy, std::string* fallbac
   BackendOptions o;
   o.device = c.device;
   o.managed = (c.flags & ZARENA_FLAG_MANAGED) != 0;
+  o.managed_fallback = (c.flags & ZARENA_FLAG_MANAGED_FALLBACK) != 0;
   o.stream = c.stream;
   o.overflow_retain_bytes = c.overflow_retain_bytes;
   o.overflow_prewarm = (c.flags & ZARENA_FLAG_OVERFLOW_PREWARM) != 0;
@@ -54,6 +59,13 @@ Result make_backend(const zarena_config& c, int32_t policy, std::string* fallbac
       }
       return make_host(o, out);
   }
+}
+
+RegionConfig region_config(const zarena_config& c) {
+  RegionConfig rc;
+  rc.capacity = c.capacity_bytes;
+  rc.granule = c.alignment;
+  return rc;
 }
 
 }  // namespace
@@ -75,14 +87,14 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     RegionRequest req;
     req.bytes = rc.cfg.capacity_bytes;
     req.alignment = rc.cfg.alignment;
+    req.expandable = (rc.cfg.flags & ZARENA_FLAG_EXPANDABLE) != 0;
     r = backend->reserve_region(req, &region);
     if (!r.is_ok()) return r;
   } catch (const std::bad_alloc&) {
     return Result::fail(Status::kOutOfMemory, "out of host memory creating the backend");
   }
-  void* base = region.base;
   try {
-    out->reset(new Arena(rc, std::move(backend), base, policy));
+    out->reset(new Arena(rc, std::move(backend), region, policy));
   } catch (const std::bad_alloc&) {
     // Whoever holds the backend now (still us, or the half-built Arena's unwinding)
     // releases the region in the backend's destructor.
@@ -91,259 +103,472 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
   Arena& a = **out;
   if (log_enabled(ZARENA_LOG_INFO)) {
     const MemoryInfo mem = a.backend_->memory_info();
-    log_emit(config_record(rc, a.backend_->describe(), a.backend_->kind(), policy, fallback,
-                           mem.free_bytes, mem.total_bytes));
+    std::string backend_desc = a.backend_->describe();
+    if (!region.managed_fallback.empty()) backend_desc += "; " + region.managed_fallback;
+    if (a.expandable_) {
+      backend_desc += fmt::format(", expandable region (commits in {} chunks)",
+                                  human_bytes(a.commit_chunk_));
+    }
+    log_emit(config_record(rc, backend_desc, a.backend_->kind(), policy, fallback, mem.free_bytes,
+                           mem.total_bytes));
   }
   return Result::ok();
 }
 
-Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, void* base, int32_t policy)
+Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const RegionInfo& region,
+             int32_t policy)
     : name_(rc.name),
       cfg_(rc.cfg),
+      policy_(policy),
       backend_(std::move(backend)),
-      base_(static_cast<char*>(base)),
-      poison_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
-      region_(rc.cfg.capacity_bytes, rc.cfg.alignment),
+      base_(static_cast<char*>(region.base)),
+      capacity_(rc.cfg.capacity_bytes),
+      granule_(rc.cfg.alignment),
+      managed_(region.managed),
+      expandable_((rc.cfg.flags & ZARENA_FLAG_EXPANDABLE) != 0),
+      region_(region_config(rc.cfg), this),
       overflow_(*backend_, policy, rc.cfg.alignment, rc.cfg.overflow_limit_bytes,
                 rc.cfg.overflow_slow_ns),
-      cadence_(rc.cfg.capacity_bytes) {}
+      poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
+      poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
+      commit_granularity_(region.commit_granularity),
+      commit_chunk_([&] {
+        const uint64_t g = region.commit_granularity != 0 ? region.commit_granularity : 1;
+        const uint64_t want = rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes
+                                                             : kDefaultCommitChunk;
+        return (want + g - 1) / g * g;
+      }()),
+      cadence_(rc.cfg.capacity_bytes) {
+  committed_bytes_.store(expandable_ ? 0 : capacity_);
+}
 
 Arena::~Arena() = default;
-
-Result Arena::alloc(uint64_t size, void** out) {
-  if (size == 0) {
-    *out = nullptr;
-    return Result::ok();
-  }
-  const uint64_t align = cfg_.alignment;
-  if (size > ~0ull - (align - 1)) {
-    return Result::fail(Status::kOutOfMemory,
-                        fmt::format("request of {} bytes cannot be aligned to {}", size, align));
-  }
-  const uint64_t aligned = (size + align - 1) & ~(align - 1);
-  // A pointer, not std::optional: the optional's storage is zero-filled on every call.
-  std::unique_ptr<LogRecord> cadence_warning;
-  void* result = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++epoch_allocs_;
-    ++total_allocs_;
-    if (size > epoch_max_alloc_) epoch_max_alloc_ = size;
-    if (size > step_max_alloc_) step_max_alloc_ = size;
-    uint64_t offset = 0;
-    bool reused = false;
-    if (region_.alloc(aligned, &offset, &reused)) {
-      ++hits_;
-      if (reused) ++reuses_;
-      result = base_ + offset;
-    } else {
-      ++misses_;
-    }
-    if (cadence_.on_alloc(aligned, region_.top(), resets_) && log_enabled(ZARENA_LOG_WARN)) {
-      CadenceFacts f;
-      f.step_repeats = cadence_.restarts();
-      f.step_allocs = cadence_.step_allocs();
-      f.step_bytes = cadence_.step_growth();
-      f.grown_bytes = cadence_.grown_bytes(region_.top());
-      f.offset_bytes = region_.top();
-      f.capacity_bytes = region_.capacity();
-      f.epoch_allocs = epoch_allocs_;
-      f.resets = resets_;
-      cadence_warning = std::make_unique<LogRecord>(reset_cadence_record(f, name_));
-    }
-  }
-  if (cadence_warning) log_emit(*cadence_warning);
-  if (result != nullptr) {
-    *out = result;
-    return Result::ok();
-  }
-  return overflow_alloc(size, aligned, out);
-}
-
-Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, void** out) {
-  uint64_t epoch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    epoch = region_.epoch();
-  }
-  OverflowAttempt a = overflow_.alloc(aligned, epoch);
-  std::optional<LogRecord> first, slow;
-  std::string failure;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!overflowed_this_epoch_ && region_.epoch() == epoch) {
-      overflowed_this_epoch_ = true;
-      ++overflow_epochs_;
-      ExhaustionFacts f;
-      f.path = a.path;
-      f.requested_bytes = size;
-      f.aligned_bytes = aligned;
-      f.capacity_bytes = region_.capacity();
-      f.offset_bytes = region_.top();
-      f.floor_bytes = region_.floor();
-      f.used_bytes = region_.live_bytes();
-      f.epoch = region_.epoch();
-      f.epoch_allocs = epoch_allocs_;
-      f.epoch_max_alloc_bytes = epoch_max_alloc_;
-      f.step_max_alloc_bytes = step_max_alloc_;
-      f.hits = hits_;
-      f.misses = misses_;
-      f.reuses = reuses_;
-      f.resets = resets_;
-      f.free_list_len = region_.free_count();
-      f.free_list_bytes = region_.free_bytes();
-      f.largest_free_block_bytes = region_.largest_free();
-      f.step_repeats = cadence_.restarts();
-      if (log_enabled(ZARENA_LOG_WARN)) first.emplace(first_overflow_record(f, name_));
-    }
-    if (!a.result.is_ok()) {
-      failure = fmt::format(
-          "arena '{}' is full and overflow failed ({}): requested {} bytes ({} aligned), "
-          "region used {} of {} bytes (top {}, floor {}), overflow live {} bytes: {}",
-          name_, a.path, size, aligned, region_.live_bytes(), region_.capacity(), region_.top(),
-          region_.floor(), overflow_.stats().live_bytes, a.result.message);
-    }
-  }
-  if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
-    slow.emplace(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
-  }
-  if (first) log_emit(*first);
-  if (slow) log_emit(*slow);
-  if (!a.result.is_ok()) {
-    *out = nullptr;
-    return Result::fail(a.result.status, std::move(failure));
-  }
-  *out = a.ptr;
-  return Result::ok();
-}
-
-Result Arena::free(void* ptr) {
-  if (ptr == nullptr) return Result::ok();
-  const char* p = static_cast<const char*>(ptr);
-  FreeOutcome outcome;
-  uint64_t size = 0;
-  const bool in_region = p >= base_ && p < base_ + region_.capacity();
-  if (in_region) {
-    std::lock_guard<std::mutex> lock(mu_);
-    outcome = region_.free(static_cast<uint64_t>(p - base_), &size);
-    if (outcome == FreeOutcome::kOk) cadence_.on_free(region_.top(), resets_);
-    if (outcome == FreeOutcome::kOk && poison_) (void)backend_->fill32(ptr, size, kPoisonWord);
-  } else {
-    outcome = overflow_.free(ptr, &size);
-  }
-  if (outcome == FreeOutcome::kOk) return Result::ok();
-  std::lock_guard<std::mutex> lock(mu_);
-  switch (outcome) {
-    case FreeOutcome::kStale:
-      ++stale_frees_;
-      return Result::fail(Status::kStale,
-                          fmt::format("free({}): the block was reclaimed by a reset (arena '{}' "
-                                      "is in epoch {}); the call was dropped",
-                                      ptr, name_, region_.epoch()));
-    case FreeOutcome::kDoubleFree:
-      ++invalid_frees_;
-      return Result::fail(
-          Status::kDoubleFree,
-          fmt::format("free({}): the block was already freed (arena '{}')", ptr, name_));
-    default:
-      ++invalid_frees_;
-      return Result::fail(
-          Status::kNotOwned,
-          in_region ? fmt::format("free({}): not the start of a block of arena '{}' (offset {} "
-                                  "inside the region)",
-                                  ptr, name_, static_cast<uint64_t>(p - base_))
-                    : fmt::format("free({}): pointer was not allocated by arena '{}'", ptr, name_));
-  }
-}
-
-void Arena::reset() {
-  uint64_t new_epoch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    region_.reset([this](uint64_t offset, uint64_t bytes) {
-      if (poison_) (void)backend_->fill32(base_ + offset, bytes, kPoisonWord);
-    });
-    ++resets_;
-    epoch_allocs_ = 0;
-    epoch_max_alloc_ = 0;
-    step_max_alloc_ = 0;
-    overflowed_this_epoch_ = false;
-    cadence_.on_reset(region_.top());
-    new_epoch = region_.epoch();
-  }
-  overflow_.reclaim(new_epoch);
-}
-
-void Arena::mark_step_boundary() {
-  std::lock_guard<std::mutex> lock(mu_);
-  region_.mark_step_boundary();
-  overflow_.mark_step_boundary();
-  step_max_alloc_ = 0;
-  cadence_.on_step_boundary(region_.top());
-}
-
-uint64_t Arena::epoch() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return region_.epoch();
-}
-
-void Arena::stats(zarena_stats* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_locked(out);
-}
-
-void Arena::stats_locked(zarena_stats* s) const {
-  const OverflowStats o = overflow_.stats();
-  std::memset(s, 0, sizeof *s);
-  s->struct_size = sizeof(zarena_stats);
-  s->capacity_bytes = region_.capacity();
-  s->used_bytes = region_.live_bytes();
-  s->floor_bytes = region_.floor();
-  s->high_water_bytes = region_.high_water();
-  s->epoch = region_.epoch();
-  s->epoch_allocs = epoch_allocs_;
-  s->epoch_max_alloc_bytes = epoch_max_alloc_;
-  s->epoch_high_water_bytes = region_.epoch_high_water();
-  s->hits = hits_;
-  s->misses = misses_;
-  s->reuses = reuses_;
-  s->resets = resets_;
-  s->free_list_len = region_.free_count();
-  s->free_list_bytes = region_.free_bytes();
-  s->largest_free_block_bytes = region_.largest_free();
-  s->live_allocs = region_.live_count() + o.live_count;
-  s->stale_frees = stale_frees_;
-  s->invalid_frees = invalid_frees_;
-  s->overflow_allocs = o.allocs;
-  s->overflow_live_bytes = o.live_bytes;
-  s->overflow_peak_bytes = o.peak_bytes;
-  s->overflow_max_latency_ns = o.max_latency_ns;
-  s->overflow_reclaimed = o.reclaimed;
-  s->overflow_failures = o.failures;
-}
-
-Result Arena::destroy() {
-  zarena_stats s;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_locked(&s);
-  }
-  Result r1 = overflow_.release_all();
-  Result r2 = backend_->release_region();
-  if (log_enabled(ZARENA_LOG_INFO)) {
-    log_emit(destroy_record(s, LifetimeFacts{total_allocs_, overflow_epochs_}, name_));
-  }
-  if (!r1.is_ok()) return r1;
-  return r2;
-}
 
 FaultInjectingBackend* Arena::fault_injector() {
   return dynamic_cast<FaultInjectingBackend*>(backend_.get());
 }
 
-std::string Arena::check_invariants() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return region_.check_invariants();
+// --- hooks the region calls under its locks ------------------------------------------
+
+RegionHooks::Fill Arena::fill_policy() noexcept {
+  if (!poison_on_.load(std::memory_order_relaxed)) return Fill::kOff;
+  // A fill now would be recorded into the user's graph (or break its capture): skip it.
+  if (capturing()) {
+    poison_skip_note_.store(true, std::memory_order_relaxed);
+    return Fill::kSkip;
+  }
+  return Fill::kNow;
+}
+
+void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
+  (void)backend_->fill32(base_ + offset, bytes, poison_word_.load(std::memory_order_relaxed));
+}
+
+bool Arena::ensure_committed(uint64_t end) noexcept {
+  if (!expandable_ || end <= committed_) return true;
+  const uint64_t g = commit_granularity_;
+  const uint64_t limit = (capacity_ + g - 1) / g * g;
+  uint64_t want = std::min(limit, (end + commit_chunk_ - 1) / commit_chunk_ * commit_chunk_);
+  Result r = backend_->commit(committed_, want - committed_);
+  if (!r.is_ok()) {
+    // Less than a whole chunk may still be there.
+    const uint64_t exact = std::min(limit, (end + g - 1) / g * g);
+    if (exact < want) {
+      want = exact;
+      r = backend_->commit(committed_, want - committed_);
+    }
+  }
+  if (!r.is_ok()) {
+    commit_failures_.fetch_add(1, std::memory_order_relaxed);
+    try {
+      commit_failure_ = r.message;
+    } catch (...) {
+    }
+    commit_failure_note_.store(true, std::memory_order_release);
+    return false;
+  }
+  try {
+    commits_.emplace_back(committed_, want - committed_);
+  } catch (...) {
+    (void)backend_->decommit(committed_, want - committed_);
+    return false;
+  }
+  committed_ = want;
+  committed_bytes_.store(want, std::memory_order_relaxed);
+  commit_events_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool Arena::capturing() {
+  if (capture_flag_.load(std::memory_order_relaxed)) return true;
+  bool c = false;
+  const Result r = backend_->capture_status(&c);
+  return !r.is_ok() || c;  // when the backend cannot tell, act as if it were capturing
+}
+
+Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
+  Arena* a = static_cast<Arena*>(ctx);
+  return a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_word_.load());
+}
+
+void Arena::give_back(std::vector<OverflowBlock>& blocks) {
+  const bool cap = capturing();
+  const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
+  (void)overflow_.give_back(blocks, cap, poison ? &Arena::fill_overflow : nullptr, this);
+  if (!cap && overflow_.has_deferred()) {
+    (void)overflow_.flush_deferred(poison ? &Arena::fill_overflow : nullptr, this);
+  }
+}
+
+void Arena::after_op() {
+  if (poison_skip_note_.load(std::memory_order_relaxed) &&
+      poison_skip_note_.exchange(false, std::memory_order_relaxed) &&
+      !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {
+    if (log_enabled(ZARENA_LOG_WARN)) {
+      LogRecord rec(ZARENA_LOG_WARN, "poison.skipped", name_);
+      rec.message(
+          "a poison fill was skipped because a CUDA graph capture is active (a fill would be "
+          "recorded into the graph); freed blocks are not poisoned until the capture ends");
+      log_emit(rec);
+    }
+  }
+  if (commit_failure_note_.load(std::memory_order_acquire) &&
+      commit_failure_note_.exchange(false, std::memory_order_acq_rel)) {
+    if (log_enabled(ZARENA_LOG_WARN)) {
+      std::string why;
+      {
+        Region::WriterLock w(region_);
+        why = commit_failure_;
+      }
+      LogRecord rec(ZARENA_LOG_WARN, "arena.commit_failed", name_);
+      rec.message(fmt::format("could not commit more memory for the expandable arena ({}); "
+                              "allocations beyond {} go to overflow",
+                              why, human_bytes(committed_bytes_.load())));
+      rec.add_uint("committed_bytes", committed_bytes_.load());
+      rec.add_string("reason", why);
+      log_emit(rec);
+    }
+  }
+}
+
+// --- allocation -----------------------------------------------------------------------
+
+void Arena::feed_cadence_alloc(uint64_t aligned, uint64_t end) {
+  bool warn = false;
+  CadenceFacts f;
+  {
+    std::lock_guard<SpinLock> lock(cadence_mu_);
+    if (end > cadence_top_) cadence_top_ = end;
+    const uint64_t resets = resets_.load(std::memory_order_relaxed);
+    if (cadence_.on_alloc(aligned, cadence_top_, resets)) {
+      warn = true;
+      f.step_repeats = cadence_.restarts();
+      f.step_allocs = cadence_.step_allocs();
+      f.step_bytes = cadence_.step_growth();
+      f.grown_bytes = cadence_.grown_bytes(cadence_top_);
+      f.offset_bytes = cadence_top_;
+      f.capacity_bytes = capacity_;
+      f.resets = resets;
+    }
+  }
+  if (warn && log_enabled(ZARENA_LOG_WARN)) {
+    zarena_stats s;
+    stats(&s);
+    f.epoch_allocs = s.epoch_allocs;
+    log_emit(reset_cadence_record(f, name_));
+  }
+}
+
+Result Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) {
+  if (size == 0) {
+    out->ptr = nullptr;
+    out->epoch = region_.epoch();
+    out->size = 0;
+    out->flags = 0;
+    out->tag = tag;
+    return Result::ok();
+  }
+  if (__builtin_expect(size > kMaxRequest, 0)) {
+    Slot& s = region_.enter();
+    ++s.c.epoch_allocs;
+    ++s.c.total_allocs;
+    ++s.c.misses;
+    region_.leave(s);
+    return Result::fail(Status::kOutOfMemory,
+                        fmt::format("request of {} bytes is larger than any arena can serve "
+                                    "(arena '{}', capacity {} bytes)",
+                                    size, name_, capacity_));
+  }
+  const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
+  Slot& s = region_.enter();
+  ++s.c.epoch_allocs;
+  ++s.c.total_allocs;
+  Placement p;
+  bool ok;
+  try {
+    ok = region_.alloc(s, aligned, tag, &p);
+  } catch (...) {
+    region_.leave(s);
+    throw;
+  }
+  if (__builtin_expect(ok, 1)) {
+    ++s.c.hits;
+    if (p.reused) ++s.c.reuses;
+    if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
+    if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
+    out->epoch = region_.epoch();
+    region_.leave(s);
+    out->ptr = base_ + p.offset;
+    out->size = p.size;
+    out->flags = p.reused ? ZARENA_BLOCK_REUSED : 0;
+    out->tag = tag;
+    if (__builtin_expect(cadence_armed_.load(std::memory_order_relaxed), 0)) {
+      feed_cadence_alloc(aligned, p.offset + p.size);
+    }
+    return Result::ok();
+  }
+  ++s.c.misses;
+  region_.leave(s);
+  after_op();
+  return overflow_alloc(size, aligned, tag, out);
+}
+
+Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out) {
+  if (overflow_.has_deferred()) {
+    std::vector<OverflowBlock> none;
+    give_back(none);  // a capture that deferred frees may be over: give them back first
+  }
+  const OverflowAttempt a = overflow_.allocate(aligned, capture_flag_.load());
+  uint64_t epoch = 0;
+  if (a.result.is_ok()) {
+    Slot& s = region_.enter();
+    epoch = region_.epoch();
+    try {
+      overflow_.track(a, aligned, epoch, tag);
+    } catch (...) {
+      region_.leave(s);
+      overflow_.untrack_failed(a, aligned);
+      return Result::fail(Status::kOutOfMemory,
+                          "out of host memory tracking an overflow block (it was given back)");
+    }
+    if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
+    if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
+    region_.leave(s);
+  } else {
+    epoch = region_.epoch();
+  }
+  first_overflow(a, size, aligned, epoch);
+  if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
+    log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
+  }
+  if (!a.result.is_ok()) {
+    zarena_stats st;
+    stats(&st);
+    return Result::fail(
+        a.result.status,
+        fmt::format("arena '{}' is full and overflow failed ({}): requested {} bytes ({} aligned), "
+                    "region used {} of {} bytes (top {}, floor {}), overflow live {} bytes: {}",
+                    name_, a.path, size, aligned, st.used_bytes, st.capacity_bytes, st.top_bytes,
+                    st.floor_bytes, st.overflow_live_bytes, a.result.message));
+  }
+  out->ptr = a.block.ptr;
+  out->epoch = epoch;
+  out->size = aligned;
+  out->flags = ZARENA_BLOCK_OVERFLOW;
+  out->tag = tag;
+  return Result::ok();
+}
+
+// The first overflow of an epoch logs the diagnosis (once per epoch: the epoch that wins
+// the exchange reports).
+void Arena::first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t aligned,
+                           uint64_t epoch) {
+  uint64_t seen = first_overflow_epoch_.load(std::memory_order_relaxed);
+  if (seen == epoch) return;
+  if (!first_overflow_epoch_.compare_exchange_strong(seen, epoch)) return;
+  overflow_epochs_.fetch_add(1, std::memory_order_relaxed);
+  if (!log_enabled(ZARENA_LOG_WARN)) return;
+  zarena_stats s;
+  stats(&s);
+  uint64_t step_max = 0, restarts = 0;
+  {
+    Region::WriterLock w(region_);
+    RegionSnapshot r;
+    region_.snapshot_w(&r);
+    step_max = r.sum.step_max_alloc;
+  }
+  {
+    std::lock_guard<SpinLock> lock(cadence_mu_);
+    restarts = cadence_.restarts();
+  }
+  ExhaustionFacts f;
+  f.path = a.path;
+  f.requested_bytes = size;
+  f.aligned_bytes = aligned;
+  f.capacity_bytes = s.capacity_bytes;
+  f.offset_bytes = s.top_bytes;
+  f.floor_bytes = s.floor_bytes;
+  f.used_bytes = s.used_bytes;
+  f.epoch = s.epoch;
+  f.epoch_allocs = s.epoch_allocs;
+  f.epoch_max_alloc_bytes = s.epoch_max_alloc_bytes;
+  f.step_max_alloc_bytes = step_max;
+  f.hits = s.hits;
+  f.misses = s.misses;
+  f.reuses = s.reuses;
+  f.resets = s.resets;
+  f.free_list_len = s.free_list_len;
+  f.free_list_bytes = s.free_list_bytes;
+  f.largest_free_block_bytes = s.largest_free_block_bytes;
+  f.step_repeats = restarts;
+  log_emit(first_overflow_record(f, name_));
+}
+
+// --- frees and pins ---------------------------------------------------------------------
+
+Result Arena::free(void* ptr, uint64_t want_epoch) {
+  if (ptr == nullptr) return Result::ok();
+  const char* p = static_cast<const char*>(ptr);
+  if (p >= base_ && p < base_ + capacity_) {
+    const uint64_t off = static_cast<uint64_t>(p - base_);
+    Slot& s = region_.enter();
+    uint64_t size = 0;
+    FreeOutcome o;
+    try {
+      o = region_.free(s, off, want_epoch, &size);
+    } catch (...) {
+      region_.leave(s);
+      throw;
+    }
+    if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
+      region_.leave(s);
+      if (__builtin_expect(poison_skip_note_.load(std::memory_order_relaxed), 0)) after_op();
+      if (__builtin_expect(cadence_armed_.load(std::memory_order_relaxed), 0)) {
+        std::lock_guard<SpinLock> lock(cadence_mu_);
+        cadence_.on_free(cadence_top_, resets_.load(std::memory_order_relaxed));
+      }
+      return Result::ok();
+    }
+    if (o == FreeOutcome::kStale) {
+      ++s.c.stale_frees;
+    } else {
+      ++s.c.invalid_frees;
+    }
+    const uint64_t epoch = region_.epoch();
+    region_.leave(s);
+    return free_error(o, ptr, true, epoch);
+  }
+  Slot& s = region_.enter();
+  const uint64_t epoch = region_.epoch();
+  OverflowBlock block;
+  uint64_t size = 0;
+  const FreeOutcome o = overflow_.free(ptr, want_epoch, epoch, &block, &size);
+  if (o == FreeOutcome::kStale) {
+    ++s.c.stale_frees;
+  } else if (o != FreeOutcome::kOk && o != FreeOutcome::kDeferred) {
+    ++s.c.invalid_frees;
+  }
+  region_.leave(s);
+  if (o == FreeOutcome::kOk) {
+    std::vector<OverflowBlock> blocks{block};
+    give_back(blocks);
+    after_op();
+    return Result::ok();
+  }
+  if (o == FreeOutcome::kDeferred) return Result::ok();
+  return free_error(o, ptr, false, epoch);
+}
+
+Result Arena::free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) {
+  switch (o) {
+    case FreeOutcome::kStale:
+      return Result::fail(Status::kStale,
+                          fmt::format("free({}): the block was reclaimed by a reset, or the "
+                                      "address was handed out again since the epoch named "
+                                      "(arena '{}' is in epoch {}); the call was dropped",
+                                      ptr, name_, epoch));
+    case FreeOutcome::kDoubleFree:
+      return Result::fail(
+          Status::kDoubleFree,
+          fmt::format("free({}): the block was already freed (arena '{}')", ptr, name_));
+    default:
+      return Result::fail(
+          Status::kNotOwned,
+          in_region
+              ? fmt::format("free({}): not the start of a block of arena '{}' (offset {} "
+                            "inside the region)",
+                            ptr, name_, static_cast<uint64_t>(static_cast<char*>(ptr) - base_))
+              : fmt::format("free({}): pointer was not allocated by arena '{}'", ptr, name_));
+  }
+}
+
+Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
+  switch (o) {
+    case PinOutcome::kOk:
+      return Result::ok();
+    case PinOutcome::kNotOwned:
+      return Result::fail(Status::kNotOwned,
+                          fmt::format("{}({}): not the start of a live block of arena '{}'", what,
+                                      ptr, name_));
+    case PinOutcome::kFreed:
+      return Result::fail(Status::kDoubleFree,
+                          fmt::format("{}({}): the block was already freed (arena '{}')", what,
+                                      ptr, name_));
+    case PinOutcome::kStale:
+      return Result::fail(Status::kStale,
+                          fmt::format("{}({}): the block was reclaimed by a reset (arena '{}' is "
+                                      "in epoch {})",
+                                      what, ptr, name_, epoch()));
+    case PinOutcome::kNotPinned:
+      return Result::fail(
+          Status::kInvalidArgument,
+          fmt::format("{}({}): the block is not pinned (arena '{}')", what, ptr, name_));
+    case PinOutcome::kTooMany:
+      return Result::fail(Status::kInvalidArgument,
+                          fmt::format("{}({}): the block already has {} pins, the most one block "
+                                      "can hold (arena '{}')",
+                                      what, ptr, Word::kMaxPins, name_));
+  }
+  return Result::fail(Status::kInternal, "unknown pin outcome");
+}
+
+Result Arena::pin(void* ptr) {
+  if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_pin: ptr is NULL");
+  const char* p = static_cast<const char*>(ptr);
+  Slot& s = region_.enter();
+  PinOutcome o;
+  try {
+    o = contains(p) ? region_.pin(s, static_cast<uint64_t>(p - base_))
+                    : overflow_.pin(ptr, region_.epoch());
+  } catch (...) {
+    region_.leave(s);
+    throw;
+  }
+  region_.leave(s);
+  return pin_error(o, ptr, "zarena_pin");
+}
+
+Result Arena::unpin(void* ptr) {
+  if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_unpin: ptr is NULL");
+  const char* p = static_cast<const char*>(ptr);
+  Slot& s = region_.enter();
+  PinOutcome o;
+  OverflowBlock block;
+  uint64_t freed = 0;
+  try {
+    o = contains(p) ? region_.unpin(s, static_cast<uint64_t>(p - base_), &freed)
+                    : overflow_.unpin(ptr, region_.epoch(), &block, &freed);
+  } catch (...) {
+    region_.leave(s);
+    throw;
+  }
+  region_.leave(s);
+  if (o == PinOutcome::kOk && freed != 0 && !contains(p)) {
+    std::vector<OverflowBlock> blocks{block};
+    give_back(blocks);
+  }
+  after_op();
+  return pin_error(o, ptr, "zarena_unpin");
 }
 
 }  // namespace zarena_core

@@ -14,7 +14,9 @@ OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t alignment,
       limit_bytes_(limit_bytes),
       slow_ns_(slow_ns) {}
 
-OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
+OverflowPool::~OverflowPool() = default;
+
+OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
   OverflowAttempt a;
   if (policy_ == ZARENA_OVERFLOW_REFUSE) {
     a.path = "refused";
@@ -46,135 +48,240 @@ OverflowAttempt OverflowPool::alloc(uint64_t size, uint64_t epoch) {
   if (route == OverflowRoute::kSync) {
     // Decide before calling: a synchronous allocation during graph capture fails and
     // invalidates the host program's capture (or hangs some drivers).
-    bool capturing = false;
-    const Result qerr = backend_.capture_status(&capturing);
+    bool capturing = capture_active;
+    Result qerr;
+    if (!capturing) qerr = backend_.capture_status(&capturing);
     if (!qerr.is_ok() || capturing) {
       unreserve_failure();
       a.path = "capture_refused";
       a.result = capturing
                      ? Result::fail(Status::kCaptureUnsafe,
-                                    "the arena's stream is being captured into a CUDA "
-                                    "graph; a synchronous overflow allocation now would "
-                                    "break the capture")
+                                    capture_active
+                                        ? "the engine marked a CUDA graph capture as active; a "
+                                          "synchronous overflow allocation now would break it"
+                                        : "the arena's stream is being captured into a CUDA "
+                                          "graph; a synchronous overflow allocation now would "
+                                          "break the capture")
                      : Result::fail(Status::kCaptureUnsafe,
                                     "could not query the stream's capture status: " + qerr.message);
       return a;
     }
   }
   a.path = route == OverflowRoute::kAsync ? "async" : "sync";
-  OverflowBlock block;
   const auto t0 = std::chrono::steady_clock::now();
-  const Result err = backend_.overflow_alloc(size, alignment_, route, &block);
-  void* p = err.is_ok() ? block.ptr : nullptr;
+  const Result r = backend_.overflow_alloc(size, alignment_, route, &a.block);
   const auto t1 = std::chrono::steady_clock::now();
   a.latency_ns =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
   a.slow = a.latency_ns > slow_ns_;
   std::lock_guard<std::mutex> lock(mu_);
   if (a.latency_ns > stats_.max_latency_ns) stats_.max_latency_ns = a.latency_ns;
-  if (p == nullptr) {
+  if (!r.is_ok()) {
     reserved_bytes_ -= size;
     ++stats_.failures;
-    a.result = err;
+    a.result = r;
     // A capture the pre-check could not see (another thread's global-mode capture)
     // still makes the backend refuse; name it as the refusal it is.
     if (a.result.status == Status::kCaptureUnsafe) a.path = "capture_refused";
-    return a;
   }
-  try {
-    blocks_[p] = Entry{size, epoch, State::kLive, false, block};
-  } catch (...) {
-    reserved_bytes_ -= size;
-    ++stats_.failures;
-    (void)backend_.overflow_free(block);
-    a.result = Result::fail(Status::kOutOfMemory, "out of host memory tracking overflow block");
-    return a;
-  }
+  return a;
+}
+
+void OverflowPool::track(const OverflowAttempt& a, uint64_t size, uint64_t epoch, uint32_t tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blocks_[a.block.ptr] = Entry{a.block, size, epoch, epoch, State::kLive, false, 0, tag};
   ++stats_.allocs;
   ++stats_.live_count;
   stats_.live_bytes += size;
   if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
-  a.ptr = p;
-  return a;
 }
 
-FreeOutcome OverflowPool::free(void* ptr, uint64_t* size) {
-  OverflowBlock block;
+void OverflowPool::untrack_failed(const OverflowAttempt& a, uint64_t size) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = blocks_.find(ptr);
-    if (it == blocks_.end()) return FreeOutcome::kNotOwned;
-    Entry& e = it->second;
-    if (e.state == State::kFreed) return FreeOutcome::kDoubleFree;
-    if (e.state == State::kReclaimed) return FreeOutcome::kStale;
-    // The backend may hand this address out again; until then a second free is "double".
+    reserved_bytes_ -= size;
+    ++stats_.failures;
+  }
+  (void)backend_.overflow_free(a.block);
+}
+
+bool OverflowPool::owns(void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocks_.count(ptr) != 0;
+}
+
+FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
+                               uint64_t* size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end()) return FreeOutcome::kNotOwned;
+  Entry& e = it->second;
+  switch (e.state) {
+    case State::kFreed:
+    case State::kDeferred:
+      return FreeOutcome::kDoubleFree;
+    case State::kReclaimed:
+      return FreeOutcome::kStale;
+    case State::kLive:
+      break;
+  }
+  if (!e.persistent && e.keep_epoch != epoch) return FreeOutcome::kStale;
+  if (want_epoch != kAnyEpoch && e.epoch != want_epoch) return FreeOutcome::kStale;
+  *size = e.size;
+  if (e.pins > 0) {
+    e.state = State::kDeferred;
+    ++stats_.deferred_frees;
+    return FreeOutcome::kDeferred;
+  }
+  // The backend may hand this address out again; until then a second free is "double".
+  e.state = State::kFreed;
+  e.keep_epoch = epoch;
+  *out = e.block;
+  --stats_.live_count;
+  stats_.live_bytes -= e.size;
+  reserved_bytes_ -= e.size;
+  return FreeOutcome::kOk;
+}
+
+PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end()) return PinOutcome::kNotOwned;
+  Entry& e = it->second;
+  if (e.state == State::kReclaimed) return PinOutcome::kStale;
+  if (e.state != State::kLive) return PinOutcome::kFreed;
+  if (!e.persistent && e.keep_epoch != epoch) return PinOutcome::kStale;
+  if (e.pins == 0xFFFF) return PinOutcome::kTooMany;
+  if (e.pins++ == 0) {
+    ++stats_.pinned_blocks;
+    stats_.pinned_bytes += e.size;
+  }
+  return PinOutcome::kOk;
+}
+
+PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size) {
+  *freed_size = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end()) return PinOutcome::kNotOwned;
+  Entry& e = it->second;
+  if (e.state == State::kReclaimed) return PinOutcome::kStale;
+  if (e.state == State::kFreed) return PinOutcome::kFreed;
+  if (!e.persistent && e.keep_epoch != epoch) return PinOutcome::kStale;
+  if (e.pins == 0) return PinOutcome::kNotPinned;
+  if (--e.pins > 0) return PinOutcome::kOk;
+  --stats_.pinned_blocks;
+  stats_.pinned_bytes -= e.size;
+  if (e.state == State::kDeferred) {
     e.state = State::kFreed;
-    *size = e.size;
-    block = e.block;
+    e.keep_epoch = epoch;
+    *out = e.block;
+    *freed_size = e.size;
+    --stats_.deferred_frees;
     --stats_.live_count;
     stats_.live_bytes -= e.size;
     reserved_bytes_ -= e.size;
   }
-  (void)backend_.overflow_free(block);
-  return FreeOutcome::kOk;
+  return PinOutcome::kOk;
 }
 
-uint64_t OverflowPool::reclaim(uint64_t new_epoch) {
-  std::vector<std::pair<void*, Entry>> doomed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = blocks_.begin(); it != blocks_.end();) {
-      Entry& e = it->second;
-      if (e.state == State::kLive && !e.persistent) {
-        doomed.emplace_back(it->first, e);
+void OverflowPool::reclaim(uint64_t new_epoch, std::vector<OverflowBlock>* doomed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    Entry& e = it->second;
+    if (e.state == State::kLive || e.state == State::kDeferred) {
+      if (e.pins > 0) {
+        e.keep_epoch = new_epoch;  // pinned: kept, valid in the new epoch too
+      } else if (!e.persistent && e.keep_epoch < new_epoch) {
+        doomed->push_back(e.block);
         e.state = State::kReclaimed;
-        e.epoch = new_epoch;  // remembered as stale through the next epoch
+        e.keep_epoch = new_epoch;  // remembered as stale through the new epoch
         --stats_.live_count;
         stats_.live_bytes -= e.size;
         reserved_bytes_ -= e.size;
         ++stats_.reclaimed;
-        ++it;
-      } else if (e.state != State::kLive && e.epoch + 1 < new_epoch) {
-        it = blocks_.erase(it);  // old history: forget it
-      } else {
-        ++it;
       }
+      ++it;
+    } else if (e.keep_epoch + 1 < new_epoch) {
+      // History older than the previous epoch: forget it. A pointer reclaimed or freed
+      // by the reset before the last one reads "not owned", as region pointers may.
+      it = blocks_.erase(it);
+    } else {
+      ++it;
     }
   }
-  for (auto& [p, e] : doomed) (void)backend_.overflow_free(e.block);
-  return doomed.size();
 }
 
 void OverflowPool::mark_step_boundary() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [p, e] : blocks_) {
-    if (e.state == State::kLive) e.persistent = true;
+    if (e.state == State::kLive || e.state == State::kDeferred) e.persistent = true;
   }
 }
 
-Result OverflowPool::release_all() {
-  std::vector<std::pair<void*, Entry>> live;
-  {
+Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill,
+                               void* ctx) {
+  if (blocks.empty()) return Result::ok();
+  if (capturing) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [p, e] : blocks_) {
-      if (e.state == State::kLive) live.emplace_back(p, e);
-    }
-    blocks_.clear();
-    stats_.live_count = 0;
-    stats_.live_bytes = 0;
-    reserved_bytes_ = 0;
+    deferred_.insert(deferred_.end(), blocks.begin(), blocks.end());
+    stats_.deferred_gives = deferred_.size();
+    return Result::ok();
   }
   Result first;
-  for (auto& [p, e] : live) {
-    Result r = backend_.overflow_free(e.block);
+  for (const OverflowBlock& b : blocks) {
+    if (fill != nullptr) (void)fill(ctx, b.ptr, b.bytes);
+    const Result r = backend_.overflow_free(b);
     if (!r.is_ok() && first.is_ok()) first = r;
   }
   return first;
 }
 
+bool OverflowPool::has_deferred() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !deferred_.empty();
+}
+
+Result OverflowPool::flush_deferred(FillFn fill, void* ctx) {
+  std::vector<OverflowBlock> blocks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks.swap(deferred_);
+    stats_.deferred_gives = 0;
+  }
+  return give_back(blocks, false, fill, ctx);
+}
+
+Result OverflowPool::release_all() {
+  std::vector<OverflowBlock> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [p, e] : blocks_) {
+      if (e.state == State::kLive || e.state == State::kDeferred) all.push_back(e.block);
+    }
+    all.insert(all.end(), deferred_.begin(), deferred_.end());
+    deferred_.clear();
+    blocks_.clear();
+    stats_.live_count = 0;
+    stats_.live_bytes = 0;
+    stats_.deferred_gives = 0;
+    reserved_bytes_ = 0;
+  }
+  return give_back(all, false, nullptr, nullptr);
+}
+
 OverflowStats OverflowPool::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+void OverflowPool::live_blocks(std::vector<OverflowBlockView>* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [p, e] : blocks_) {
+    if (e.state != State::kLive && e.state != State::kDeferred) continue;
+    out->push_back(OverflowBlockView{p, e.size, e.epoch, e.pins, e.tag, e.persistent,
+                                     e.state == State::kDeferred});
+  }
 }
 
 }  // namespace zarena_core

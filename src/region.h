@@ -153,6 +153,8 @@ class Region {
   void drain_w();
   void snapshot_w(RegionSnapshot* out) const;
   uint64_t frontier_w() const;
+  uint64_t floor_w() const { return floor_; }
+  SlotCounters& slot_counters_w(uint32_t i) { return slots_[i].c; }
   // Live blocks in address order.
   void live_blocks_w(std::vector<BlockView>* out) const;
   // Layout invariants ("" when sound). O(blocks): for tests.

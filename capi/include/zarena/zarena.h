@@ -134,6 +134,10 @@ ZARENA_API const char* zarena_last_error(void);
 #define ZARENA_FLAG_OVERFLOW_PREWARM            \
   0x4u /* at create, allocate+free the retained \
           overflow size once so pages are resident */
+#define ZARENA_FLAG_EXPANDABLE 0x8u        /* capacity is the maximum; commit on demand */
+#define ZARENA_FLAG_MANAGED_FALLBACK 0x10u /* managed unsupported: device memory instead */
+#define ZARENA_FLAG_STRICT_CONFIG 0x20u    /* invalid configuration fails zarena_create */
+#define ZARENA_FLAG_STEP_RECORDS 0x40u     /* log an "arena.step" record at each reset */
 
 /* OVERFLOW AND CUDA
  *   The CUDA backend takes the region from cudaMalloc (cudaMallocManaged with
@@ -194,6 +198,14 @@ typedef struct zarena_config {
   /* --- extensions: a struct_size that ends before a field below means "default" --- */
   uint64_t overflow_slow_ns; /* watchdog: overflow calls slower than this log
                                 "overflow.slow"; 0 = default 10 ms */
+  uint32_t poison_word;        /* 32-bit poison pattern; 0 = default 0x7FF80000 (a quiet NaN
+                                  read as float32 and as float64) */
+  uint32_t reserved0;          /* must be 0 */
+  uint64_t commit_chunk_bytes; /* ZARENA_FLAG_EXPANDABLE: commit step; 0 = default 64 MiB */
+  uint64_t trim_keep_bytes;    /* ZARENA_FLAG_EXPANDABLE: at reset, decommit what lies above
+                                  max(this, what is in use); 0 = never trim */
+  const char* trace_file;      /* record every event to this file (see zarena-replay); NULL =
+                                  none; copied at create */
 } zarena_config;
 
 /* Fills *cfg with the defaults, then applies environment overrides (table below), and
@@ -338,6 +350,23 @@ typedef struct zarena_stats {
   /* --- extensions: written only when the caller's struct_size covers them --- */
   uint64_t overflow_reclaimed; /* overflow blocks reclaimed by resets */
   uint64_t overflow_failures;  /* overflow attempts refused, capped or failed */
+  /* --- 1.1 --- */
+  uint64_t pinned_bytes;            /* bytes in pinned blocks, region and overflow */
+  uint64_t pinned_blocks;           /* blocks with at least one pin */
+  uint64_t pin_retained_bytes;      /* at the last reset: bytes between the floor and the top
+                                       that pins raised it to, not pinned themselves (free
+                                       holes, reusable; the price of the pins) */
+  uint64_t deferred_frees;          /* frees of pinned blocks waiting for their last unpin */
+  uint64_t overflow_deferred_gives; /* overflow blocks freed or reclaimed during a capture,
+                                       given back to the backend once it ends */
+  uint64_t poison_fills;            /* poison fills made */
+  uint64_t poison_skipped;          /* fills skipped because a capture was active */
+  uint64_t top_bytes;               /* the top now (highest end of the tiled part) */
+  uint64_t committed_bytes;         /* memory backing the region (expandable: committed so
+                                       far; else the capacity) */
+  uint64_t commit_events;           /* expandable: successful commits */
+  uint64_t trim_events;             /* expandable: decommits at reset */
+  uint64_t commit_failures;         /* expandable: commits the backend refused */
 } zarena_stats;
 
 /* Fills *out with a consistent snapshot (all fields from one instant). Set
@@ -346,6 +375,214 @@ typedef struct zarena_stats {
  * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size smaller than
  * the 1.0 layout). Thread-safe, and safe to call from inside a log callback. */
 ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
+
+/* ---------------------------------------------------------------------------------
+ * Epochs, pins, floors (1.1)
+ *
+ * What a tensor engine needs to make the arena the source of truth for its buffers.
+ *
+ * EPOCH-CHECKED FREES. Every block belongs to the epoch it was handed out in. An engine
+ * that frees tensors from garbage-collector finalizers may free long after a reset: by
+ * then the same address may belong to a live block of the current epoch, and a plain
+ * zarena_free would free that one. So zarena_alloc_ex returns the block's epoch with the
+ * pointer (one call), and zarena_free_at(a, ptr, epoch) frees only if the block at ptr
+ * was handed out in that epoch; otherwise it returns ZARENA_E_STALE and changes nothing.
+ * The check and the free are one atomic step: a reset on another thread cannot come in
+ * between.
+ *
+ * PINS (save-for-backward). zarena_pin keeps a block alive across resets: a reset leaves
+ * every pinned block where it is and rewinds the top to just above the highest pinned
+ * block above the floor (not to the floor); the space below it that no pin covers is
+ * reclaimed as free holes that later allocations reuse (stats: pin_retained_bytes). A
+ * zarena_free of a pinned block returns ZARENA_OK at once and takes effect at its last
+ * zarena_unpin (stats: deferred_frees). A block unpinned but not freed is reclaimed by the
+ * next reset, like any other. Overflow blocks are pinned the same way. Pins are counted:
+ * each zarena_pin needs one zarena_unpin (at most 65535 at once per block). A block that
+ * is neither pinned nor below the floor is never retained by a reset.
+ *
+ * FLOORS. zarena_set_floor moves the floor to any block boundary between 0 and the top
+ * (zarena_region_info says where they are). Every live block below the floor survives
+ * resets; raising the floor keeps what lies under it, lowering it gives the blocks between
+ * the new and the old floor back to the current epoch (the next reset reclaims them).
+ * zarena_mark_step_boundary is zarena_set_floor at the top, plus: live overflow blocks
+ * survive later resets too. Cost: O(blocks between the old and the new floor).
+ *
+ * THREADS. All calls of this section may be made from any thread at once, like
+ * zarena_alloc and zarena_free. zarena_set_floor, zarena_region_info and the walks take
+ * the arena's whole-arena lock briefly (as zarena_reset and zarena_get_stats do).
+ * ------------------------------------------------------------------------------- */
+
+/* What zarena_alloc_ex hands out. */
+typedef struct zarena_block {
+  void* ptr;      /* the block (NULL for a size-0 request) */
+  uint64_t epoch; /* the epoch the block belongs to: pass it to zarena_free_at */
+  uint64_t size;  /* bytes the block holds (the request rounded up to the alignment) */
+  uint32_t flags; /* ZARENA_BLOCK_* */
+  uint32_t tag;   /* the tag it was allocated with */
+} zarena_block;
+#define ZARENA_BLOCK_OVERFLOW 0x1u /* the block comes from the overflow pool */
+#define ZARENA_BLOCK_REUSED 0x2u   /* a freed block was reused (no new bump space used) */
+
+/* zarena_free_at with this epoch checks nothing (it is zarena_free). */
+#define ZARENA_ANY_EPOCH UINT64_MAX
+
+/* zarena_alloc, plus the block's epoch, size and flags, in one call. tag: 0, or an id
+ * from zarena_tag_register (kept with the block, shown in live-block dumps and traces).
+ * out: required; written on ZARENA_OK only. Returns as zarena_alloc. Thread-safe. */
+ZARENA_API zarena_status zarena_alloc_ex(zarena* a, uint64_t size, uint32_t tag,
+                                         zarena_block* out);
+
+/* Frees ptr if and only if the block at ptr was handed out in `epoch` (see above);
+ * ZARENA_ANY_EPOCH: as zarena_free. NULL is a no-op (OK).
+ * Returns: ZARENA_OK; ZARENA_E_STALE (the block at ptr belongs to another epoch, or the
+ *   block was reclaimed: nothing changed, counted in stats.stale_frees); and the errors of
+ *   zarena_free. Thread-safe. */
+ZARENA_API zarena_status zarena_free_at(zarena* a, void* ptr, uint64_t epoch);
+
+/* Adds a pin to the live block that starts at ptr (region or overflow).
+ * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (not the start of a live block of this arena);
+ *   ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
+ *   ZARENA_E_INVALID_ARGUMENT (NULL, or the block already holds 65535 pins). Nothing
+ *   changes on failure. Thread-safe. */
+ZARENA_API zarena_status zarena_pin(zarena* a, void* ptr);
+
+/* Removes a pin. The last one completes a zarena_free made while the block was pinned
+ * (poisoning it, with ZARENA_FLAG_POISON, exactly as the free would have).
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL, or the block is not pinned); and
+ *   the other errors of zarena_pin. Thread-safe. */
+ZARENA_API zarena_status zarena_unpin(zarena* a, void* ptr);
+
+/* Moves the floor to `offset` bytes from the region's base (see FLOORS above).
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (offset not a multiple of the alignment,
+ *   above the top, or inside a block; the message says which) with nothing changed;
+ *   ZARENA_E_OUT_OF_MEMORY (host memory for block records ran out; nothing changed). */
+ZARENA_API zarena_status zarena_set_floor(zarena* a, uint64_t offset);
+
+/* Where the region is and how far it is used (zarena_region_info). */
+typedef struct zarena_region {
+  uint32_t struct_size;     /* set by the caller to sizeof(zarena_region) */
+  void* base;               /* the region's first byte (aligned to cfg.alignment) */
+  uint64_t capacity_bytes;  /* the region's size (the maximum, for an expandable arena) */
+  uint64_t top_bytes;       /* offset of the top: everything at or above it is unused */
+  uint64_t floor_bytes;     /* offset of the floor */
+  uint64_t committed_bytes; /* bytes backed by memory (the capacity unless expandable) */
+  uint32_t managed;         /* 1 when the region is managed memory */
+  uint32_t expandable;      /* 1 when the arena is expandable */
+} zarena_region;
+
+/* Fills *out (set out->struct_size first; at most that many bytes are written).
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size too small
+ * for the fields up to floor_bytes). Thread-safe; O(threads that used the arena). */
+ZARENA_API zarena_status zarena_region_info(const zarena* a, zarena_region* out);
+
+/* 1 when ptr lies inside the arena's region ([base, base + capacity)), else 0 (also for
+ * NULL a, and for overflow blocks). O(1), no lock. */
+ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
+
+/* ---------------------------------------------------------------------------------
+ * Capture, stream and poison (1.1)
+ *
+ * CAPTURE. Engines that capture CUDA graphs know when a capture runs; the arena's own
+ * stream queries see only its stream. zarena_set_capture_active(a, 1) tells the arena a
+ * capture is running until zarena_set_capture_active(a, 0): meanwhile SYNC overflow is
+ * refused with ZARENA_E_CAPTURE_UNSAFE before any CUDA call, poison fills are skipped
+ * (counted in stats.poison_skipped; one "poison.skipped" warning per capture), and overflow
+ * blocks freed or reclaimed are not given back to CUDA (a free during a capture would be
+ * recorded into the graph, or break it): they wait (stats.overflow_deferred_gives) and go
+ * back at the next overflow call, reset or zarena_set_capture_active(a, 0) made outside
+ * a capture, or at destroy. The arena applies the same rules, without the flag, whenever
+ * its backend reports that its stream (or the legacy stream, or the calling thread's
+ * per-thread stream) is capturing. zarena_free itself always answers at once.
+ *
+ * STREAM. zarena_set_stream replaces cfg->stream (engines often create their stream after
+ * the arena). The stream must belong to the arena's device; cudaStreamPerThread is
+ * refused (a different stream in every thread: a free from another thread would not be
+ * ordered after the work that used the block); NULL and cudaStreamLegacy mean the legacy
+ * default stream. What it changes: overflow blocks given back from now on (ASYNC:
+ * cudaFreeAsync) and poison fills are ordered on the new stream; ASYNC overflow
+ * allocations are made on it. Blocks already handed out stay valid. Work still queued on
+ * the old stream is not waited for: if blocks in use there may be freed after the change,
+ * make the new stream wait for the old one first (cudaStreamWaitEvent) or synchronise it.
+ * Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (a refused stream; nothing changed),
+ * ZARENA_E_BACKEND. Thread-safe (takes the whole-arena lock).
+ *
+ * POISON. zarena_set_poison switches ZARENA_FLAG_POISON at run time: while on, freed
+ * blocks (when freed), blocks a reset reclaims (at the reset) and overflow blocks (before
+ * they go back to the backend) are filled with the 32-bit word, repeated; word 0 selects
+ * the default 0x7FF80000, a quiet NaN whether read as float32 or float64 (so a kernel that
+ * reads a stale activation produces NaN, not a tiny number). CUDA: cuMemsetD32Async on the
+ * arena's stream. Never touches pinned blocks or the live blocks below the floor; skipped
+ * during captures (see above). Costs one backend call per free: a debugging mode.
+ * ------------------------------------------------------------------------------- */
+ZARENA_API zarena_status zarena_set_capture_active(zarena* a, int active);
+ZARENA_API zarena_status zarena_set_stream(zarena* a, void* stream);
+ZARENA_API zarena_status zarena_set_poison(zarena* a, int enabled, uint32_t word);
+
+/* ---------------------------------------------------------------------------------
+ * Batches (1.1): many frees and allocations in one call (bindings that cross a costly
+ * boundary per call, such as cgo, use them to cross once).
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena_free_item {
+  void* ptr;      /* NULL: skipped (OK) */
+  uint64_t epoch; /* as for zarena_free_at; ZARENA_ANY_EPOCH: unchecked */
+} zarena_free_item;
+
+/* Frees items[0..n) in order, each exactly as zarena_free_at would. statuses (may be NULL)
+ * receives each item's status. Returns ZARENA_OK when every item succeeded; else the
+ * status of the first item that failed (zarena_last_error describes it; the others were
+ * still attempted). ZARENA_E_INVALID_ARGUMENT for NULL a, or NULL items with n > 0. */
+ZARENA_API zarena_status zarena_free_batch(zarena* a, const zarena_free_item* items, size_t n,
+                                           zarena_status* statuses);
+
+/* Allocates sizes[0..n) (tag for all of them) into out[0..n), each as zarena_alloc_ex.
+ * statuses (may be NULL) receives each item's status; out[i] is zeroed for a failed item.
+ * Returns ZARENA_OK when every item succeeded, else the first failure's status (the
+ * items after it were still attempted). */
+ZARENA_API zarena_status zarena_alloc_batch(zarena* a, const uint64_t* sizes, size_t n,
+                                            uint32_t tag, zarena_block* out,
+                                            zarena_status* statuses);
+
+/* The frees first (so their space is reused exactly as if they had been made one by one
+ * before), then one allocation: zarena_free_batch(a, frees, nfrees, free_statuses) then
+ * zarena_alloc_ex(a, size, tag, out). Returns the allocation's status; the frees' errors
+ * are in free_statuses (may be NULL; they are counted in stats either way). */
+ZARENA_API zarena_status zarena_free_then_alloc(zarena* a, const zarena_free_item* frees,
+                                                size_t nfrees, zarena_status* free_statuses,
+                                                uint64_t size, uint32_t tag, zarena_block* out);
+
+/* ---------------------------------------------------------------------------------
+ * Live blocks and tags (1.1)
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena_live_block {
+  void* ptr;
+  uint64_t size;
+  uint64_t epoch;  /* the epoch it was handed out in */
+  uint32_t pins;   /* pins held now */
+  uint32_t tag;    /* 0 = untagged */
+  uint32_t flags;  /* ZARENA_LIVE_* */
+  uint32_t reserved;
+} zarena_live_block;
+#define ZARENA_LIVE_OVERFLOW 0x1u   /* an overflow block */
+#define ZARENA_LIVE_PERSISTENT 0x2u /* below the floor (or kept by a step boundary) */
+#define ZARENA_LIVE_FREED 0x4u      /* freed while pinned: goes at its last unpin */
+
+/* Calls fn(user_data, block) for every live block, region blocks in address order then
+ * overflow blocks, from one snapshot taken at the start (other threads may allocate and
+ * free meanwhile; the walk does not see that). fn is called with no arena lock held and
+ * may call any zarena function except zarena_destroy on this arena; a nonzero return
+ * stops the walk. Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (NULL a or fn),
+ * ZARENA_E_OUT_OF_MEMORY (the snapshot's host memory). O(live blocks). */
+typedef int (*zarena_live_block_fn)(void* user_data, const zarena_live_block* block);
+ZARENA_API zarena_status zarena_for_each_live_block(zarena* a, zarena_live_block_fn fn,
+                                                    void* user_data);
+
+/* Registers a tag name (process-wide, for every arena) and writes its id (>= 1) to *id;
+ * registering a name again returns the same id. Names are copied; up to 63 bytes are kept.
+ * Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (NULL name/id, empty name), or
+ * ZARENA_E_OUT_OF_MEMORY (more than 65535 tags). Thread-safe. */
+ZARENA_API zarena_status zarena_tag_register(const char* name, uint32_t* id);
+/* The name of a registered tag, or "" for 0 and unknown ids. Static storage. */
+ZARENA_API const char* zarena_tag_name(uint32_t id);
 
 /* ---------------------------------------------------------------------------------
  * Logging
