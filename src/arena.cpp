@@ -449,12 +449,15 @@ Result Arena::free(void* ptr, uint64_t want_epoch) {
       }
       return Result::ok();
     }
+    const uint64_t epoch = region_.epoch();
+    // A free naming a past epoch whose history is gone: that epoch's block was reclaimed
+    // (a block kept past its epoch, pinned or below the floor, keeps its record).
+    if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
     if (o == FreeOutcome::kStale) {
       ++s.c.stale_frees;
     } else {
       ++s.c.invalid_frees;
     }
-    const uint64_t epoch = region_.epoch();
     region_.leave(s);
     return free_error(o, ptr, true, epoch);
   }
@@ -462,7 +465,8 @@ Result Arena::free(void* ptr, uint64_t want_epoch) {
   const uint64_t epoch = region_.epoch();
   OverflowBlock block;
   uint64_t size = 0;
-  const FreeOutcome o = overflow_.free(ptr, want_epoch, epoch, &block, &size);
+  FreeOutcome o = overflow_.free(ptr, want_epoch, epoch, &block, &size);
+  if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
   if (o == FreeOutcome::kStale) {
     ++s.c.stale_frees;
   } else if (o != FreeOutcome::kOk && o != FreeOutcome::kDeferred) {

@@ -116,6 +116,9 @@ FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, O
   auto it = blocks_.find(ptr);
   if (it == blocks_.end()) return FreeOutcome::kNotOwned;
   Entry& e = it->second;
+  // An epoch-checked free names one incarnation: another block at this address is not
+  // the caller's, whatever state it is in.
+  if (want_epoch != kAnyEpoch && e.epoch != want_epoch) return FreeOutcome::kStale;
   switch (e.state) {
     case State::kFreed:
     case State::kDeferred:
@@ -126,7 +129,6 @@ FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, O
       break;
   }
   if (!e.persistent && e.keep_epoch != epoch) return FreeOutcome::kStale;
-  if (want_epoch != kAnyEpoch && e.epoch != want_epoch) return FreeOutcome::kStale;
   *size = e.size;
   if (e.pins > 0) {
     e.state = State::kDeferred;

@@ -688,7 +688,14 @@ FreeOutcome Region::free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t
   uint64_t w = b.load_word();
   for (;;) {
     if (b.off() != offset) return FreeOutcome::kNotOwned;
-    switch (Word::state(w)) {
+    const BlockState st = Word::state(w);
+    // An epoch-checked free names one incarnation: any other block at this address
+    // (live, freed or merged away) is not the caller's, whatever state it is in.
+    if (want_epoch != kAnyEpoch && st != BlockState::kUnused &&
+        b.epoch.load(std::memory_order_relaxed) != want_epoch) {
+      return FreeOutcome::kStale;
+    }
+    switch (st) {
       case BlockState::kLive:
         break;
       case BlockState::kDeferred:
@@ -701,9 +708,6 @@ FreeOutcome Region::free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t
         return FreeOutcome::kNotOwned;
     }
     if (!is_current(w, b)) return FreeOutcome::kStale;
-    if (want_epoch != kAnyEpoch && b.epoch.load(std::memory_order_relaxed) != want_epoch) {
-      return FreeOutcome::kStale;
-    }
     if (Word::pins(w) > 0) {
       if (!cas(b, w, Word::with_state(w, BlockState::kDeferred))) continue;
       *size = b.len();
