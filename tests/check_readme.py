@@ -24,7 +24,7 @@ for lang, path in [("c", "examples/quickstart.c"), ("go", "examples/go/quickstar
 if len(sys.argv) > 2:
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
     env = dict(os.environ, ZARENA_LIBRARY=sys.argv[2], ZARENA_BACKEND="host",
-               ZARENA_LOG_LEVEL="warn", PYTHONPATH=str(root / "examples" / "python"))
+               ZARENA_LOG_LEVEL="warn", PYTHONPATH=str(root / "python"))
     for code in blocks:
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         print(f"README python example: exit {r.returncode}, output {r.stdout.strip()!r}")
