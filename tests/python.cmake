@@ -8,7 +8,8 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(python_ctypes PROPERTIES LABELS "python" TIMEOUT 300
     ENVIRONMENT "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;PYTHONDONTWRITEBYTECODE=1")
   add_test(NAME python_install COMMAND ${Python3_EXECUTABLE}
-    ${CMAKE_CURRENT_SOURCE_DIR}/python_install.py ${PROJECT_SOURCE_DIR} $<TARGET_FILE:zarena>)
+    ${CMAKE_CURRENT_SOURCE_DIR}/python_install.py ${PROJECT_SOURCE_DIR} $<TARGET_FILE:zarena>
+    $<TARGET_FILE:zarena_torch>)
   set_tests_properties(python_install PROPERTIES LABELS "python;install" TIMEOUT 300
     ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
 else()

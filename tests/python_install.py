@@ -89,6 +89,13 @@ with tempfile.TemporaryDirectory(prefix="zarena-pip-") as tmp:
     out = use(bundled, workdir)
     if out["library"] != os.path.join(bundled, "zarena", "libzarena.so.1"):
         fail(f"loaded {out['library']}, not the bundled copy")
-    if torch_lib and not os.path.exists(os.path.join(bundled, "zarena", "libzarena_torch.so")):
-        fail("libzarena_torch.so was not bundled")
+    if torch_lib:
+        r = subprocess.run([sys.executable, "-c", "import zarena.torch as t; "
+                            "print(t.library_path())"], cwd=workdir, capture_output=True,
+                           text=True, env=clean_env(PYTHONPATH=bundled), timeout=60)
+        want = os.path.join(bundled, "zarena", "libzarena_torch.so")
+        if r.returncode != 0 or r.stdout.strip() != want:
+            print(r.stdout, r.stderr)
+            fail(f"zarena.torch did not load the bundled {want}")
+        print("  -> zarena.torch uses", want)
 print("python package install and import OK")
