@@ -142,7 +142,7 @@ out(failed=i.failed_frees, invalid=s.invalid_frees, dev5=zt.info(5).failed_frees
     def test_enable_needs_torch(self):
         try:
             import torch  # noqa: F401
-            self.skipTest("torch is installed; tests/torch/train_compare.py covers enable()")
+            self.skipTest("torch is installed; tests/pytorch/train_compare.py covers enable()")
         except ImportError:
             pass
         r = child("zt.enable()")

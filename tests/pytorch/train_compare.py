@@ -4,7 +4,7 @@ allocator and with zarena as the allocator (zarena.torch.enable()); compares the
 step by step, and reports step time and peak memory side by side, and zarena's free
 accounting (no refused, invalid or stale free may happen).
 
-    python3 tests/torch/train_compare.py [--steps 200] [--json out.json]
+    python3 tests/pytorch/train_compare.py [--steps 200] [--json out.json]
 
 The library is found as the zarena package finds it ($ZARENA_LIBRARY, or the checkout's
 build tree: ZARENA_BUILD_DIR=build-dir). Exit status: 0 pass, 1 fail, 77 skipped (no torch
