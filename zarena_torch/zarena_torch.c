@@ -23,8 +23,7 @@ typedef struct device_state {
 #ifdef ZARENA_TORCH_HAVE_CUDA
   cudaEvent_t event;
 #endif
-  atomic_uint_fast64_t mallocs, frees, failed_mallocs, failed_frees, stream_joins,
-      joins_skipped;
+  atomic_uint_fast64_t mallocs, frees, failed_mallocs, failed_frees, stream_joins, joins_skipped;
 } device_state;
 
 static device_state g_devices[ZARENA_TORCH_MAX_DEVICES];
@@ -63,8 +62,8 @@ static void join(device_state* d, int device, void* waiter, void* waited) {
   if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
   if (e != cudaSuccess) {
     /* Without the wait, reuse could race the block's last use: stop here, loudly. */
-    fprintf(stderr, "zarena_torch: ordering stream %p after %p on device %d failed: %s\n",
-            waiter, waited, device, cudaGetErrorString(e));
+    fprintf(stderr, "zarena_torch: ordering stream %p after %p on device %d failed: %s\n", waiter,
+            waited, device, cudaGetErrorString(e));
     abort();
   }
   atomic_fetch_add_explicit(&d->stream_joins, 1, memory_order_relaxed);
@@ -126,8 +125,7 @@ void* zarena_torch_malloc(size_t size, int device, void* stream) {
   if (a == NULL) a = create_arena(d, device, stream);
   if (a == NULL) {
     atomic_fetch_add_explicit(&d->failed_mallocs, 1, memory_order_relaxed);
-    fprintf(stderr, "zarena_torch: malloc(%zu) on device %d: no arena (see above)\n", size,
-            device);
+    fprintf(stderr, "zarena_torch: malloc(%zu) on device %d: no arena (see above)\n", size, device);
     abort();
   }
   if (size == 0) return NULL;

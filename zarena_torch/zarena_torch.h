@@ -58,11 +58,11 @@ ZARENA_API_EXPORT void zarena_torch_free(void* ptr, size_t size, int device, voi
 ZARENA_API_EXPORT zarena* zarena_torch_arena(int device);
 
 typedef struct zarena_torch_info {
-  uint32_t struct_size;   /* sizeof(zarena_torch_info) as the caller compiled it */
-  int32_t backend;        /* ZARENA_BACKEND_HOST/_CUDA; -1 before the arena exists */
-  uint64_t home_stream;   /* the arena's stream (cfg.stream), as an integer */
-  uint64_t mallocs;       /* successful zarena_torch_malloc calls (size > 0) */
-  uint64_t frees;         /* successful zarena_torch_free calls (ptr != NULL) */
+  uint32_t struct_size; /* sizeof(zarena_torch_info) as the caller compiled it */
+  int32_t backend;      /* ZARENA_BACKEND_HOST/_CUDA; -1 before the arena exists */
+  uint64_t home_stream; /* the arena's stream (cfg.stream), as an integer */
+  uint64_t mallocs;     /* successful zarena_torch_malloc calls (size > 0) */
+  uint64_t frees;       /* successful zarena_torch_free calls (ptr != NULL) */
   uint64_t failed_mallocs;
   uint64_t failed_frees;
   uint64_t stream_joins;  /* waits inserted between a side stream and the home stream */
