@@ -7,14 +7,21 @@ include(CMakePackageConfigHelpers)
 
 set(ZARENA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/zarena)
 
-install(TARGETS zarena zarena_static EXPORT zarenaTargets
+# Two export sets: the shared library's target needs nothing from the consumer; the static
+# one needs Threads and (built with CUDA) CUDA::cudart_static, so zarenaConfig.cmake looks
+# for those only to define zarena::zarena_static, and find_package(zarena) works without
+# the CUDA Toolkit.
+install(TARGETS zarena EXPORT zarenaTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS zarena_static EXPORT zarenaStaticTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zarena)
 install(EXPORT zarenaTargets NAMESPACE zarena:: DESTINATION ${ZARENA_CMAKE_DIR})
+install(EXPORT zarenaStaticTargets NAMESPACE zarena:: DESTINATION ${ZARENA_CMAKE_DIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zarenaConfig.cmake.in
   ${PROJECT_BINARY_DIR}/zarenaConfig.cmake INSTALL_DESTINATION ${ZARENA_CMAKE_DIR})

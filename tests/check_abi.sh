@@ -3,7 +3,10 @@
 # libabigail. Passes when the library is the baseline plus compatible additions (new
 # functions; members appended to the versioned structs zarena_config, zarena_stats and
 # zarena_log_record); fails on anything else (removed or changed functions, any other struct
-# layout change, a SONAME change).
+# layout change, a SONAME change). Functions of the ZARENA_EXPERIMENTAL version node are
+# left out of the baseline and of the comparison. Version nodes: every baseline function
+# keeps its node, and a function the baseline does not have may not be in a node the
+# baseline has (a release's node is closed once released; see docs/ABI.md).
 #
 # usage: check_abi.sh <libzarena.so> <public headers dir> <baseline.abi>
 #        check_abi.sh --update <libzarena.so> <public headers dir> <baseline.abi>
@@ -13,11 +16,42 @@ update=0
 if [ "${1:-}" = "--update" ]; then update=1; shift; fi
 lib=$1 headers=$2 baseline=$3
 skip() { echo "SKIPPED: $*"; exit 77; }
+here=$(cd "$(dirname "$0")" && pwd)
+
+# Version nodes, from the ELF symbol versions (nm) and the baseline text: no libabigail.
+if [ "$update" = 0 ] && [ -f "$baseline" ]; then
+  node_fail=0
+  declare -A base_node=() released=()
+  while read -r name ver; do
+    base_node[$name]=$ver
+    released[$ver]=1
+  done < <(sed -n "s/.*<elf-symbol name='\([^']*\)' version='\([^']*\)'.*type='func-type'.*/\1 \2/p" \
+    "$baseline")
+  while read -r sym; do
+    case "$sym" in *@@*) ;; *) continue ;; esac
+    name=${sym%%@@*} ver=${sym##*@@}
+    [ "$ver" = ZARENA_EXPERIMENTAL ] && continue
+    if [ -n "${base_node[$name]:-}" ]; then
+      if [ "${base_node[$name]}" != "$ver" ]; then
+        echo "FAIL: $name moved from version node ${base_node[$name]} to $ver"
+        node_fail=1
+      fi
+    elif [ -n "${released[$ver]:-}" ]; then
+      echo "FAIL: $name is new since $(basename "$baseline") but in the released node $ver;"
+      echo "      put it in the node of the coming minor release (ZARENA_<major>.<minor>)"
+      echo "      or in ZARENA_EXPERIMENTAL (cmake/zarena.map, docs/ABI.md)"
+      node_fail=1
+    fi
+  done < <(nm -D --defined-only "$lib" | awk '{print $NF}')
+  [ "$node_fail" = 0 ] || exit 1
+  echo "version nodes OK (released: $(printf '%s ' "${!released[@]}"))"
+fi
 
 command -v abidw >/dev/null && command -v abidiff >/dev/null ||
   skip "abidw/abidiff not installed (Debian package abigail-tools)"
 command -v python3 >/dev/null || skip "python3 not installed (needed by tests/abi_normalize.py)"
-readelf -S "$lib" | grep -q '\.debug_info' ||
+# (grep without -q: with pipefail, grep -q exiting early can fail readelf with SIGPIPE)
+readelf -S "$lib" | grep '\.debug_info' >/dev/null ||
   skip "$lib has no debug info; build with -DCMAKE_BUILD_TYPE=RelWithDebInfo (or Debug)"
 
 # Only what the public headers declare, without paths or line numbers, so the description
@@ -28,6 +62,11 @@ dump() {
     --type-id-style hash --out-file "$1" "$lib"
   # Translation units are named by their absolute source path; keep the file name only.
   sed -i "s|path='[^']*/\([^/']*\)'|path='\1'|" "$1"
+  # Experimental functions are not part of the stable ABI: out of the description
+  # (abidw's suppressions do not drop functions; the comparison suppresses them as well).
+  sed -i -e "/<elf-symbol [^>]*version='ZARENA_EXPERIMENTAL'/d" \
+    -e "/<function-decl [^>]*@@ZARENA_EXPERIMENTAL'[^>]*\/>/d" \
+    -e "/<function-decl [^>]*@@ZARENA_EXPERIMENTAL'/,/<\/function-decl>/d" "$1"
 }
 
 if [ "$update" = 1 ]; then
@@ -46,7 +85,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 dump "$work/current.abi"
 
-common=(--no-architecture --no-corpus-path --no-show-locs)
+common=(--no-architecture --no-corpus-path --no-show-locs --suppressions
+  "$here/abi_experimental.suppr")
 
 # Appended members of the versioned structs are compatible by design: check that they are
 # pure appends and hide them from abidiff, which then reports every other change.

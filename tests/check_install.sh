@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix and uses it as an outsider would: a CMake
-# project through find_package(zarena CONFIG), a plain compiler call through pkg-config
-# (shared and static), and the Go bindings through cgo's pkg-config when go/ exists.
+# project through find_package(zarena CONFIG) (with the CUDA Toolkit visible, and hidden:
+# the shared target must not need it), a plain compiler call through pkg-config (shared,
+# with and without an rpath, and static), and the Go bindings through cgo's pkg-config
+# when go/ exists. Programs linked against libzarena.so run without LD_LIBRARY_PATH where
+# the README says they can (CMake's rpath, pkg-config's libdir as rpath).
 # usage: check_install.sh <build dir> <source dir> <cmake> <C compiler> [<libdir>]
+# Environment: ZARENA_CONSUMER_CMAKE_ARGS (extra consumer configure arguments),
+# ZARENA_CONSUMER_HIDE_CUDA (:-separated CUDA Toolkit folders to hide; empty when zarena
+# was built without CUDA).
 set -euo pipefail
 build=$1 src=$2 cmake=$3 cc=$4 libdir_rel=${5:-lib}
 work=$(mktemp -d)
@@ -15,7 +21,7 @@ echo "== install into $prefix"
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log" || {
   cat "$work/install.log"; fail "cmake --install"; }
 for f in include/zarena/zarena.h "$libdir_rel/libzarena.so" "$libdir_rel/libzarena.so.1" \
-  "$libdir_rel/libzarena.so.1.0.0" "$libdir_rel/libzarena.a" \
+  "$libdir_rel/libzarena.so.1.0.0" "$libdir_rel/libzarena.a" "$libdir_rel/libzarena_torch.so" \
   "$libdir_rel/cmake/zarena/zarenaConfig.cmake" \
   "$libdir_rel/cmake/zarena/zarenaConfigVersion.cmake" \
   "$libdir_rel/cmake/zarena/zarenaTargets.cmake" "$libdir_rel/pkgconfig/zarena.pc"; do
@@ -30,10 +36,15 @@ fi
 
 # Links against the SONAME, not the dev symlink; a static link needs no libzarena.so.
 needs() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
-check_shared() {
-  needs "$1" | grep -qx 'libzarena.so.1' || fail "$1 does not need libzarena.so.1"
-  LD_LIBRARY_PATH=$libdir "$1" || fail "$1 exited $?"
+needs_soname() {
+  needs "$1" | grep -x 'libzarena.so.1' >/dev/null || fail "$1 does not need libzarena.so.1"
 }
+# Runs without LD_LIBRARY_PATH: the program finds libzarena.so.1 through its rpath.
+check_shared() {
+  needs_soname "$1"
+  env -u LD_LIBRARY_PATH "$1" || fail "$1 exited $? without LD_LIBRARY_PATH"
+}
+system_has_zarena() { /sbin/ldconfig -p 2>/dev/null | grep 'libzarena\.so\.1 ' >/dev/null; }
 check_static() {
   ! needs "$1" | grep -q libzarena || fail "$1 (static) depends on libzarena.so"
   "$1" || fail "$1 exited $?"
@@ -50,6 +61,38 @@ grep 'found zarena' "$work/cm.log"
 check_shared "$work/cm/consumer"
 check_static "$work/cm/consumer_static"
 
+if [ -n "${ZARENA_CONSUMER_HIDE_CUDA:-}" ]; then
+  echo "== find_package(zarena CONFIG) with the CUDA Toolkit hidden"
+  IFS=':' read -r -a cuda_dirs <<<"$ZARENA_CONSUMER_HIDE_CUDA"
+  ignore=() hidden_path=$PATH
+  for d in "${cuda_dirs[@]}"; do
+    [ -n "$d" ] || continue
+    for p in "$d" "$(realpath -m "$d")"; do
+      ignore+=("$p")
+      hidden_path=$(tr ':' '\n' <<<"$hidden_path" | grep -v "^$p" | paste -sd: -)
+    done
+  done
+  hidden_cmake() {
+    env -u CUDA_HOME -u CUDA_PATH -u CUDAToolkit_ROOT -u CUDACXX PATH="$hidden_path" \
+      "$cmake" "$@" "-DCMAKE_IGNORE_PREFIX_PATH=$(IFS=';'; echo "${ignore[*]}")"
+  }
+  hidden_cmake -S "$work/consumer" -B "$work/nocuda" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_COMPILER="$cc" -DZARENA_CONSUMER_STATIC=OFF >"$work/nocuda.log" 2>&1 || {
+    cat "$work/nocuda.log"; fail "find_package(zarena) needs the CUDA Toolkit"; }
+  grep 'zarena::zarena_static needs the CUDA Toolkit' "$work/nocuda.log" ||
+    fail "the CUDA Toolkit was not hidden from the consumer (or the config did not say so)"
+  "$cmake" --build "$work/nocuda" >"$work/nocuda-build.log" 2>&1 || {
+    cat "$work/nocuda-build.log"; fail "consumer build without CUDA"; }
+  check_shared "$work/nocuda/consumer"
+  if hidden_cmake -S "$work/consumer" -B "$work/nocuda-static" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_COMPILER="$cc" -DZARENA_WANT_COMPONENTS=static >"$work/nocuda-static.log" 2>&1; then
+    fail "find_package(zarena COMPONENTS static) succeeded without the CUDA Toolkit"
+  fi
+  grep 'zarena::zarena_static needs the CUDA Toolkit' "$work/nocuda-static.log" >/dev/null ||
+    { cat "$work/nocuda-static.log"; fail "COMPONENTS static failed without saying why"; }
+  echo "shared target found and used; COMPONENTS static refused with the reason"
+fi
+
 echo "== SameMajorVersion: asking for 2.0 must not find 1.x"
 if "$cmake" -S "$work/consumer" -B "$work/cm2" -DCMAKE_PREFIX_PATH="$prefix" \
   -DZARENA_WANT_VERSION=2.0 -DCMAKE_C_COMPILER="$cc" >"$work/cm2.log" 2>&1; then
@@ -65,7 +108,19 @@ echo "zarena.pc: cflags '$(pkg-config --cflags zarena)' libs '$(pkg-config --lib
 # shellcheck disable=SC2046
 "$cc" -std=c99 -Wall -Wextra -Werror -o "$work/pc_consumer" "$src/tests/consumer/consumer.c" \
   $(pkg-config --cflags --libs zarena) || fail "pkg-config shared build"
-check_shared "$work/pc_consumer"
+needs_soname "$work/pc_consumer"
+# Without an rpath the loader must be told where libzarena.so.1 is (README, "C").
+if ! system_has_zarena; then
+  if env -u LD_LIBRARY_PATH "$work/pc_consumer" >/dev/null 2>&1; then
+    fail "pc_consumer ran without rpath and LD_LIBRARY_PATH: the check proves nothing"
+  fi
+fi
+LD_LIBRARY_PATH=$libdir "$work/pc_consumer" || fail "pc_consumer with LD_LIBRARY_PATH"
+# shellcheck disable=SC2046
+"$cc" -std=c99 -Wall -Wextra -Werror -o "$work/pc_consumer_rpath" \
+  "$src/tests/consumer/consumer.c" $(pkg-config --cflags --libs zarena) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir zarena)" || fail "pkg-config rpath build"
+check_shared "$work/pc_consumer_rpath"
 # shellcheck disable=SC2046
 "$cc" -std=c99 -Wall -Wextra -Werror -o "$work/pc_consumer_static" \
   "$src/tests/consumer/consumer.c" $(pkg-config --cflags zarena) \

@@ -2,13 +2,17 @@
 """A training loop on zarena from Python: upload "weights", mark the step boundary, then
 per-sample activations that are freed or reclaimed by a reset after each sample.
 
-    ZARENA_LIBRARY=build/capi/libzarena.so.1 python3 examples/python/demo.py
+    python3 examples/python/demo.py   # after a build into build/ (or set ZARENA_LIBRARY)
 """
 import os
 import random
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The package in this checkout (python/zarena); an installed one (pip install ./python)
+# is used when this file is run from elsewhere.
+_CHECKOUT_PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+if os.path.isdir(_CHECKOUT_PACKAGE):
+    sys.path.insert(0, _CHECKOUT_PACKAGE)
 import zarena  # noqa: E402
 
 MiB = 1 << 20
@@ -32,9 +36,7 @@ def main(samples=8, layers=12):
         s = arena.stats()
         print(f"zarena {zarena.version_string()}: {len(weights)} weight buffers, "
               f"{samples} samples, epoch {arena.epoch}")
-        for key in ("capacity_bytes", "used_bytes", "floor_bytes", "high_water_bytes", "hits",
-                    "reuses", "resets", "live_allocs", "overflow_allocs"):
-            print(f"  {key:<18} {getattr(s, key)}")
+        print(f"  {s!r}")
         try:
             arena.free(weights[0] + 8)
         except zarena.NotOwnedError as e:

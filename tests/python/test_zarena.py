@@ -1,4 +1,4 @@
-"""The ctypes binding (examples/python/zarena.py) against the real libzarena.so.1.
+"""The Python package (python/zarena) against the real libzarena.so.1.
 
 Run by CTest (tests/python.cmake) with ZARENA_LIBRARY set to the built library:
     ZARENA_LIBRARY=build/capi/libzarena.so.1 python3 -m unittest discover -s tests/python
@@ -10,38 +10,9 @@ import sys
 import threading
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
-import zarena  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-MiB = 1 << 20
-
-
-def host_arena(**kw):
-    kw.setdefault("backend", zarena.BACKEND_HOST)
-    kw.setdefault("capacity_bytes", 4 * MiB)
-    return zarena.Arena(**kw)
-
-
-class Quiet(unittest.TestCase):
-    """Routes records to a list so tests can inspect them and stderr stays clean."""
-
-    def setUp(self):
-        self.records = []
-        self.lock = threading.Lock()
-
-        def keep(rec):
-            with self.lock:
-                self.records.append(rec)
-
-        zarena.set_log_callback(keep, zarena.LOG_INFO)
-
-    def tearDown(self):
-        zarena.set_log_callback(None)
-
-    def events(self, name):
-        with self.lock:
-            return [r for r in self.records if r.event == name]
+from support import PACKAGE_DIR, ROOT, MiB, Quiet, host_arena, zarena  # noqa: E402
 
 
 class LibraryTest(unittest.TestCase):
@@ -293,7 +264,7 @@ class LogTest(Quiet):
         # Without a callback the record must reach a human: run in a child process.
         code = ("import sys; sys.path.insert(0, %r); import zarena; "
                 "a = zarena.Arena(backend=zarena.BACKEND_HOST, capacity_bytes=1 << 20, "
-                "name='to-stderr'); a.close()" % os.path.join(ROOT, "examples", "python"))
+                "name='to-stderr'); a.close()" % PACKAGE_DIR)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              timeout=60, env=dict(os.environ, ZARENA_LOG_LEVEL="info"))
         self.assertEqual(out.returncode, 0, out.stderr)

@@ -47,11 +47,17 @@
  *   Different arenas are fully independent.
  *
  * STABILITY
- *   Everything above the "EXPERIMENTAL" marker is the stable ABI of major version 1:
- *   names, numeric values and struct layouts do not change within a major version;
- *   new status codes, enum values and trailing struct fields may be added by minor
- *   versions. Versioned structs begin with struct_size: set it to sizeof() as you
- *   compiled it; the library reads and writes only that many bytes.
+ *   Every function in this header is the stable ABI of major version 1 unless it sits
+ *   in a section marked EXPERIMENTAL: names, numeric values and struct layouts do not
+ *   change within a major version; new status codes, enum values and trailing struct
+ *   fields may be added by minor versions. Versioned structs begin with struct_size: set
+ *   it to sizeof() as you compiled it; the library reads and writes only that many bytes.
+ *   Each stable function carries the symbol version of the release that added it
+ *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...), so a program that needs a newer
+ *   function refuses to start on an older library instead of failing at the call.
+ *   Functions of an EXPERIMENTAL section (none at present) carry the symbol version
+ *   ZARENA_EXPERIMENTAL and may change or go in any minor version. docs/ABI.md has the
+ *   rules and the checks that hold them.
  */
 #ifndef ZARENA_ZARENA_H
 #define ZARENA_ZARENA_H
@@ -82,7 +88,7 @@ extern "C" {
  * Versions
  * ------------------------------------------------------------------------------- */
 #define ZARENA_VERSION_MAJOR 1
-#define ZARENA_VERSION_MINOR 0
+#define ZARENA_VERSION_MINOR 1
 #define ZARENA_VERSION_PATCH 0
 #define ZARENA_VERSION_NUMBER \
   (ZARENA_VERSION_MAJOR * 10000 + ZARENA_VERSION_MINOR * 100 + ZARENA_VERSION_PATCH)
@@ -692,7 +698,8 @@ ZARENA_API zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_da
                                                  int32_t min_level);
 
 /* ---------------------------------------------------------------------------------
- * EXPERIMENTAL — may change in a minor version.
+ * Testing and introspection. Stable since 1.0.0 (symbol version ZARENA_1): they shipped
+ * in 1.0.0 and programs may rely on them.
  * ------------------------------------------------------------------------------- */
 
 /* Fault injection for the overflow path of a HOST-backend arena, for testing programs

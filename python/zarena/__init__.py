@@ -1,0 +1,64 @@
+"""zarena from Python: a ctypes binding of libzarena's C ABI (no compiler needed).
+
+    import zarena
+    with zarena.Arena(capacity_bytes=1 << 30, backend=zarena.BACKEND_HOST) as arena:
+        weights = arena.alloc(4 << 20)
+        arena.mark_step_boundary()
+        for step in range(steps):
+            buf = arena.alloc(1 << 20)   # an int address (device pointer on CUDA)
+            arena.free(buf)
+            arena.reset()
+        print(arena.stats())            # every field; repr() is the one-line summary
+
+Finding the library: $ZARENA_LIBRARY, then a copy next to this package, then a source
+checkout's build tree, then the system loader (zarena._library has the details;
+zarena.library_path() says which file was loaded).
+
+Errors: a failed call raises a ZarenaError subclass, one per status code (zarena.errors),
+carrying the status and zarena_last_error()'s detail. Arguments are checked before any
+call: not an integer -> TypeError; negative where C is unsigned -> ValueError; too large
+for the C type -> OverflowError; such a call changes nothing.
+
+Logging: zarena.set_log_callback(fn) gets LogRecord copies; zarena.log_to_logging() sends
+them to logging.getLogger("zarena") with the fields as `extra`.
+
+PyTorch: zarena.torch makes zarena PyTorch's CUDA allocator (see its doc).
+zarena.h is the manual for the semantics.
+"""
+
+from . import _args
+from ._library import SONAME, last_error, library, library_path, load_library
+from ._library import status_string as _status_string
+from ._structs import (Config, LogField, Stats, format_bytes, format_ns)
+from ._structs import LogRecordC as _LogRecordC  # noqa: F401 - kept for old imports
+from ._version import __version__
+from .arena import Arena
+from .constants import *  # noqa: F401,F403 - the zarena.h numbers are part of the API
+from .constants import ABI_MAJOR  # noqa: F401
+from .errors import (BackendError, CaptureUnsafeError, DoubleFreeError, InternalError,
+                     InvalidArgumentError, NoDeviceError, NotOwnedError, OutOfMemoryError,
+                     StaleError, UnsupportedError, ZarenaError, error_class)
+from .log import LogRecord, callback_errors, log_to_logging, set_log_callback
+
+__all__ = [
+    "Arena", "Config", "Stats", "LogField", "LogRecord", "ZarenaError", "InvalidArgumentError",
+    "OutOfMemoryError", "NotOwnedError", "DoubleFreeError", "StaleError", "CaptureUnsafeError",
+    "NoDeviceError", "BackendError", "UnsupportedError", "InternalError", "error_class",
+    "load_library", "library", "library_path", "set_log_callback", "log_to_logging",
+    "callback_errors", "version_number", "version_string", "status_string", "last_error",
+    "format_bytes", "format_ns", "SONAME", "__version__",
+]
+
+
+def version_number():
+    """The loaded library's ZARENA_VERSION_NUMBER (major*10000 + minor*100 + patch)."""
+    return library().zarena_version_number()
+
+
+def version_string():
+    return library().zarena_version_string().decode()
+
+
+def status_string(status):
+    """zarena_status_string: a short text for a status code."""
+    return _status_string(_args.signed(status, "status", 32))

@@ -1,0 +1,153 @@
+"""Finding, loading and declaring libzarena.so.1.
+
+Search order (the first that exists and loads wins):
+1. $ZARENA_LIBRARY: a path to libzarena.so.1. When set, nothing else is tried, so a typo
+   fails loudly instead of silently picking up another copy.
+2. Next to the package: zarena/libzarena.so.1, a copy installed with the package
+   (pip install --config-settings bundle-library=PATH, see python/build_backend).
+3. A source checkout's build tree, when the package is imported from python/ of a
+   checkout: $ZARENA_BUILD_DIR/capi, then build/capi.
+4. The system loader: "libzarena.so.1" through ld.so.cache, LD_LIBRARY_PATH, rpath.
+"""
+
+import ctypes
+import os
+import threading
+
+from . import constants as C
+from ._structs import LOG_FN, Config, Stats
+from .errors import error_class
+
+SONAME = f"libzarena.so.{C.ABI_MAJOR}"
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def checkout_root():
+    """The source checkout this package sits in (python/zarena/..), or None when installed."""
+    root = os.path.dirname(os.path.dirname(PACKAGE_DIR))
+    marker = os.path.join(root, "capi", "include", "zarena", "zarena.h")
+    return root if os.path.exists(marker) else None
+
+
+def build_dirs():
+    """Build trees of the checkout to look in, in order."""
+    root = checkout_root()
+    if root is None:
+        return []
+    dirs = []
+    env = os.environ.get("ZARENA_BUILD_DIR")
+    if env:
+        dirs.append(env if os.path.isabs(env) else os.path.join(root, env))
+    dirs.append(os.path.join(root, "build"))
+    return dirs
+
+
+def candidates():
+    env = os.environ.get("ZARENA_LIBRARY")
+    if env:
+        return [env]
+    out = [os.path.join(PACKAGE_DIR, SONAME)]
+    out += [os.path.join(d, "capi", SONAME) for d in build_dirs()]
+    out.append(SONAME)
+    return out
+
+
+_SIGNATURES = {
+    "zarena_version_number": (ctypes.c_uint32, []),
+    "zarena_version_string": (ctypes.c_char_p, []),
+    "zarena_status_string": (ctypes.c_char_p, [ctypes.c_int32]),
+    "zarena_last_error": (ctypes.c_char_p, []),
+    "zarena_config_init": (None, [ctypes.POINTER(Config)]),
+    "zarena_config_init_sized": (None, [ctypes.POINTER(Config), ctypes.c_uint32]),
+    "zarena_create": (ctypes.c_int32, [ctypes.POINTER(Config), ctypes.POINTER(ctypes.c_void_p)]),
+    "zarena_destroy": (ctypes.c_int32, [ctypes.c_void_p]),
+    "zarena_alloc": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_uint64,
+                                      ctypes.POINTER(ctypes.c_void_p)]),
+    "zarena_free": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_void_p]),
+    "zarena_reset": (ctypes.c_int32, [ctypes.c_void_p]),
+    "zarena_mark_step_boundary": (ctypes.c_int32, [ctypes.c_void_p]),
+    "zarena_epoch": (ctypes.c_uint64, [ctypes.c_void_p]),
+    "zarena_get_stats": (ctypes.c_int32, [ctypes.c_void_p, ctypes.POINTER(Stats)]),
+    "zarena_set_log_callback": (ctypes.c_int32, [LOG_FN, ctypes.c_void_p, ctypes.c_int32]),
+    "zarena_backend": (ctypes.c_int32, [ctypes.c_void_p]),
+    "zarena_debug_inject_overflow_fault": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_uint64,
+                                                            ctypes.c_uint64, ctypes.c_uint64]),
+}
+
+
+def _declare(lib):
+    for name, (res, args) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+def load_library(path=None):
+    """Loads libzarena (once per process) and returns the ctypes handle.
+
+    path overrides the search (see the module doc); later calls return the loaded copy."""
+    global _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for cand in ([path] if path else candidates()):
+            if os.sep in cand and not os.path.exists(cand):
+                tried.append(f"{cand} (missing)")
+                continue
+            try:
+                lib = ctypes.CDLL(cand)
+            except OSError as e:
+                tried.append(f"{cand} ({e})")
+                continue
+            _declare(lib)
+            major = lib.zarena_version_number() // 10000
+            if major != C.ABI_MAJOR:
+                raise ImportError(f"{cand} is zarena major {major}; this package needs "
+                                  f"{C.ABI_MAJOR}")
+            _lib = lib
+            return lib
+        raise ImportError(f"libzarena not found; set ZARENA_LIBRARY to the path of {SONAME}. "
+                          "Tried: " + "; ".join(tried))
+
+
+def library():
+    """The loaded ctypes library (loading it on first use)."""
+    return _lib if _lib is not None else load_library()
+
+
+def library_path():
+    """The file the loaded library came from (resolved through /proc/self/maps when the
+    system loader found it)."""
+    lib = library()
+    name = lib._name
+    if os.sep in name:
+        return os.path.realpath(name)
+    addr = ctypes.cast(lib.zarena_version_number, ctypes.c_void_p).value
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split()
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if lo <= addr < hi and len(parts) >= 6:
+                    return os.path.realpath(parts[5])
+    except OSError:
+        pass
+    return name
+
+
+def status_string(status):
+    return library().zarena_status_string(status).decode()
+
+
+def last_error():
+    return library().zarena_last_error().decode("utf-8", "replace")
+
+
+def check(status, function):
+    """Raises the status's exception class when status is not ZARENA_OK."""
+    if status != C.OK:
+        raise error_class(status)(status, last_error(), function, status_string(status))

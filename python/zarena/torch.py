@@ -1,0 +1,182 @@
+"""zarena as PyTorch's CUDA allocator.
+
+    import zarena.torch
+    zarena.torch.enable()          # before the first CUDA tensor of the process
+    ... train ...
+    print(zarena.torch.stats(0))   # zarena_stats of device 0's arena
+    print(zarena.torch.info(0))    # mallocs, frees, failed frees, stream joins
+
+enable() hands PyTorch the malloc/free pair of libzarena_torch.so through
+torch.cuda.memory.CUDAPluggableAllocator. PyTorch allows this only before its allocator
+has been used (no CUDA tensor yet). One arena per device is created at the device's first
+allocation, configured like any zarena arena from the environment (ZARENA_CAPACITY_BYTES
+or ZERFOO_ARENA_SIZE_GB for the region, ZARENA_OVERFLOW_POLICY, ZARENA_LOG_LEVEL, ...).
+Blocks are freed back into the arena as PyTorch frees tensors; the arena is never reset.
+torch.cuda.memory_allocated() and friends do not work with a pluggable allocator: use
+stats() (used_bytes, high_water_bytes, overflow_peak_bytes) instead, and
+zarena.log_to_logging() for the diagnostics (arena.first_overflow and its verdict).
+
+Streams (why reuse is safe). PyTorch calls malloc with the current stream and free with
+the stream the block was allocated on, once the block's last use has been enqueued. The
+arena reuses a freed block at once, so libzarena_torch orders streams around the arena's
+"home" stream (the stream of the device's first allocation, normally the default stream):
+a malloc on another stream makes that stream wait for the home stream's work so far, and
+a free of a block from another stream makes the home stream wait for that stream's work so
+far. These are stream-ordered waits (cudaStreamWaitEvent), never host synchronisation;
+work on the home stream pays nothing. Uses of a block on a stream other than its
+allocation stream must be ordered by the program as with any allocator: PyTorch does not
+forward tensor.record_stream() to a pluggable allocator. While a stream is being captured
+into a CUDA graph the waits are skipped (counted in info().joins_skipped); PyTorch's
+graph memory pools are not supported through this allocator.
+
+Failures. A pluggable malloc cannot report an error to PyTorch, so a failed allocation
+prints zarena's message (what, how much, why) and aborts the process; a refused free is
+counted (info().failed_frees, stats().invalid_frees / stale_frees) and printed.
+
+Finding libzarena_torch.so: $ZARENA_TORCH_LIBRARY, else next to the loaded libzarena.so.1
+(build tree and install prefix put them together), next to this package, the checkout's
+build tree, the system loader. It must use the same libzarena as this package; enable()
+checks that.
+"""
+
+import ctypes
+import os
+
+from . import _args
+from . import _library
+from .arena import Arena
+
+LIBRARY_NAME = "libzarena_torch.so"
+MALLOC_FN = "zarena_torch_malloc"
+FREE_FN = "zarena_torch_free"
+MAX_DEVICES = 64
+
+_lib = None
+_allocator = None  # the CUDAPluggableAllocator handed to PyTorch; kept alive
+
+
+class Info(ctypes.Structure):
+    """zarena_torch_info (zarena_torch/zarena_torch.h)."""
+
+    _fields_ = [("struct_size", ctypes.c_uint32), ("backend", ctypes.c_int32),
+                ("home_stream", ctypes.c_uint64), ("mallocs", ctypes.c_uint64),
+                ("frees", ctypes.c_uint64), ("failed_mallocs", ctypes.c_uint64),
+                ("failed_frees", ctypes.c_uint64), ("stream_joins", ctypes.c_uint64),
+                ("joins_skipped", ctypes.c_uint64)]
+
+    def to_dict(self):
+        return {n: getattr(self, n) for n, _ in self._fields_ if n != "struct_size"}
+
+    def __repr__(self):
+        return "Info(" + ", ".join(f"{k}={v}" for k, v in self.to_dict().items()) + ")"
+
+
+def candidates():
+    env = os.environ.get("ZARENA_TORCH_LIBRARY")
+    if env:
+        return [env]
+    out = [os.path.join(os.path.dirname(_library.library_path()), LIBRARY_NAME),
+           os.path.join(_library.PACKAGE_DIR, LIBRARY_NAME)]
+    out += [os.path.join(d, "capi", LIBRARY_NAME) for d in _library.build_dirs()]
+    out.append(LIBRARY_NAME)
+    return out
+
+
+def library():
+    """Loads libzarena_torch.so (after libzarena, so that it binds to the same copy)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    zlib = _library.library()  # first: libzarena_torch's NEEDED libzarena.so.1 binds to it
+    tried = []
+    for cand in candidates():
+        if os.sep in cand and not os.path.exists(cand):
+            tried.append(f"{cand} (missing)")
+            continue
+        try:
+            lib = ctypes.CDLL(cand)
+        except OSError as e:
+            tried.append(f"{cand} ({e})")
+            continue
+        lib.zarena_torch_arena.restype = ctypes.c_void_p
+        lib.zarena_torch_arena.argtypes = [ctypes.c_int]
+        lib.zarena_torch_get_info.restype = ctypes.c_int32
+        lib.zarena_torch_get_info.argtypes = [ctypes.c_int, ctypes.POINTER(Info)]
+        lib.zarena_torch_zarena_alloc_address.restype = ctypes.c_void_p
+        lib.zarena_torch_zarena_alloc_address.argtypes = []
+        lib.zarena_torch_malloc.restype = ctypes.c_void_p
+        lib.zarena_torch_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        lib.zarena_torch_free.restype = None
+        lib.zarena_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                          ctypes.c_void_p]
+        theirs = lib.zarena_torch_zarena_alloc_address()
+        ours = ctypes.cast(zlib.zarena_alloc, ctypes.c_void_p).value
+        if theirs != ours:
+            raise ImportError(f"{cand} uses a different libzarena than this package "
+                              f"({_library.library_path()}); set ZARENA_LIBRARY and "
+                              "ZARENA_TORCH_LIBRARY to files of one build")
+        _lib = lib
+        return lib
+    raise ImportError(f"{LIBRARY_NAME} not found; set ZARENA_TORCH_LIBRARY. Tried: "
+                      + "; ".join(tried))
+
+
+def library_path():
+    return os.path.realpath(library()._name)
+
+
+def _device(device):
+    if device is None:
+        import sys
+        torch = sys.modules.get("torch")
+        device = torch.cuda.current_device() if torch is not None else 0
+    elif not isinstance(device, int) and hasattr(device, "index"):  # torch.device
+        device = device.index if device.index is not None else 0
+    device = _args.signed(device, "device", 32)
+    if not 0 <= device < MAX_DEVICES:
+        raise ValueError(f"device must be in [0, {MAX_DEVICES}), got {device}")
+    return device
+
+
+def arena(device=None):
+    """The device's arena as a borrowed zarena.Arena (closing it does not destroy it), or
+    None before PyTorch allocated on that device."""
+    h = library().zarena_torch_arena(_device(device))
+    return Arena.from_handle(h, owned=False) if h else None
+
+
+def stats(device=None):
+    """zarena.Stats of the device's arena; LookupError before its first allocation."""
+    a = arena(device)
+    if a is None:
+        raise LookupError(f"no zarena arena for device {_device(device)} yet "
+                          "(nothing was allocated there through zarena.torch)")
+    return a.stats()
+
+
+def info(device=None):
+    """libzarena_torch's counters for the device (Info: mallocs, frees, failed_frees, ...)."""
+    out = Info()
+    out.struct_size = ctypes.sizeof(Info)
+    _library.check(library().zarena_torch_get_info(_device(device), ctypes.byref(out)),
+                   "zarena_torch_get_info")
+    return out
+
+
+def is_enabled():
+    return _allocator is not None
+
+
+def enable():
+    """Makes zarena PyTorch's CUDA allocator for this process. Call before the first CUDA
+    tensor; PyTorch refuses the swap afterwards (RuntimeError). Idempotent."""
+    global _allocator
+    if _allocator is not None:
+        return _allocator
+    import torch
+
+    path = library_path()
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(path, MALLOC_FN, FREE_FN)
+    torch.cuda.memory.change_current_allocator(allocator)
+    _allocator = allocator
+    return allocator

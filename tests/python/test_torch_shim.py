@@ -1,0 +1,154 @@
+"""libzarena_torch.so (zarena_torch/zarena_torch.c) and zarena.torch, on the host backend: the
+malloc/free pair PyTorch calls, one lazily created arena per device configured from the
+environment, the counters and stats reachable from Python, and the failure paths. No
+torch needed: the pair is called through ctypes as PyTorch would call it. Each case runs
+in a child process (arenas live as long as the process)."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import PACKAGE_DIR, zarena  # noqa: E402
+import zarena.torch  # noqa: E402  (needs no torch)
+
+PRELUDE = f"""
+import json, sys
+sys.path.insert(0, {PACKAGE_DIR!r})
+import zarena, zarena.torch as zt
+lib = zt.library()
+def out(**kw):
+    print(json.dumps(kw))
+"""
+
+
+def child(code, **env):
+    full = dict(os.environ, ZARENA_BACKEND="host", ZARENA_LOG_LEVEL="warn")
+    full.update(env)
+    return subprocess.run([sys.executable, "-c", PRELUDE + code], env=full, capture_output=True,
+                          text=True, timeout=120)
+
+
+def result(test, r):
+    test.assertEqual(r.returncode, 0, r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+class TorchShimTest(unittest.TestCase):
+    def setUp(self):
+        try:
+            zarena.torch.library()
+        except ImportError as e:
+            self.fail(f"libzarena_torch.so not found next to the built libzarena: {e}")
+
+    def test_lazy_arena_per_device_configured_from_environment(self):
+        r = child("""
+before = (zt.arena(0), zt.info(0).backend)
+try:
+    zt.stats(0)
+    lookup = False
+except LookupError:
+    lookup = True
+p = lib.zarena_torch_malloc(3000, 0, None)
+q = lib.zarena_torch_malloc(5000, 2, None)
+s0, s2 = zt.stats(0), zt.stats(2)
+out(before=[before[0], before[1]], lookup=lookup, p=p, q=q, cap=s0.capacity_bytes,
+    live0=s0.live_allocs, live2=s2.live_allocs, used2=s2.used_bytes,
+    distinct=zt.arena(0).handle != zt.arena(2).handle, backend=zt.info(0).backend,
+    device1=zt.arena(1), align=p % 512)
+""", ZARENA_CAPACITY_BYTES=str(8 << 20), ZARENA_ALIGNMENT="512", ZARENA_LOG_LEVEL="info")
+        got = result(self, r)
+        self.assertEqual(got["before"], [None, -1])
+        self.assertTrue(got["lookup"])
+        self.assertEqual(got["cap"], 8 << 20, "ZARENA_CAPACITY_BYTES did not configure it")
+        self.assertEqual(got["align"], 0)
+        self.assertEqual((got["live0"], got["live2"], got["used2"]), (1, 1, 5120))
+        self.assertTrue(got["distinct"])
+        self.assertIsNone(got["device1"])
+        self.assertEqual(got["backend"], zarena.BACKEND_HOST)
+        self.assertIn("[torch:cuda:0]", r.stderr)
+        self.assertIn("[torch:cuda:2]", r.stderr)
+
+    def test_free_reuse_and_counters(self):
+        got = result(self, child("""
+ps = [lib.zarena_torch_malloc(1 << 16, 0, None) for _ in range(4)]
+lib.zarena_torch_free(ps[1], 1 << 16, 0, None)
+again = lib.zarena_torch_malloc(1 << 16, 0, None)
+lib.zarena_torch_free(None, 0, 0, None)
+zero = lib.zarena_torch_malloc(0, 0, None)
+for p in ps[:1] + ps[2:] + [again]:
+    lib.zarena_torch_free(p, 1 << 16, 0, None)
+s, i = zt.stats(0), zt.info(0)
+out(reused=again == ps[1], zero=zero, live=s.live_allocs, reuses=s.reuses, info=i.to_dict(),
+    invalid=s.invalid_frees, stale=s.stale_frees)
+"""))
+        self.assertTrue(got["reused"])
+        self.assertIsNone(got["zero"])
+        self.assertEqual((got["live"], got["reuses"], got["invalid"], got["stale"]), (0, 1, 0, 0))
+        info = got["info"]
+        self.assertEqual((info["mallocs"], info["frees"], info["failed_mallocs"],
+                          info["failed_frees"], info["stream_joins"]), (5, 5, 0, 0, 0))
+
+    def test_refused_frees_are_counted_and_reported(self):
+        r = child("""
+p = lib.zarena_torch_malloc(4096, 0, None)
+lib.zarena_torch_free(p, 4096, 0, None)
+lib.zarena_torch_free(p, 4096, 0, None)        # double
+lib.zarena_torch_free(p + 8, 4096, 0, None)    # interior
+lib.zarena_torch_free(0x1000, 16, 5, None)     # no arena on device 5
+for _ in range(20):
+    lib.zarena_torch_free(p, 4096, 0, None)
+s, i = zt.stats(0), zt.info(0)
+out(failed=i.failed_frees, invalid=s.invalid_frees, dev5=zt.info(5).failed_frees)
+""")
+        got = result(self, r)
+        self.assertEqual(got, {"failed": 22, "invalid": 22, "dev5": 1})
+        self.assertIn("double free", r.stderr)
+        self.assertIn("no zarena arena exists for this device", r.stderr)
+        self.assertIn("further failed frees are only counted", r.stderr)
+        self.assertLessEqual(r.stderr.count("zarena_torch: free("), 11)
+
+    def test_failed_malloc_aborts_with_the_reason(self):
+        r = child("lib.zarena_torch_malloc(2 << 20, 0, None)\nprint('survived')",
+                  ZARENA_CAPACITY_BYTES=str(1 << 20), ZARENA_OVERFLOW_POLICY="refuse")
+        self.assertEqual(r.returncode, -signal.SIGABRT, r.stdout + r.stderr)
+        self.assertNotIn("survived", r.stdout)
+        self.assertIn("zarena_torch: malloc(2097152) on device 0 failed: out of memory", r.stderr)
+        self.assertIn("arena.first_overflow", r.stderr)  # zarena's diagnosis comes first
+
+    def test_device_out_of_range_aborts(self):
+        r = child("lib.zarena_torch_malloc(16, 64, None)")
+        self.assertEqual(r.returncode, -signal.SIGABRT)
+        self.assertIn("device 64: outside [0, 64)", r.stderr)
+        with self.assertRaises(ValueError):
+            zarena.torch.info(64)
+        with self.assertRaises(TypeError):
+            zarena.torch.stats("cuda:0")
+
+    def test_exports_only_its_own_functions(self):
+        nm = shutil.which("nm")
+        if nm is None:
+            self.skipTest("nm not installed")
+        syms = subprocess.run([nm, "-D", "--defined-only", zarena.torch.library_path()],
+                              capture_output=True, text=True, check=True).stdout.split()
+        names = sorted(s for s in syms if s.startswith("zarena") or s.islower() and "_" in s)
+        self.assertEqual(names, ["zarena_torch_arena", "zarena_torch_free",
+                                 "zarena_torch_get_info", "zarena_torch_malloc",
+                                 "zarena_torch_zarena_alloc_address"])
+
+    def test_enable_needs_torch(self):
+        try:
+            import torch  # noqa: F401
+            self.skipTest("torch is installed; tests/pytorch/train_compare.py covers enable()")
+        except ImportError:
+            pass
+        r = child("zt.enable()")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("No module named 'torch'", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

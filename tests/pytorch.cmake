@@ -1,0 +1,11 @@
+# PyTorch with zarena as its CUDA allocator against the default allocator: the same small
+# transformer trained in two processes (tests/pytorch/train_compare.py). Label gpu: it exits
+# 77 ("skipped: ...") without torch or without a CUDA device, which CTest shows as skipped.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME torch_train_compare COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_SOURCE_DIR}/pytorch/train_compare.py)
+  set_tests_properties(torch_train_compare PROPERTIES LABELS "gpu" TIMEOUT 1200
+    SKIP_RETURN_CODE 77 ENVIRONMENT
+    "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")
+endif()

@@ -1,0 +1,85 @@
+/*
+ * libzarena_torch — zarena as PyTorch's CUDA allocator.
+ *
+ * A small shared library, separate from libzarena so that libzarena's exported symbols stay
+ * exactly the C ABI of zarena.h. PyTorch loads it through
+ * torch.cuda.memory.CUDAPluggableAllocator(path, "zarena_torch_malloc", "zarena_torch_free");
+ * python/zarena/torch.py does that (zarena.torch.enable()) and reads the state below.
+ *
+ * ONE ARENA PER DEVICE, created at the first zarena_torch_malloc for that device with
+ * zarena_config_init (so the usual environment configures it: ZARENA_CAPACITY_BYTES,
+ * ZERFOO_ARENA_SIZE_GB, ZARENA_OVERFLOW_POLICY, ZARENA_BACKEND, ...), cfg.device = device,
+ * cfg.stream = the stream of that first call (the arena's "home" stream) and, unless
+ * ZARENA_NAME is set, the name "torch:cuda:<device>". The arenas live until the process
+ * exits; they are never reset (PyTorch frees every block itself).
+ *
+ * STREAMS. PyTorch calls malloc with its current stream and calls free, once the tensor's
+ * last use has been enqueued, with the stream the block was allocated on (not the stream
+ * of the last use). A block freed into the arena is handed out again at once, on whatever
+ * stream the next malloc names, so:
+ *   - home stream: nothing to do; stream order makes reuse safe;
+ *   - a malloc on another stream S first makes S wait for the home stream's work enqueued
+ *     so far (event recorded on home, cudaStreamWaitEvent(S)): the block may have been
+ *     freed by home-stream work still pending;
+ *   - a free of a block allocated on another stream S first makes the home stream wait for
+ *     S's work enqueued so far: later users (home, or other streams that wait for home) run
+ *     after the block's last use.
+ * The waits are stream-ordered (no host synchronisation). While either stream is being
+ * captured into a CUDA graph the wait is skipped and counted (joins_skipped). Uses of a
+ * block on a stream other than its allocation stream must be ordered by the program
+ * (tensor.record_stream is not forwarded to pluggable allocators by PyTorch).
+ *
+ * FAILURES. PyTorch cannot be told that a pluggable malloc failed (a NULL return becomes a
+ * tensor with no memory), so a failed malloc of a non-zero size prints zarena's message on
+ * stderr and aborts the process. A failed free (not owned, double, stale) is counted
+ * (failed_frees; zarena_stats counts invalid_frees/stale_frees), its message printed on
+ * stderr for the first 10, and otherwise ignored.
+ */
+#ifndef ZARENA_TORCH_H
+#define ZARENA_TORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zarena/zarena.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZARENA_TORCH_MAX_DEVICES 64
+
+/* PyTorch's CUDAPluggableAllocator pair; stream is a cudaStream_t. */
+ZARENA_API_EXPORT void* zarena_torch_malloc(size_t size, int device, void* stream);
+ZARENA_API_EXPORT void zarena_torch_free(void* ptr, size_t size, int device, void* stream);
+
+/* The arena of a device, or NULL before the first malloc on it (or for a bad device).
+ * Owned by libzarena_torch: use it with zarena_get_stats, zarena_epoch etc.; never destroy. */
+ZARENA_API_EXPORT zarena* zarena_torch_arena(int device);
+
+typedef struct zarena_torch_info {
+  uint32_t struct_size; /* sizeof(zarena_torch_info) as the caller compiled it */
+  int32_t backend;      /* ZARENA_BACKEND_HOST/_CUDA; -1 before the arena exists */
+  uint64_t home_stream; /* the arena's stream (cfg.stream), as an integer */
+  uint64_t mallocs;     /* successful zarena_torch_malloc calls (size > 0) */
+  uint64_t frees;       /* successful zarena_torch_free calls (ptr != NULL) */
+  uint64_t failed_mallocs;
+  uint64_t failed_frees;
+  uint64_t stream_joins;  /* waits inserted between a side stream and the home stream */
+  uint64_t joins_skipped; /* waits skipped because a stream was being captured */
+} zarena_torch_info;
+
+/* Copies the state of a device's arena into out (at most out->struct_size bytes).
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for a NULL out or a device outside
+ * [0, ZARENA_TORCH_MAX_DEVICES). Thread-safe. */
+ZARENA_API_EXPORT zarena_status zarena_torch_get_info(int device, zarena_torch_info* out);
+
+/* The address of zarena_alloc as this library resolved it: equal to the caller's own
+ * zarena_alloc when both use the same libzarena (zarena.torch checks that). */
+ZARENA_API_EXPORT const void* zarena_torch_zarena_alloc_address(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ZARENA_TORCH_H */
