@@ -21,13 +21,18 @@ echo "== install into $prefix"
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log" || {
   cat "$work/install.log"; fail "cmake --install"; }
 for f in include/zarena/zarena.h "$libdir_rel/libzarena.so" "$libdir_rel/libzarena.so.1" \
-  "$libdir_rel/libzarena.so.1.0.0" "$libdir_rel/libzarena.a" "$libdir_rel/libzarena_torch.so" \
+  "$libdir_rel/libzarena.a" "$libdir_rel/libzarena_torch.so" \
   "$libdir_rel/cmake/zarena/zarenaConfig.cmake" \
   "$libdir_rel/cmake/zarena/zarenaConfigVersion.cmake" \
   "$libdir_rel/cmake/zarena/zarenaTargets.cmake" "$libdir_rel/pkgconfig/zarena.pc"; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
 [ "$(readlink "$libdir/libzarena.so")" = libzarena.so.1 ] || fail "libzarena.so link"
+case "$(readlink "$libdir/libzarena.so.1")" in
+  libzarena.so.1.*.*) [ -f "$libdir/$(readlink "$libdir/libzarena.so.1")" ] ||
+    fail "not installed: $(readlink "$libdir/libzarena.so.1")" ;;
+  *) fail "libzarena.so.1 does not point at libzarena.so.1.MINOR.PATCH" ;;
+esac
 
 # The prefix must not point back into the build or source tree.
 if grep -rlI -e "$build" -e "$src" "$prefix/include" "$libdir/cmake" "$libdir/pkgconfig"; then
