@@ -466,7 +466,8 @@ TEST_F(RateLimit, OverflowSlowIsLimitedFirstOverflowIsNot) {
   cfg.backend = ZARENA_BACKEND_HOST;
   cfg.capacity_bytes = 64 * kKiB;
   cfg.overflow_policy = ZARENA_OVERFLOW_SYNC;
-  cfg.overflow_slow_ns = 1;  // every overflow call counts as slow
+  cfg.overflow_slow_ns = 1;                              // every overflow call counts as slow
+  cfg.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;  // 25 spills exceed the default cap
   cfg.name = "slow";
   zarena* a = nullptr;
   ASSERT_EQ(zarena_create(&cfg, &a), ZARENA_OK);
@@ -501,9 +502,11 @@ TEST(Format, OneLineWithTypedValuesAndQuotedStrings) {
       .add_string("plain", "word")
       .add_string("spaced", "two words")
       .add_string("quoted", "say \"hi\"")
-      .add_string("empty", "");
+      .add_string("empty", "")
+      .headline({"i", "d", "b", "plain", "spaced", "quoted", "empty"});
+  // Only headline fields, in record order: "u" is not one.
   EXPECT_EQ(zarena_core::log_format_line(r),
-            "arena.test [fmt]: hello u=18446744073709551615 i=-3 d=1.5 b=true plain=word "
+            "arena.test [fmt]: hello i=-3 d=1.5 b=true plain=word "
             "spaced=\"two words\" quoted=\"say \\\"hi\\\"\" empty=\"\"");
 }
 

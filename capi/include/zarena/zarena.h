@@ -134,6 +134,22 @@ ZARENA_API const char* zarena_last_error(void);
 #define ZARENA_FLAG_OVERFLOW_PREWARM            \
   0x4u /* at create, allocate+free the retained \
           overflow size once so pages are resident */
+/* capacity_bytes becomes the maximum: the region's address range is reserved at create
+ * and memory is committed on demand, commit_chunk_bytes at a time (see trim_keep_bytes) */
+#define ZARENA_FLAG_EXPANDABLE 0x8u
+/* with ZARENA_FLAG_MANAGED on a device without managed memory: use device memory (and
+ * say so in "arena.config") instead of failing zarena_create with ZARENA_E_UNSUPPORTED */
+#define ZARENA_FLAG_MANAGED_FALLBACK 0x10u
+/* invalid configuration fails zarena_create with ZARENA_E_INVALID_ARGUMENT (the message
+ * lists every problem) instead of a warning: this includes invalid environment values
+ * and unknown ZARENA_* environment variables (see zarena_config_init) */
+#define ZARENA_FLAG_STRICT_CONFIG 0x20u
+/* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
+ * reuse and overflow. Off by default: a training loop resets thousands of times */
+#define ZARENA_FLAG_STEP_RECORDS 0x40u
+
+/* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
+#define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
 
 /* OVERFLOW AND CUDA
  *   The CUDA backend takes the region from cudaMalloc (cudaMallocManaged with
@@ -172,7 +188,8 @@ ZARENA_API const char* zarena_last_error(void);
  *   overflow may happen during capture.
  *
  *   Both: overflow_limit_bytes caps live overflow bytes (ZARENA_E_OUT_OF_MEMORY beyond
- *   it); zarena_free returns a block to its route; zarena_reset frees every overflow
+ *   it; by default the cap is the capacity, so overflow at most doubles what the arena
+ *   takes, ZARENA_OVERFLOW_UNLIMITED lifts it); zarena_free returns a block to its route; zarena_reset frees every overflow
  *   block of the epoch still live; blocks live at zarena_mark_step_boundary survive
  *   resets like the region below the floor. An overflow backend call slower than
  *   overflow_slow_ns logs "overflow.slow"; stats.overflow_max_latency_ns keeps the
@@ -187,13 +204,25 @@ typedef struct zarena_config {
   int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
   uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = default:
                                      the capacity, but at least 64 MiB (see above) */
-  uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = no cap */
+  uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = default: the
+                                     capacity (a loop that never resets fails with its
+                                     diagnosis instead of eating the device);
+                                     ZARENA_OVERFLOW_UNLIMITED = no cap */
   void* stream;                   /* cudaStream_t the memory is used on; NULL = legacy */
   uint32_t flags;                 /* ZARENA_FLAG_* */
   const char* name;               /* label in log lines; copied at create; NULL = "zarena" */
   /* --- extensions: a struct_size that ends before a field below means "default" --- */
   uint64_t overflow_slow_ns; /* watchdog: overflow calls slower than this log
                                 "overflow.slow"; 0 = default 10 ms */
+  /* --- 1.1 --- */
+  uint32_t poison_word;        /* 32-bit poison pattern (ZARENA_FLAG_POISON); 0 = default
+                                  0x7FF80000 (a quiet NaN read as float32 and as float64) */
+  uint32_t reserved0;          /* must be 0 */
+  uint64_t commit_chunk_bytes; /* ZARENA_FLAG_EXPANDABLE: commit step; 0 = default 64 MiB */
+  uint64_t trim_keep_bytes;    /* ZARENA_FLAG_EXPANDABLE: at reset, decommit what lies above
+                                  max(this, what is in use); 0 = never trim */
+  const char* trace_file;      /* record every event to this file (see zarena-replay);
+                                  NULL = none; copied at create */
 } zarena_config;
 
 /* Fills *cfg with the defaults, then applies environment overrides (table below), and
@@ -206,21 +235,48 @@ typedef struct zarena_config {
  *
  *   ZARENA_BACKEND            auto | host | cuda
  *   ZARENA_DEVICE             CUDA device ordinal
- *   ZARENA_CAPACITY_BYTES     capacity in bytes (ZERFOO_ARENA_SIZE_GB: in GiB, may be
- *                             fractional; ZARENA_CAPACITY_BYTES wins when both are set)
- *   ZARENA_ALIGNMENT          alignment in bytes
+ *   ZARENA_CAPACITY_BYTES     capacity, a byte size (ZERFOO_ARENA_SIZE_GB: in GiB;
+ *                             ZARENA_CAPACITY_BYTES wins when both are set)
+ *   ZARENA_ALIGNMENT          alignment, a byte size (power of two in [8, 1 GiB])
  *   ZARENA_OVERFLOW_POLICY    default | async | sync | refuse
  *   ZARENA_OVERFLOW_RETAIN_BYTES (or ZERFOO_OVERFLOW_POOL_RETAIN_GB, in GiB)
- *   ZARENA_OVERFLOW_LIMIT_BYTES  cap on live overflow bytes
+ *   ZARENA_OVERFLOW_LIMIT_BYTES  cap on live overflow bytes, a byte size or "unlimited"
  *   ZARENA_OVERFLOW_SLOW_MS   watchdog threshold in milliseconds
  *   ZARENA_POISON=1           (or ZTENSOR_ARENA_POISON=1) sets ZARENA_FLAG_POISON
+ *   ZARENA_POISON_WORD        poison_word: decimal, or hex with 0x (0x7FF80000)
  *   ZARENA_MANAGED=1          (or ZERFOO_ENABLE_MANAGED_MEM=1) sets ZARENA_FLAG_MANAGED
+ *   ZARENA_MANAGED_FALLBACK=1 sets ZARENA_FLAG_MANAGED_FALLBACK
  *   ZARENA_OVERFLOW_PREWARM=1 sets ZARENA_FLAG_OVERFLOW_PREWARM
+ *   ZARENA_EXPANDABLE=1       sets ZARENA_FLAG_EXPANDABLE
+ *   ZARENA_COMMIT_CHUNK_BYTES commit_chunk_bytes, a byte size
+ *   ZARENA_TRIM_KEEP_BYTES    trim_keep_bytes, a byte size
+ *   ZARENA_STRICT_CONFIG=1    sets ZARENA_FLAG_STRICT_CONFIG
+ *   ZARENA_STEP_RECORDS=1     sets ZARENA_FLAG_STEP_RECORDS
+ *   ZARENA_TRACE_FILE         trace_file
  *   ZARENA_NAME               arena label
- * Unparseable values are ignored (the default stays) and reported in the
- * "arena.config" log record at create. Logging itself is configured by
- * ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info) and
- * ZARENA_LOG_STDERR=1 (see zarena_set_log_callback). */
+ * Values are read strictly, so that a typo cannot pass for a setting:
+ *   - numbers are decimal digits only: no sign, no blanks before, after or inside, no
+ *     hexadecimal (poison words excepted), no exponent; a leading zero is refused
+ *     ("010" is neither ten nor eight: write 10);
+ *   - a byte size is a number, optionally with a fraction ("1.5"), then optionally a
+ *     unit, any case: B; K, KiB, M, MiB, G, GiB, T, TiB are powers of 1024; KB, MB, GB,
+ *     TB are powers of 1000 ("2GB" = 2000000000, "2GiB" = "2G" = 2147483648, "64k" =
+ *     65536). A fraction is rounded to the nearest byte. ztensor's *_GB variables take a
+ *     plain number (fraction allowed) of GiB, as ztensor does;
+ *   - switches: 1, true, yes, on / 0, false, no, off, or empty (off), any case;
+ *   - names (policy, backend): as listed, any case; text (name, trace file): non-empty,
+ *     no blanks at either end.
+ * An invalid value is ignored (the default stays) and logged at warn when an arena is
+ * created (event "config.invalid_value": the variable, its text, why, and an example of
+ * a valid value), as is every ZARENA_* variable zarena does not know (event
+ * "config.unknown_variable", with the closest known name). Known besides the table: the
+ * logging variables ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info),
+ * ZARENA_LOG_STDERR=1 and ZARENA_LOG_FORMAT (text|json) (see zarena_set_log_callback),
+ * and the tooling variables ZARENA_LIBRARY (the Python module), ZARENA_TEST_HELPER,
+ * ZARENA_TEST_HELPER_MODE, ZARENA_BUILD_DIR, ZARENA_GO, ZARENA_SHARED_LIB and
+ * ZARENA_CONSUMER_CMAKE_ARGS (the test scripts). With ZARENA_FLAG_STRICT_CONFIG these
+ * problems fail zarena_create instead. The "arena.config" record names each value's
+ * source. */
 ZARENA_API void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size);
 ZARENA_API void zarena_config_init(zarena_config* cfg);
 #define zarena_config_init(cfg) zarena_config_init_sized((cfg), (uint32_t)sizeof(*(cfg)))
