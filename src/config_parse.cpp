@@ -183,11 +183,13 @@ bool parse_word(const char* s, uint64_t* out, std::string* why) {
     *out = v;
     return true;
   }
-  if (!parse_plain(s, false, 1, out, why)) return false;
-  if (*out > UINT32_MAX) {
+  uint64_t v = 0;
+  if (!parse_plain(s, false, 1, &v, why)) return false;
+  if (v > UINT32_MAX) {
     *why = "more than 32 bits";
     return false;
   }
+  *out = v;
   return true;
 }
 

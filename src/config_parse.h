@@ -16,7 +16,8 @@ bool parse_env_bool(const char* s, bool* out);
 
 // Parses `text` written in `syntax` into *out (numbers as stored: bytes, nanoseconds, the
 // enum index, 0/1 for switches; kText and kNone accept without writing). On failure
-// returns false and sets *why to a short reason ("unknown unit \"XB\"").
+// returns false, leaves *out untouched and sets *why to a short reason ("unknown unit
+// \"XB\"").
 bool parse_value(Syntax syntax, const char* text, const char* const* enum_names,
                  uint32_t enum_count, uint64_t* out, std::string* why);
 
