@@ -131,6 +131,10 @@ bool parse_bytes(const char* s, uint64_t* out, std::string* why) {
   const char* rest = nullptr;
   if (!read_decimal(s, true, &d, &rest, why)) return false;
   uint64_t mult = 1;
+  if (is_blank(*rest)) {
+    *why = "a blank inside the value (write 2GiB, not 2 GiB)";
+    return false;
+  }
   if (*rest != '\0') {
     const Unit* unit = nullptr;
     for (const Unit& u : kUnits) {

@@ -82,7 +82,7 @@ TEST(ParseBytes, RefusesWhatAPersonDidNotMean) {
   expect_refused(Syntax::kBytes, "", "empty");
   expect_refused(Syntax::kBytes, "1024 ", "blanks");
   expect_refused(Syntax::kBytes, "\t1024", "blanks");
-  expect_refused(Syntax::kBytes, "2 GiB", "unknown unit");
+  expect_refused(Syntax::kBytes, "2 GiB", "a blank inside");
   expect_refused(Syntax::kBytes, "+5", "sign");
   expect_refused(Syntax::kBytes, "2XB", "unknown unit \"XB\"");
   expect_refused(Syntax::kBytes, "2GiBs", "unknown unit");
