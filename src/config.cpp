@@ -195,8 +195,12 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   }
   c.struct_size = sizeof(zarena_config);
 
-  if (c.backend < ZARENA_BACKEND_AUTO || c.backend > ZARENA_BACKEND_CUDA)
-    return Result::fail(Status::kInvalidArgument, fmt::format("unknown backend {}", c.backend));
+  for (const FieldSpec& f : kConfigFields) {
+    if (f.kind != ValueKind::kEnum) continue;
+    const auto v = static_cast<int64_t>(field_number(c, f));
+    if (v < 0 || v >= static_cast<int64_t>(f.enum_count))
+      return Result::fail(Status::kInvalidArgument, fmt::format("unknown {} {}", f.key, v));
+  }
   if (c.capacity_bytes == 0)
     return Result::fail(Status::kInvalidArgument, "capacity_bytes must be > 0");
   if (c.alignment < kMinAlignment || c.alignment > kMaxAlignment ||
@@ -212,9 +216,6 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
                                       c.capacity_bytes, c.alignment));
     c.capacity_bytes -= c.capacity_bytes % c.alignment;
   }
-  if (c.overflow_policy < ZARENA_OVERFLOW_DEFAULT || c.overflow_policy > ZARENA_OVERFLOW_REFUSE)
-    return Result::fail(Status::kInvalidArgument,
-                        fmt::format("unknown overflow_policy {}", c.overflow_policy));
   if (c.device < 0)
     return Result::fail(Status::kInvalidArgument, fmt::format("device {} < 0", c.device));
   constexpr uint32_t kKnownFlags = known_flags();

@@ -272,6 +272,20 @@ TEST(ConfigNewFields, FromTheEnvironment) {
   EXPECT_EQ(source_of(r, "commit_chunk_bytes"), "268435456 (env:ZARENA_COMMIT_CHUNK_BYTES)");
 }
 
+TEST(ConfigValidation, EnumFieldsOutsideTheirNamesAreRefused) {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = 3;
+  ResolvedConfig r;
+  zarena_core::Result res = zarena_core::resolve_config(&cfg, &r);
+  EXPECT_EQ(res.status, zarena_core::Status::kInvalidArgument);
+  EXPECT_EQ(res.message, "unknown backend 3");
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.overflow_policy = -1;
+  res = zarena_core::resolve_config(&cfg, &r);
+  EXPECT_EQ(res.message, "unknown overflow_policy -1");
+}
+
 TEST(ConfigNewFields, ReservedMustBeZero) {
   zarena_config cfg;
   zarena_config_init(&cfg);

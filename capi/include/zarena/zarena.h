@@ -130,7 +130,7 @@ ZARENA_API const char* zarena_last_error(void);
 #define ZARENA_OVERFLOW_REFUSE 3  /* region full => ZARENA_E_OUT_OF_MEMORY */
 
 #define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
-#define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with 0xA5 (debugging) */
+#define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with poison_word (debugging) */
 #define ZARENA_FLAG_OVERFLOW_PREWARM            \
   0x4u /* at create, allocate+free the retained \
           overflow size once so pages are resident */
@@ -409,13 +409,18 @@ ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
  * zarena reports configuration, early warnings and overflow diagnoses as structured
  * records. Without a registered callback each record is written as one line to stderr
  * (so the diagnosis reaches a human even when the host program wired no logger):
- *     <time> zarena <level> <event> [<arena>]: <message> key=value ...
- * With a callback registered, records go to the callback instead, and to stderr as
+ *     <time> zarena <level> <event> [<arena>]: <sentence> key=value ...
+ * at most 200 characters: the sentence is the message, or a shorter one for records whose
+ * message is long (arena.first_overflow: the verdict and its fix), cut at a word with
+ * "..." if it must be, followed by the record's few headline fields; callbacks always get
+ * the whole message and every field. With ZARENA_LOG_FORMAT=json each record is instead
+ * one JSON object per line: {"time" (ISO 8601 UTC), "level", "event", "arena", "message",
+ * "fields": {every field, as a JSON number, boolean or string}}. With a callback registered, records go to the callback instead, and to stderr as
  * well when the environment has ZARENA_LOG_STDERR=1 (for host programs whose logger
  * discards them). Thresholds: the callback receives records at or above the min_level it
  * was registered with; stderr receives those at or above ZARENA_LOG_LEVEL (trace, debug,
  * info, warn, error, off; default info), read once when zarena first logs (as is
- * ZARENA_LOG_STDERR), and replaced by zarena_set_log_callback(NULL, NULL, level). A
+ * ZARENA_LOG_STDERR and ZARENA_LOG_FORMAT), and replaced by zarena_set_log_callback(NULL, NULL, level). A
  * record no sink wants is not built. Records are emitted after the arena's lock is
  * released, never on the allocation fast path.
  *
@@ -427,16 +432,26 @@ ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
  * "arena.first_overflow" and "arena.destroy" are never dropped by the limiter.
  *
  * Events (fields are typed; UINT unless noted):
- *   arena.config (info, at create; on stderr its message only, which names every value
- *     that is not a default and where it came from): every configuration value under its
- *     field name (backend, device INT, capacity_bytes, alignment, overflow_policy,
- *     overflow_retain_bytes, overflow_limit_bytes, overflow_slow_ns, stream, the flags
- *     as BOOL flags.managed / flags.poison / flags.overflow_prewarm, name), and for each
- *     a STRING "<field>_source": "default", "config" (the struct) or "env:<VARIABLE>";
+ *   arena.config (info, at create; its stderr line names the fields that are not a
+ *     default and where each came from): every configuration value under its field name,
+ *     as resolved ("0 = default" fields hold the default): backend, device INT,
+ *     capacity_bytes, alignment, overflow_policy, overflow_retain_bytes,
+ *     overflow_limit_bytes (ZARENA_OVERFLOW_UNLIMITED when uncapped), stream, the flags as
+ *     BOOL flags.managed / flags.poison / flags.overflow_prewarm / flags.expandable /
+ *     flags.managed_fallback / flags.strict_config / flags.step_records, name,
+ *     overflow_slow_ns, poison_word, commit_chunk_bytes, trim_keep_bytes, trace_file
+ *     (STRING, "" for none); backend, overflow_policy, stream, name and trace_file are
+ *     STRING. For each a STRING "<field>_source": "default", "config" (the struct) or
+ *     "env:<VARIABLE>";
  *     backend_resolved and overflow_policy_resolved (STRING); backend_fallback (STRING,
  *     when AUTO fell back to host although a device was counted); memory_free_bytes and
  *     memory_total_bytes (the device's, or the host's, after the region was reserved);
- *     warningN (STRING) for ignored environment values.
+ *     warningN (STRING) for each problem in the environment (see below).
+ *   config.invalid_value (warn, at create, once per process per variable and text): an
+ *     environment value was ignored. Fields (STRING): variable, value, reason, example
+ *     (a valid value).
+ *   config.unknown_variable (warn, likewise): a ZARENA_* variable zarena does not know.
+ *     Fields (STRING): variable, value, closest (the known name nearest to it).
  *   arena.reset_cadence (warn, early warning, at most once per arena): no reset has
  *     happened and the request sequence that opened the epoch (or followed the step
  *     boundary) has started over twice, each time with the top higher, and the steps
