@@ -13,8 +13,6 @@ namespace zarena_core {
 
 namespace {
 
-constexpr uint32_t kDefaultPoisonWord = 0x7FF80000u;  // a quiet NaN as float32 and float64
-constexpr uint64_t kDefaultCommitChunk = 64ull << 20;
 // Requests above this cannot be aligned or described; refused before any work.
 constexpr uint64_t kMaxRequest = 1ull << 62;
 

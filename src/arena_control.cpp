@@ -161,7 +161,7 @@ Result Arena::set_stream(void* stream) {
 }
 
 void Arena::set_poison(bool enabled, uint32_t word) {
-  poison_word_.store(word != 0 ? word : 0x7FF80000u, std::memory_order_relaxed);
+  poison_word_.store(word != 0 ? word : kDefaultPoisonWord, std::memory_order_relaxed);
   poison_on_.store(enabled, std::memory_order_relaxed);
 }
 

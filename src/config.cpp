@@ -1,100 +1,154 @@
 #include "config.h"
 
 #include <fmt/format.h>
-#include <strings.h>
 
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
+
+#include "diagnostics.h"
+#include "log.h"
 
 namespace zarena_core {
 
 namespace {
 
-constexpr uint64_t kGiB = 1ull << 30;
 // The 1.0 layout ends after `name`; callers compiled against 1.0 pass this size.
 constexpr uint32_t kConfigV1Size = offsetof(zarena_config, name) + sizeof(const char*);
 
-bool parse_u64(const char* s, uint64_t* out) {
-  if (s == nullptr || *s == '\0') return false;
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(s, &end, 0);
-  if (errno != 0 || end == s || *end != '\0' || s[0] == '-') return false;
-  *out = v;
-  return true;
-}
-
-bool parse_gib(const char* s, uint64_t* out) {
-  if (s == nullptr || *s == '\0') return false;
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !(v > 0) || v > 1e9) return false;
-  *out = static_cast<uint64_t>(std::llround(v * static_cast<double>(kGiB)));
-  return true;
-}
-
-}  // namespace
-
-bool parse_env_bool(const char* s, bool* out) {
-  if (s == nullptr) return false;
-  if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") ||
-      !strcasecmp(s, "on")) {
-    *out = true;
-    return true;
+constexpr uint32_t known_flags() {
+  uint32_t bits = 0;
+  for (const FieldSpec& f : kConfigFields) {
+    if (f.storage == Storage::kFlag) bits |= f.bit;
   }
-  if (!strcasecmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
-      !strcasecmp(s, "off") || *s == '\0') {
-    *out = false;
-    return true;
-  }
-  return false;
+  return bits;
 }
 
-namespace {
+unsigned char* at(zarena_config* c, const FieldSpec& f) {
+  return reinterpret_cast<unsigned char*>(c) + f.offset;
+}
+const unsigned char* at(const zarena_config& c, const FieldSpec& f) {
+  return reinterpret_cast<const unsigned char*>(&c) + f.offset;
+}
 
-bool parse_enum(const char* s, const char* const* names, int n, int32_t* out) {
-  if (s == nullptr) return false;
-  for (int i = 0; i < n; ++i) {
-    if (!strcasecmp(s, names[i])) {
-      *out = i;
-      return true;
+template <typename T>
+T load(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename T>
+void store(unsigned char* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Each field's value with its "0 = default" rule applied, in the context of `ctx` (the
+// rules read other fields, e.g. the retain default is the capacity).
+uint64_t effective(const zarena_config& c, const FieldSpec& f, const zarena_config& ctx) {
+  const uint64_t v = field_number(c, f);
+  return (v == 0 && f.zero_means != nullptr) ? f.zero_means(ctx) : v;
+}
+
+// Each distinct problem is logged once per process: a program that creates an arena per
+// request would otherwise repeat the same warnings (arena.config still lists them all).
+void emit_new_problems(const std::vector<ConfigProblem>& problems, const std::string& arena) {
+  static std::mutex mu;
+  static std::set<std::string>* seen = new std::set<std::string>();  // lives to exit
+  std::vector<const ConfigProblem*> fresh;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const ConfigProblem& p : problems) {
+      if (seen->insert(p.variable + "=" + p.value).second) fresh.push_back(&p);
     }
   }
-  return false;
+  for (const ConfigProblem* p : fresh) log_emit(config_problem_record(*p, arena));
 }
 
-const char* const kBackendNames[] = {"auto", "host", "cuda"};
-const char* const kPolicyNames[] = {"default", "async", "sync", "refuse"};
-
-// Names are static strings; the environment is read at each zarena_config_init.
-struct EnvContext {
-  zarena_config* cfg;
-  std::vector<EnvSetting>* found;
-
-  const char* get(const char* field, const char* var) {
-    const char* v = std::getenv(var);
-    if (v == nullptr) return nullptr;
-    found->push_back({field, var, v, false});
-    return v;
-  }
-  void ok() { found->back().parsed = true; }
-};
-
-void set_flag(zarena_config* cfg, uint32_t flag, bool on) {
-  if (on) {
-    cfg->flags |= flag;
-  } else {
-    cfg->flags &= ~flag;
-  }
+std::string text_or(const char* s, const char* fallback) {
+  return (s != nullptr && s[0] != '\0') ? s : fallback;
 }
 
 }  // namespace
 
+uint64_t field_number(const zarena_config& c, const FieldSpec& f) {
+  const unsigned char* p = at(c, f);
+  switch (f.storage) {
+    case Storage::kI32:
+      return static_cast<uint64_t>(static_cast<int64_t>(load<int32_t>(p)));
+    case Storage::kU32:
+      return load<uint32_t>(p);
+    case Storage::kU64:
+      return load<uint64_t>(p);
+    case Storage::kPointer:
+      return reinterpret_cast<uintptr_t>(load<void*>(p));
+    case Storage::kFlag:
+      return (load<uint32_t>(p) & f.bit) != 0 ? 1 : 0;
+    case Storage::kString:
+      return load<const char*>(p) != nullptr ? 1 : 0;
+  }
+  return 0;
+}
+
+void set_field_number(zarena_config* c, const FieldSpec& f, uint64_t v) {
+  unsigned char* p = at(c, f);
+  switch (f.storage) {
+    case Storage::kI32:
+      store<int32_t>(p, static_cast<int32_t>(v));
+      break;
+    case Storage::kU32:
+      store<uint32_t>(p, static_cast<uint32_t>(v));
+      break;
+    case Storage::kU64:
+      store<uint64_t>(p, v);
+      break;
+    case Storage::kPointer:
+      store<void*>(p, reinterpret_cast<void*>(static_cast<uintptr_t>(v)));
+      break;
+    case Storage::kFlag: {
+      const uint32_t flags = load<uint32_t>(p);
+      store<uint32_t>(p, v != 0 ? (flags | f.bit) : (flags & ~f.bit));
+      break;
+    }
+    case Storage::kString:
+      break;  // strings go through set_field_text
+  }
+}
+
+const char* field_text(const zarena_config& c, const FieldSpec& f) {
+  return f.storage == Storage::kString ? load<const char*>(at(c, f)) : nullptr;
+}
+
+void set_field_text(zarena_config* c, const FieldSpec& f, const char* v) {
+  if (f.storage == Storage::kString) store<const char*>(at(c, f), v);
+}
+
+std::string render_field(const zarena_config& c, const FieldSpec& f) {
+  const uint64_t v = field_number(c, f);
+  switch (f.kind) {
+    case ValueKind::kEnum:
+      return v < f.enum_count ? f.enum_names[v] : "invalid";
+    case ValueKind::kCount:
+      return std::to_string(static_cast<int64_t>(v));
+    case ValueKind::kBytes:
+      return v == ZARENA_OVERFLOW_UNLIMITED ? "unlimited" : std::to_string(v);
+    case ValueKind::kDuration:
+      return std::to_string(v);
+    case ValueKind::kWord:
+      return fmt::format("0x{:08X}", v);
+    case ValueKind::kSwitch:
+      return v != 0 ? "on" : "off";
+    case ValueKind::kText:
+      return text_or(field_text(c, f), "");
+    case ValueKind::kPointer:
+      return fmt::format("{}", reinterpret_cast<void*>(static_cast<uintptr_t>(v)));
+  }
+  return "";
+}
+
 uint64_t default_retain_bytes(uint64_t capacity) {
-  return capacity > kMinDefaultRetain ? capacity : kMinDefaultRetain;
+  zarena_config c{};
+  c.capacity_bytes = capacity;
+  return config_rules::retain_default(c);
 }
 
 const char* backend_name(int32_t backend) {
@@ -109,97 +163,10 @@ zarena_config default_config() {
   zarena_config c;
   std::memset(&c, 0, sizeof c);
   c.struct_size = sizeof(zarena_config);
-  c.backend = ZARENA_BACKEND_AUTO;
-  c.device = 0;
-  c.capacity_bytes = kDefaultCapacity;
-  c.alignment = kDefaultAlignment;
-  c.overflow_policy = ZARENA_OVERFLOW_DEFAULT;
-  c.overflow_retain_bytes = 0;
-  c.overflow_limit_bytes = 0;
-  c.stream = nullptr;
-  c.flags = 0;
-  c.name = nullptr;
-  c.overflow_slow_ns = 0;
+  for (const FieldSpec& f : kConfigFields) {
+    if (f.initial != 0) set_field_number(&c, f, f.initial);
+  }
   return c;
-}
-
-std::vector<EnvSetting> apply_environment(zarena_config* cfg) {
-  std::vector<EnvSetting> found;
-  EnvContext env{cfg, &found};
-  uint64_t u = 0;
-  bool b = false;
-  int32_t e = 0;
-  const char* v;
-
-  if ((v = env.get("backend", "ZARENA_BACKEND")) && parse_enum(v, kBackendNames, 3, &e)) {
-    cfg->backend = e;
-    env.ok();
-  }
-  if ((v = env.get("device", "ZARENA_DEVICE")) && parse_u64(v, &u) && u < 1024) {
-    cfg->device = static_cast<int32_t>(u);
-    env.ok();
-  }
-  // ztensor's name first, so the zarena-specific one wins when both are set.
-  if ((v = env.get("capacity_bytes", "ZERFOO_ARENA_SIZE_GB")) && parse_gib(v, &u) && u > 0) {
-    cfg->capacity_bytes = u;
-    env.ok();
-  }
-  if ((v = env.get("capacity_bytes", "ZARENA_CAPACITY_BYTES")) && parse_u64(v, &u) && u > 0) {
-    cfg->capacity_bytes = u;
-    env.ok();
-  }
-  if ((v = env.get("alignment", "ZARENA_ALIGNMENT")) && parse_u64(v, &u)) {
-    cfg->alignment = u;
-    env.ok();
-  }
-  if ((v = env.get("overflow_policy", "ZARENA_OVERFLOW_POLICY")) &&
-      parse_enum(v, kPolicyNames, 4, &e)) {
-    cfg->overflow_policy = e;
-    env.ok();
-  }
-  if ((v = env.get("overflow_retain_bytes", "ZERFOO_OVERFLOW_POOL_RETAIN_GB")) &&
-      parse_gib(v, &u)) {
-    cfg->overflow_retain_bytes = u;
-    env.ok();
-  }
-  if ((v = env.get("overflow_retain_bytes", "ZARENA_OVERFLOW_RETAIN_BYTES")) && parse_u64(v, &u)) {
-    cfg->overflow_retain_bytes = u;
-    env.ok();
-  }
-  if ((v = env.get("overflow_limit_bytes", "ZARENA_OVERFLOW_LIMIT_BYTES")) && parse_u64(v, &u)) {
-    cfg->overflow_limit_bytes = u;
-    env.ok();
-  }
-  if ((v = env.get("overflow_slow_ns", "ZARENA_OVERFLOW_SLOW_MS")) && parse_u64(v, &u) &&
-      u < 1'000'000'000ull) {
-    cfg->overflow_slow_ns = u * 1'000'000ull;
-    env.ok();
-  }
-  if ((v = env.get("flags.poison", "ZTENSOR_ARENA_POISON")) && parse_env_bool(v, &b)) {
-    set_flag(cfg, ZARENA_FLAG_POISON, b);
-    env.ok();
-  }
-  if ((v = env.get("flags.poison", "ZARENA_POISON")) && parse_env_bool(v, &b)) {
-    set_flag(cfg, ZARENA_FLAG_POISON, b);
-    env.ok();
-  }
-  if ((v = env.get("flags.managed", "ZERFOO_ENABLE_MANAGED_MEM")) && parse_env_bool(v, &b)) {
-    set_flag(cfg, ZARENA_FLAG_MANAGED, b);
-    env.ok();
-  }
-  if ((v = env.get("flags.managed", "ZARENA_MANAGED")) && parse_env_bool(v, &b)) {
-    set_flag(cfg, ZARENA_FLAG_MANAGED, b);
-    env.ok();
-  }
-  if ((v = env.get("flags.overflow_prewarm", "ZARENA_OVERFLOW_PREWARM")) && parse_env_bool(v, &b)) {
-    set_flag(cfg, ZARENA_FLAG_OVERFLOW_PREWARM, b);
-    env.ok();
-  }
-  if ((v = env.get("name", "ZARENA_NAME")) && *v != '\0') {
-    cfg->name = v;  // points into the environment, which outlives the call
-    env.ok();
-  }
-  return found;
 }
 
 Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
@@ -228,8 +195,12 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   }
   c.struct_size = sizeof(zarena_config);
 
-  if (c.backend < ZARENA_BACKEND_AUTO || c.backend > ZARENA_BACKEND_CUDA)
-    return Result::fail(Status::kInvalidArgument, fmt::format("unknown backend {}", c.backend));
+  for (const FieldSpec& f : kConfigFields) {
+    if (f.kind != ValueKind::kEnum) continue;
+    const auto v = static_cast<int64_t>(field_number(c, f));
+    if (v < 0 || v >= static_cast<int64_t>(f.enum_count))
+      return Result::fail(Status::kInvalidArgument, fmt::format("unknown {} {}", f.key, v));
+  }
   if (c.capacity_bytes == 0)
     return Result::fail(Status::kInvalidArgument, "capacity_bytes must be > 0");
   if (c.alignment < kMinAlignment || c.alignment > kMaxAlignment ||
@@ -245,80 +216,67 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
                                       c.capacity_bytes, c.alignment));
     c.capacity_bytes -= c.capacity_bytes % c.alignment;
   }
-  if (c.overflow_policy < ZARENA_OVERFLOW_DEFAULT || c.overflow_policy > ZARENA_OVERFLOW_REFUSE)
-    return Result::fail(Status::kInvalidArgument,
-                        fmt::format("unknown overflow_policy {}", c.overflow_policy));
   if (c.device < 0)
     return Result::fail(Status::kInvalidArgument, fmt::format("device {} < 0", c.device));
-  constexpr uint32_t kKnownFlags =
-      ZARENA_FLAG_MANAGED | ZARENA_FLAG_POISON | ZARENA_FLAG_OVERFLOW_PREWARM;
+  constexpr uint32_t kKnownFlags = known_flags();
   if ((c.flags & ~kKnownFlags) != 0)
     return Result::fail(Status::kInvalidArgument,
                         fmt::format("unknown flags 0x{:x}", c.flags & ~kKnownFlags));
-  if (c.overflow_retain_bytes == 0)
-    c.overflow_retain_bytes = default_retain_bytes(c.capacity_bytes);
-  if (c.overflow_slow_ns == 0) c.overflow_slow_ns = kDefaultOverflowSlowNs;
+  if (c.reserved0 != 0)
+    return Result::fail(Status::kInvalidArgument,
+                        fmt::format("reserved0 is {}; it must be 0", c.reserved0));
 
   ResolvedConfig r;
-  r.name = (c.name != nullptr && c.name[0] != '\0') ? c.name : "zarena";
-  c.name = nullptr;  // the arena owns its copy in r.name
-  r.cfg = c;
+  r.name = text_or(c.name, kDefaultName);
+  r.trace_file = text_or(c.trace_file, "");
+  r.problems = environment_problems();
+  for (const ConfigProblem& p : r.problems) r.warnings.push_back(p.describe());
+  if ((c.flags & ZARENA_FLAG_STRICT_CONFIG) != 0 && !r.problems.empty()) {
+    std::string all;
+    for (const std::string& w : r.warnings) all += (all.empty() ? "" : "; ") + w;
+    return Result::fail(Status::kInvalidArgument,
+                        fmt::format("invalid configuration (ZARENA_FLAG_STRICT_CONFIG), {} "
+                                    "problem(s): {}",
+                                    r.problems.size(), all));
+  }
 
   // Attribute each field: the environment (when it set this value), the struct, or the
-  // default. Recomputed here because zarena_config_init does not record it.
-  zarena_config defaults = default_config();
-  defaults.overflow_retain_bytes = default_retain_bytes(c.capacity_bytes);
-  defaults.overflow_slow_ns = kDefaultOverflowSlowNs;
+  // default. Recomputed here because zarena_config_init does not record it. The "0 =
+  // default" rules read the resolved capacity, so every side is compared resolved.
+  const zarena_config defaults = default_config();
   zarena_config env_cfg = default_config();
-  std::vector<EnvSetting> env = apply_environment(&env_cfg);
-  for (const EnvSetting& s : env) {
-    if (!s.parsed) {
-      r.warnings.push_back(
-          fmt::format("ignored {}='{}' (not a valid {})", s.variable, s.raw, s.field));
-    }
+  const std::vector<EnvSetting> env = apply_environment(&env_cfg);
+  const zarena_config given_cfg = c;
+  for (const FieldSpec& f : kConfigFields) {
+    if (f.zero_means != nullptr) set_field_number(&c, f, effective(given_cfg, f, given_cfg));
   }
-  auto origin = [&](const char* field, bool equals_default, bool equals_env) -> std::string {
+  for (const FieldSpec& f : kConfigFields) {
     std::string var;
     for (const EnvSetting& s : env) {
-      if (s.parsed && s.field == field) var = s.variable;  // the last one applied wins
+      if (s.parsed && s.field == f.key) var = s.variable;  // the last one applied wins
     }
-    if (!var.empty() && equals_env) return "env:" + var;
-    return equals_default ? "default" : "config";
-  };
-  auto add = [&](const char* field, std::string value, bool eq_def, bool eq_env) {
-    r.sources.push_back({field, std::move(value), origin(field, eq_def, eq_env)});
-  };
-  add("backend", backend_name(c.backend), c.backend == defaults.backend,
-      c.backend == env_cfg.backend);
-  add("device", std::to_string(c.device), c.device == defaults.device, c.device == env_cfg.device);
-  add("capacity_bytes", std::to_string(c.capacity_bytes),
-      c.capacity_bytes == defaults.capacity_bytes, c.capacity_bytes == env_cfg.capacity_bytes);
-  add("alignment", std::to_string(c.alignment), c.alignment == defaults.alignment,
-      c.alignment == env_cfg.alignment);
-  add("overflow_policy", policy_name(c.overflow_policy),
-      c.overflow_policy == defaults.overflow_policy, c.overflow_policy == env_cfg.overflow_policy);
-  const uint64_t env_retain = env_cfg.overflow_retain_bytes
-                                  ? env_cfg.overflow_retain_bytes
-                                  : default_retain_bytes(c.capacity_bytes);
-  add("overflow_retain_bytes", std::to_string(c.overflow_retain_bytes),
-      c.overflow_retain_bytes == defaults.overflow_retain_bytes,
-      c.overflow_retain_bytes == env_retain);
-  add("overflow_limit_bytes", std::to_string(c.overflow_limit_bytes),
-      c.overflow_limit_bytes == defaults.overflow_limit_bytes,
-      c.overflow_limit_bytes == env_cfg.overflow_limit_bytes);
-  const uint64_t env_slow =
-      env_cfg.overflow_slow_ns ? env_cfg.overflow_slow_ns : kDefaultOverflowSlowNs;
-  add("overflow_slow_ns", std::to_string(c.overflow_slow_ns),
-      c.overflow_slow_ns == defaults.overflow_slow_ns, c.overflow_slow_ns == env_slow);
-  add("stream", fmt::format("{}", c.stream), c.stream == nullptr, false);
-  auto flag = [&](const char* field, uint32_t bit) {
-    add(field, (c.flags & bit) ? "on" : "off", (c.flags & bit) == (defaults.flags & bit),
-        (c.flags & bit) == (env_cfg.flags & bit));
-  };
-  flag("flags.managed", ZARENA_FLAG_MANAGED);
-  flag("flags.poison", ZARENA_FLAG_POISON);
-  flag("flags.overflow_prewarm", ZARENA_FLAG_OVERFLOW_PREWARM);
-  add("name", r.name, r.name == "zarena", env_cfg.name != nullptr && r.name == env_cfg.name);
+    bool eq_default, eq_env;
+    std::string value;
+    if (f.storage == Storage::kString) {
+      value = text_or(field_text(c, f), f.text_default);
+      eq_default = value == f.text_default;
+      eq_env = value == text_or(field_text(env_cfg, f), f.text_default);
+    } else {
+      const uint64_t mine = field_number(c, f);
+      eq_default = mine == effective(defaults, f, given_cfg);
+      eq_env = mine == effective(env_cfg, f, given_cfg);
+      value = render_field(c, f);
+    }
+    std::string origin = (!var.empty() && eq_env) ? "env:" + var
+                         : eq_default             ? "default"
+                                                  : "config";
+    r.sources.push_back({f.key, std::move(value), std::move(origin)});
+  }
+  // The arena owns its copies of the strings.
+  c.name = nullptr;
+  c.trace_file = nullptr;
+  r.cfg = c;
+  emit_new_problems(r.problems, r.name);
   *out = std::move(r);
   return Result::ok();
 }

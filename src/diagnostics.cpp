@@ -107,6 +107,9 @@ LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& are
       .add_uint("free_list_len", f.free_list_len)
       .add_string("verdict", v.name)
       .add_string("advice", v.advice);
+  // The human line leads with the verdict and its fix; the facts are in the fields.
+  rec.human(fmt::format("arena full, verdict {}. Fix: {}", v.name, v.advice))
+      .headline({"requested_bytes", "verdict"});
   return rec;
 }
 
@@ -118,7 +121,8 @@ LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint
   rec.add_uint("duration_ns", duration_ns)
       .add_uint("threshold_ns", threshold_ns)
       .add_uint("bytes", bytes)
-      .add_string("path", path);
+      .add_string("path", path)
+      .headline({"threshold_ns"});
   rec.rate_limited();  // a wedged backend would otherwise log on every overflow call
   return rec;
 }
@@ -147,7 +151,11 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
       .add_string("verdict", "never_reset")
       .add_string("advice",
                   "call zarena_reset after every step (after every sample when "
-                  "accumulating gradients)");
+                  "accumulating gradients)")
+      .human(fmt::format("no reset after {} runs of the same step ({:.0f}% full). Fix: call "
+                         "zarena_reset after every step",
+                         f.step_repeats + 1, fill))
+      .headline({"steps_to_full"});
   // An arena warns at most once in its life (resets stay 0), but a program that creates
   // arena after arena would repeat it.
   rec.rate_limited();
@@ -159,14 +167,20 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                         uint64_t memory_free, uint64_t memory_total) {
   const zarena_config& c = rc.cfg;
   LogRecord rec(ZARENA_LOG_INFO, "arena.config", rc.name);
-  std::string from;
+  std::string from, from_short;
   for (const auto& s : rc.sources) {
     if (s.origin == "default") continue;
     from += fmt::format("{}{}={} ({})", from.empty() ? "" : ", ", s.field, s.value, s.origin);
+    from_short += fmt::format("{}{} ({})", from_short.empty() ? "" : ", ", s.field, s.origin);
   }
-  std::string msg = fmt::format("created on {}: capacity {}, alignment {}, overflow {}; {}{}",
-                                backend_desc, human_bytes(c.capacity_bytes), c.alignment,
-                                policy_name(policy), from.empty() ? "all defaults" : "set: ", from);
+  const std::string limit = c.overflow_limit_bytes == ZARENA_OVERFLOW_UNLIMITED
+                                ? std::string("unlimited")
+                                : human_bytes(c.overflow_limit_bytes);
+  const std::string head =
+      fmt::format("created on {}: capacity {}, overflow {} (limit {})", backend_desc,
+                  human_bytes(c.capacity_bytes), policy_name(policy), limit);
+  std::string msg = fmt::format("{}, alignment {}; {}{}", head, c.alignment,
+                                from.empty() ? "all defaults" : "set: ", from);
   for (const auto& w : rc.warnings) msg += "; " + w;
   if (!fallback.empty()) msg += "; AUTO fell back to host: " + fallback;
   if (memory_total != 0) {
@@ -175,35 +189,32 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                        human_bytes(memory_free), human_bytes(memory_total));
   }
   rec.message(std::move(msg));
-  // Thirty fields on one stderr line bury the warnings that follow; the message names
-  // every value that is not a default, and callbacks still get all of them typed.
-  rec.stderr_message_only();
+  // The human line names what is not a default and where it came from; the values are in
+  // the fields, and each environment problem has its own warning line.
+  rec.human(
+      fmt::format("{}; {}{}", head, from_short.empty() ? "all defaults" : "set: ", from_short));
   rec.add_string("backend_resolved", backend_name(backend_kind));
   rec.add_string("overflow_policy_resolved", policy_name(policy));
-  for (const auto& s : rc.sources) {
-    const std::string& k = s.field;
-    if (k == "device") {
-      rec.add_int(k, c.device);
-    } else if (k == "capacity_bytes") {
-      rec.add_uint(k, c.capacity_bytes);
-    } else if (k == "alignment") {
-      rec.add_uint(k, c.alignment);
-    } else if (k == "overflow_retain_bytes") {
-      rec.add_uint(k, c.overflow_retain_bytes);
-    } else if (k == "overflow_limit_bytes") {
-      rec.add_uint(k, c.overflow_limit_bytes);
-    } else if (k == "overflow_slow_ns") {
-      rec.add_uint(k, c.overflow_slow_ns);
-    } else if (k == "flags.managed") {
-      rec.add_bool(k, (c.flags & ZARENA_FLAG_MANAGED) != 0);
-    } else if (k == "flags.poison") {
-      rec.add_bool(k, (c.flags & ZARENA_FLAG_POISON) != 0);
-    } else if (k == "flags.overflow_prewarm") {
-      rec.add_bool(k, (c.flags & ZARENA_FLAG_OVERFLOW_PREWARM) != 0);
-    } else {
-      rec.add_string(k, s.value);  // backend, overflow_policy, stream, name, and new ones
+  for (size_t i = 0; i < kConfigFieldCount && i < rc.sources.size(); ++i) {
+    const FieldSpec& f = kConfigFields[i];
+    const ResolvedConfig::Source& s = rc.sources[i];
+    const uint64_t v = field_number(c, f);
+    switch (f.kind) {
+      case ValueKind::kCount:
+        rec.add_int(s.field, static_cast<int64_t>(v));
+        break;
+      case ValueKind::kBytes:
+      case ValueKind::kDuration:
+      case ValueKind::kWord:
+        rec.add_uint(s.field, v);
+        break;
+      case ValueKind::kSwitch:
+        rec.add_bool(s.field, v != 0);
+        break;
+      default:  // enum names, text (the arena's copies), the stream
+        rec.add_string(s.field, s.value);
     }
-    rec.add_string(k + "_source", s.origin);
+    rec.add_string(s.field + "_source", s.origin);
   }
   if (!fallback.empty()) rec.add_string("backend_fallback", fallback);
   if (memory_total != 0) {
@@ -212,6 +223,23 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
   }
   for (size_t i = 0; i < rc.warnings.size(); ++i) {
     rec.add_string(fmt::format("warning{}", i), rc.warnings[i]);
+  }
+  return rec;
+}
+
+LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena_name) {
+  const std::string value = p.value.size() <= 24 ? p.value : p.value.substr(0, 21) + "...";
+  LogRecord rec(ZARENA_LOG_WARN,
+                p.unknown_variable ? "config.unknown_variable" : "config.invalid_value",
+                arena_name);
+  rec.message(p.describe());
+  rec.add_string("variable", p.variable).add_string("value", p.value);
+  if (p.unknown_variable) {
+    rec.human(fmt::format("unknown variable {}, ignored; did you mean {}?", p.variable, p.closest));
+    rec.add_string("closest", p.closest);
+  } else {
+    rec.human(fmt::format("ignored {}='{}': {}", p.variable, value, p.why));
+    rec.add_string("reason", p.why).add_string("example", p.example).headline({"example"});
   }
   return rec;
 }
@@ -238,7 +266,8 @@ LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
       .add_uint("overflow_epochs", f.overflow_epochs)
       .add_uint("stale_frees", s.stale_frees)
       .add_uint("invalid_frees", s.invalid_frees)
-      .add_uint("live_allocs", s.live_allocs);
+      .add_uint("live_allocs", s.live_allocs)
+      .headline({"overflow_allocs", "resets"});
   // Drops the limiter never got to report with a later record of their kind.
   if (const uint64_t dropped = log_pending_suppressed(); dropped != 0) {
     rec.add_uint("log_suppressed", dropped);

@@ -79,6 +79,11 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                         int32_t backend_kind, int32_t policy, const std::string& fallback = "",
                         uint64_t memory_free = 0, uint64_t memory_total = 0);
 
+// A problem in the environment found at create (warn, rate-limited like other repeatable
+// warnings): "config.invalid_value" with variable, value, reason and example (a valid
+// value), or "config.unknown_variable" with variable, value and closest (a known name).
+LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena_name);
+
 struct LifetimeFacts {
   uint64_t total_allocs = 0;
   uint64_t overflow_epochs = 0;  // epochs in which the region was exhausted

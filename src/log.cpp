@@ -30,6 +30,19 @@ bool mirror_from_env() {
   return parse_env_bool(std::getenv("ZARENA_LOG_STDERR"), &on) && on;
 }
 
+// An invalid value keeps the text format; the config check reports it at create.
+bool json_from_env() {
+  bool json = false;
+  log_parse_format(std::getenv("ZARENA_LOG_FORMAT"), &json);
+  return json;
+}
+
+int64_t unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 uint64_t steady_now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
@@ -54,6 +67,7 @@ struct Sink {
   std::atomic<int32_t> callback_level{ZARENA_LOG_OFF};
   std::atomic<int32_t> stderr_level{level_from_env()};
   std::atomic<bool> mirror_stderr{mirror_from_env()};
+  std::atomic<bool> stderr_json{json_from_env()};
   uint64_t (*now_ns)() = steady_now_ns;
   Bucket buckets[kMaxBuckets];
   int bucket_count = 0;
@@ -68,6 +82,18 @@ spdlog::logger& stderr_logger() {
   static spdlog::logger* logger = [] {
     auto l = new spdlog::logger("zarena", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     l->set_pattern("%Y-%m-%dT%H:%M:%S.%e zarena %l %v");
+    l->set_level(spdlog::level::trace);
+    l->flush_on(spdlog::level::trace);
+    return l;
+  }();
+  return *logger;
+}
+
+// JSON lines carry their own time and level: the sink writes them as they are.
+spdlog::logger& json_logger() {
+  static spdlog::logger* logger = [] {
+    auto l = new spdlog::logger("zarena-json", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    l->set_pattern("%v");
     l->set_level(spdlog::level::trace);
     l->flush_on(spdlog::level::trace);
     return l;
@@ -124,7 +150,13 @@ bool take_token(Sink& s, const std::string& event, uint64_t* suppressed) {
 }
 
 void deliver(const LogRecord& rec, zarena_log_fn fn, void* ud, bool to_stderr) {
-  if (to_stderr) stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec));
+  if (to_stderr) {
+    if (sink().stderr_json.load(std::memory_order_relaxed)) {
+      json_logger().log(to_spdlog(rec.level()), "{}", log_format_json(rec, unix_now_ms()));
+    } else {
+      stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec));
+    }
+  }
   if (fn == nullptr) return;
   std::vector<zarena_log_field> fields;
   fields.reserve(rec.fields().size());
@@ -177,6 +209,18 @@ LogRecord& LogRecord::rate_limited(bool on) {
   rate_limited_ = on;
   return *this;
 }
+LogRecord& LogRecord::human(std::string sentence) {
+  human_ = std::move(sentence);
+  return *this;
+}
+LogRecord& LogRecord::headline(std::initializer_list<const char*> keys) {
+  for (Field& f : fields_) {
+    for (const char* k : keys) {
+      if (f.key == k) f.headline = true;
+    }
+  }
+  return *this;
+}
 LogRecord& LogRecord::stderr_message_only(bool on) {
   stderr_message_only_ = on;
   return *this;
@@ -197,6 +241,15 @@ bool log_parse_level(const char* text, int32_t* level) noexcept {
   return false;
 }
 
+bool log_parse_format(const char* text, bool* json) noexcept {
+  if (text == nullptr) return false;
+  if (!strcasecmp(text, "text") || !strcasecmp(text, "json")) {
+    *json = !strcasecmp(text, "json");
+    return true;
+  }
+  return false;
+}
+
 bool log_enabled(int32_t level) noexcept {
   if (level < ZARENA_LOG_TRACE || level >= ZARENA_LOG_OFF) return false;
   const Sink& s = sink();
@@ -204,42 +257,6 @@ bool log_enabled(int32_t level) noexcept {
   if (cb && level >= s.callback_level.load(std::memory_order_relaxed)) return true;
   const bool to_stderr = !cb || s.mirror_stderr.load(std::memory_order_relaxed);
   return to_stderr && level >= s.stderr_level.load(std::memory_order_relaxed);
-}
-
-std::string log_format_line(const LogRecord& rec) {
-  std::string line = rec.event();
-  if (!rec.arena_name().empty()) line += fmt::format(" [{}]", rec.arena_name());
-  line += ": ";
-  line += rec.text();
-  if (rec.is_stderr_message_only()) return line;
-  for (const auto& f : rec.fields()) {
-    switch (f.kind) {
-      case ZARENA_FIELD_INT:
-        line += fmt::format(" {}={}", f.key, f.i);
-        break;
-      case ZARENA_FIELD_UINT:
-        line += fmt::format(" {}={}", f.key, static_cast<uint64_t>(f.i));
-        break;
-      case ZARENA_FIELD_DOUBLE:
-        line += fmt::format(" {}={:.6g}", f.key, f.f);
-        break;
-      case ZARENA_FIELD_BOOL:
-        line += fmt::format(" {}={}", f.key, f.i ? "true" : "false");
-        break;
-      default:
-        if (f.s.empty() || f.s.find_first_of(" \"=") != std::string::npos) {
-          std::string quoted;
-          for (char c : f.s) {
-            if (c == '"' || c == '\\') quoted += '\\';
-            quoted += c;
-          }
-          line += fmt::format(" {}=\"{}\"", f.key, quoted);
-        } else {
-          line += fmt::format(" {}={}", f.key, f.s);
-        }
-    }
-  }
-  return line;
 }
 
 void log_emit(const LogRecord& rec) noexcept {
@@ -265,7 +282,7 @@ void log_emit(const LogRecord& rec) noexcept {
     }
     LogRecord with_count = rec;
     with_count.message(fmt::format("{} ({} similar records suppressed)", rec.text(), suppressed));
-    with_count.add_uint("suppressed", suppressed);
+    with_count.add_uint("suppressed", suppressed).headline({"suppressed"});
     deliver(with_count, cb ? fn : nullptr, ud, to_stderr);
   } catch (...) {
     // Logging must never take the program down; a record that cannot be built is lost.
@@ -305,6 +322,10 @@ void log_set_stderr_for_testing(int32_t level, bool mirror) noexcept {
   Sink& s = sink();
   s.stderr_level.store(level, std::memory_order_relaxed);
   s.mirror_stderr.store(mirror, std::memory_order_relaxed);
+}
+
+void log_set_stderr_format_for_testing(bool json) noexcept {
+  sink().stderr_json.store(json, std::memory_order_relaxed);
 }
 
 }  // namespace zarena_core

@@ -8,6 +8,13 @@
 // zarena_set_log_callback(NULL, ...). They are separate so that ZARENA_LOG_STDERR=1 still
 // shows warnings when the host registered a Nop logger with min_level OFF.
 //
+// Formats: on stderr a record is one human line by default, "<time> zarena <level>
+// <event> [<arena>]: <sentence> key=value ...", at most kHumanLineMax characters: the
+// sentence (human(), else the message; cut at a word with "..." when long) and only the
+// fields the record builder marked headline(). With ZARENA_LOG_FORMAT=json it is one JSON
+// object per line with every field, typed (log_format_json). Callbacks always get the full
+// message and every field.
+//
 // Rate limiting: a record marked rate_limited() is subject to a token bucket per event
 // name (process-wide: a burst of kRateBurst, then one every kRateIntervalNs). A dropped
 // record is counted; the next one of that event that passes carries a "suppressed" field
@@ -16,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -25,6 +33,11 @@ namespace zarena_core {
 
 inline constexpr uint64_t kRateBurst = 5;
 inline constexpr uint64_t kRateIntervalNs = 10'000'000'000ull;  // one token per 10 s
+// A human stderr line, timestamp and level included, is at most this long: a line that
+// wraps three times on a terminal is skimmed, and the diagnosis in it is missed.
+inline constexpr size_t kHumanLineMax = 200;
+// "2025-01-31T12:34:56.789 zarena warning ": the sink's prefix at its longest.
+inline constexpr size_t kHumanPrefixMax = 39;
 
 // A record under construction; owns its strings until emitted.
 class LogRecord {
@@ -39,13 +52,20 @@ class LogRecord {
   LogRecord& add_bool(std::string key, bool v);
   // Subject to the per-event rate limiter (repeatable warnings only).
   LogRecord& rate_limited(bool on = true);
-  // On stderr, write the message without the key=value fields (for records whose fields
-  // are many and whose message already summarises them); callbacks get every field.
+  // The sentence of the human stderr line when the message is too long to lead it (e.g.
+  // the verdict and its fix without the facts behind them); callbacks get the message.
+  LogRecord& human(std::string sentence);
+  // Marks the fields (by key, already added) that the human line shows after the sentence:
+  // the few numbers a person needs; callbacks and JSON get every field regardless.
+  LogRecord& headline(std::initializer_list<const char*> keys);
+  // On stderr, write the sentence without any key=value field, headline ones included.
   LogRecord& stderr_message_only(bool on = true);
 
   int32_t level() const { return level_; }
   const std::string& event() const { return event_; }
   const std::string& text() const { return message_; }
+  // The human line's sentence: human() when set, else the message.
+  const std::string& human_text() const { return human_.empty() ? message_ : human_; }
   const std::string& arena_name() const { return arena_name_; }
   bool is_rate_limited() const { return rate_limited_; }
   bool is_stderr_message_only() const { return stderr_message_only_; }
@@ -56,6 +76,7 @@ class LogRecord {
     int64_t i = 0;
     double f = 0;
     std::string s;
+    bool headline = false;  // shown on the human line
   };
   const std::vector<Field>& fields() const { return fields_; }
 
@@ -63,6 +84,7 @@ class LogRecord {
   int32_t level_;
   std::string event_;
   std::string message_;
+  std::string human_;
   std::string arena_name_;
   std::vector<Field> fields_;
   bool rate_limited_ = false;
@@ -76,9 +98,14 @@ bool log_enabled(int32_t level) noexcept;
 void log_emit(const LogRecord& rec) noexcept;
 // Registers the callback (NULL = default stderr sink) and its threshold (see top).
 void log_set_callback(zarena_log_fn fn, void* user_data, int32_t min_level) noexcept;
-// Renders the record as one line: "event [arena]: message key=value ..." (without the
-// fields for a stderr_message_only record).
+// The human line without the sink's prefix: "event [arena]: sentence key=value ..." with
+// the headline fields only, at most kHumanLineMax - kHumanPrefixMax characters, no newline.
 std::string log_format_line(const LogRecord& rec);
+// One JSON object (no newline): time (ISO 8601, UTC, ms; from unix_ms), level, event,
+// arena, message, and "fields" with every field as its JSON type (UINT as unsigned).
+std::string log_format_json(const LogRecord& rec, int64_t unix_ms);
+// Parses a ZARENA_LOG_FORMAT value: "text" (false) or "json" (true), any case.
+bool log_parse_format(const char* text, bool* json) noexcept;
 // Parses a ZARENA_LOG_LEVEL value; false when it is not a level name.
 bool log_parse_level(const char* text, int32_t* level) noexcept;
 
@@ -89,5 +116,6 @@ uint64_t log_pending_suppressed() noexcept;
 // overrides the stderr threshold and mirror flag that the environment set at start-up.
 void log_set_clock_for_testing(uint64_t (*now_ns)()) noexcept;
 void log_set_stderr_for_testing(int32_t level, bool mirror) noexcept;
+void log_set_stderr_format_for_testing(bool json) noexcept;
 
 }  // namespace zarena_core

@@ -70,7 +70,7 @@ zarena_config cuda_config(uint64_t capacity, int32_t policy, cudaStream_t stream
   c.alignment = 256;
   c.overflow_policy = policy;
   c.overflow_retain_bytes = 0;
-  c.overflow_limit_bytes = 0;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;  // tests that want a cap set one
   c.stream = stream;
   c.flags = 0;
   c.name = "gpu-test";
@@ -655,6 +655,7 @@ TEST(CudaBackend, StreamFromTheHostProgramsRuntimeThroughSharedLibrary) {
   c.backend = ZARENA_BACKEND_CUDA;
   c.capacity_bytes = 1 * kMiB;
   c.overflow_policy = ZARENA_OVERFLOW_ASYNC;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;  // 2 MiB spills past the default cap
   c.stream = s;
   zarena* a = nullptr;
   ASSERT_EQ(create(&c, &a), ZARENA_OK) << last_error();

@@ -33,6 +33,22 @@ struct OldConfig {
 static_assert(sizeof(OldConfig) == offsetof(zarena_config, overflow_slow_ns),
               "OldConfig must be a prefix of zarena_config");
 
+// zarena_config as released in 1.0.0: OldConfig plus overflow_slow_ns (88 bytes).
+struct Config100 {
+  OldConfig head;
+  uint64_t overflow_slow_ns;
+};
+static_assert(sizeof(Config100) == 88, "the 1.0.0 layout is 88 bytes");
+static_assert(sizeof(Config100) == offsetof(zarena_config, poison_word),
+              "Config100 must be the 1.0.0 prefix of zarena_config");
+// The 1.1 layout: five fields appended, nothing moved.
+static_assert(offsetof(zarena_config, poison_word) == 88 &&
+                  offsetof(zarena_config, reserved0) == 92 &&
+                  offsetof(zarena_config, commit_chunk_bytes) == 96 &&
+                  offsetof(zarena_config, trim_keep_bytes) == 104 &&
+                  offsetof(zarena_config, trace_file) == 112 && sizeof(zarena_config) == 120,
+              "the 1.1 config layout moved");
+
 // A later version that appended two fields.
 struct NewConfig {
   zarena_config current;
@@ -171,6 +187,49 @@ TEST_F(AbiStructs, OlderConfigReadsOnlyItsFieldsAndDefaultsTheRest) {
   void* p = nullptr;
   ASSERT_EQ(zarena_alloc(arena_, 4096, &p), ZARENA_OK);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 512, 0u);
+}
+
+// A caller compiled against 1.0.0 (88 bytes) gets the 1.1 fields' defaults, and the
+// library never reads the bytes after its struct (here: values that would be invalid).
+TEST_F(AbiStructs, Config100GetsThe11DefaultsAndNothingBeyondIsRead) {
+  struct {
+    Config100 cfg;
+    uint32_t poison_word;
+    uint32_t reserved0;
+    uint64_t commit_chunk_bytes;
+    uint64_t trim_keep_bytes;
+    const char* trace_file;
+  } mem;
+  std::memset(&mem, 0xFF, sizeof mem);
+  mem.cfg.head = old_config();
+  mem.cfg.head.struct_size = sizeof(Config100);
+  mem.cfg.overflow_slow_ns = 12345;
+  zarena_core::ResolvedConfig rc;
+  const auto* as_config = reinterpret_cast<const zarena_config*>(&mem.cfg);
+  ASSERT_TRUE(zarena_core::resolve_config(as_config, &rc).is_ok());  // reserved0 unread
+  EXPECT_EQ(rc.cfg.overflow_slow_ns, 12345u);
+  EXPECT_EQ(rc.cfg.poison_word, zarena_core::kDefaultPoisonWord);
+  EXPECT_EQ(rc.cfg.commit_chunk_bytes, zarena_core::kDefaultCommitChunk);
+  EXPECT_EQ(rc.cfg.trim_keep_bytes, 0u);
+  EXPECT_EQ(rc.trace_file, "");
+  EXPECT_EQ(rc.cfg.overflow_limit_bytes, kCapacity) << "1.0's 0 now means the default cap";
+  ASSERT_EQ(zarena_create(as_config, &arena_), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(config_field("poison_word_source"), "default");
+  EXPECT_EQ(config_field("trace_file"), "");
+  EXPECT_EQ(config_field("overflow_slow_ns_source"), "config");
+}
+
+// zarena_config_init_sized for a 1.0.0 caller writes 88 bytes, none of the 1.1 tail.
+TEST_F(AbiStructs, ConfigInitSizedFor100WritesNoneOfThe11Tail) {
+  struct {
+    Config100 cfg;
+    unsigned char guard[40];
+  } mem;
+  std::memset(&mem, kGuard, sizeof mem);
+  zarena_config_init_sized(reinterpret_cast<zarena_config*>(&mem.cfg), sizeof(Config100));
+  EXPECT_EQ(mem.cfg.head.struct_size, sizeof(Config100));
+  EXPECT_EQ(mem.cfg.overflow_slow_ns, 0u);
+  for (unsigned char b : mem.guard) ASSERT_EQ(b, kGuard);
 }
 
 TEST_F(AbiStructs, ConfigSmallerThanTheFirstLayoutIsRejected) {

@@ -462,6 +462,7 @@ TEST(FaultInjectingBackend, NextCreatePlanFailsThatCreateOnly) {
   c.backend = ZARENA_BACKEND_HOST;
   c.capacity_bytes = kMiB;
   c.overflow_policy = ZARENA_OVERFLOW_SYNC;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
   c.name = "faults";
   FaultPlan plan;
   plan.sites[static_cast<int>(FaultSite::kReserve)].fail_nth = 1;
@@ -511,6 +512,7 @@ TEST(HostBackend, ArenaOverflowBlocksHaveTheArenasAlignment) {
       c.capacity_bytes = align;
       c.alignment = align;
       c.overflow_policy = policy;
+      c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
       c.name = "aligned-overflow";
       zarena* a = nullptr;
       ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();

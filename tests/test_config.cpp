@@ -6,8 +6,12 @@
 #include <string>
 
 #include "config.h"
+#include "log_capture.h"
 
+using zarena_core::ConfigProblem;
 using zarena_core::ResolvedConfig;
+using zarena_test::LogCapture;
+using zarena_test::Record;
 
 namespace {
 
@@ -118,6 +122,272 @@ TEST(Config, CapacityIsRoundedDownToWholeGranules) {
   EXPECT_EQ(r.cfg.capacity_bytes, 768u);
   cfg.capacity_bytes = 100;
   EXPECT_EQ(zarena_core::resolve_config(&cfg, &r).status, zarena_core::Status::kInvalidArgument);
+}
+
+// --- 1.1: loud, strict parsing; problems at warn; strict mode; new fields ---------------
+
+ResolvedConfig resolved() {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  ResolvedConfig r;
+  EXPECT_TRUE(zarena_core::resolve_config(&cfg, &r).is_ok());
+  return r;
+}
+
+const ConfigProblem* problem_for(const ResolvedConfig& r, const std::string& variable) {
+  for (const auto& p : r.problems) {
+    if (p.variable == variable) return &p;
+  }
+  return nullptr;
+}
+
+// Creates a small host arena from zarena_config_init (so the environment applies).
+zarena_status create_host(zarena** out, uint32_t extra_flags = 0, const char* name = "cfg") {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.capacity_bytes = 1 << 20;
+  cfg.flags |= extra_flags;
+  cfg.name = name;
+  return zarena_create(&cfg, out);
+}
+
+TEST(ConfigIssue13, BlankNegativeCapacityIsRefusedNotWrapped) {
+  // 1.0: strtoull skipped the blank and negated: capacity 2^64-1, every create failed.
+  Env a("ZARENA_CAPACITY_BYTES", " -1");
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  EXPECT_EQ(cfg.capacity_bytes, 1ull << 30);
+  const ResolvedConfig r = resolved();
+  EXPECT_EQ(source_of(r, "capacity_bytes"), "1073741824 (default)");
+  const ConfigProblem* p = problem_for(r, "ZARENA_CAPACITY_BYTES");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->value, " -1");
+  EXPECT_NE(p->why.find("blanks"), std::string::npos) << p->why;
+}
+
+TEST(ConfigIssue13, BlankNegativeLimitKeepsTheCap) {
+  // 1.0: " -5" became 2^64-5, which silently removed the cap.
+  Env a("ZARENA_OVERFLOW_LIMIT_BYTES", " -5");
+  const ResolvedConfig r = resolved();
+  EXPECT_EQ(r.cfg.overflow_limit_bytes, r.cfg.capacity_bytes);
+  EXPECT_NE(problem_for(r, "ZARENA_OVERFLOW_LIMIT_BYTES"), nullptr);
+}
+
+TEST(ConfigIssue13, LeadingZeroAndHexAreRefused) {
+  // 1.0 parsed with base 0: "010" was 8 and "0x1000" was 4096.
+  Env a("ZARENA_DEVICE", "010");
+  Env b("ZARENA_ALIGNMENT", "0x1000");
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  EXPECT_EQ(cfg.device, 0);
+  EXPECT_EQ(cfg.alignment, 256u);
+  const ResolvedConfig r = resolved();
+  ASSERT_NE(problem_for(r, "ZARENA_DEVICE"), nullptr);
+  EXPECT_NE(problem_for(r, "ZARENA_DEVICE")->why.find("leading zero"), std::string::npos);
+  ASSERT_NE(problem_for(r, "ZARENA_ALIGNMENT"), nullptr);
+  EXPECT_NE(problem_for(r, "ZARENA_ALIGNMENT")->why.find("hexadecimal"), std::string::npos);
+}
+
+TEST(ConfigEnv, UnitSuffixesWork) {
+  Env a("ZARENA_CAPACITY_BYTES", "2GB");  // issue 11: was ignored, 1 GiB used
+  Env b("ZARENA_OVERFLOW_RETAIN_BYTES", "1.5GiB");
+  Env c("ZARENA_ALIGNMENT", "4k");
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  EXPECT_EQ(cfg.capacity_bytes, 2'000'000'000u);
+  EXPECT_EQ(cfg.overflow_retain_bytes, 3ull << 29);
+  EXPECT_EQ(cfg.alignment, 4096u);
+  const ResolvedConfig r = resolved();
+  EXPECT_TRUE(r.problems.empty()) << r.warnings[0];
+  // Rounded down to whole 4 KiB granules, still attributed to the environment.
+  EXPECT_EQ(r.cfg.capacity_bytes, 2'000'000'000u / 4096 * 4096);
+  EXPECT_EQ(source_of(r, "alignment"), "4096 (env:ZARENA_ALIGNMENT)");
+}
+
+TEST(ConfigEnv, ValuesOutOfRangeOrFailingTheirCheckAreRefused) {
+  Env a("ZARENA_ALIGNMENT", "384");     // not a power of two: create would fail
+  Env b("ZARENA_CAPACITY_BYTES", "0");  // the minimum is 1
+  Env c("ZARENA_DEVICE", "4096");       // above the maximum 1023
+  const ResolvedConfig r = resolved();
+  EXPECT_EQ(r.cfg.alignment, 256u);
+  EXPECT_EQ(r.cfg.capacity_bytes, 1ull << 30);
+  EXPECT_EQ(r.cfg.device, 0);
+  EXPECT_EQ(problem_for(r, "ZARENA_ALIGNMENT")->why, "not a power of two");
+  EXPECT_EQ(problem_for(r, "ZARENA_CAPACITY_BYTES")->why, "below the minimum 1");
+  EXPECT_EQ(problem_for(r, "ZARENA_DEVICE")->why, "above the maximum 1023");
+}
+
+TEST(ConfigOverflowCap, ZeroMeansTheCapacityUnlimitedMeansNone) {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.capacity_bytes = 8 << 20;
+  ResolvedConfig r;
+  ASSERT_TRUE(zarena_core::resolve_config(&cfg, &r).is_ok());
+  EXPECT_EQ(r.cfg.overflow_limit_bytes, 8u << 20);
+  EXPECT_EQ(source_of(r, "overflow_limit_bytes"), "8388608 (default)");
+  cfg.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
+  ASSERT_TRUE(zarena_core::resolve_config(&cfg, &r).is_ok());
+  EXPECT_EQ(r.cfg.overflow_limit_bytes, UINT64_MAX);
+  EXPECT_EQ(source_of(r, "overflow_limit_bytes"), "unlimited (config)");
+  {
+    Env a("ZARENA_OVERFLOW_LIMIT_BYTES", "unlimited");
+    r = resolved();
+    EXPECT_EQ(r.cfg.overflow_limit_bytes, UINT64_MAX);
+    EXPECT_EQ(source_of(r, "overflow_limit_bytes"), "unlimited (env:ZARENA_OVERFLOW_LIMIT_BYTES)");
+  }
+}
+
+TEST(ConfigNewFields, DefaultsResolvedAtCreate) {
+  const ResolvedConfig r = resolved();
+  EXPECT_EQ(r.cfg.poison_word, 0x7FF80000u);
+  EXPECT_EQ(r.cfg.commit_chunk_bytes, 64u << 20);
+  EXPECT_EQ(r.cfg.trim_keep_bytes, 0u);
+  EXPECT_EQ(r.trace_file, "");
+  EXPECT_EQ(source_of(r, "poison_word"), "0x7FF80000 (default)");
+  EXPECT_EQ(source_of(r, "trace_file"), " (default)");
+  EXPECT_EQ(source_of(r, "flags.expandable"), "off (default)");
+}
+
+TEST(ConfigNewFields, FromTheEnvironment) {
+  Env a("ZARENA_POISON_WORD", "0xA5A5A5A5");
+  Env b("ZARENA_COMMIT_CHUNK_BYTES", "256MiB");
+  Env c("ZARENA_TRIM_KEEP_BYTES", "1GiB");
+  Env d("ZARENA_TRACE_FILE", "/tmp/zarena-test.trace");
+  Env e("ZARENA_EXPANDABLE", "1");
+  Env f("ZARENA_MANAGED_FALLBACK", "yes");
+  Env g("ZARENA_STEP_RECORDS", "on");
+  const ResolvedConfig r = resolved();
+  EXPECT_TRUE(r.problems.empty()) << r.warnings[0];
+  EXPECT_EQ(r.cfg.poison_word, 0xA5A5A5A5u);
+  EXPECT_EQ(r.cfg.commit_chunk_bytes, 256u << 20);
+  EXPECT_EQ(r.cfg.trim_keep_bytes, 1u << 30);
+  EXPECT_EQ(r.trace_file, "/tmp/zarena-test.trace");
+  EXPECT_EQ(r.cfg.trace_file, nullptr) << "the arena owns its copy";
+  EXPECT_EQ(r.cfg.flags,
+            ZARENA_FLAG_EXPANDABLE | ZARENA_FLAG_MANAGED_FALLBACK | ZARENA_FLAG_STEP_RECORDS);
+  EXPECT_EQ(source_of(r, "poison_word"), "0xA5A5A5A5 (env:ZARENA_POISON_WORD)");
+  EXPECT_EQ(source_of(r, "trace_file"), "/tmp/zarena-test.trace (env:ZARENA_TRACE_FILE)");
+  EXPECT_EQ(source_of(r, "flags.step_records"), "on (env:ZARENA_STEP_RECORDS)");
+  EXPECT_EQ(source_of(r, "commit_chunk_bytes"), "268435456 (env:ZARENA_COMMIT_CHUNK_BYTES)");
+}
+
+TEST(ConfigValidation, EnumFieldsOutsideTheirNamesAreRefused) {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = 3;
+  ResolvedConfig r;
+  zarena_core::Result res = zarena_core::resolve_config(&cfg, &r);
+  EXPECT_EQ(res.status, zarena_core::Status::kInvalidArgument);
+  EXPECT_EQ(res.message, "unknown backend 3");
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.overflow_policy = -1;
+  res = zarena_core::resolve_config(&cfg, &r);
+  EXPECT_EQ(res.message, "unknown overflow_policy -1");
+}
+
+TEST(ConfigNewFields, ReservedMustBeZero) {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.reserved0 = 1;
+  ResolvedConfig r;
+  const zarena_core::Result res = zarena_core::resolve_config(&cfg, &r);
+  EXPECT_EQ(res.status, zarena_core::Status::kInvalidArgument);
+  EXPECT_NE(res.message.find("reserved0"), std::string::npos);
+}
+
+TEST(ConfigProblems, InvalidValueIsAWarningWithTheTextWhyAndAnExample) {
+  LogCapture cap;
+  Env a("ZARENA_CAPACITY_BYTES", "2XB");
+  zarena* arena = nullptr;
+  ASSERT_EQ(create_host(&arena), ZARENA_OK) << zarena_last_error();
+  zarena_destroy(arena);
+  const auto recs = cap.of("config.invalid_value");
+  ASSERT_EQ(recs.size(), 1u);
+  const Record& rec = recs[0];
+  EXPECT_EQ(rec.level, ZARENA_LOG_WARN);  // 1.0 used info, which warn-level setups hid
+  EXPECT_EQ(rec.str("variable"), "ZARENA_CAPACITY_BYTES");
+  EXPECT_EQ(rec.str("value"), "2XB");
+  EXPECT_NE(rec.str("reason").find("unknown unit \"XB\""), std::string::npos);
+  EXPECT_EQ(rec.str("example"), "2GiB");
+  EXPECT_NE(rec.message.find("e.g. ZARENA_CAPACITY_BYTES=2GiB"), std::string::npos) << rec.message;
+  // arena.config still lists it, after the warning.
+  const auto config = cap.of("arena.config");
+  ASSERT_EQ(config.size(), 1u);
+  EXPECT_NE(config[0].str("warning0").find("ZARENA_CAPACITY_BYTES"), std::string::npos);
+}
+
+TEST(ConfigProblems, EachProblemIsLoggedOncePerProcess) {
+  LogCapture cap;
+  Env a("ZARENA_OVERFLOW_SLOW_MS", "soon");
+  for (int i = 0; i < 3; ++i) {
+    zarena* arena = nullptr;
+    ASSERT_EQ(create_host(&arena), ZARENA_OK);
+    zarena_destroy(arena);
+  }
+  EXPECT_EQ(cap.of("config.invalid_value").size(), 1u);
+  EXPECT_EQ(cap.of("arena.config").size(), 3u);
+}
+
+TEST(ConfigProblems, UnknownVariableIsFlaggedWithTheClosestName) {
+  LogCapture cap;
+  Env a("ZARENA_CAPACTY_BYTES", "1GiB");
+  Env b("ZARENA_LOG_LEVELS", "warn");
+  const ResolvedConfig r = resolved();
+  const ConfigProblem* p = problem_for(r, "ZARENA_CAPACTY_BYTES");
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->unknown_variable);
+  EXPECT_EQ(p->closest, "ZARENA_CAPACITY_BYTES");
+  ASSERT_NE(problem_for(r, "ZARENA_LOG_LEVELS"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_LOG_LEVELS")->closest, "ZARENA_LOG_LEVEL");
+  const auto recs = cap.of("config.unknown_variable");
+  ASSERT_EQ(recs.size(), 2u);
+  const Record& rec = recs[0].str("variable") == "ZARENA_CAPACTY_BYTES" ? recs[0] : recs[1];
+  EXPECT_EQ(rec.level, ZARENA_LOG_WARN);
+  EXPECT_EQ(rec.str("variable"), "ZARENA_CAPACTY_BYTES");
+  EXPECT_EQ(rec.str("closest"), "ZARENA_CAPACITY_BYTES");
+  EXPECT_NE(rec.message.find("did you mean ZARENA_CAPACITY_BYTES?"), std::string::npos);
+}
+
+TEST(ConfigProblems, ZarenasOtherVariablesAreKnownAndChecked) {
+  Env a("ZARENA_LIBRARY", "/nowhere/libzarena.so.1");
+  Env b("ZARENA_LOG_FORMAT", "text");
+  Env c("ZARENA_LOG_STDERR", "0");
+  Env d("ZARENA_LOG_LEVEL", "loud");
+  const ResolvedConfig r = resolved();
+  ASSERT_EQ(r.problems.size(), 1u) << r.warnings[0];
+  EXPECT_EQ(r.problems[0].variable, "ZARENA_LOG_LEVEL");
+  EXPECT_FALSE(r.problems[0].unknown_variable);
+  EXPECT_EQ(r.problems[0].example, "warn");
+}
+
+TEST(ConfigStrict, FlagTurnsEveryProblemIntoACreateError) {
+  Env a("ZARENA_CAPACITY_BYTES", "12 GiB");
+  Env b("ZARENA_POISON_WROD", "1");
+  zarena* arena = reinterpret_cast<zarena*>(0x1);
+  EXPECT_EQ(create_host(&arena, ZARENA_FLAG_STRICT_CONFIG), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(arena, reinterpret_cast<zarena*>(0x1));
+  const std::string err = zarena_last_error();
+  EXPECT_NE(err.find("2 problem(s)"), std::string::npos) << err;
+  EXPECT_NE(err.find("ZARENA_CAPACITY_BYTES='12 GiB'"), std::string::npos) << err;
+  EXPECT_NE(err.find("ZARENA_POISON_WROD (did you mean ZARENA_POISON_WORD?)"), std::string::npos)
+      << err;
+}
+
+TEST(ConfigStrict, FromTheEnvironmentToo) {
+  Env a("ZARENA_STRICT_CONFIG", "1");
+  Env b("ZARENA_OVERFLOW_POLICY", "fast");
+  zarena* arena = nullptr;
+  EXPECT_EQ(create_host(&arena), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(zarena_last_error()).find("ZARENA_OVERFLOW_POLICY"), std::string::npos);
+}
+
+TEST(ConfigStrict, CleanEnvironmentCreates) {
+  Env a("ZARENA_STRICT_CONFIG", "1");
+  Env b("ZARENA_CAPACITY_BYTES", "2MiB");
+  zarena* arena = nullptr;
+  ASSERT_EQ(create_host(&arena), ZARENA_OK) << zarena_last_error();
+  zarena_destroy(arena);
 }
 
 }  // namespace

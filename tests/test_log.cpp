@@ -10,12 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -61,8 +63,31 @@ void child_callback(void*, const zarena_log_record* rec) {
   }
 }
 
+// Every record type the library emits today, with a label of typical length: the
+// environment problems (set by the parent), arena.config, arena.reset_cadence,
+// arena.first_overflow, overflow.slow (every spill counts as slow) and arena.destroy.
+void every_record_scenario() {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.capacity_bytes = 4 * kMiB;
+  cfg.overflow_policy = ZARENA_OVERFLOW_SYNC;  // spills until the default cap, then fails
+  cfg.overflow_slow_ns = 1;
+  cfg.name = "llama-7b-finetune-rank0";
+  zarena* a = nullptr;
+  if (zarena_create(&cfg, &a) != ZARENA_OK) return;
+  void* w = nullptr;
+  zarena_alloc(a, 512 * kKiB, &w);
+  zarena_mark_step_boundary(a);
+  while (sample_pass(a, kKiB) == ZARENA_OK) {
+  }
+  zarena_destroy(a);
+}
+
 int run_helper_mode(const std::string& mode) {
-  if (mode == "never_reset") {
+  if (mode == "every_record") {
+    every_record_scenario();
+  } else if (mode == "never_reset") {
     never_reset_scenario();
   } else if (mode == "callback" || mode == "callback_off") {
     // A host program that wired a logger (or, with min_level OFF, a Nop logger).
@@ -221,6 +246,62 @@ TEST(StderrSink, MirrorShowsWarningsPastANopLogger) {
   EXPECT_NE(r.out.find("callback records: 0"), std::string::npos) << r.out;
   EXPECT_EQ(lines_with(r.err, "arena.first_overflow").size(), 1u) << r.err;
   EXPECT_TRUE(lines_with(r.err, "arena.config").empty()) << r.err;
+}
+
+const char* const kEveryEvent[] = {
+    "config.invalid_value", "config.unknown_variable", "arena.config", "arena.reset_cadence",
+    "arena.first_overflow", "overflow.slow",           "arena.destroy"};
+const std::vector<std::string> kProblemEnv = {"ZARENA_ALIGNMENT=3", "ZARENA_OVERFLW_POLICY=sync"};
+
+TEST(StderrSink, EveryHumanLineFitsTheBound) {
+  const ChildResult r = run_child("every_record", kProblemEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* event : kEveryEvent) {
+    EXPECT_FALSE(lines_with(r.err, std::string(" ") + event + " ").empty()) << event << r.err;
+  }
+  for (const std::string& line : lines_with(r.err, " zarena ")) {
+    EXPECT_LE(line.size(), zarena_core::kHumanLineMax) << line;
+  }
+  // The unknown name comes with the one meant.
+  EXPECT_EQ(lines_with(r.err, "did you mean ZARENA_OVERFLOW_POLICY?").size(), 1u) << r.err;
+}
+
+TEST(StderrSink, JsonFormatIsOneValidObjectPerLine) {
+  const ChildResult text = run_child("every_record", kProblemEnv);
+  std::vector<std::string> env = kProblemEnv;
+  env.push_back("ZARENA_LOG_FORMAT=json");
+  const ChildResult r = run_child("every_record", env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.err);
+  std::string line;
+  std::vector<std::string> events;
+  while (std::getline(in, line)) {
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(line)) << line;
+    events.push_back(j.at("event").get<std::string>());
+    EXPECT_EQ(j.at("arena"), "llama-7b-finetune-rank0");
+    EXPECT_TRUE(j.at("fields").is_object());
+    if (events.back() == "arena.config") {
+      const auto& f = j["fields"];
+      EXPECT_TRUE(f.at("capacity_bytes").is_number_unsigned());
+      EXPECT_TRUE(f.at("device").is_number_integer());
+      EXPECT_TRUE(f.at("flags.poison").is_boolean());
+      EXPECT_EQ(f.at("overflow_limit_bytes"), 4 * kMiB);
+      EXPECT_EQ(f.at("alignment_source"), "default");
+    }
+    if (events.back() == "arena.reset_cadence") {
+      EXPECT_TRUE(j["fields"].at("fill_percent").is_number_float());
+    }
+    if (events.back() == "arena.first_overflow") {
+      EXPECT_EQ(j["fields"].at("verdict"), "never_reset");
+      EXPECT_EQ(j.at("level"), "warn");
+    }
+  }
+  for (const char* event : kEveryEvent) {
+    EXPECT_NE(std::find(events.begin(), events.end(), event), events.end()) << event << r.err;
+  }
+  // The same records as the text run, one line each.
+  EXPECT_EQ(events.size(), lines_with(text.err, " zarena ").size()) << text.err;
 }
 
 // --- in-process callback behaviour ------------------------------------------------
@@ -466,7 +547,8 @@ TEST_F(RateLimit, OverflowSlowIsLimitedFirstOverflowIsNot) {
   cfg.backend = ZARENA_BACKEND_HOST;
   cfg.capacity_bytes = 64 * kKiB;
   cfg.overflow_policy = ZARENA_OVERFLOW_SYNC;
-  cfg.overflow_slow_ns = 1;  // every overflow call counts as slow
+  cfg.overflow_slow_ns = 1;                              // every overflow call counts as slow
+  cfg.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;  // 25 spills exceed the default cap
   cfg.name = "slow";
   zarena* a = nullptr;
   ASSERT_EQ(zarena_create(&cfg, &a), ZARENA_OK);
@@ -501,9 +583,11 @@ TEST(Format, OneLineWithTypedValuesAndQuotedStrings) {
       .add_string("plain", "word")
       .add_string("spaced", "two words")
       .add_string("quoted", "say \"hi\"")
-      .add_string("empty", "");
+      .add_string("empty", "")
+      .headline({"i", "d", "b", "plain", "spaced", "quoted", "empty"});
+  // Only headline fields, in record order: "u" is not one.
   EXPECT_EQ(zarena_core::log_format_line(r),
-            "arena.test [fmt]: hello u=18446744073709551615 i=-3 d=1.5 b=true plain=word "
+            "arena.test [fmt]: hello i=-3 d=1.5 b=true plain=word "
             "spaced=\"two words\" quoted=\"say \\\"hi\\\"\" empty=\"\"");
 }
 

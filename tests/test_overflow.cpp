@@ -28,7 +28,7 @@ zarena_config host_config(int32_t policy) {
   c.capacity_bytes = kCapacity;
   c.alignment = 256;
   c.overflow_policy = policy;
-  c.overflow_limit_bytes = 0;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;  // tests that want a cap set one
   c.flags = 0;
   c.stream = nullptr;
   c.name = "overflow-test";

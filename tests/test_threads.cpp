@@ -25,7 +25,8 @@ TEST(Threads, EightThreadsAllocFreeWithTags) {
   zarena_config_init(&c);
   c.backend = ZARENA_BACKEND_HOST;
   c.capacity_bytes = 256 << 10;  // below one thread's peak (~64 x 4 KiB): overflow is certain
-  c.overflow_policy = ZARENA_OVERFLOW_SYNC;  // a full region spills to host overflow
+  c.overflow_policy = ZARENA_OVERFLOW_SYNC;            // a full region spills to host overflow
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;  // 8 threads' peaks exceed the capacity
   zarena* a = nullptr;
   ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
 

@@ -23,6 +23,9 @@ OVERFLOW_ASYNC = 1
 OVERFLOW_SYNC = 2
 OVERFLOW_REFUSE = 3
 
+# overflow_limit_bytes: no cap at all (0 means the default cap, the capacity).
+OVERFLOW_UNLIMITED = 2**64 - 1
+
 FLAG_MANAGED = 0x1
 FLAG_POISON = 0x2
 FLAG_OVERFLOW_PREWARM = 0x4

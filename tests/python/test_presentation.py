@@ -89,7 +89,7 @@ class LoggingBridgeTest(unittest.TestCase):
         self.logger.setLevel(logging.INFO)
         self.assertIs(zarena.log_to_logging(self.logger), self.logger)
         with host_arena(capacity_bytes=MiB, overflow_policy=zarena.OVERFLOW_SYNC,
-                        name="bridge") as a:
+                        overflow_limit_bytes=zarena.OVERFLOW_UNLIMITED, name="bridge") as a:
             a.alloc(2 * MiB)
         (config,) = self.by_event("arena.config", "bridge")
         self.assertEqual(config.levelno, logging.INFO)
@@ -113,6 +113,7 @@ class LoggingBridgeTest(unittest.TestCase):
         try:
             self.assertIs(zarena.log_to_logging(), root)
             with host_arena(capacity_bytes=MiB, overflow_policy=zarena.OVERFLOW_SYNC,
+                            overflow_limit_bytes=zarena.OVERFLOW_UNLIMITED,
                             name="bridge-warn") as a:
                 a.alloc(2 * MiB)
         finally:

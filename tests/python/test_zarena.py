@@ -196,7 +196,8 @@ class ErrorTest(Quiet):
             a.alloc(10)
 
     def test_overflow_fault_injection(self):
-        with host_arena(capacity_bytes=MiB, overflow_policy=zarena.OVERFLOW_SYNC) as a:
+        with host_arena(capacity_bytes=MiB, overflow_limit_bytes=4 * MiB,
+                        overflow_policy=zarena.OVERFLOW_SYNC) as a:
             big = a.alloc(2 * MiB)  # spills into the overflow pool
             self.assertEqual(a.stats().overflow_allocs, 1)
             a.debug_inject_overflow_fault(fail_nth=1)
@@ -225,7 +226,8 @@ class LogTest(Quiet):
         self.assertEqual(self.records, [])
 
     def test_first_overflow_diagnosis(self):
-        with host_arena(capacity_bytes=MiB, overflow_policy=zarena.OVERFLOW_SYNC,
+        with host_arena(capacity_bytes=MiB, overflow_limit_bytes=4 * MiB,
+                        overflow_policy=zarena.OVERFLOW_SYNC,
                         name="py-overflow") as a:
             a.alloc(2 * MiB)
         recs = [r for r in self.events("arena.first_overflow") if r.arena_name == "py-overflow"]
@@ -255,7 +257,8 @@ class LogTest(Quiet):
                 seen.append(holder["a"].stats().overflow_allocs)
 
         zarena.set_log_callback(cb, zarena.LOG_INFO)
-        with host_arena(capacity_bytes=MiB, overflow_policy=zarena.OVERFLOW_SYNC) as a:
+        with host_arena(capacity_bytes=MiB, overflow_limit_bytes=4 * MiB,
+                        overflow_policy=zarena.OVERFLOW_SYNC) as a:
             holder["a"] = a
             a.alloc(2 * MiB)
         self.assertEqual(len(seen), 1)

@@ -136,14 +136,26 @@ ZARENA_API const char* zarena_last_error(void);
 #define ZARENA_OVERFLOW_REFUSE 3  /* region full => ZARENA_E_OUT_OF_MEMORY */
 
 #define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
-#define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with 0xA5 (debugging) */
+#define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with poison_word (debugging) */
 #define ZARENA_FLAG_OVERFLOW_PREWARM            \
   0x4u /* at create, allocate+free the retained \
           overflow size once so pages are resident */
-#define ZARENA_FLAG_EXPANDABLE 0x8u        /* capacity is the maximum; commit on demand */
-#define ZARENA_FLAG_MANAGED_FALLBACK 0x10u /* managed unsupported: device memory instead */
-#define ZARENA_FLAG_STRICT_CONFIG 0x20u    /* invalid configuration fails zarena_create */
-#define ZARENA_FLAG_STEP_RECORDS 0x40u     /* log an "arena.step" record at each reset */
+/* capacity_bytes becomes the maximum: the region's address range is reserved at create
+ * and memory is committed on demand, commit_chunk_bytes at a time (see trim_keep_bytes) */
+#define ZARENA_FLAG_EXPANDABLE 0x8u
+/* with ZARENA_FLAG_MANAGED on a device without managed memory: use device memory (and
+ * say so in "arena.config") instead of failing zarena_create with ZARENA_E_UNSUPPORTED */
+#define ZARENA_FLAG_MANAGED_FALLBACK 0x10u
+/* invalid configuration fails zarena_create with ZARENA_E_INVALID_ARGUMENT (the message
+ * lists every problem) instead of a warning: this includes invalid environment values
+ * and unknown ZARENA_* environment variables (see zarena_config_init) */
+#define ZARENA_FLAG_STRICT_CONFIG 0x20u
+/* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
+ * reuse and overflow. Off by default: a training loop resets thousands of times */
+#define ZARENA_FLAG_STEP_RECORDS 0x40u
+
+/* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
+#define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
 
 /* OVERFLOW AND CUDA
  *   The CUDA backend takes the region from cudaMalloc (cudaMallocManaged with
@@ -182,7 +194,8 @@ ZARENA_API const char* zarena_last_error(void);
  *   overflow may happen during capture.
  *
  *   Both: overflow_limit_bytes caps live overflow bytes (ZARENA_E_OUT_OF_MEMORY beyond
- *   it); zarena_free returns a block to its route; zarena_reset frees every overflow
+ *   it; by default the cap is the capacity, so overflow at most doubles what the arena
+ *   takes, ZARENA_OVERFLOW_UNLIMITED lifts it); zarena_free returns a block to its route; zarena_reset frees every overflow
  *   block of the epoch still live; blocks live at zarena_mark_step_boundary survive
  *   resets like the region below the floor. An overflow backend call slower than
  *   overflow_slow_ns logs "overflow.slow"; stats.overflow_max_latency_ns keeps the
@@ -197,21 +210,25 @@ typedef struct zarena_config {
   int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
   uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = default:
                                      the capacity, but at least 64 MiB (see above) */
-  uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = no cap */
+  uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = default: the
+                                     capacity (a loop that never resets fails with its
+                                     diagnosis instead of eating the device);
+                                     ZARENA_OVERFLOW_UNLIMITED = no cap */
   void* stream;                   /* cudaStream_t the memory is used on; NULL = legacy */
   uint32_t flags;                 /* ZARENA_FLAG_* */
   const char* name;               /* label in log lines; copied at create; NULL = "zarena" */
   /* --- extensions: a struct_size that ends before a field below means "default" --- */
   uint64_t overflow_slow_ns; /* watchdog: overflow calls slower than this log
                                 "overflow.slow"; 0 = default 10 ms */
-  uint32_t poison_word;        /* 32-bit poison pattern; 0 = default 0x7FF80000 (a quiet NaN
-                                  read as float32 and as float64) */
+  /* --- 1.1 --- */
+  uint32_t poison_word;        /* 32-bit poison pattern (ZARENA_FLAG_POISON); 0 = default
+                                  0x7FF80000 (a quiet NaN read as float32 and as float64) */
   uint32_t reserved0;          /* must be 0 */
   uint64_t commit_chunk_bytes; /* ZARENA_FLAG_EXPANDABLE: commit step; 0 = default 64 MiB */
   uint64_t trim_keep_bytes;    /* ZARENA_FLAG_EXPANDABLE: at reset, decommit what lies above
                                   max(this, what is in use); 0 = never trim */
-  const char* trace_file;      /* record every event to this file (see zarena-replay); NULL =
-                                  none; copied at create */
+  const char* trace_file;      /* record every event to this file (see zarena-replay);
+                                  NULL = none; copied at create */
 } zarena_config;
 
 /* Fills *cfg with the defaults, then applies environment overrides (table below), and
@@ -224,21 +241,48 @@ typedef struct zarena_config {
  *
  *   ZARENA_BACKEND            auto | host | cuda
  *   ZARENA_DEVICE             CUDA device ordinal
- *   ZARENA_CAPACITY_BYTES     capacity in bytes (ZERFOO_ARENA_SIZE_GB: in GiB, may be
- *                             fractional; ZARENA_CAPACITY_BYTES wins when both are set)
- *   ZARENA_ALIGNMENT          alignment in bytes
+ *   ZARENA_CAPACITY_BYTES     capacity, a byte size (ZERFOO_ARENA_SIZE_GB: in GiB;
+ *                             ZARENA_CAPACITY_BYTES wins when both are set)
+ *   ZARENA_ALIGNMENT          alignment, a byte size (power of two in [8, 1 GiB])
  *   ZARENA_OVERFLOW_POLICY    default | async | sync | refuse
  *   ZARENA_OVERFLOW_RETAIN_BYTES (or ZERFOO_OVERFLOW_POOL_RETAIN_GB, in GiB)
- *   ZARENA_OVERFLOW_LIMIT_BYTES  cap on live overflow bytes
+ *   ZARENA_OVERFLOW_LIMIT_BYTES  cap on live overflow bytes, a byte size or "unlimited"
  *   ZARENA_OVERFLOW_SLOW_MS   watchdog threshold in milliseconds
  *   ZARENA_POISON=1           (or ZTENSOR_ARENA_POISON=1) sets ZARENA_FLAG_POISON
+ *   ZARENA_POISON_WORD        poison_word: decimal, or hex with 0x (0x7FF80000)
  *   ZARENA_MANAGED=1          (or ZERFOO_ENABLE_MANAGED_MEM=1) sets ZARENA_FLAG_MANAGED
+ *   ZARENA_MANAGED_FALLBACK=1 sets ZARENA_FLAG_MANAGED_FALLBACK
  *   ZARENA_OVERFLOW_PREWARM=1 sets ZARENA_FLAG_OVERFLOW_PREWARM
+ *   ZARENA_EXPANDABLE=1       sets ZARENA_FLAG_EXPANDABLE
+ *   ZARENA_COMMIT_CHUNK_BYTES commit_chunk_bytes, a byte size
+ *   ZARENA_TRIM_KEEP_BYTES    trim_keep_bytes, a byte size
+ *   ZARENA_STRICT_CONFIG=1    sets ZARENA_FLAG_STRICT_CONFIG
+ *   ZARENA_STEP_RECORDS=1     sets ZARENA_FLAG_STEP_RECORDS
+ *   ZARENA_TRACE_FILE         trace_file
  *   ZARENA_NAME               arena label
- * Unparseable values are ignored (the default stays) and reported in the
- * "arena.config" log record at create. Logging itself is configured by
- * ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info) and
- * ZARENA_LOG_STDERR=1 (see zarena_set_log_callback). */
+ * Values are read strictly, so that a typo cannot pass for a setting:
+ *   - numbers are decimal digits only: no sign, no blanks before, after or inside, no
+ *     hexadecimal (poison words excepted), no exponent; a leading zero is refused
+ *     ("010" is neither ten nor eight: write 10);
+ *   - a byte size is a number, optionally with a fraction ("1.5"), then optionally a
+ *     unit, any case: B; K, KiB, M, MiB, G, GiB, T, TiB are powers of 1024; KB, MB, GB,
+ *     TB are powers of 1000 ("2GB" = 2000000000, "2GiB" = "2G" = 2147483648, "64k" =
+ *     65536). A fraction is rounded to the nearest byte. ztensor's *_GB variables take a
+ *     plain number (fraction allowed) of GiB, as ztensor does;
+ *   - switches: 1, true, yes, on / 0, false, no, off, or empty (off), any case;
+ *   - names (policy, backend): as listed, any case; text (name, trace file): non-empty,
+ *     no blanks at either end.
+ * An invalid value is ignored (the default stays) and logged at warn when an arena is
+ * created (event "config.invalid_value": the variable, its text, why, and an example of
+ * a valid value), as is every ZARENA_* variable zarena does not know (event
+ * "config.unknown_variable", with the closest known name). Known besides the table: the
+ * logging variables ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info),
+ * ZARENA_LOG_STDERR=1 and ZARENA_LOG_FORMAT (text|json) (see zarena_set_log_callback),
+ * and the tooling variables ZARENA_LIBRARY (the Python module), ZARENA_TEST_HELPER,
+ * ZARENA_TEST_HELPER_MODE, ZARENA_BUILD_DIR, ZARENA_GO, ZARENA_SHARED_LIB and
+ * ZARENA_CONSUMER_CMAKE_ARGS (the test scripts). With ZARENA_FLAG_STRICT_CONFIG these
+ * problems fail zarena_create instead. The "arena.config" record names each value's
+ * source. */
 ZARENA_API void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size);
 ZARENA_API void zarena_config_init(zarena_config* cfg);
 #define zarena_config_init(cfg) zarena_config_init_sized((cfg), (uint32_t)sizeof(*(cfg)))
@@ -596,13 +640,18 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * zarena reports configuration, early warnings and overflow diagnoses as structured
  * records. Without a registered callback each record is written as one line to stderr
  * (so the diagnosis reaches a human even when the host program wired no logger):
- *     <time> zarena <level> <event> [<arena>]: <message> key=value ...
- * With a callback registered, records go to the callback instead, and to stderr as
+ *     <time> zarena <level> <event> [<arena>]: <sentence> key=value ...
+ * at most 200 characters: the sentence is the message, or a shorter one for records whose
+ * message is long (arena.first_overflow: the verdict and its fix), cut at a word with
+ * "..." if it must be, followed by the record's few headline fields; callbacks always get
+ * the whole message and every field. With ZARENA_LOG_FORMAT=json each record is instead
+ * one JSON object per line: {"time" (ISO 8601 UTC), "level", "event", "arena", "message",
+ * "fields": {every field, as a JSON number, boolean or string}}. With a callback registered, records go to the callback instead, and to stderr as
  * well when the environment has ZARENA_LOG_STDERR=1 (for host programs whose logger
  * discards them). Thresholds: the callback receives records at or above the min_level it
  * was registered with; stderr receives those at or above ZARENA_LOG_LEVEL (trace, debug,
  * info, warn, error, off; default info), read once when zarena first logs (as is
- * ZARENA_LOG_STDERR), and replaced by zarena_set_log_callback(NULL, NULL, level). A
+ * ZARENA_LOG_STDERR and ZARENA_LOG_FORMAT), and replaced by zarena_set_log_callback(NULL, NULL, level). A
  * record no sink wants is not built. Records are emitted after the arena's lock is
  * released, never on the allocation fast path.
  *
@@ -614,16 +663,26 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * "arena.first_overflow" and "arena.destroy" are never dropped by the limiter.
  *
  * Events (fields are typed; UINT unless noted):
- *   arena.config (info, at create; on stderr its message only, which names every value
- *     that is not a default and where it came from): every configuration value under its
- *     field name (backend, device INT, capacity_bytes, alignment, overflow_policy,
- *     overflow_retain_bytes, overflow_limit_bytes, overflow_slow_ns, stream, the flags
- *     as BOOL flags.managed / flags.poison / flags.overflow_prewarm, name), and for each
- *     a STRING "<field>_source": "default", "config" (the struct) or "env:<VARIABLE>";
+ *   arena.config (info, at create; its stderr line names the fields that are not a
+ *     default and where each came from): every configuration value under its field name,
+ *     as resolved ("0 = default" fields hold the default): backend, device INT,
+ *     capacity_bytes, alignment, overflow_policy, overflow_retain_bytes,
+ *     overflow_limit_bytes (ZARENA_OVERFLOW_UNLIMITED when uncapped), stream, the flags as
+ *     BOOL flags.managed / flags.poison / flags.overflow_prewarm / flags.expandable /
+ *     flags.managed_fallback / flags.strict_config / flags.step_records, name,
+ *     overflow_slow_ns, poison_word, commit_chunk_bytes, trim_keep_bytes, trace_file
+ *     (STRING, "" for none); backend, overflow_policy, stream, name and trace_file are
+ *     STRING. For each a STRING "<field>_source": "default", "config" (the struct) or
+ *     "env:<VARIABLE>";
  *     backend_resolved and overflow_policy_resolved (STRING); backend_fallback (STRING,
  *     when AUTO fell back to host although a device was counted); memory_free_bytes and
  *     memory_total_bytes (the device's, or the host's, after the region was reserved);
- *     warningN (STRING) for ignored environment values.
+ *     warningN (STRING) for each problem in the environment (see below).
+ *   config.invalid_value (warn, at create, once per process per variable and text): an
+ *     environment value was ignored. Fields (STRING): variable, value, reason, example
+ *     (a valid value).
+ *   config.unknown_variable (warn, likewise): a ZARENA_* variable zarena does not know.
+ *     Fields (STRING): variable, value, closest (the known name nearest to it).
  *   arena.reset_cadence (warn, early warning, at most once per arena): no reset has
  *     happened and the request sequence that opened the epoch (or followed the step
  *     boundary) has started over twice, each time with the top higher, and the steps

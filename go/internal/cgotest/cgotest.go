@@ -30,6 +30,8 @@ static void* foreign_main(void* arg) {
   cfg.backend = ZARENA_BACKEND_HOST;
   cfg.capacity_bytes = job->capacity;
   cfg.overflow_policy = ZARENA_OVERFLOW_SYNC;
+  // Twice the capacity spills past the default overflow cap (the capacity).
+  cfg.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
   cfg.name = job->name;
   zarena* a = NULL;
   job->status = zarena_create(&cfg, &a);
