@@ -19,7 +19,7 @@ namespace zarena_trace {
 using zarena_core::Result;
 using zarena_core::Status;
 
-thread_local Tracer::TlsSlot Tracer::tls_slots_[Tracer::kTlsSlots] = {};
+__thread Tracer::TlsSlot Tracer::tls_slots_[Tracer::kTlsSlots] = {};
 
 namespace {
 

@@ -233,10 +233,11 @@ class Tracer {
     ThreadBuffer* buffer;
   };
   static constexpr uint64_t kTlsSlots = 4;  // arenas a thread traces without a lookup
-  // initial-exec: a thread-local in a shared library otherwise costs a __tls_get_addr
-  // call per access; 64 bytes fit the static TLS space glibc keeps for dlopen'ed
-  // libraries.
-  __attribute__((tls_model("initial-exec"))) static thread_local TlsSlot tls_slots_[kTlsSlots];
+  // __thread, not thread_local: a POD needs no per-access check for a TLS init
+  // function. initial-exec: a thread-local in a shared library otherwise costs a
+  // __tls_get_addr call per access; 64 bytes fit the static TLS space glibc keeps for
+  // dlopen'ed libraries.
+  __attribute__((tls_model("initial-exec"))) static __thread TlsSlot tls_slots_[kTlsSlots];
 
   const uint64_t id_;
   const bool precise_;

@@ -3,7 +3,9 @@
 // once) with tagged allocations.
 //   trace_sample OUT never_reset   the original failure: no reset, so it overflows
 //   trace_sample OUT reset         the fixed loop: a reset after every pass
+// An optional third argument sets the number of passes (default 16), for long traces.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "trace_recording.h"
@@ -12,17 +14,18 @@ namespace {
 
 constexpr uint64_t kUnit = 64 * 1024;
 constexpr uint64_t kCapacity = 48ull << 20;
-constexpr int kPasses = 16;
+constexpr int kDefaultPasses = 16;
 
 enum Tag : uint32_t { kWeights = 1, kInput, kActivations, kGradients, kScratch };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s OUT never_reset|reset\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s OUT never_reset|reset [PASSES]\n", argv[0]);
     return 2;
   }
+  const int passes = argc == 4 ? std::atoi(argv[3]) : kDefaultPasses;
   const bool reset = std::string(argv[2]) == "reset";
   zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
   zarena_test::RecordedArena a(argv[1], kCapacity, ZARENA_OVERFLOW_SYNC, "train");
@@ -33,7 +36,7 @@ int main(int argc, char** argv) {
   a.tag(kScratch, "scratch");
   for (int i = 0; i < 4; ++i) a.alloc(2 << 20, kWeights);
   a.boundary();
-  for (int pass = 0; pass < kPasses; ++pass) {
+  for (int pass = 0; pass < passes; ++pass) {
     a.step_begin();
     a.alloc(3 * kUnit, kInput);
     for (uint64_t l = 0; l < 4; ++l) {

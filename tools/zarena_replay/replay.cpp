@@ -332,10 +332,23 @@ class Replayer {
     tag_live_[it->second] += static_cast<uint64_t>(delta);
   }
 
+  // One sample per bucket of `every` events: the tag bytes when the tagged total was
+  // highest in it. A fixed-phase sample would alias with the steps (always catching the
+  // same moment of a step) and miss short-lived peaks.
   void sample_tags(uint64_t i) {
-    if (!c_.timeline || r_.tags.ids.empty() || i % r_.tags.every != 0) return;
-    r_.tags.events.push_back(i);
-    r_.tags.bytes.push_back(tag_live_);
+    if (!c_.timeline || r_.tags.ids.empty()) return;
+    uint64_t total = 0;
+    for (uint64_t b : tag_live_) total += b;
+    const bool bucket_start = i % r_.tags.every == 0;
+    if (bucket_start || total > bucket_best_total_) {
+      bucket_best_total_ = total;
+      bucket_best_event_ = i;
+      bucket_best_ = tag_live_;
+    }
+    if ((i + 1) % r_.tags.every == 0 || i + 1 == t_.events.size()) {
+      r_.tags.events.push_back(bucket_best_event_);
+      r_.tags.bytes.push_back(bucket_best_);
+    }
   }
 
   void finish() {
@@ -369,6 +382,8 @@ class Replayer {
   std::unordered_map<uint32_t, uint32_t> tag_map_;           // trace id -> replay id (1.1)
   std::unordered_map<uint32_t, size_t> tag_column_;
   std::vector<uint64_t> tag_live_;
+  std::vector<uint64_t> bucket_best_;
+  uint64_t bucket_best_total_ = 0, bucket_best_event_ = 0;
 };
 
 }  // namespace

@@ -222,11 +222,17 @@ std::string render_svg(const PictureInput& in) {
     }
   }
 
-  // Resets and boundaries: one line per column at most.
+  // Resets and boundaries: one line per column at most. Resets in more than one column
+  // in eight would grey the whole plot: they become a rug of ticks along its bottom.
+  size_t reset_cols = 0;
+  for (const auto& c : cols) reset_cols += (c.marks & kMarkReset) ? 1 : 0;
+  const bool reset_rug = reset_cols * 8 > ncol;
   for (size_t c = 0; c < ncol; ++c) {
     if (cols[c].marks & kMarkReset) {
-      svg.line(colx(c), kTop, colx(c), kTop + kPlotH,
-               "stroke=\"" + std::string(kResetColour) + "\" stroke-opacity=\"0.45\"");
+      const double y0 = reset_rug ? kTop + kPlotH - 7 : kTop;
+      svg.line(colx(c), y0, colx(c), kTop + kPlotH,
+               "stroke=\"" + std::string(kResetColour) + "\" stroke-opacity=\"" +
+                   (reset_rug ? "0.8" : "0.45") + "\"");
     }
     if (cols[c].marks & kMarkBoundary) {
       svg.line(colx(c), kTop, colx(c), kTop + kPlotH,
@@ -300,7 +306,9 @@ std::string render_svg(const PictureInput& in) {
   legend_line(kTopColour, "top (offset)", "");
   legend_line(kLiveColour, "live bytes", "");
   if (draw_capacity) legend_line(kCapacityColour, "capacity", "8,4");
-  if (r.resets + r.inserted_resets > 0) legend_line(kResetColour, "reset", "");
+  if (r.resets + r.inserted_resets > 0) {
+    legend_line(kResetColour, reset_rug ? "resets (ticks)" : "reset", "");
+  }
   if (r.boundaries > 0) legend_line(kBoundaryColour, "step boundary", "6,3");
   if (r.overflow_allocs > 0) {
     svg.raw("<circle cx=\"" + num(lx + 11) + "\" cy=\"" + num(ly) + "\" r=\"3.2\" fill=\"" +
