@@ -274,6 +274,10 @@ Result Tracer::finish(bool at_exit) {
   if (impl_->writer.joinable()) impl_->writer.join();
 
   std::lock_guard<std::mutex> lock(impl_->mu);
+  // Taken before the buffers are read: every sequence number below it belongs to a
+  // record that is complete now, or (only at exit, with threads still running) to the
+  // one record each such thread is writing at this instant.
+  const uint64_t handed_out = seq_.load(std::memory_order_acquire);
   // The writer is gone, so write_result and the file are this thread's now. A buffer
   // handed off while it was stopping is still queued.
   for (const auto& c : impl_->queue) impl_->write_all(c.data, c.bytes, path_);
@@ -287,7 +291,7 @@ Result Tracer::finish(bool at_exit) {
   }
   EndRecord end;
   std::memset(&end, 0, sizeof end);
-  end.events = seq_.load(std::memory_order_relaxed);
+  end.events = handed_out;
   end.h.seq = end.events;
   end.h.time_ns = static_cast<uint64_t>(steady_ns() - start_steady_ns_);
   end.h.kind = static_cast<uint8_t>(Kind::kEnd);

@@ -135,7 +135,9 @@ inline constexpr size_t kMaxTagNameBytes = 255 * 8 - sizeof(TagRecordHead);
 
 struct EndRecord {  // aux: kEnd* flags
   RecordHeader h;
-  uint64_t events;  // sequence numbers handed out: the records before this one
+  uint64_t events;  // sequence numbers handed out before the final flush: every number
+                    // below it is in the file unless lost (at exit, threads still running
+                    // may add higher ones)
 };
 static_assert(sizeof(EndRecord) == 32, "EndRecord is part of the file format");
 

@@ -187,8 +187,14 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
       return fail(error, "duplicate sequence number " + std::to_string(ev[i].seq));
     }
   }
+  // At exit, threads still running may add records after the end record's count was
+  // taken: only numbers below it are expected.
   const uint64_t handed_out = sum.complete ? declared : (ev.empty() ? 0 : ev.back().seq + 1);
-  sum.missing = handed_out > ev.size() ? handed_out - ev.size() : 0;
+  const uint64_t present =
+      static_cast<uint64_t>(std::lower_bound(ev.begin(), ev.end(), handed_out,
+                                             [](const Event& e, uint64_t s) { return e.seq < s; }) -
+                            ev.begin());
+  sum.missing = handed_out - present;
   return true;
 }
 
