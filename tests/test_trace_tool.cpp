@@ -106,9 +106,9 @@ TEST_F(ReplayTool, ExitOneWhenItWouldOverflow) {
 TEST_F(ReplayTool, WhatIfOptionsApply) {
   const std::string json = temp("whatif.json");
   const ToolRun r = run(reset_ +
-                    " --capacity 8MiB --alignment 4096 --policy refuse --no-what-if "
-                    "--json " +
-                    json);
+                        " --capacity 8MiB --alignment 4096 --policy refuse --no-what-if "
+                        "--json " +
+                        json);
   EXPECT_EQ(r.status, 1) << r.out;  // 12.6 MiB of top does not fit 8 MiB
   const auto j = read_json(json);
   EXPECT_EQ(j.at("capacity_bytes"), 8u << 20);
