@@ -115,6 +115,15 @@ int zarena_contains(const zarena* a, const void* ptr) {
   return a->arena->contains(ptr) ? 1 : 0;
 }
 
+zarena_status zarena_step_begin(zarena* a) {
+  Arena* arena = zarena_core::checked(a, "zarena_step_begin");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  return guarded("zarena_step_begin", [&] {
+    arena->step_begin();
+    return ZARENA_OK;
+  });
+}
+
 zarena_status zarena_set_capture_active(zarena* a, int active) {
   Arena* arena = zarena_core::checked(a, "zarena_set_capture_active");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;

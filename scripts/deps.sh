@@ -7,7 +7,8 @@ set -euo pipefail
 need_pkgs=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in cmake g++ make pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
-  libbenchmark-dev abigail-tools python3 python3-pip clang-format golang-1.23-go nlohmann-json3-dev; do
+  libbenchmark-dev abigail-tools python3 python3-pip clang-format golang-1.23-go nlohmann-json3-dev \
+  libcli11-dev; do
   have_pkg "$p" || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -eq 0 ]; then

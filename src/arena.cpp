@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "diagnostics.h"
+#include "tags.h"
 
 namespace zarena_core {
 
@@ -99,6 +100,30 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     return Result::fail(Status::kOutOfMemory, "out of host memory creating the arena");
   }
   Arena& a = **out;
+  if (!rc.trace_file.empty()) {
+    zarena_trace::TraceHeader th;
+    th.arena_name = rc.name;
+    th.capacity_bytes = rc.cfg.capacity_bytes;
+    th.alignment = rc.cfg.alignment;
+    th.overflow_policy = policy;
+    th.backend = a.backend_->kind();
+    th.config_flags = rc.cfg.flags;
+    th.region_base = reinterpret_cast<uintptr_t>(a.base_);
+    th.overflow_limit_bytes = rc.cfg.overflow_limit_bytes;
+    Result err;
+    a.tracer_ = zarena_trace::Tracer::open(rc.trace_file, th, &err);
+    if (a.tracer_) {
+      a.trace_ = a.tracer_.get();
+      for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
+    } else if (log_enabled(ZARENA_LOG_WARN)) {
+      LogRecord rec(ZARENA_LOG_WARN, "arena.trace_failed", rc.name);
+      rec.message(fmt::format("could not open the trace file '{}' ({}); the arena runs "
+                              "without a trace",
+                              rc.trace_file, err.message));
+      rec.add_string("trace_file", rc.trace_file);
+      log_emit(rec);
+    }
+  }
   if (log_enabled(ZARENA_LOG_INFO)) {
     const MemoryInfo mem = a.backend_->memory_info();
     std::string backend_desc = a.backend_->describe();
@@ -291,6 +316,10 @@ Result Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) {
     ++s.c.epoch_allocs;
     ++s.c.total_allocs;
     ++s.c.misses;
+    if (trace_ != nullptr) {
+      trace_->on_alloc(size, size, zarena_trace::TraceAddr{}, zarena_trace::AllocOutcome::kRefused,
+                       ZARENA_E_OUT_OF_MEMORY, region_.epoch(), tag);
+    }
     region_.leave(s);
     return Result::fail(Status::kOutOfMemory,
                         fmt::format("request of {} bytes is larger than any arena can serve "
@@ -315,6 +344,12 @@ Result Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) {
     if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
     if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
     out->epoch = region_.epoch();
+    if (__builtin_expect(trace_ != nullptr, 0)) {
+      trace_->on_alloc(size, aligned, zarena_trace::TraceAddr::region(p.offset),
+                       p.reused ? zarena_trace::AllocOutcome::kRegionReuse
+                                : zarena_trace::AllocOutcome::kRegionBump,
+                       ZARENA_OK, out->epoch, tag);
+    }
     region_.leave(s);
     out->ptr = base_ + p.offset;
     out->size = p.size;
@@ -351,9 +386,18 @@ Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zare
     }
     if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
     if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
+    if (trace_ != nullptr) {
+      trace_->on_alloc(size, aligned, zarena_trace::TraceAddr::pointer(a.block.ptr),
+                       zarena_trace::AllocOutcome::kOverflow, ZARENA_OK, epoch, tag);
+    }
     region_.leave(s);
   } else {
     epoch = region_.epoch();
+    if (trace_ != nullptr) {
+      trace_->on_alloc(size, aligned, zarena_trace::TraceAddr{},
+                       zarena_trace::AllocOutcome::kRefused,
+                       static_cast<int32_t>(a.result.status), epoch, tag);
+    }
   }
   first_overflow(a, size, aligned, epoch);
   if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
@@ -438,6 +482,14 @@ Result Arena::free(void* ptr, uint64_t want_epoch) {
       region_.leave(s);
       throw;
     }
+    if (__builtin_expect(trace_ != nullptr, 0)) {
+      trace_->on_free(zarena_trace::TraceAddr::region(off),
+                      o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
+                          ? ZARENA_OK
+                          : static_cast<int32_t>(status_of(o, want_epoch, region_.epoch())),
+                      o == FreeOutcome::kOk ? size : 0, want_epoch != kAnyEpoch,
+                      want_epoch == kAnyEpoch ? 0 : want_epoch);
+    }
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
       if (__builtin_expect(poison_skip_note_.load(std::memory_order_relaxed), 0)) after_op();
@@ -465,6 +517,14 @@ Result Arena::free(void* ptr, uint64_t want_epoch) {
   uint64_t size = 0;
   FreeOutcome o = overflow_.free(ptr, want_epoch, epoch, &block, &size);
   if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
+  if (trace_ != nullptr) {
+    trace_->on_free(zarena_trace::TraceAddr::pointer(ptr),
+                    o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
+                        ? ZARENA_OK
+                        : static_cast<int32_t>(status_of(o, want_epoch, epoch)),
+                    o == FreeOutcome::kOk ? size : 0, want_epoch != kAnyEpoch,
+                    want_epoch == kAnyEpoch ? 0 : want_epoch);
+  }
   if (o == FreeOutcome::kStale) {
     ++s.c.stale_frees;
   } else if (o != FreeOutcome::kOk && o != FreeOutcome::kDeferred) {
@@ -479,6 +539,21 @@ Result Arena::free(void* ptr, uint64_t want_epoch) {
   }
   if (o == FreeOutcome::kDeferred) return Result::ok();
   return free_error(o, ptr, false, epoch);
+}
+
+Status Arena::status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch) {
+  if (o == FreeOutcome::kNotOwned && want_epoch < epoch) return Status::kStale;
+  switch (o) {
+    case FreeOutcome::kOk:
+    case FreeOutcome::kDeferred:
+      return Status::kOk;
+    case FreeOutcome::kStale:
+      return Status::kStale;
+    case FreeOutcome::kDoubleFree:
+      return Status::kDoubleFree;
+    default:
+      return Status::kNotOwned;
+  }
 }
 
 Result Arena::free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) {
@@ -546,8 +621,14 @@ Result Arena::pin(void* ptr) {
     region_.leave(s);
     throw;
   }
+  Result r = pin_error(o, ptr, "zarena_pin");
+  if (trace_ != nullptr) {
+    trace_->on_pin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
+                               : zarena_trace::TraceAddr::pointer(ptr),
+                   static_cast<int32_t>(r.status));
+  }
   region_.leave(s);
-  return pin_error(o, ptr, "zarena_pin");
+  return r;
 }
 
 Result Arena::unpin(void* ptr) {
@@ -563,6 +644,11 @@ Result Arena::unpin(void* ptr) {
   } catch (...) {
     region_.leave(s);
     throw;
+  }
+  if (trace_ != nullptr) {
+    trace_->on_unpin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
+                                 : zarena_trace::TraceAddr::pointer(ptr),
+                     static_cast<int32_t>(pin_error(o, ptr, "zarena_unpin").status));
   }
   region_.leave(s);
   if (o == PinOutcome::kOk && freed != 0 && !contains(p)) {

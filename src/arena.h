@@ -19,6 +19,7 @@
 #include "region.h"
 #include "spin_lock.h"
 #include "status.h"
+#include "trace.h"
 #include "zarena/zarena.h"
 
 namespace zarena_core {
@@ -56,6 +57,8 @@ class Arena final : private RegionHooks {
     return static_cast<const char*>(p) >= base_ && static_cast<const char*>(p) < base_ + capacity_;
   }
   void set_capture_active(bool active);
+  // The engine marks the start of a step (counted; diagnostics use it).
+  void step_begin();
   Result set_stream(void* stream);
   void set_poison(bool enabled, uint32_t word);
   // Live blocks (region and overflow) from one snapshot, in address order for the region.
@@ -76,6 +79,7 @@ class Arena final : private RegionHooks {
         int32_t policy);
   Result overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out);
   Result free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
+  static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   void give_back(std::vector<OverflowBlock>& blocks);
   bool capturing();  // the engine's flag, else the backend's answer
@@ -124,6 +128,12 @@ class Arena final : private RegionHooks {
   std::atomic<uint64_t> resets_{0};
   std::atomic<uint64_t> overflow_epochs_{0};
   std::atomic<uint64_t> first_overflow_epoch_{~0ull};
+
+  // Tracing (ZARENA_TRACE_FILE / cfg.trace_file): null when off, so each hook costs one
+  // predictable branch.
+  std::unique_ptr<zarena_trace::Tracer> tracer_;
+  zarena_trace::Tracer* trace_ = nullptr;
+  std::atomic<uint64_t> steps_{0}, epoch_steps_{0};
 
   // Reset-cadence detection (only before the first reset, under its own lock).
   std::atomic<bool> cadence_armed_{true};

@@ -23,9 +23,11 @@ void Arena::reset() {
     uint64_t reclaimed = 0;
     region_.reset_w(&reclaimed);
     overflow_.reclaim(region_.epoch(), &doomed);
+    if (trace_ != nullptr) trace_->on_reset(region_.epoch());
     if (expandable_ && cfg_.trim_keep_bytes != 0) trim_w();
   }
   resets_.fetch_add(1, std::memory_order_relaxed);
+  epoch_steps_.store(0, std::memory_order_relaxed);
   if (cadence_armed_.load(std::memory_order_relaxed)) {
     // The detector exists for programs that never reset; after the first reset it has
     // nothing left to say, so it stops costing anything.
@@ -59,6 +61,7 @@ void Arena::trim_w() {
 void Arena::mark_step_boundary() {
   {
     Region::WriterLock w(region_);
+    if (trace_ != nullptr) trace_->on_boundary(region_.frontier_w());
     region_.mark_step_boundary_w();
     overflow_.mark_step_boundary();
     for (uint32_t i = 0; i < region_.slot_count(); ++i) region_.slot_counters_w(i).step_max_alloc = 0;
@@ -74,6 +77,7 @@ Result Arena::set_floor(uint64_t offset) {
   {
     Region::WriterLock w(region_);
     r = region_.set_floor_w(offset);
+    if (trace_ != nullptr) trace_->on_set_floor(offset, static_cast<int32_t>(r.status));
   }
   if (!r.is_ok()) r.message = fmt::format("zarena_set_floor (arena '{}'): {}", name_, r.message);
   return r;
@@ -140,8 +144,15 @@ void Arena::region_info(zarena_region* out) {
   out->expandable = expandable_ ? 1 : 0;
 }
 
+void Arena::step_begin() {
+  steps_.fetch_add(1, std::memory_order_relaxed);
+  epoch_steps_.fetch_add(1, std::memory_order_relaxed);
+  if (trace_ != nullptr) trace_->on_step_begin();
+}
+
 void Arena::set_capture_active(bool active) {
   capture_flag_.store(active, std::memory_order_relaxed);
+  if (trace_ != nullptr) trace_->on_capture(active);
   if (!active) {
     poison_skip_warned_.store(false, std::memory_order_relaxed);
     std::vector<OverflowBlock> none;
@@ -189,13 +200,21 @@ void Arena::live_blocks(std::vector<LiveBlock>* out) {
 Result Arena::destroy() {
   zarena_stats s;
   stats(&s);
+  Result rt;
+  if (tracer_) {
+    rt = tracer_->close();
+    trace_ = nullptr;
+    tracer_.reset();
+  }
   Result r1 = overflow_.release_all();
   Result r2 = backend_->release_region();
   if (log_enabled(ZARENA_LOG_INFO)) {
     log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, overflow_epochs_.load()}, name_));
   }
   if (!r1.is_ok()) return r1;
-  return r2;
+  if (!r2.is_ok()) return r2;
+  if (!rt.is_ok()) rt.message = "the trace file is incomplete: " + rt.message;
+  return rt;
 }
 
 std::string Arena::check_invariants() {

@@ -1,5 +1,7 @@
 #include "tags.h"
 
+#include "trace.h"
+
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -34,7 +36,7 @@ Result tag_register(const char* name, uint32_t* id) noexcept {
   try {
     Registry& r = registry();
     std::string key(name, strnlen(name, kMaxTagName));
-    std::lock_guard<std::mutex> lock(r.mu);
+    std::unique_lock<std::mutex> lock(r.mu);
     auto it = r.ids.find(key);
     if (it != r.ids.end()) {
       *id = it->second;
@@ -50,6 +52,8 @@ Result tag_register(const char* name, uint32_t* id) noexcept {
     r.ids.emplace(std::move(key), next);
     r.count.store(next, std::memory_order_release);
     *id = next;
+    lock.unlock();  // not held while the open tracers record it
+    zarena_trace::broadcast_tag(next, r.names[next]);
     return Result::ok();
   } catch (...) {
     return Result::fail(Status::kOutOfMemory, "zarena_tag_register: out of host memory");

@@ -95,6 +95,11 @@ for n in $(printf '%s\n' "${!is_node[@]}" | sort); do
   echo "node $n: $(for k in "${!node_of[@]}"; do [ "${node_of[$k]}" = "$n" ] && echo "$k"; done |
     sort | tr '\n' ' ')"
 done
+# No initial-exec thread-locals: they mark the library STATIC_TLS, and dlopen (Python,
+# Go's run-time loading) then fails with "cannot allocate memory in static TLS block".
+if readelf -d "$lib" | grep -q 'STATIC_TLS'; then
+  err "the library is flagged STATIC_TLS (an initial-exec thread-local): dlopen would fail"
+fi
 echo "SONAME: $soname; NEEDED: $(echo $needed)"
 [ "$fail" = 0 ] && echo "symbol hygiene OK"
 exit "$fail"

@@ -529,6 +529,12 @@ ZARENA_API zarena_status zarena_region_info(const zarena* a, zarena_region* out)
  * NULL a, and for overflow blocks). O(1), no lock. */
 ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
 
+/* Marks the start of a step (an engine calls it at the top of every training step; Go's
+ * Arena.Step does). The arena counts steps; the diagnosis uses them as facts rather than
+ * guesses (see "arena.reset_cadence"). Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT
+ * for NULL. Thread-safe; O(1), no lock. */
+ZARENA_API zarena_status zarena_step_begin(zarena* a);
+
 /* ---------------------------------------------------------------------------------
  * Capture, stream and poison (1.1)
  *

@@ -1,0 +1,8 @@
+# Trace capture cost (bench_trace.cpp); the writer is linked in directly.
+add_executable(bench_trace bench_trace.cpp)
+zarena_warnings(bench_trace)
+target_link_libraries(bench_trace PRIVATE zarena_trace zarena_static benchmark::benchmark
+  Threads::Threads)
+if(ZARENA_HAVE_CUDA)
+  target_link_libraries(bench_trace PRIVATE CUDA::cudart_static)
+endif()

@@ -1,0 +1,149 @@
+// The on-disk layout of a zarena trace (docs/TRACE.md is the specification): the file
+// header and the fixed-size event records, shared by the writer (trace.h) and the reader
+// (trace_reader.h). Plain structs with explicit padding, so their bytes are the file's
+// bytes; the format is little-endian and so is every host this builds on (asserted).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace zarena_trace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the trace format is little-endian and records are written as they lie in memory");
+
+inline constexpr char kMagic[8] = {'Z', 'A', 'R', 'E', 'N', 'A', 'T', 'R'};
+inline constexpr uint16_t kFormatMajor = 1;  // a reader refuses other majors
+inline constexpr uint16_t kFormatMinor = 1;  // a reader accepts any minor of its major
+// fixed_bytes of format 1.0 headers (1.1 appended overflow_limit_bytes).
+inline constexpr uint32_t kFixedBytes_1_0 = 80;
+
+// header.trace_flags
+inline constexpr uint32_t kTraceCoarseClock = 0x1;  // time_ns comes from a ticker
+
+// The fixed part of the file header. The arena name follows it (name_bytes bytes, no
+// terminator), then zero padding up to header_bytes, where the first record starts.
+struct FileHeader {
+  char magic[8];
+  uint16_t major;
+  uint16_t minor;
+  uint32_t header_bytes;  // whole header, a multiple of 8: records start here
+  uint32_t fixed_bytes;   // this struct's size as the writer knew it: the name starts here
+  uint32_t name_bytes;
+  uint64_t capacity_bytes;
+  uint64_t alignment;
+  int32_t overflow_policy;  // resolved ZARENA_OVERFLOW_*
+  int32_t backend;          // resolved ZARENA_BACKEND_*
+  uint32_t config_flags;    // ZARENA_FLAG_*
+  uint32_t trace_flags;     // kTrace*
+  uint64_t start_unix_ns;   // wall clock when the trace was opened
+  uint64_t clock_resolution_ns;
+  uint64_t region_base;  // the region's address in the traced process (0 = unknown)
+  // 1.1: the resolved cap on live overflow bytes (UINT64_MAX: none). A 1.0 file has no
+  // such field: readers report 0, "not recorded".
+  uint64_t overflow_limit_bytes;
+};
+static_assert(sizeof(FileHeader) == 88, "FileHeader is part of the file format");
+
+enum class Kind : uint8_t {
+  kAlloc = 1,
+  kFree = 2,
+  kReset = 3,
+  kBoundary = 4,
+  kSetFloor = 5,
+  kPin = 6,
+  kUnpin = 7,
+  kStepBegin = 8,
+  kTag = 9,
+  kCapture = 10,
+  kEnd = 11,
+};
+
+// What an allocation became.
+enum class AllocOutcome : uint8_t {
+  kRegionBump = 0,   // carved at the region's top
+  kRegionReuse = 1,  // a freed block (or a hole below the floor)
+  kOverflow = 2,     // the overflow pool served it
+  kRefused = 3,      // failed: status says why
+};
+
+// Address flags (alloc, free, pin, unpin).
+inline constexpr uint8_t kAddrRaw = 0x1;  // addr is a raw pointer (overflow), not an offset
+// Free flags.
+inline constexpr uint8_t kFreeEpochChecked = 0x2;  // zarena_free_at: epoch_arg applies
+// End flags.
+inline constexpr uint32_t kEndAtExit = 0x1;  // written by the exit flush, not close()
+
+// Every record starts with this. words is the record's whole length in 8-byte words,
+// so a reader skips kinds it does not know.
+struct RecordHeader {
+  uint64_t seq;      // global order across threads, from 0, no gaps when nothing is lost
+  uint64_t time_ns;  // since the trace was opened
+  uint16_t thread;   // small per-trace thread number, from 0 in order of first event
+  uint8_t kind;      // Kind
+  uint8_t words;
+  uint32_t aux;  // per kind (see each record)
+};
+static_assert(sizeof(RecordHeader) == 24, "RecordHeader is part of the file format");
+
+struct AllocRecord {  // aux: tag id (0 = none)
+  RecordHeader h;
+  uint64_t request_bytes;
+  uint64_t aligned_bytes;
+  uint64_t addr;  // region offset, or a raw pointer with kAddrRaw; 0 when refused
+  uint64_t epoch;
+  uint8_t outcome;  // AllocOutcome
+  uint8_t flags;    // kAddrRaw
+  int16_t status;   // zarena_status (0 unless refused)
+  uint32_t reserved;
+};
+static_assert(sizeof(AllocRecord) == 64, "AllocRecord is part of the file format");
+
+struct FreeRecord {  // aux: 0
+  RecordHeader h;
+  uint64_t addr;
+  uint64_t epoch_arg;    // with kFreeEpochChecked
+  uint64_t freed_bytes;  // the block's aligned size when it was freed, else 0
+  int32_t status;        // zarena_status
+  uint8_t flags;         // kAddrRaw | kFreeEpochChecked
+  uint8_t reserved[3];
+};
+static_assert(sizeof(FreeRecord) == 56, "FreeRecord is part of the file format");
+
+struct ValueRecord {  // reset (new epoch), boundary (floor = top), set floor (offset);
+  RecordHeader h;     // aux: zarena_status for set floor, else 0
+  uint64_t value;
+};
+static_assert(sizeof(ValueRecord) == 32, "ValueRecord is part of the file format");
+
+struct PinRecord {  // pin and unpin; aux: 0
+  RecordHeader h;
+  uint64_t addr;
+  int32_t status;
+  uint8_t flags;  // kAddrRaw
+  uint8_t reserved[3];
+};
+static_assert(sizeof(PinRecord) == 40, "PinRecord is part of the file format");
+
+struct BareRecord {  // step begin (aux 0), capture (aux 1 = on, 0 = off)
+  RecordHeader h;
+};
+
+struct TagRecordHead {  // aux: tag id; the name follows, then padding to 8
+  RecordHeader h;
+  uint32_t name_bytes;
+  uint32_t reserved;
+};
+static_assert(sizeof(TagRecordHead) == 32, "TagRecordHead is part of the file format");
+// Longest tag name a record carries (longer names are cut): words is a uint8_t.
+inline constexpr size_t kMaxTagNameBytes = 255 * 8 - sizeof(TagRecordHead);
+
+struct EndRecord {  // aux: kEnd* flags
+  RecordHeader h;
+  uint64_t events;  // sequence numbers handed out before the final flush: every number
+                    // below it is in the file unless lost (at exit, threads still running
+                    // may add higher ones)
+};
+static_assert(sizeof(EndRecord) == 32, "EndRecord is part of the file format");
+
+}  // namespace zarena_trace

@@ -1,0 +1,188 @@
+// zarena-replay as CI runs it: exit status 0 when the trace fits, 1 when it would
+// overflow at the capacity replayed, 2 for bad input (with the reason on stderr); the
+// JSON report carries the numbers; what-if options take effect.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct ToolRun {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+std::string tool() {
+  const char* p = std::getenv("ZARENA_REPLAY");
+  return p != nullptr ? p : "";
+}
+
+ToolRun run(const std::string& args) {
+  ToolRun r;
+  const std::string cmd = tool() + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string temp(const std::string& name) {
+  return ::testing::TempDir() + "zarena_tool_" + std::to_string(getpid()) + "_" + name;
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+class ReplayTool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (tool().empty()) GTEST_SKIP() << "ZARENA_REPLAY (set by CTest) names the tool";
+    const char* sample = std::getenv("ZARENA_TRACE_SAMPLE");
+    ASSERT_NE(sample, nullptr);
+    never_ = temp("never.zat");
+    reset_ = temp("reset.zat");
+    ASSERT_EQ(std::system((std::string(sample) + " " + never_ + " never_reset").c_str()), 0);
+    ASSERT_EQ(std::system((std::string(sample) + " " + reset_ + " reset").c_str()), 0);
+  }
+  void TearDown() override {
+    std::remove(never_.c_str());
+    std::remove(reset_.c_str());
+  }
+  std::string never_, reset_;
+};
+
+TEST_F(ReplayTool, ExitZeroWhenItFits) {
+  const std::string json = temp("fits.json");
+  const ToolRun r = run(reset_ + " --json " + json);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("verdict: fits"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result: fits in 48.0 MiB (exit 0)"), std::string::npos) << r.out;
+  const auto j = read_json(json);
+  EXPECT_EQ(j.at("verdict"), "fits");
+  EXPECT_EQ(j.at("replay").at("resets"), 16);
+  EXPECT_EQ(j.at("replay").at("epochs").size(), 17u);
+  EXPECT_EQ(j.at("reset_per_step").at("ran"), false);  // it resets already
+  std::remove(json.c_str());
+}
+
+TEST_F(ReplayTool, ExitOneWhenItWouldOverflow) {
+  const std::string json = temp("over.json");
+  const ToolRun r = run(never_ + " --json " + json);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("verdict: never_reset"), std::string::npos) << r.out;
+  const auto j = read_json(json);
+  EXPECT_EQ(j.at("exit_code"), 1);
+  EXPECT_GT(j.at("replay").at("overflow_allocs").get<uint64_t>(), 0u);
+  // The sizing answer: the unlimited top; with a reset per step, far less.
+  const uint64_t need = j.at("sizing").at("capacity_bytes");
+  EXPECT_TRUE(j.at("sizing").at("found").get<bool>());
+  EXPECT_EQ(j.at("reset_per_step").at("step_method"), "step_begin");
+  const uint64_t need_with_resets = j.at("reset_per_step").at("sizing").at("capacity_bytes");
+  EXPECT_LT(need_with_resets, need / 3);
+
+  // What-if: at the capacity it said, it fits; one granule less, it does not.
+  EXPECT_EQ(run(never_ + " --no-what-if --no-sizing --capacity " + std::to_string(need)).status, 0);
+  EXPECT_EQ(
+      run(never_ + " --no-what-if --no-sizing --capacity " + std::to_string(need - 256)).status, 1);
+  std::remove(json.c_str());
+}
+
+TEST_F(ReplayTool, WhatIfOptionsApply) {
+  const std::string json = temp("whatif.json");
+  const ToolRun r = run(reset_ +
+                        " --capacity 8MiB --alignment 4096 --policy refuse --no-what-if "
+                        "--json " +
+                        json);
+  EXPECT_EQ(r.status, 1) << r.out;  // 12.6 MiB of top does not fit 8 MiB
+  const auto j = read_json(json);
+  EXPECT_EQ(j.at("capacity_bytes"), 8u << 20);
+  EXPECT_EQ(j.at("alignment"), 4096);
+  EXPECT_EQ(j.at("overflow_policy"), "refuse");
+  EXPECT_EQ(j.at("exact_config"), false);
+  EXPECT_GT(j.at("replay").at("refused").get<uint64_t>(), 0u);
+  EXPECT_EQ(j.at("replay").at("overflow_allocs"), 0);
+  std::remove(json.c_str());
+}
+
+TEST_F(ReplayTool, RmmLogIsSizedAndReplayed) {
+  const std::string csv = temp("rmm.csv");
+  std::ostringstream text;
+  text << "Thread,Time,Action,Pointer,Size,Stream\n";
+  // Ten steps of three buffers each, freed in the step: 3 MiB at most.
+  for (int step = 0; step < 10; ++step) {
+    for (int k = 0; k < 3; ++k) {
+      text << "7,10:00:0" << step << ":00000" << k << ",allocate,0x" << std::hex
+           << (0x10000000 + k * 0x100000) << std::dec << "," << (1 << 20) << ",0x0\n";
+    }
+    for (int k = 0; k < 3; ++k) {
+      text << "7,10:00:0" << step << ":10000" << k << ",free,0x" << std::hex
+           << (0x10000000 + k * 0x100000) << std::dec << "," << (1 << 20) << ",0x0\n";
+    }
+  }
+  write(csv, text.str());
+  const std::string json = temp("rmm.json");
+  ToolRun r = run(csv + " --json " + json);
+  EXPECT_EQ(r.status, 0) << r.out;
+  auto j = read_json(json);
+  EXPECT_EQ(j.at("source"), "rmm csv");
+  EXPECT_EQ(j.at("capacity_known"), false);
+  EXPECT_EQ(j.at("sizing").at("capacity_bytes"), 3u << 20);
+  EXPECT_EQ(j.at("replay").at("allocs"), 30);
+  EXPECT_EQ(j.at("replay").at("peak_live_bytes"), 3u << 20);
+
+  // With a capacity to test: 2 MiB is too small.
+  r = run(csv + " --capacity 2M");
+  EXPECT_EQ(r.status, 1) << r.out;
+  std::remove(csv.c_str());
+  std::remove(json.c_str());
+}
+
+TEST_F(ReplayTool, BadInputIsExitTwoWithTheReason) {
+  const std::string csv = temp("bad.csv");
+  write(csv,
+        "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00:000001,allocate,0x10,64,0\n"
+        "1,00:00:00:000002,allocate,0x20\n");
+  ToolRun r = run(csv);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find(csv + ":3: 4 fields, the header has 6"), std::string::npos) << r.out;
+
+  r = run(temp("does-not-exist.zat"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("cannot open"), std::string::npos) << r.out;
+
+  write(csv, std::string("ZARENATR") + std::string(100, '\x01'));
+  r = run(csv);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("not readable"), std::string::npos) << r.out;
+
+  r = run(never_ + " --alignment 100");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("power of two"), std::string::npos) << r.out;
+
+  r = run(never_ + " --policy sometimes");
+  EXPECT_EQ(r.status, 2) << r.out;
+  r = run("");
+  EXPECT_EQ(r.status, 2) << r.out;
+  r = run("--help");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("Exit status"), std::string::npos) << r.out;
+  std::remove(csv.c_str());
+}
+
+}  // namespace

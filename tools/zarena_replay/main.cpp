@@ -1,0 +1,186 @@
+// zarena-replay: replays a zarena trace (ZARENA_TRACE_FILE) or an RMM memory event log
+// through the real engine on the host backend, and answers "how big must the arena be"
+// and "what happened across the steps": per-epoch stats, the live diagnostics' verdict,
+// the smallest capacity without overflow, what resetting every step would change, and
+// pictures (--svg, --chrome-trace). Exit status for CI: 0 fits, 1 would overflow at the
+// capacity replayed, 2 bad input or options, 3 the replay itself failed.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "chrome_trace.h"
+#include "report.h"
+#include "rmm_csv.h"
+#include "svg.h"
+#include "units.h"
+
+namespace {
+
+using namespace zarena_replay;
+
+constexpr const char* kTool = "zarena-replay";
+
+int bad_input(const std::string& msg) {
+  std::cerr << kTool << ": " << msg << "\n";
+  return kExitBadInput;
+}
+
+bool write_file(const std::string& path, const std::string& what,
+                const std::function<void(std::ostream&)>& body) {
+  std::ofstream f(path, std::ios::binary);
+  if (f) body(f);
+  f.close();
+  if (!f) {
+    std::cerr << kTool << ": cannot write " << what << " '" << path << "'\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Replays a zarena trace (or an RMM CSV log) through the zarena engine on the host "
+      "backend; reports per-epoch stats, the diagnosis, the smallest capacity without "
+      "overflow and what resetting every step would change.\n"
+      "Exit status: 0 fits, 1 would overflow at the replayed capacity, 2 bad input or "
+      "options, 3 the replay failed.",
+      kTool};
+  std::string input, format = "auto", policy, svg_path, chrome_path, json_path;
+  uint64_t capacity = 0, alignment = 0;
+  size_t max_epochs = 20;
+  bool no_sizing = false, no_what_if = false, quiet = false;
+  app.add_option("trace", input, "trace file: a zarena trace, or an RMM CSV log")->required();
+  app.add_option("--format", format, "input format")
+      ->check(CLI::IsMember({"auto", "zarena", "rmm"}))
+      ->capture_default_str();
+  app.add_option("--capacity", capacity,
+                 "what-if capacity in bytes (suffixes K, M, G, T, KiB ...); default: the "
+                 "trace's")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--alignment", alignment, "what-if alignment (a power of two, >= 8)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--policy", policy, "what-if overflow policy")
+      ->check(CLI::IsMember({"default", "async", "sync", "refuse"}));
+  app.add_option("--svg", svg_path, "draw the arena over the replay as SVG");
+  app.add_option("--chrome-trace", chrome_path,
+                 "write the replay in Trace Event JSON (Perfetto, chrome://tracing)");
+  app.add_option("--json", json_path, "write the report as JSON");
+  app.add_option("--epochs", max_epochs, "epochs listed in the table")->capture_default_str();
+  app.add_flag("--no-sizing", no_sizing, "skip the smallest-capacity search");
+  app.add_flag("--no-what-if", no_what_if, "skip the reset-per-step replay");
+  app.add_flag("-q,--quiet", quiet, "no text report on stdout");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitBadInput;
+  }
+
+  zarena_trace::Trace trace;
+  std::string error;
+  const bool is_zarena =
+      format == "zarena" || (format == "auto" && zarena_trace::looks_like_trace(input));
+  const bool ok = is_zarena ? zarena_trace::read_trace_file(input, &trace, &error)
+                            : read_rmm_csv_file(input, &trace, &error);
+  if (!ok) return bad_input(error);
+
+  Report rep;
+  rep.input = input;
+  rep.trace = &trace;
+  ReplayConfig& c = rep.config;
+  c.name = trace.info.arena_name.empty() ? "replay" : trace.info.arena_name;
+  c.alignment =
+      alignment != 0 ? alignment : (trace.info.alignment != 0 ? trace.info.alignment : 256);
+  if (c.alignment < 8 || (c.alignment & (c.alignment - 1)) != 0) {
+    return bad_input("alignment " + std::to_string(c.alignment) + " is not a power of two >= 8");
+  }
+  c.overflow_policy = policy.empty() ? trace.info.overflow_policy : policy_from_name(policy);
+  if (c.overflow_policy < ZARENA_OVERFLOW_DEFAULT || c.overflow_policy > ZARENA_OVERFLOW_REFUSE) {
+    c.overflow_policy = ZARENA_OVERFLOW_DEFAULT;
+  }
+  c.capacity_bytes = capacity != 0 ? capacity : trace.info.capacity_bytes;
+  c.overflow_limit_bytes = limit_for(trace.info);
+  c.exact = is_zarena && c.capacity_bytes == trace.info.capacity_bytes &&
+            c.alignment == trace.info.alignment && c.overflow_policy == trace.info.overflow_policy;
+  c.timeline = !svg_path.empty() || !chrome_path.empty();
+  c.progress_label = "replay";
+
+  // Sizing first: an RMM log has no capacity, and is then replayed at the size it needs.
+  if (!no_sizing || c.capacity_bytes == 0) {
+    if (!smallest_capacity(trace, c, &rep.sizing, &error)) {
+      std::cerr << kTool << ": " << error << "\n";
+      return kExitInternal;
+    }
+    rep.sized = true;
+  }
+  if (c.capacity_bytes == 0) {
+    rep.capacity_known = false;
+    c.capacity_bytes = std::max(rep.sizing.unlimited_top, c.alignment);
+  }
+  if (!replay(trace, c, &rep.main, &error)) {
+    std::cerr << kTool << ": " << error << "\n";
+    return error.find("cannot create") != std::string::npos ? kExitBadInput : kExitInternal;
+  }
+
+  if (no_what_if) {
+    rep.what_if_skipped = "not asked (--no-what-if)";
+  } else if (rep.main.resets > 0) {
+    rep.what_if_skipped = "the trace resets already";
+  } else {
+    rep.plan = find_steps(trace);
+    if (rep.plan.method == "none") {
+      rep.what_if_skipped =
+          "no steps found (no step-begin events, no boundary per step, no "
+          "repeating request sequence)";
+    } else {
+      ReplayConfig w = c;
+      w.exact = false;
+      w.timeline = false;
+      w.progress_label = "what-if";
+      w.drop_boundaries_after_first = rep.plan.drop_boundaries_after_first;
+      if (rep.plan.boundary_before_first) w.boundary_before = rep.plan.starts.front();
+      w.reset_before.assign(rep.plan.starts.begin() + 1, rep.plan.starts.end());
+      if (!replay(trace, w, &rep.what_if, &error)) {
+        std::cerr << kTool << ": " << error << "\n";
+        return kExitInternal;
+      }
+      if (!no_sizing && !smallest_capacity(trace, w, &rep.what_if_sizing, &error)) {
+        std::cerr << kTool << ": " << error << "\n";
+        return kExitInternal;
+      }
+      rep.what_if_ran = true;
+    }
+  }
+
+  if (!quiet) print_text(std::cout, rep, max_epochs);
+  bool written = true;
+  if (!json_path.empty()) {
+    written &= write_file(json_path, "JSON report",
+                          [&](std::ostream& o) { o << report_json(rep).dump(2) << "\n"; });
+  }
+  if (!svg_path.empty()) {
+    PictureInput pic;
+    pic.trace = &trace;
+    pic.result = &rep.main;
+    pic.capacity_bytes = c.capacity_bytes;
+    pic.capacity_known = rep.capacity_known;
+    pic.verdict = rep.verdict();
+    if (!rep.main.first_overflows.empty()) pic.advice = rep.main.first_overflows.front().advice;
+    written &= write_file(svg_path, "SVG", [&](std::ostream& o) { o << render_svg(pic); });
+  }
+  if (!chrome_path.empty()) {
+    written &= write_file(chrome_path, "chrome trace",
+                          [&](std::ostream& o) { write_chrome_trace(o, trace, rep.main); });
+  }
+  if (!written) return kExitBadInput;
+  return rep.exit_code();
+}

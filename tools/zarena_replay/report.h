@@ -1,0 +1,45 @@
+// What zarena-replay found, as a text report for people (stdout) and as JSON for
+// programs (--json).
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json_fwd.hpp>
+#include <ostream>
+#include <string>
+
+#include "replay.h"
+#include "sizing.h"
+#include "steps.h"
+
+namespace zarena_replay {
+
+// Exit statuses (documented in --help and docs/TRACE.md).
+inline constexpr int kExitFits = 0;
+inline constexpr int kExitOverflows = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitInternal = 3;
+
+struct Report {
+  std::string input;
+  const zarena_trace::Trace* trace = nullptr;
+  ReplayConfig config;         // the main replay's
+  bool capacity_known = true;  // false: an RMM log and no --capacity
+  ReplayResult main;
+  bool sized = false;
+  SizingResult sizing;
+  // "What if it reset every step": run when the trace has no reset and steps were found.
+  StepPlan plan;
+  bool what_if_ran = false;
+  std::string what_if_skipped;  // why it did not run
+  ReplayResult what_if;
+  SizingResult what_if_sizing;
+
+  // The first "arena.first_overflow" verdict of the main replay, or "fits".
+  std::string verdict() const;
+  int exit_code() const;
+};
+
+void print_text(std::ostream& out, const Report& r, size_t max_epochs);
+nlohmann::json report_json(const Report& r);
+
+}  // namespace zarena_replay
