@@ -77,24 +77,17 @@ zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr) {
   *out_ptr = nullptr;
   Arena* arena = zarena_core::checked(a, "zarena_alloc");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_alloc", [&] {
-    zarena_block b;
-    const zarena_core::Result r = arena->alloc(size, 0, &b);
-    if (__builtin_expect(r.is_ok(), 1)) {
-      *out_ptr = b.ptr;
-      return ZARENA_OK;
-    }
-    return report(r);
-  });
+  // Arena::alloc is noexcept: it reports every failure (host memory included) as a status.
+  zarena_block b;
+  const Status st = arena->alloc(size, 0, &b);
+  if (__builtin_expect(st == Status::kOk, 1)) *out_ptr = b.ptr;
+  return static_cast<zarena_status>(st);
 }
 
 zarena_status zarena_free(zarena* a, void* ptr) {
   Arena* arena = zarena_core::checked(a, "zarena_free");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_free", [&] {
-    const zarena_core::Result r = arena->free(ptr, zarena_core::kAnyEpoch);
-    return __builtin_expect(r.is_ok(), 1) ? ZARENA_OK : report(r);
-  });
+  return static_cast<zarena_status>(arena->free(ptr, zarena_core::kAnyEpoch));  // noexcept
 }
 
 zarena_status zarena_reset(zarena* a) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "arena.h"
+#include "last_error.h"
 #include "status.h"
 #include "zarena/zarena.h"
 
@@ -21,7 +22,6 @@ struct zarena {
 
 namespace zarena_core {
 
-void set_last_error(std::string message) noexcept;
 zarena_status fail(Status s, std::string message) noexcept;
 zarena_status report(const Result& r) noexcept;
 // A live handle, or nullptr (and last error set) when a is NULL or not a live arena.

@@ -22,12 +22,9 @@ uint64_t epoch_arg(uint64_t epoch) {
 
 zarena_status alloc_one(Arena* arena, uint64_t size, uint32_t tag, zarena_block* out) {
   zarena_block b;
-  const zarena_core::Result r = arena->alloc(size, tag, &b);
-  if (__builtin_expect(r.is_ok(), 1)) {
-    *out = b;
-    return ZARENA_OK;
-  }
-  return report(r);
+  const Status st = arena->alloc(size, tag, &b);
+  if (__builtin_expect(st == Status::kOk, 1)) *out = b;
+  return static_cast<zarena_status>(st);
 }
 
 // Frees the items in order; the first failure's status (and message) is what the batch
@@ -37,12 +34,12 @@ zarena_status free_items(Arena* arena, const zarena_free_item* items, size_t n,
   zarena_status first = ZARENA_OK;
   std::string first_message;
   for (size_t i = 0; i < n; ++i) {
-    const zarena_core::Result r = arena->free(items[i].ptr, epoch_arg(items[i].epoch));
-    const zarena_status st = static_cast<zarena_status>(r.status);
+    const zarena_status st =
+        static_cast<zarena_status>(arena->free(items[i].ptr, epoch_arg(items[i].epoch)));
     if (statuses != nullptr) statuses[i] = st;
     if (st != ZARENA_OK && first == ZARENA_OK) {
       first = st;
-      first_message = fmt::format("item {}: {}", i, r.message);
+      first_message = fmt::format("item {}: {}", i, zarena_core::last_error_text());
     }
   }
   if (first != ZARENA_OK) zarena_core::set_last_error(std::move(first_message));
@@ -58,16 +55,13 @@ zarena_status zarena_alloc_ex(zarena* a, uint64_t size, uint32_t tag, zarena_blo
     return zarena_core::fail(Status::kInvalidArgument, "zarena_alloc_ex: out is NULL");
   Arena* arena = zarena_core::checked(a, "zarena_alloc_ex");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_alloc_ex", [&] { return alloc_one(arena, size, tag, out); });
+  return alloc_one(arena, size, tag, out);  // Arena::alloc is noexcept
 }
 
 zarena_status zarena_free_at(zarena* a, void* ptr, uint64_t epoch) {
   Arena* arena = zarena_core::checked(a, "zarena_free_at");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_free_at", [&] {
-    const zarena_core::Result r = arena->free(ptr, epoch_arg(epoch));
-    return __builtin_expect(r.is_ok(), 1) ? ZARENA_OK : report(r);
-  });
+  return static_cast<zarena_status>(arena->free(ptr, epoch_arg(epoch)));  // noexcept
 }
 
 zarena_status zarena_pin(zarena* a, void* ptr) {
@@ -170,8 +164,7 @@ zarena_status zarena_alloc_batch(zarena* a, const uint64_t* sizes, size_t n, uin
     std::string first_message;
     for (size_t i = 0; i < n; ++i) {
       zarena_block b;
-      const zarena_core::Result r = arena->alloc(sizes[i], tag, &b);
-      const zarena_status st = static_cast<zarena_status>(r.status);
+      const zarena_status st = static_cast<zarena_status>(arena->alloc(sizes[i], tag, &b));
       if (statuses != nullptr) statuses[i] = st;
       if (st == ZARENA_OK) {
         out[i] = b;
@@ -179,7 +172,7 @@ zarena_status zarena_alloc_batch(zarena* a, const uint64_t* sizes, size_t n, uin
         std::memset(&out[i], 0, sizeof out[i]);
         if (first == ZARENA_OK) {
           first = st;
-          first_message = fmt::format("item {}: {}", i, r.message);
+          first_message = fmt::format("item {}: {}", i, zarena_core::last_error_text());
         }
       }
     }

@@ -2,20 +2,9 @@
 #include <string>
 
 #include "handle.h"
+#include "last_error.h"
 
 namespace zarena_core {
-
-namespace {
-thread_local std::string t_last_error;
-}
-
-void set_last_error(std::string message) noexcept {
-  try {
-    t_last_error = std::move(message);
-  } catch (...) {
-    t_last_error.clear();
-  }
-}
 
 zarena_status fail(Status s, std::string message) noexcept {
   set_last_error(std::move(message));
@@ -76,6 +65,6 @@ const char* zarena_status_string(zarena_status s) {
   }
 }
 
-const char* zarena_last_error(void) { return zarena_core::t_last_error.c_str(); }
+const char* zarena_last_error(void) { return zarena_core::last_error_text(); }
 
 }  // extern "C"

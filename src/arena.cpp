@@ -1,6 +1,7 @@
 // The arena's lifetime and its per-call paths: allocate, free, pin (arena_control.cpp has
 // reset, floors, stats and settings).
 #include "arena.h"
+#include "region_fast.h"
 
 #include <fmt/format.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include "diagnostics.h"
+#include "last_error.h"
 #include "tags.h"
 
 namespace zarena_core {
@@ -114,6 +116,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     a.tracer_ = zarena_trace::Tracer::open(rc.trace_file, th, &err);
     if (a.tracer_) {
       a.trace_ = a.tracer_.get();
+      a.extras_.fetch_or(kExtraTrace, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
     } else if (log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(ZARENA_LOG_WARN, "arena.trace_failed", rc.name);
@@ -163,6 +166,7 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
       }()),
       cadence_(rc.cfg.capacity_bytes) {
   committed_bytes_.store(expandable_ ? 0 : capacity_);
+  region_.set_fill_enabled(poison_on_.load());
 }
 
 Arena::~Arena() = default;
@@ -178,6 +182,7 @@ RegionHooks::Fill Arena::fill_policy() noexcept {
   // A fill now would be recorded into the user's graph (or break its capture): skip it.
   if (capturing()) {
     poison_skip_note_.store(true, std::memory_order_relaxed);
+    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
     return Fill::kSkip;
   }
   return Fill::kNow;
@@ -208,6 +213,7 @@ bool Arena::ensure_committed(uint64_t end) noexcept {
     } catch (...) {
     }
     commit_failure_note_.store(true, std::memory_order_release);
+    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
     return false;
   }
   try {
@@ -244,6 +250,9 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
 }
 
 void Arena::after_op() {
+  if (extras_.load(std::memory_order_relaxed) & kExtraNote) {
+    extras_.fetch_and(~kExtraNote, std::memory_order_relaxed);
+  }
   if (poison_skip_note_.load(std::memory_order_relaxed) &&
       poison_skip_note_.exchange(false, std::memory_order_relaxed) &&
       !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {
@@ -302,71 +311,83 @@ void Arena::feed_cadence_alloc(uint64_t aligned, uint64_t end) {
   }
 }
 
-Result Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) {
-  if (size == 0) {
-    out->ptr = nullptr;
-    out->epoch = region_.epoch();
-    out->size = 0;
-    out->flags = 0;
-    out->tag = tag;
-    return Result::ok();
-  }
-  if (__builtin_expect(size > kMaxRequest, 0)) {
-    Slot& s = region_.enter();
-    ++s.c.epoch_allocs;
-    ++s.c.total_allocs;
-    ++s.c.misses;
-    if (trace_ != nullptr) {
-      trace_->on_alloc(size, size, zarena_trace::TraceAddr{}, zarena_trace::AllocOutcome::kRefused,
-                       ZARENA_E_OUT_OF_MEMORY, region_.epoch(), tag);
-    }
-    region_.leave(s);
-    return Result::fail(Status::kOutOfMemory,
-                        fmt::format("request of {} bytes is larger than any arena can serve "
-                                    "(arena '{}', capacity {} bytes)",
-                                    size, name_, capacity_));
-  }
+Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
+  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_odd(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
   Slot& s = region_.enter();
   ++s.c.epoch_allocs;
-  ++s.c.total_allocs;
   Placement p;
   bool ok;
   try {
     ok = region_.alloc(s, aligned, tag, &p);
-  } catch (...) {
+  } catch (...) {  // host memory for block records
+    ++s.c.misses;
     region_.leave(s);
-    throw;
+    return fail_with(Status::kOutOfMemory,
+                     fmt::format("out of host memory for the block records of arena '{}'", name_));
   }
   if (__builtin_expect(ok, 1)) {
     ++s.c.hits;
     if (p.reused) ++s.c.reuses;
     if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
     if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
-    out->epoch = region_.epoch();
-    if (__builtin_expect(trace_ != nullptr, 0)) {
+    const uint64_t epoch = region_.epoch();
+    const uint32_t extras = extras_.load(std::memory_order_relaxed);
+    if (__builtin_expect(extras & kExtraTrace, 0)) {
       trace_->on_alloc(size, aligned, zarena_trace::TraceAddr::region(p.offset),
                        p.reused ? zarena_trace::AllocOutcome::kRegionReuse
                                 : zarena_trace::AllocOutcome::kRegionBump,
-                       ZARENA_OK, out->epoch, tag);
+                       ZARENA_OK, epoch, tag);
     }
     region_.leave(s);
     out->ptr = base_ + p.offset;
+    out->epoch = epoch;
     out->size = p.size;
     out->flags = p.reused ? ZARENA_BLOCK_REUSED : 0;
     out->tag = tag;
-    if (__builtin_expect(cadence_armed_.load(std::memory_order_relaxed), 0)) {
-      feed_cadence_alloc(aligned, p.offset + p.size);
-    }
-    return Result::ok();
+    if (__builtin_expect(extras & kExtraCadence, 0)) feed_cadence_alloc(aligned, p.offset + p.size);
+    return Status::kOk;
   }
   ++s.c.misses;
   region_.leave(s);
-  after_op();
-  return overflow_alloc(size, aligned, tag, out);
+  try {
+    after_op();
+    return overflow_alloc(size, aligned, tag, out);
+  } catch (...) {
+    return fail_with(Status::kOutOfMemory,
+                     fmt::format("out of host memory on the overflow path of arena '{}'", name_));
+  }
 }
 
-Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out) {
+// size 0 (nothing to allocate) and sizes no arena can describe: off the common path.
+Status Arena::alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
+  if (size == 0) {
+    out->ptr = nullptr;
+    out->epoch = region_.epoch();
+    out->size = 0;
+    out->flags = 0;
+    out->tag = tag;
+    return Status::kOk;
+  }
+  Slot& s = region_.enter();
+  ++s.c.epoch_allocs;
+  ++s.c.misses;
+  if (trace_ != nullptr) {
+    trace_->on_alloc(size, size, zarena_trace::TraceAddr{}, zarena_trace::AllocOutcome::kRefused,
+                     ZARENA_E_OUT_OF_MEMORY, region_.epoch(), tag);
+  }
+  region_.leave(s);
+  try {
+    return fail_with(Status::kOutOfMemory,
+                     fmt::format("request of {} bytes is larger than any arena can serve "
+                                 "(arena '{}', capacity {} bytes)",
+                                 size, name_, capacity_));
+  } catch (...) {
+    return Status::kOutOfMemory;
+  }
+}
+
+Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out) {
   if (overflow_.has_deferred()) {
     std::vector<OverflowBlock> none;
     give_back(none);  // a capture that deferred frees may be over: give them back first
@@ -381,8 +402,8 @@ Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zare
     } catch (...) {
       region_.leave(s);
       overflow_.untrack_failed(a, aligned);
-      return Result::fail(Status::kOutOfMemory,
-                          "out of host memory tracking an overflow block (it was given back)");
+      return fail_with(Status::kOutOfMemory,
+                       "out of host memory tracking an overflow block (it was given back)");
     }
     if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
     if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
@@ -406,7 +427,7 @@ Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zare
   if (!a.result.is_ok()) {
     zarena_stats st;
     stats(&st);
-    return Result::fail(
+    return fail_with(
         a.result.status,
         fmt::format("arena '{}' is full and overflow failed ({}): requested {} bytes ({} aligned), "
                     "region used {} of {} bytes (top {}, floor {}), overflow live {} bytes: {}",
@@ -418,7 +439,7 @@ Result Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zare
   out->size = aligned;
   out->flags = ZARENA_BLOCK_OVERFLOW;
   out->tag = tag;
-  return Result::ok();
+  return Status::kOk;
 }
 
 // The first overflow of an epoch logs the diagnosis (once per epoch: the epoch that wins
@@ -468,21 +489,21 @@ void Arena::first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t ali
 
 // --- frees and pins ---------------------------------------------------------------------
 
-Result Arena::free(void* ptr, uint64_t want_epoch) {
-  if (ptr == nullptr) return Result::ok();
+Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
-  if (p >= base_ && p < base_ + capacity_) {
+  if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
     const uint64_t off = static_cast<uint64_t>(p - base_);
     Slot& s = region_.enter();
     uint64_t size = 0;
     FreeOutcome o;
     try {
       o = region_.free(s, off, want_epoch, &size);
-    } catch (...) {
+    } catch (...) {  // host memory for a record (a span given back below the floor)
       region_.leave(s);
-      throw;
+      return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
     }
-    if (__builtin_expect(trace_ != nullptr, 0)) {
+    const uint32_t extras = extras_.load(std::memory_order_relaxed);
+    if (__builtin_expect(extras & kExtraTrace, 0)) {
       trace_->on_free(zarena_trace::TraceAddr::region(off),
                       o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
                           ? ZARENA_OK
@@ -492,12 +513,8 @@ Result Arena::free(void* ptr, uint64_t want_epoch) {
     }
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
-      if (__builtin_expect(poison_skip_note_.load(std::memory_order_relaxed), 0)) after_op();
-      if (__builtin_expect(cadence_armed_.load(std::memory_order_relaxed), 0)) {
-        std::lock_guard<SpinLock> lock(cadence_mu_);
-        cadence_.on_free(cadence_top_, resets_.load(std::memory_order_relaxed));
-      }
-      return Result::ok();
+      if (__builtin_expect(extras & ~kExtraTrace, 0)) after_free_extras(extras);
+      return Status::kOk;
     }
     const uint64_t epoch = region_.epoch();
     // A free naming a past epoch whose history is gone: that epoch's block was reclaimed
@@ -511,6 +528,23 @@ Result Arena::free(void* ptr, uint64_t want_epoch) {
     region_.leave(s);
     return free_error(o, ptr, true, epoch);
   }
+  if (ptr == nullptr) return Status::kOk;
+  try {
+    return free_slow(ptr, want_epoch);
+  } catch (...) {
+    return fail_with(Status::kOutOfMemory, "out of host memory freeing an overflow block");
+  }
+}
+
+void Arena::after_free_extras(uint32_t extras) {
+  if (extras & kExtraNote) after_op();
+  if (extras & kExtraCadence) {
+    std::lock_guard<SpinLock> lock(cadence_mu_);
+    cadence_.on_free(cadence_top_, resets_.load(std::memory_order_relaxed));
+  }
+}
+
+Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   Slot& s = region_.enter();
   const uint64_t epoch = region_.epoch();
   OverflowBlock block;
@@ -535,9 +569,9 @@ Result Arena::free(void* ptr, uint64_t want_epoch) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
     after_op();
-    return Result::ok();
+    return Status::kOk;
   }
-  if (o == FreeOutcome::kDeferred) return Result::ok();
+  if (o == FreeOutcome::kDeferred) return Status::kOk;
   return free_error(o, ptr, false, epoch);
 }
 
@@ -556,20 +590,28 @@ Status Arena::status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch) {
   }
 }
 
-Result Arena::free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) {
+Status Arena::free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept {
+  try {
+    return free_error_text(o, ptr, in_region, epoch);
+  } catch (...) {
+    return status_of(o, kAnyEpoch, epoch);
+  }
+}
+
+Status Arena::free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) {
   switch (o) {
     case FreeOutcome::kStale:
-      return Result::fail(Status::kStale,
+      return fail_with(Status::kStale,
                           fmt::format("free({}): the block was reclaimed by a reset, or the "
                                       "address was handed out again since the epoch named "
                                       "(arena '{}' is in epoch {}); the call was dropped",
                                       ptr, name_, epoch));
     case FreeOutcome::kDoubleFree:
-      return Result::fail(
+      return fail_with(
           Status::kDoubleFree,
           fmt::format("free({}): the block was already freed (arena '{}')", ptr, name_));
     default:
-      return Result::fail(
+      return fail_with(
           Status::kNotOwned,
           in_region
               ? fmt::format("free({}): not the start of a block of arena '{}' (offset {} "

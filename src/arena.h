@@ -41,9 +41,10 @@ class Arena final : private RegionHooks {
   Arena& operator=(const Arena&) = delete;
 
   // size 0: OK, out->ptr NULL. out is written on success only.
-  Result alloc(uint64_t size, uint32_t tag, zarena_block* out);
+  // Hot paths: the status; on failure the detail is in last_error_text() (last_error.h).
+  Status alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
-  Result free(void* ptr, uint64_t want_epoch);
+  Status free(void* ptr, uint64_t want_epoch) noexcept;
   Result pin(void* ptr);
   Result unpin(void* ptr);
   void reset();
@@ -77,8 +78,12 @@ class Arena final : private RegionHooks {
  private:
   Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const RegionInfo& region,
         int32_t policy);
-  Result overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out);
-  Result free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
+  Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out);
+  Status alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
+  Status free_slow(void* ptr, uint64_t want_epoch);  // overflow blocks and failures
+  Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
+  Status free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
+  void after_free_extras(uint32_t extras);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   void give_back(std::vector<OverflowBlock>& blocks);
@@ -107,6 +112,13 @@ class Arena final : private RegionHooks {
 
   Region region_;
   OverflowPool overflow_;
+
+  // What the common path must look at besides the allocation itself: one load, one
+  // predictable branch when nothing is on.
+  static constexpr uint32_t kExtraTrace = 1;    // trace_ is open
+  static constexpr uint32_t kExtraCadence = 2;  // the reset-cadence detector is armed
+  static constexpr uint32_t kExtraNote = 4;     // a warning waits for after_op
+  std::atomic<uint32_t> extras_{kExtraCadence};
 
   std::atomic<bool> capture_flag_{false};
   std::atomic<bool> poison_on_;

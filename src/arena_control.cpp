@@ -34,6 +34,7 @@ void Arena::reset() {
     std::lock_guard<SpinLock> lock(cadence_mu_);
     cadence_.on_reset(cadence_top_);
     cadence_armed_.store(false, std::memory_order_relaxed);
+    extras_.fetch_and(~kExtraCadence, std::memory_order_relaxed);
   }
   give_back(doomed);
   after_op();
@@ -64,7 +65,9 @@ void Arena::mark_step_boundary() {
     if (trace_ != nullptr) trace_->on_boundary(region_.frontier_w());
     region_.mark_step_boundary_w();
     overflow_.mark_step_boundary();
-    for (uint32_t i = 0; i < region_.slot_count(); ++i) region_.slot_counters_w(i).step_max_alloc = 0;
+    for (uint32_t i = 0; i < region_.locked_slots_w(); ++i) {
+      region_.slot_counters_w(i).step_max_alloc = 0;
+    }
   }
   if (cadence_armed_.load(std::memory_order_relaxed)) {
     std::lock_guard<SpinLock> lock(cadence_mu_);
@@ -174,6 +177,7 @@ Result Arena::set_stream(void* stream) {
 void Arena::set_poison(bool enabled, uint32_t word) {
   poison_word_.store(word != 0 ? word : kDefaultPoisonWord, std::memory_order_relaxed);
   poison_on_.store(enabled, std::memory_order_relaxed);
+  region_.set_fill_enabled(enabled);
 }
 
 void Arena::live_blocks(std::vector<LiveBlock>* out) {
@@ -203,6 +207,7 @@ Result Arena::destroy() {
   Result rt;
   if (tracer_) {
     rt = tracer_->close();
+    extras_.fetch_and(~kExtraTrace, std::memory_order_relaxed);
     trace_ = nullptr;
     tracer_.reset();
   }

@@ -122,9 +122,11 @@ class BlockStore {
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
 
-  Block& operator[](uint32_t i) const {
-    return segments_[i >> kSegmentShift].load(std::memory_order_acquire)->recs[i & (kSegmentRecords -
-                                                                                    1)];
+  // Relaxed: a segment is published (release) before any record in it can be reached
+  // (through a map entry or a list written after it), and it never moves or goes away.
+  __attribute__((always_inline)) Block& operator[](uint32_t i) const {
+    return segments_[i >> kSegmentShift].load(std::memory_order_relaxed)
+        ->recs[i & (kSegmentRecords - 1)];
   }
 
   // A page of kPageRecords fresh records (index of its first record); pages retired two

@@ -1,6 +1,7 @@
 // Per-thread paths of the region: allocate, free, pin, unpin (region.h explains the
 // design; region_writer.cpp has the whole-region operations).
 #include "region.h"
+#include "region_fast.h"
 
 #include <algorithm>
 #include <mutex>
@@ -47,14 +48,31 @@ Region::Region(const RegionConfig& cfg, RegionHooks* hooks)
 
 Region::~Region() = default;
 
+// Every active slot, in index order, then the central lock. A slot activated while we were
+// taking them (activation needs the central lock, so it happened before we got it) is
+// taken as well before we proceed: drop the central lock, take the new slots (they come
+// after every slot we hold, so the order holds), take it again.
 void Region::lock_all() {
-  slots_.lock_all();
-  central_.lock();
+  uint32_t n = 0;
+  for (;;) {
+    const uint32_t want = slots_.active();
+    for (; n < want; ++n) slots_[n].lock.lock();
+    central_.lock();
+    if (slots_.active() == n) break;
+    central_.unlock();
+  }
+  locked_ = n;
 }
 
 void Region::unlock_all() {
+  const uint32_t n = locked_;
   central_.unlock();
-  slots_.unlock_all();
+  for (uint32_t i = n; i-- > 0;) slots_[i].lock.unlock();
+}
+
+void Region::activate(Slot& s) {
+  Guard g(central_);
+  if (s.id >= slots_.active()) slots_.set_active(s.id + 1u);
 }
 
 // --- records --------------------------------------------------------------------------
@@ -149,73 +167,6 @@ void Region::retire_moved(uint32_t rec) {
 
 // --- blocks ---------------------------------------------------------------------------
 
-bool Region::is_current(uint64_t w, const Block& b) const {
-  return (Word::flags(w) & kFlagPersistent) != 0 ||
-         b.stamp.load(std::memory_order_relaxed) == epoch_.load(std::memory_order_relaxed);
-}
-
-void Region::make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags) {
-  Block& b = store_[rec];
-  const uint64_t e = epoch_.load(std::memory_order_relaxed);
-  b.epoch.store(e, std::memory_order_relaxed);
-  b.stamp.store(e, std::memory_order_relaxed);
-  b.tag = tag;
-  const uint64_t w = b.word.load(std::memory_order_relaxed);
-  const uint8_t storage = Word::flags(w) & kFlagLongLived;
-  b.word.store(Word::make(BlockState::kLive, storage | flags, kOwnerNone, 0, Word::gen(w) + 1),
-               std::memory_order_release);
-  if (s != nullptr) {
-    s->c.live_bytes += static_cast<int64_t>(aligned);
-    ++s->c.live_count;
-    const uint64_t end = b.end();
-    if (end > s->c.high_water) s->c.high_water = end;
-    if (end > s->c.epoch_high_water) s->c.epoch_high_water = end;
-  }
-}
-
-void Region::carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner) {
-  Block& b = store_[rec];
-  if (b.len() == size) return;
-  // The caller made sure a record is at hand: acquiring may throw, so it happens before
-  // the block left its index (see alloc / alloc_slow).
-  const uint32_t q = acquire_record_like(s, rec);
-  Block& rest = store_[q];
-  rest.offset.store(b.off() + size, std::memory_order_relaxed);
-  rest.size.store(b.len() - size, std::memory_order_relaxed);
-  rest.stamp.store(epoch_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  rest.epoch.store(kNeverLive, std::memory_order_relaxed);
-  const uint64_t qw = rest.word.load(std::memory_order_relaxed);
-  const uint8_t side = owner == kOwnerFloor ? kFlagPersistent : 0;
-  rest.word.store(Word::make(BlockState::kFree, (Word::flags(qw) & kFlagLongLived) | side, owner, 0,
-                             Word::gen(qw) + 1),
-                  std::memory_order_release);
-  b.size.store(size, std::memory_order_relaxed);
-  b.word.store(Word::next_gen(b.word.load(std::memory_order_relaxed)), std::memory_order_release);
-  map_.tag(rest.off(), rest.len(), q);
-  map_.set_end(b.off() + size, rec);
-  if (owner == kOwnerFloor) {
-    floor_index_.insert(store_, q);
-  } else if (owner == kOwnerCentral) {
-    central_index_.insert(store_, q);
-  } else {
-    s->index.insert(store_, q);
-  }
-}
-
-void Region::absorb(uint32_t keep, uint32_t gone) {
-  Block& k = store_[keep];
-  Block& g = store_[gone];
-  const uint64_t size = k.len() + g.len();
-  k.size.store(size, std::memory_order_relaxed);
-  const uint64_t kw = Word::next_gen(k.word.load(std::memory_order_relaxed));
-  k.word.store(kw, std::memory_order_release);
-  map_.set_end(k.off() + size, keep);
-  g.absorbed_into.store(keep, std::memory_order_relaxed);
-  g.absorbed_gen.store(Word::gen(kw), std::memory_order_relaxed);
-  g.word.store(Word::with_state(g.word.load(std::memory_order_relaxed), BlockState::kAbsorbed),
-               std::memory_order_release);
-}
-
 // A free of a pointer whose block is no longer live. A free block (still in an index)
 // was freed before: a double free (or stale, when a reset reclaimed it rather than its
 // user). An absorbed record was merged into a neighbour: follow where its bytes went. If
@@ -309,44 +260,6 @@ void Region::fill(uint64_t offset, uint64_t bytes, Slot* s) {
 
 // --- allocation ----------------------------------------------------------------------
 
-bool Region::alloc(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
-  uint32_t r = s.index.find(store_, aligned);
-  if (__builtin_expect(r != kNil, 1)) {
-    if (store_[r].len() > aligned && s.free_recs == kNil && s.page_left == 0) {
-      // carve() needs a record; get the page now, before the block leaves the index.
-      const uint32_t spare = acquire_slot_record(s);
-      store_[spare].next = s.free_recs;
-      s.free_recs = spare;
-    }
-    s.index.remove(store_, r);
-    carve(&s, r, aligned, s.id);
-    make_live(&s, r, aligned, tag, 0);
-    out->offset = store_[r].off();
-    out->size = aligned;
-    out->reused = true;
-    s.publish_hint();
-    return true;
-  }
-  if (!central_index_.may_fit(aligned) && s.span_end - s.span_cur >= aligned) {
-    r = acquire_slot_record(s);
-    Block& b = store_[r];
-    b.offset.store(s.span_cur, std::memory_order_relaxed);
-    b.size.store(aligned, std::memory_order_relaxed);
-    map_.tag(s.span_cur, aligned, r);
-    s.span_cur += aligned;
-    Block& slack = store_[s.slack_rec];
-    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
-                     std::memory_order_release);
-    make_live(&s, r, aligned, tag, 0);
-    out->offset = b.off();
-    out->size = aligned;
-    out->reused = false;
-    s.publish_hint();
-    return true;
-  }
-  return alloc_slow(s, aligned, tag, out);
-}
-
 bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
   if (aligned > cfg_.capacity) return false;
   // A record for a bump, taken before any change (it may need host memory).
@@ -361,6 +274,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
     b.size.store(aligned, std::memory_order_relaxed);
     map_.tag(s.span_cur, aligned, fresh);
     s.span_cur += aligned;
+    s.note_cached();
     Block& slack = store_[s.slack_rec];
     slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
                      std::memory_order_release);
@@ -368,7 +282,6 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
     out->offset = b.off();
     out->size = aligned;
     out->reused = false;
-    s.publish_hint();
   };
   bool drained = false;
   for (;;) {
@@ -383,8 +296,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
       out->offset = store_[r].off();
       out->size = aligned;
       out->reused = true;
-      s.publish_hint();
-      return true;
+        return true;
     }
     {
       Guard g(central_);
@@ -402,8 +314,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
         out->size = aligned;
         out->reused = true;
         give_back_fresh();
-        s.publish_hint();
-        return true;
+            return true;
       }
       if (s.span_end - s.span_cur >= aligned || take_span(s, aligned)) {
         bump();
@@ -420,8 +331,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
         out->size = aligned;
         out->reused = true;
         give_back_fresh();
-        s.publish_hint();
-        return true;
+            return true;
       }
     }
     if (drained) break;
@@ -463,6 +373,7 @@ bool Region::take_span(Slot& s, uint64_t need) {
     s.span_end = top_ = end;
     top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
+    s.note_cached();
     return true;
   }
   if (cap - top_ < need) return false;
@@ -478,12 +389,17 @@ bool Region::take_span(Slot& s, uint64_t need) {
   top_slot_ = static_cast<int32_t>(s.id);
   top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                  std::memory_order_release);
+  s.note_cached();
   return true;
 }
 
 // Under the central lock: the slot's span leftovers go back (to the bump space when the
 // span is the topmost one, else to the central index).
 void Region::close_span(Slot& s) {
+  if (s.top_rec != kNil) {
+    retire_record(&s, s.top_rec);
+    s.top_rec = kNil;
+  }
   Block& slack = store_[s.slack_rec];
   slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
@@ -558,53 +474,6 @@ void Region::maybe_lower_floor() {
 
 // --- frees -------------------------------------------------------------------------------
 
-void Region::release_to_slot(Slot& s, uint32_t rec) {
-  const uint64_t e = epoch();
-  auto mine = [&](uint32_t n) {
-    if (n == kNil) return false;
-    const Block& nb = store_[n];
-    const uint64_t w = nb.load_word();
-    return Word::state(w) == BlockState::kFree && Word::owner(w) == s.id &&
-           nb.stamp.load(std::memory_order_relaxed) == e;
-  };
-  const uint64_t off = store_[rec].off();
-  if (off > 0) {
-    const uint32_t p = map_.ending_at(off);
-    if (p != rec && mine(p) && store_[p].end() == off) {
-      s.index.remove(store_, p);
-      absorb(p, rec);
-      retire_record(&s, rec);
-      rec = p;
-    }
-  }
-  Block& b = store_[rec];
-  const uint64_t end = b.end();
-  if (end == s.span_cur && s.span_cur != 0) {
-    // The block just below the span's unused part: hand it back to the span.
-    s.span_cur = b.off();
-    const uint64_t sw = store_[s.slack_rec].load_word();
-    b.absorbed_into.store(s.slack_rec, std::memory_order_relaxed);
-    b.absorbed_gen.store(Word::gen(sw), std::memory_order_relaxed);
-    b.word.store(Word::with_state(b.word.load(std::memory_order_relaxed), BlockState::kAbsorbed),
-                 std::memory_order_release);
-    retire_record(&s, rec);
-    s.publish_hint();
-    return;
-  }
-  if (end < cfg_.capacity) {
-    const uint32_t n = map_.at(end);
-    if (n != rec && mine(n) && store_[n].off() == end) {
-      s.index.remove(store_, n);
-      absorb(rec, n);
-      retire_record(&s, n);
-    }
-  }
-  b.stamp.store(e, std::memory_order_relaxed);
-  s.index.insert(store_, rec);
-  if (s.index.bytes() > cfg_.slot_budget) flush_slot(s, cfg_.slot_budget / 2);
-  s.publish_hint();
-}
-
 void Region::flush_slot(Slot& s, uint64_t target_bytes) {
   Guard g(central_);
   while (s.index.bytes() > target_bytes) {
@@ -657,12 +526,6 @@ void Region::release_central(uint32_t rec) {
   if (owner == kOwnerFloor) maybe_lower_floor();
 }
 
-uint64_t Region::free_word(uint64_t w, uint8_t owner) const {
-  uint8_t flags = Word::flags(w);
-  if (goes_to_floor(flags)) flags = (flags & ~kFlagBorrowed) | kFlagPersistent;
-  return Word::with_flags(Word::with_owner(Word::with_state(w, BlockState::kFree), owner), flags);
-}
-
 // Under the central lock: a block below the floor (weights, or a borrowed epoch block) was
 // freed; it is kFree with no owner yet ("in transit", so no neighbour merges it early).
 void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size) {
@@ -679,60 +542,6 @@ void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t si
   b.word.store(Word::with_owner(b.word.load(std::memory_order_relaxed), kOwnerFloor),
                std::memory_order_release);
   release_central(rec);
-}
-
-FreeOutcome Region::free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size) {
-  const uint32_t r = map_.at(offset);
-  if (r == kNil) return FreeOutcome::kNotOwned;
-  Block& b = store_[r];
-  uint64_t w = b.load_word();
-  for (;;) {
-    if (b.off() != offset) return FreeOutcome::kNotOwned;
-    const BlockState st = Word::state(w);
-    // An epoch-checked free names one incarnation: any other block at this address
-    // (live, freed or merged away) is not the caller's, whatever state it is in.
-    if (want_epoch != kAnyEpoch && st != BlockState::kUnused &&
-        b.epoch.load(std::memory_order_relaxed) != want_epoch) {
-      return FreeOutcome::kStale;
-    }
-    switch (st) {
-      case BlockState::kLive:
-        break;
-      case BlockState::kDeferred:
-        return FreeOutcome::kDoubleFree;
-      case BlockState::kFree:
-      case BlockState::kAbsorbed:
-      case BlockState::kMoved:
-        return classify_dead(s, r, w);
-      default:
-        return FreeOutcome::kNotOwned;
-    }
-    if (!is_current(w, b)) return FreeOutcome::kStale;
-    if (Word::pins(w) > 0) {
-      if (!cas(b, w, Word::with_state(w, BlockState::kDeferred))) continue;
-      *size = b.len();
-      ++s.c.deferred_frees;
-      return FreeOutcome::kDeferred;
-    }
-    const bool floor_side = goes_to_floor(Word::flags(w));
-    if (cas(b, w, free_word(w, floor_side ? kOwnerNone : s.id))) break;
-  }
-  // The block is ours now: free, owned by this slot, or in transit to the floor index.
-  *size = b.len();
-  s.c.live_bytes -= static_cast<int64_t>(*size);
-  --s.c.live_count;
-  fill(offset, *size, &s);
-  const uint8_t flags = Word::flags(w);
-  if (!goes_to_floor(flags)) {
-    release_to_slot(s, r);
-    return FreeOutcome::kOk;
-  }
-  {
-    Guard g(central_);
-    finish_floor_free(s, r, flags, *size);
-  }
-  s.publish_hint();
-  return FreeOutcome::kOk;
 }
 
 // --- pins --------------------------------------------------------------------------------
@@ -821,7 +630,7 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     s.c.live_bytes -= static_cast<int64_t>(size);
     --s.c.live_count;
     --s.c.deferred_frees;
-    fill(offset, size, &s);
+    if (fill_on_.load(std::memory_order_relaxed)) fill(offset, size, &s);
     if (!floor_side) {
       g.unlock();
       release_to_slot(s, r);
@@ -829,7 +638,6 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     }
     finish_floor_free(s, r, flags, size);
     g.unlock();
-    s.publish_hint();
     return PinOutcome::kOk;
   }
 }

@@ -106,6 +106,7 @@ class Region {
   Slot& enter() {
     Slot& s = slots_.mine();
     s.lock.lock();
+    if (__builtin_expect(s.id >= slots_.active(), 0)) activate(s);
     return s;
   }
   void leave(Slot& s) { s.lock.unlock(); }
@@ -113,6 +114,7 @@ class Region {
   Slot& enter_slot(uint32_t i) {
     Slot& s = slots_[i % slots_.size()];
     s.lock.lock();
+    if (s.id >= slots_.active()) activate(s);
     return s;
   }
 
@@ -155,12 +157,16 @@ class Region {
   uint64_t frontier_w() const;
   uint64_t floor_w() const { return floor_; }
   SlotCounters& slot_counters_w(uint32_t i) { return slots_[i].c; }
+  uint32_t locked_slots_w() const { return locked_; }  // slots [0, this) are held
   // Live blocks in address order.
   void live_blocks_w(std::vector<BlockView>* out) const;
   // Layout invariants ("" when sound). O(blocks): for tests.
   std::string check_invariants_w() const;
   // What the maps and records say about an offset (for test failure messages).
   std::string describe_w(uint64_t offset) const;
+
+  // Poison: whether frees and resets ask the hooks to fill at all (the arena switches it).
+  void set_fill_enabled(bool on) { fill_on_.store(on, std::memory_order_relaxed); }
 
   uint64_t capacity() const { return cfg_.capacity; }
   uint64_t granule() const { return cfg_.granule; }
@@ -171,6 +177,7 @@ class Region {
   friend class WriterLock;
   void lock_all();
   void unlock_all();
+  void activate(Slot& s);  // first use of s (its lock held): make writers see it
 
   // Records.
   uint32_t acquire_slot_record(Slot& s);  // an epoch record for a block owned by s
@@ -182,6 +189,7 @@ class Region {
 
   // Blocks.
   bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  uint32_t bump_record(Slot& s, uint64_t aligned);
   void make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags);
   // Shrinks free block rec (already out of its index) to `size`; the rest goes back to
   // rec's side, owned as `owner`.
@@ -198,7 +206,6 @@ class Region {
   bool is_current(uint64_t w, const Block& b) const;
   // A free of a block that is no longer live: double, stale or not a block start.
   FreeOutcome classify_dead(const Slot& s, uint32_t rec, uint64_t w) const;
-  void publish_slot_hint(Slot& s) { s.publish_hint(); }
 
   // Writer helpers.
   // Copies rec into `into` (a fresh record), retags it and leaves rec "moved" to it.
@@ -227,6 +234,8 @@ class Region {
   mutable SpinLock central_;
 
   std::atomic<uint64_t> epoch_{0};
+  std::atomic<bool> fill_on_{false};
+  uint32_t locked_ = 0;  // slots the writer holds ([0, locked_)); writer operations visit these
   uint64_t floor_ = 0;  // changed under every lock; read under any slot lock
 
   // --- under the central lock ------------------------------------------------------------
@@ -253,3 +262,6 @@ class Region {
 };
 
 }  // namespace zarena_core
+
+// The per-thread fast paths, inline (see region_fast.h).
+#include "region_fast.h"  // IWYU pragma: export

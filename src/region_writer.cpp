@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "region.h"
+#include "region_fast.h"
 
 namespace zarena_core {
 
@@ -24,7 +25,7 @@ void Region::walk_w(uint64_t from, uint64_t to, Fn&& fn) const {
   // Unused parts of slot spans hold no blocks: skip them.
   std::pair<uint64_t, uint64_t> spans[SlotSet::kMaxSlots];
   uint32_t n = 0;
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
+  for (uint32_t i = 0; i < locked_; ++i) {
     const Slot& s = slots_[i];
     if (s.span_cur < s.span_end) spans[n++] = {s.span_cur, s.span_end};
   }
@@ -108,7 +109,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   const uint64_t neu = epoch() + 1;
   const uint64_t old_frontier = frontier_w();
   int64_t live_before = static_cast<int64_t>(live_base_bytes_);
-  for (uint32_t i = 0; i < slots_.size(); ++i) live_before += slots_[i].c.live_bytes;
+  for (uint32_t i = 0; i < locked_; ++i) live_before += slots_[i].c.live_bytes;
 
   // Everything that needs host memory first, so that nothing fails half-way.
   std::vector<uint32_t> survivors;
@@ -120,8 +121,13 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   }
   std::sort(survivors.begin(), survivors.end(),
             [&](uint32_t a, uint32_t b) { return store_[a].off() < store_[b].off(); });
+  // Pages retired by the previous reset are free from now on (whatever happens next):
+  // recycle them first, so that the pages taken below come from them, not from a new
+  // segment.
+  store_.recycle_pages(retiring_head_, retiring_tail_);
+  retiring_head_ = retiring_tail_ = kNil;
   uint32_t fresh_head = kNil, fresh_tail = kNil;
-  for (uint32_t i = pages_for(2 * survivors.size() + 1); i > 0; --i) {
+  for (uint32_t i = survivors.empty() ? 0 : pages_for(2 * survivors.size() + 1); i > 0; --i) {
     const uint32_t p = store_.take_page();
     if (fresh_tail == kNil) {
       fresh_head = p;
@@ -131,11 +137,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     fresh_tail = p;
   }
 
-  // Retire the epoch's records: pages retired by the previous reset become reusable, this
-  // epoch's pages wait one epoch (so its pointers still read "stale").
-  store_.recycle_pages(retiring_head_, retiring_tail_);
-  retiring_head_ = retiring_tail_ = kNil;
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
+  // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
+  for (uint32_t i = 0; i < locked_; ++i) {
     Slot& s = slots_[i];
     s.index.clear();
     s.span_cur = s.span_end = 0;
@@ -148,8 +151,10 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     s.c.epoch_allocs = 0;
     s.c.epoch_max_alloc = 0;
     s.c.step_max_alloc = 0;
+    s.c.high_water = std::max(s.c.high_water, s.c.epoch_high_water);
     s.c.epoch_high_water = 0;
-    s.publish_hint();
+    s.top_rec = kNil;  // its page retires with the others
+    s.cached_hint.store(0, std::memory_order_relaxed);
   }
   if (central_page_head_ != kNil) {
     if (retiring_tail_ == kNil) {
@@ -190,8 +195,9 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   top_slot_ = -1;
   uint64_t prev_end = floor_;
   uint64_t survivor_bytes = 0, survivor_count = 0;
+  const bool fill_on = fill_on_.load(std::memory_order_relaxed);
   auto hole = [&](uint64_t off, uint64_t len) {
-    fill(off, len, nullptr);
+    if (fill_on) fill(off, len, nullptr);
     const uint32_t h = acquire_central_record();
     Block& b = store_[h];
     b.offset.store(off, std::memory_order_relaxed);
@@ -214,7 +220,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     survivor_bytes += b.len();
     ++survivor_count;
   }
-  if (old_frontier > prev_end) fill(prev_end, old_frontier - prev_end, nullptr);
+  if (fill_on && old_frontier > prev_end) fill(prev_end, old_frontier - prev_end, nullptr);
   top_ = prev_end;
   Block& top = store_[top_rec_];
   top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)), std::memory_order_release);
@@ -231,7 +237,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
       borrowed_bytes += b.len();
       ++borrowed_count;
     } else {
-      fill(b.off(), b.len(), nullptr);
+      if (fill_on) fill(b.off(), b.len(), nullptr);
       borrowed_remove(r);
       const uint64_t fw = free_word(w, kOwnerFloor);
       b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed), std::memory_order_release);
@@ -281,11 +287,10 @@ Result Region::set_floor_w(uint64_t offset) {
   if (offset >= floor_) {
     // Raising: spans entirely below the new floor give their leftovers up first, so that
     // [floor, offset) holds only blocks.
-    reserve_central_records(slots_.size());
-    for (uint32_t i = 0; i < slots_.size(); ++i) {
+    reserve_central_records(locked_);
+    for (uint32_t i = 0; i < locked_; ++i) {
       Slot& s = slots_[i];
       if (s.span_cur < s.span_end && s.span_end <= offset) close_span(s);
-      s.publish_hint();
     }
     uint64_t count = 0;
     walk_w(floor_, offset, [&](uint32_t, uint64_t) { ++count; });
@@ -391,9 +396,9 @@ void Region::keep_borrowed_below_floor() {
 }
 
 void Region::drain_w() {
-  reserve_central_records(slots_.size());
+  reserve_central_records(locked_);
   std::vector<uint32_t> recs;
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
+  for (uint32_t i = 0; i < locked_; ++i) {
     Slot& s = slots_[i];
     recs.clear();
     s.index.for_each(store_, [&](uint32_t r) { recs.push_back(r); });
@@ -404,7 +409,7 @@ void Region::drain_w() {
       release_central(r);
     }
     close_span(s);
-    s.publish_hint();
+    s.cached_hint.store(0, std::memory_order_relaxed);
   }
 }
 
@@ -419,7 +424,7 @@ void Region::snapshot_w(RegionSnapshot* out) const {
   int64_t deferred = 0;
   SlotCounters& t = s.sum;
   t = central_c_;
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
+  for (uint32_t i = 0; i < locked_; ++i) {
     const Slot& sl = slots_[i];
     const SlotCounters& c = sl.c;
     live_bytes += c.live_bytes;
@@ -428,13 +433,12 @@ void Region::snapshot_w(RegionSnapshot* out) const {
     t.hits += c.hits;
     t.misses += c.misses;
     t.reuses += c.reuses;
-    t.total_allocs += c.total_allocs;
     t.epoch_allocs += c.epoch_allocs;
     t.epoch_max_alloc = std::max(t.epoch_max_alloc, c.epoch_max_alloc);
     t.step_max_alloc = std::max(t.step_max_alloc, c.step_max_alloc);
     t.stale_frees += c.stale_frees;
     t.invalid_frees += c.invalid_frees;
-    t.high_water = std::max(t.high_water, c.high_water);
+    t.high_water = std::max({t.high_water, c.high_water, c.epoch_high_water});
     t.epoch_high_water = std::max(t.epoch_high_water, c.epoch_high_water);
     t.poison_fills += c.poison_fills;
     t.poison_skipped += c.poison_skipped;
@@ -541,7 +545,7 @@ std::string Region::check_invariants_w() const {
   if (!err.empty()) return err;
   if (floor_index_.count() != free_floor) return "floor index count disagrees with the layout";
   if (central_index_.count() != free_central) return "central index count disagrees";
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
+  for (uint32_t i = 0; i < locked_; ++i) {
     if (slots_[i].index.count() != free_slot[i]) {
       return "slot " + std::to_string(i) + " index count disagrees";
     }

@@ -6,13 +6,10 @@ namespace zarena_core {
 
 namespace {
 std::atomic<uint32_t> g_next_thread{0};
-thread_local uint32_t t_thread_number = kNil;
 }  // namespace
 
-uint32_t SlotSet::thread_number() {
-  if (__builtin_expect(t_thread_number == kNil, 0)) {
-    t_thread_number = g_next_thread.fetch_add(1, std::memory_order_relaxed) & 0x7FFFFFFFu;
-  }
+uint32_t SlotSet::number_this_thread() {
+  t_thread_number = g_next_thread.fetch_add(1, std::memory_order_relaxed) & 0x7FFFFFFFu;
   return t_thread_number;
 }
 
@@ -37,12 +34,5 @@ SlotSet::SlotSet(uint32_t count, uint64_t granule) {
   }
 }
 
-void SlotSet::lock_all() {
-  for (uint32_t i = 0; i < count_; ++i) slots_[i]->lock.lock();
-}
-
-void SlotSet::unlock_all() {
-  for (uint32_t i = count_; i-- > 0;) slots_[i]->lock.unlock();
-}
 
 }  // namespace zarena_core

@@ -27,10 +27,11 @@ namespace zarena_core {
 struct SlotCounters {
   int64_t live_bytes = 0, live_count = 0;  // region blocks
   uint64_t hits = 0, misses = 0, reuses = 0;
-  uint64_t total_allocs = 0, epoch_allocs = 0;
+  uint64_t epoch_allocs = 0;
   uint64_t epoch_max_alloc = 0, step_max_alloc = 0;
   uint64_t stale_frees = 0, invalid_frees = 0;
-  uint64_t high_water = 0, epoch_high_water = 0;  // highest block end handed out
+  // Highest block end handed out in this epoch (high_water folds it in at each reset).
+  uint64_t high_water = 0, epoch_high_water = 0;
   uint64_t poison_fills = 0, poison_skipped = 0;
   int64_t deferred_frees = 0;  // frees of pinned blocks still pending (never reset)
 };
@@ -86,13 +87,20 @@ struct alignas(64) Slot {
   uint32_t free_recs = kNil;
   Quarantine quarantine;
   SlotCounters c;
-  // Bytes this slot could give back by a drain (index + span slack); read without the
-  // lock as a hint.
+  // Nonzero when this slot may hold free blocks or span leftovers (note_cached); read
+  // without the lock by an allocation that is about to declare the region full.
   std::atomic<uint64_t> cached_hint{0};
 
-  void publish_hint() {
-    cached_hint.store(index.bytes() + (span_end - span_cur), std::memory_order_relaxed);
+  // The slot may now hold free blocks or span leftovers (a drain would find something).
+  // Set by the paths that give the slot space; cleared only by drains and resets.
+  void note_cached() {
+    if (__builtin_expect(cached_hint.load(std::memory_order_relaxed) == 0, 0)) {
+      cached_hint.store(1, std::memory_order_relaxed);
+    }
   }
+  // A record handed back to the span (the block just below span_cur was freed), kept for
+  // the next bump at the same offset instead of going through the quarantine.
+  uint32_t top_rec = kNil;
 };
 
 class SlotSet {
@@ -103,10 +111,17 @@ class SlotSet {
   const Slot& operator[](uint32_t i) const { return *slots_[i]; }
 
   // The calling thread's slot (not locked).
-  Slot& mine() { return *slots_[thread_number() & mask_]; }
+  Slot& mine() {
+    uint32_t n = t_thread_number;
+    if (__builtin_expect(n == kNil, 0)) n = number_this_thread();
+    return *slots_[n & mask_];
+  }
 
-  void lock_all();
-  void unlock_all();
+  // Slots [0, active()) have been used; the others hold nothing. A slot becomes active
+  // (activate, under the region's central lock) before its first use, so whole-arena
+  // operations need to lock and visit only the active ones.
+  uint32_t active() const { return active_.load(std::memory_order_acquire); }
+  void set_active(uint32_t n) { active_.store(n, std::memory_order_release); }
 
   // Slot count for this machine: the hardware threads rounded up to a power of two, times
   // two (so that threads rarely share a slot), at most kMaxSlots.
@@ -114,9 +129,12 @@ class SlotSet {
   static constexpr uint32_t kMaxSlots = 128;
 
  private:
-  static uint32_t thread_number();
+  // Threads are numbered as they first call in (inline: the hot path reads it).
+  static inline thread_local uint32_t t_thread_number = kNil;
+  static uint32_t number_this_thread();
 
   uint32_t count_, mask_;
+  std::atomic<uint32_t> active_{0};
   std::unique_ptr<std::unique_ptr<Slot>[]> slots_;
 };
 

@@ -100,7 +100,10 @@ class RegionHarness : public RegionHooks {
     std::lock_guard<std::mutex> lock(mu_);
     return fills_;
   }
-  void set_fill(Fill f) { fill_mode_.store(f); }
+  void set_fill(Fill f) {
+    fill_mode_.store(f);
+    region_.set_fill_enabled(f != Fill::kOff);
+  }
   void set_commit_limit(uint64_t end) { commit_limit_.store(end); }
 
   Fill fill_policy() noexcept override { return fill_mode_.load(); }

@@ -1,0 +1,161 @@
+// Issue 10's figures, each against a baseline measured in the same run (bench/report.py
+// prints the ratios):
+//   - thread scaling: 1..16 threads on ONE arena, each replacing blocks of 256 B..64 KiB
+//     in a window of 64 live blocks (free the oldest, allocate a new one), against glibc
+//     malloc doing the same on the same threads;
+//   - the single-thread alloc+free pair of a hot size, against malloc/free;
+//   - a reset after 1 and after 1,000,000 allocations.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "zarena/zarena.h"
+
+namespace {
+
+constexpr uint64_t kCapacity = 4ull << 30;
+constexpr int kWindow = 64;
+
+zarena* make_arena(uint64_t capacity) {
+  zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = capacity;
+  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
+  zarena* a = nullptr;
+  if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
+  return a;
+}
+
+// xorshift64*: cheap, per thread.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 0x2545F4914F6CDD1Dull;
+  }
+  uint64_t size() { return 256 * (1 + next() % 256); }  // 256 B .. 64 KiB
+};
+
+zarena* g_arena = nullptr;
+
+void SetupShared(const benchmark::State&) { g_arena = make_arena(kCapacity); }
+void TeardownShared(const benchmark::State&) {
+  zarena_destroy(g_arena);
+  g_arena = nullptr;
+}
+
+void BM_ThreadsZarena(benchmark::State& state) {
+  zarena* a = g_arena;
+  Rng rng{0x9E3779B97F4A7C15ull * (state.thread_index() + 1)};
+  void* window[kWindow];
+  for (void*& p : window) {
+    if (zarena_alloc(a, rng.size(), &p) != ZARENA_OK) std::abort();
+  }
+  int i = 0;
+  for (auto _ : state) {
+    zarena_free(a, window[i]);
+    if (zarena_alloc(a, rng.size(), &window[i]) != ZARENA_OK) std::abort();
+    i = (i + 1) & (kWindow - 1);
+  }
+  for (void* p : window) zarena_free(a, p);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ThreadsZarena)
+    ->Setup(SetupShared)
+    ->Teardown(TeardownShared)
+    ->ThreadRange(1, 16)
+    ->UseRealTime();
+
+void BM_ThreadsMalloc(benchmark::State& state) {
+  Rng rng{0x9E3779B97F4A7C15ull * (state.thread_index() + 1)};
+  void* window[kWindow];
+  for (void*& p : window) p = std::malloc(rng.size());
+  int i = 0;
+  for (auto _ : state) {
+    std::free(window[i]);
+    window[i] = std::malloc(rng.size());
+    benchmark::DoNotOptimize(window[i]);
+    i = (i + 1) & (kWindow - 1);
+  }
+  for (void* p : window) std::free(p);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ThreadsMalloc)->ThreadRange(1, 16)->UseRealTime();
+
+// The hot pair: the same size allocated and freed again (a tensor's life in a step).
+void BM_PairZarena(benchmark::State& state) {
+  zarena* a = make_arena(1ull << 30);
+  void* guard = nullptr;
+  zarena_alloc(a, 256, &guard);
+  for (auto _ : state) {
+    void* p = nullptr;
+    zarena_alloc(a, 4096, &p);
+    benchmark::DoNotOptimize(p);
+    zarena_free(a, p);
+  }
+  state.SetItemsProcessed(state.iterations());
+  zarena_destroy(a);
+}
+BENCHMARK(BM_PairZarena);
+
+void BM_PairMalloc(benchmark::State& state) {
+  for (auto _ : state) {
+    void* p = std::malloc(4096);
+    benchmark::DoNotOptimize(p);
+    std::free(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PairMalloc);
+
+// zarena_reset after N allocations (only the reset is timed).
+void BM_ResetAfter(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  zarena* a = make_arena(kCapacity);
+  for (auto _ : state) {
+    for (int64_t k = 0; k < n; ++k) {
+      void* p = nullptr;
+      if (zarena_alloc(a, 256 * (1 + k % 16), &p) != ZARENA_OK) std::abort();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    zarena_reset(a);
+    const auto t1 = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+  }
+  zarena_destroy(a);
+}
+BENCHMARK(BM_ResetAfter)->Arg(1)->Arg(1000000)->UseManualTime()->Iterations(20);
+
+// The control for the above: a reset after one allocation, with the caches as cold as a
+// million allocations leave them (512 MiB streamed through first). If this matches the
+// reset after 1M, what that costs is cache misses on the few lines a reset touches, not
+// work that grows with the allocations.
+void BM_ResetAfterOneColdCache(benchmark::State& state) {
+  zarena* a = make_arena(kCapacity);
+  std::vector<uint64_t> junk((512ull << 20) / sizeof(uint64_t), 1);
+  uint64_t sum = 0;
+  for (auto _ : state) {
+    void* p = nullptr;
+    if (zarena_alloc(a, 256, &p) != ZARENA_OK) std::abort();
+    for (size_t k = 0; k < junk.size(); k += 8) sum += junk[k]++;
+    const auto t0 = std::chrono::steady_clock::now();
+    zarena_reset(a);
+    const auto t1 = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+  }
+  benchmark::DoNotOptimize(sum);
+  zarena_destroy(a);
+}
+BENCHMARK(BM_ResetAfterOneColdCache)->UseManualTime()->Iterations(20);
+
+}  // namespace
+
+BENCHMARK_MAIN();
