@@ -77,7 +77,9 @@ class Arena final : private RegionHooks {
  private:
   Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const RegionInfo& region,
         int32_t policy);
-  Result overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out);
+  // commit_failed: an expandable region could not commit memory for this request.
+  Result overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool commit_failed,
+                        zarena_block* out);
   Result free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
@@ -86,7 +88,8 @@ class Arena final : private RegionHooks {
   void after_op();   // emits records queued under locks (poison skipped, commit failed)
   void feed_cadence_alloc(uint64_t aligned, uint64_t end);
   void fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const OverflowStats& o) const;
-  void first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch);
+  void first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
+                      bool commit_failed);
 
   // RegionHooks (called with region locks held: no logging, no waiting).
   Fill fill_policy() noexcept override;
@@ -113,6 +116,7 @@ class Arena final : private RegionHooks {
   std::atomic<uint32_t> poison_word_;
   std::atomic<bool> poison_skip_note_{false};  // a fill was skipped: warn once per capture
   std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
+  std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
 
   // Expandable regions (guarded by the region's central lock: ensure_committed runs there).
   const uint64_t commit_granularity_;
