@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #if __has_include(<cuda_runtime_api.h>) && __has_include(<cuda.h>)
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -104,8 +106,15 @@ TEST(MultiDeviceChild, ArenaOnDevice1FromAFreshThreadMakesNoContextOnDevice0) {
 TEST(MultiDevice, NoContextOnDevice0) {
   REQUIRE_DEVICES(2);
   if (in_child()) GTEST_SKIP() << "the parent's half";
+  // This binary (CTest names it in ZARENA_TEST_HELPER; run by hand, /proc/self/exe).
   const char* self = std::getenv("ZARENA_TEST_HELPER");
-  const std::string exe = self != nullptr ? self : "/proc/self/exe";
+  std::string exe = self != nullptr ? self : "";
+  if (exe.empty()) {
+    char path[4096];
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    ASSERT_GT(n, 0);
+    exe.assign(path, static_cast<size_t>(n));
+  }
   const std::string cmd = "ZARENA_TEST_HELPER_MODE=" + std::string(kChildMode) + " '" + exe +
                           "' --gtest_filter=MultiDeviceChild.* 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
