@@ -12,12 +12,19 @@
  *   phase 2  the same loop with zarena_reset after every sample: it runs as long as you
  *            like with zero overflows.
  *
+ * With --expandable it shows instead what an expandable arena does for a size nobody
+ * guessed right: the loop on a fixed 5 MiB arena overflows in every step, while an
+ * expandable arena (up to 1 GiB of address space, memory committed 2 MiB at a time)
+ * grows to the step's working set in its first step and never overflows. It uses the
+ * GPU when there is one (ZARENA_BACKEND_AUTO), host memory otherwise.
+ *
  * No log callback is registered: the diagnosis reaches stderr on its own.
- * Build and run: ./scripts/demo.sh
+ * Build and run: ./scripts/demo.sh  (or ./scripts/demo.sh --expandable)
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <zarena/zarena.h>
 
 #define KIB ((uint64_t)1024)
@@ -114,7 +121,58 @@ static double fill_percent(zarena* arena) {
   return 100.0 * (double)st.high_water_bytes / (double)st.capacity_bytes;
 }
 
-int main(void) {
+/* --expandable: the same per-sample loop (with resets) on an arena whose size was guessed
+ * too small, fixed and then expandable. */
+static zarena* sized_arena(const char* name, int expandable) {
+  zarena_config cfg;
+  zarena* arena = NULL;
+  zarena_config_init(&cfg);
+  cfg.backend = ZARENA_BACKEND_AUTO; /* the GPU when there is one */
+  cfg.overflow_policy = ZARENA_OVERFLOW_SYNC;
+  cfg.name = name;
+  if (expandable) {
+    cfg.flags |= ZARENA_FLAG_EXPANDABLE;
+    cfg.capacity_bytes = 1024 * MIB; /* the most it may take: address space, not memory */
+    cfg.commit_chunk_bytes = 2 * MIB;
+  } else {
+    cfg.capacity_bytes = 5 * MIB; /* a guess: the weights fit, a step does not */
+  }
+  check(zarena_create(&cfg, &arena), "zarena_create");
+  return arena;
+}
+
+static int expandable_demo(void) {
+  void* weights[LAYERS];
+  void* grads[LAYERS];
+  int mode, sample;
+  for (mode = 0; mode < 2; ++mode) {
+    zarena* arena = sized_arena(mode ? "expandable" : "fixed-5MiB", mode);
+    zarena_stats st;
+    printf("=== %s ===\n", mode ? "expandable arena, up to 1 GiB, committed 2 MiB at a time"
+                                 : "fixed 5 MiB arena (a size guessed too small)");
+    upload_weights(arena, weights, grads);
+    st.struct_size = sizeof st;
+    for (sample = 1; sample <= 8; ++sample) {
+      check(run_sample(arena), "run_sample");
+      check(zarena_get_stats(arena, &st), "zarena_get_stats");
+      if (sample <= 3 || sample == 8)
+        printf("sample %d: committed %6.1f MiB, overflow allocations so far %3" PRIu64 "\n",
+               sample, (double)st.committed_bytes / MIB, st.overflow_allocs);
+      check(zarena_reset(arena), "zarena_reset");
+    }
+    printf("%s: %" PRIu64 " overflow allocations, %" PRIu64 " commits (%.1f MiB committed)\n\n",
+           mode ? "expandable" : "fixed", st.overflow_allocs, st.commit_events,
+           (double)st.committed_bytes / MIB);
+    check(zarena_destroy(arena), "zarena_destroy");
+  }
+  printf(
+      "The fixed arena overflowed in every step (each overflow is a cudaMalloc on a GPU).\n"
+      "The expandable one grew to the step's working set during the first step and then\n"
+      "served every step from the region: no size to guess.\n");
+  return 0;
+}
+
+int main(int argc, char** argv) {
   void* weights[LAYERS];
   void* grads[LAYERS];
   zarena* arena;
@@ -123,6 +181,7 @@ int main(void) {
 
   /* Keep stdout and zarena's stderr lines in order when both go to a pipe. */
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && strcmp(argv[1], "--expandable") == 0) return expandable_demo();
 
   printf(
       "zarena writes its diagnostics to stderr (the lines with a timestamp): this program\n"

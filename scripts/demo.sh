@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds zarena, and runs the main example: a training loop
 # that never resets (watch the early warning and the overflow verdict), then the fixed
-# loop that marks the step boundary and resets per sample.
+# loop that marks the step boundary and resets per sample. With --expandable: a fixed arena
+# sized too small overflowing in every step, then an expandable arena growing instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -17,4 +18,4 @@ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD/configur
 echo "== building examples/training_loop (first build: a few minutes)"
 cmake --build "$BUILD" -j "$(nproc)" --target training_loop
 echo "== running $BUILD/examples/training_loop"
-"$BUILD/examples/training_loop"
+"$BUILD/examples/training_loop" "$@"

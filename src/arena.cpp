@@ -135,8 +135,12 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
       backend_desc += fmt::format(", expandable region (commits in {} chunks)",
                                   human_bytes(a.commit_chunk_));
     }
-    log_emit(config_record(rc, backend_desc, a.backend_->kind(), policy, fallback, mem.free_bytes,
-                           mem.total_bytes));
+    LogRecord rec = config_record(rc, backend_desc, a.backend_->kind(), policy, fallback,
+                                  mem.free_bytes, mem.total_bytes);
+    rec.add_bool("region_managed", region.managed);
+    if (!region.managed_fallback.empty())
+      rec.add_string("managed_fallback", region.managed_fallback);
+    log_emit(rec);
   }
   return Result::ok();
 }
@@ -237,16 +241,18 @@ bool Arena::capturing() {
 
 Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
   Arena* a = static_cast<Arena*>(ctx);
+  a->overflow_fills_.fetch_add(1, std::memory_order_relaxed);
   return a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_word_.load());
 }
 
 void Arena::give_back(std::vector<OverflowBlock>& blocks) {
   const bool cap = capturing();
   const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
-  (void)overflow_.give_back(blocks, cap, poison ? &Arena::fill_overflow : nullptr, this);
+  // Older blocks first: those a capture (or a refusal) held back, then these.
   if (!cap && overflow_.has_deferred()) {
     (void)overflow_.flush_deferred(poison ? &Arena::fill_overflow : nullptr, this);
   }
+  (void)overflow_.give_back(blocks, cap, poison ? &Arena::fill_overflow : nullptr, this);
 }
 
 void Arena::after_op() {
@@ -278,6 +284,8 @@ void Arena::after_op() {
                               why, human_bytes(committed_bytes_.load())));
       rec.add_uint("committed_bytes", committed_bytes_.load());
       rec.add_string("reason", why);
+      // Every request past the committed end tries again while the device stays full.
+      rec.rate_limited();
       log_emit(rec);
     }
   }
@@ -314,6 +322,9 @@ void Arena::feed_cadence_alloc(uint64_t aligned, uint64_t end) {
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_odd(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
+  // Expandable: whether a commit fails during this request decides the verdict.
+  const uint64_t commit_failures0 =
+      expandable_ ? commit_failures_.load(std::memory_order_relaxed) : 0;
   Slot& s = region_.enter();
   ++s.c.epoch_allocs;
   Placement p;
@@ -352,7 +363,9 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   region_.leave(s);
   try {
     after_op();
-    return overflow_alloc(size, aligned, tag, out);
+    const bool commit_failed =
+        expandable_ && commit_failures_.load(std::memory_order_relaxed) != commit_failures0;
+    return overflow_alloc(size, aligned, tag, commit_failed, out);
   } catch (...) {
     return fail_with(Status::kOutOfMemory,
                      fmt::format("out of host memory on the overflow path of arena '{}'", name_));
@@ -387,7 +400,8 @@ Status Arena::alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept
   }
 }
 
-Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out) {
+Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool commit_failed,
+                             zarena_block* out) {
   if (overflow_.has_deferred()) {
     std::vector<OverflowBlock> none;
     give_back(none);  // a capture that deferred frees may be over: give them back first
@@ -420,7 +434,7 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zare
                        static_cast<int32_t>(a.result.status), epoch, tag);
     }
   }
-  first_overflow(a, size, aligned, epoch);
+  first_overflow(a, size, aligned, epoch, commit_failed);
   if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
     log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
   }
@@ -445,7 +459,7 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zare
 // The first overflow of an epoch logs the diagnosis (once per epoch: the epoch that wins
 // the exchange reports).
 void Arena::first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t aligned,
-                           uint64_t epoch) {
+                           uint64_t epoch, bool commit_failed) {
   uint64_t seen = first_overflow_epoch_.load(std::memory_order_relaxed);
   if (seen == epoch) return;
   if (!first_overflow_epoch_.compare_exchange_strong(seen, epoch)) return;
@@ -454,11 +468,13 @@ void Arena::first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t ali
   zarena_stats s;
   stats(&s);
   uint64_t step_max = 0, restarts = 0;
+  std::string commit_error;
   {
     Region::WriterLock w(region_);
     RegionSnapshot r;
     region_.snapshot_w(&r);
     step_max = r.sum.step_max_alloc;
+    if (commit_failed) commit_error = commit_failure_;
   }
   {
     std::lock_guard<SpinLock> lock(cadence_mu_);
@@ -484,6 +500,9 @@ void Arena::first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t ali
   f.free_list_bytes = s.free_list_bytes;
   f.largest_free_block_bytes = s.largest_free_block_bytes;
   f.step_repeats = restarts;
+  f.committed_bytes = committed_bytes_.load(std::memory_order_relaxed);
+  f.commit_failed = commit_failed;
+  f.commit_error = std::move(commit_error);
   log_emit(first_overflow_record(f, name_));
 }
 

@@ -78,7 +78,9 @@ class Arena final : private RegionHooks {
  private:
   Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const RegionInfo& region,
         int32_t policy);
-  Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out);
+  // commit_failed: an expandable region could not commit memory for this request.
+  Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool commit_failed,
+                        zarena_block* out);
   Status alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   Status free_slow(void* ptr, uint64_t want_epoch);  // overflow blocks and failures
   Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
@@ -91,7 +93,8 @@ class Arena final : private RegionHooks {
   void after_op();   // emits records queued under locks (poison skipped, commit failed)
   void feed_cadence_alloc(uint64_t aligned, uint64_t end);
   void fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const OverflowStats& o) const;
-  void first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch);
+  void first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
+                      bool commit_failed);
 
   // RegionHooks (called with region locks held: no logging, no waiting).
   Fill fill_policy() noexcept override;
@@ -125,6 +128,7 @@ class Arena final : private RegionHooks {
   std::atomic<uint32_t> poison_word_;
   std::atomic<bool> poison_skip_note_{false};  // a fill was skipped: warn once per capture
   std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
+  std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
 
   // Expandable regions (guarded by the region's central lock: ensure_committed runs there).
   const uint64_t commit_granularity_;

@@ -118,7 +118,7 @@ void Arena::fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const Overfl
   s->pin_retained_bytes = r.pin_retained_bytes;
   s->deferred_frees = r.deferred_frees + o.deferred_frees;
   s->overflow_deferred_gives = o.deferred_gives;
-  s->poison_fills = r.sum.poison_fills;
+  s->poison_fills = r.sum.poison_fills + overflow_fills_.load(std::memory_order_relaxed);
   s->poison_skipped = r.sum.poison_skipped;
   s->top_bytes = r.top;
   s->committed_bytes = committed_bytes_.load(std::memory_order_relaxed);

@@ -127,7 +127,9 @@ class Backend {
   virtual Result capture_status(bool* capturing) noexcept = 0;
   // Replaces the arena's stream (validated as at create: the stream must belong to the
   // arena's device; special handles the backend cannot order work on are refused with
-  // kInvalidArgument). Work already queued on the old stream is not waited for.
+  // kInvalidArgument). Later work on the new stream is ordered after the work queued on
+  // the old one so far (CUDA: an event recorded on the old stream, waited for by the new
+  // one; the host does nothing); kCaptureUnsafe while either stream is captured.
   // CUDA: NULL and cudaStreamLegacy both mean the device's legacy default stream (one
   // stream per device, so every thread orders on the same one); cudaStreamPerThread is
   // refused (a different stream in every thread: a free from another thread would not be

@@ -459,12 +459,56 @@ class CudaBackend final : public Backend {
     return Result::ok();
   }
 
+  // The new stream waits for the work queued on the old one so far (an event recorded on
+  // the old stream, waited for by the new one): a block freed after the change, which the
+  // pool may hand out again on the new stream, is not reused while kernels queued on the
+  // old stream still use it. Refused during a capture of either stream (recording or
+  // waiting there would join the capture, or break it).
   Result set_stream(void* stream) noexcept override {
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     Result r = validate_stream(s);
     if (!r.is_ok()) return r;
+    const cudaStream_t old = stream_.load();
+    if (old == s || (is_legacy(old) && is_legacy(s))) {
+      stream_.store(s);
+      return Result::ok();
+    }
+    for (cudaStream_t x : {old, s}) {
+      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+      const cudaError_t e = cudaStreamIsCapturing(x, &st);
+      if (e != cudaSuccess) forget_error();
+      if (e == cudaErrorStreamCaptureImplicit ||
+          (e == cudaSuccess && st != cudaStreamCaptureStatusNone)) {
+        return Result::fail(Status::kCaptureUnsafe,
+                            fmt::format("the stream {} is being captured into a CUDA graph (or "
+                                        "joins a capture); ordering the new stream after the "
+                                        "old one now would be recorded into the graph. Change "
+                                        "the stream outside the capture",
+                                        static_cast<void*>(x)));
+      }
+      if (e != cudaSuccess) {
+        return Result::fail(Status::kBackend, fmt::format("cudaStreamIsCapturing({}) failed ({})",
+                                                          static_cast<void*>(x), cuda_text(e)));
+      }
+    }
+    cudaEvent_t ev = nullptr;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e == cudaSuccess) {
+      e = cudaEventRecord(ev, old);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(s, ev, 0);
+      // Destroying a recorded event is allowed: the wait keeps what it needs.
+      const cudaError_t d = cudaEventDestroy(ev);
+      if (e == cudaSuccess) e = d;
+    }
+    if (e != cudaSuccess) {
+      forget_error();
+      return Result::fail(
+          status_of(e), fmt::format("ordering the new stream {} after the old stream {} "
+                                    "failed ({}); the stream was not changed",
+                                    static_cast<void*>(s), static_cast<void*>(old), cuda_text(e)));
+    }
     stream_.store(s);
     return Result::ok();
   }

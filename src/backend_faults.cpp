@@ -79,11 +79,13 @@ FaultInjectingBackend::FaultInjectingBackend(std::unique_ptr<Backend> inner)
   if (std::optional<FaultPlan> plan = take_next_create_plan()) apply(*plan);
 }
 
-void FaultInjectingBackend::arm(FaultSite site, uint64_t nth, Status status) noexcept {
+void FaultInjectingBackend::arm(FaultSite site, uint64_t nth, Status status,
+                                uint64_t repeat) noexcept {
   Counter& c = counters_[static_cast<int>(site)];
   if (status == Status::kOk) status = default_fault_status(site);
   c.status.store(static_cast<int32_t>(status));
   c.fail_nth.store(nth);
+  c.fail_count.store(repeat == 0 ? 1 : repeat);
   // Counting restarts here, so 1 means the next call.
   c.fail_at.store(nth == 0 ? 0 : c.calls.load() + nth);
 }
@@ -112,7 +114,7 @@ bool FaultInjectingBackend::fires(FaultSite site, uint64_t* call_number) noexcep
   const uint64_t n = ++c.calls;
   if (call_number != nullptr) *call_number = n;
   const uint64_t at = c.fail_at.load();
-  return at != 0 && n == at;
+  return at != 0 && n >= at && n - at < c.fail_count.load();
 }
 
 Result FaultInjectingBackend::injected(FaultSite site, const std::string& detail) const {

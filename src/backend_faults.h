@@ -9,6 +9,8 @@
 // 0 = never): that call does not reach the wrapped backend and returns the status that
 // site really returns on failure (or the one given), with the message
 // "injected fault: <site> call #<n> (...)". Every other call passes through unchanged.
+// With `repeat`, that many calls from the n-th on fail (kAlways: every one, as a device
+// that stays out of memory does).
 // All state is atomic: arming and calls may race from any thread (a call that races with
 // arming is counted before or after it, never lost).
 #pragma once
@@ -59,7 +61,8 @@ class FaultInjectingBackend final : public Backend {
   // Wraps `inner` and applies the pending "next create" plan, if a test armed one.
   explicit FaultInjectingBackend(std::unique_ptr<Backend> inner);
 
-  void arm(FaultSite site, uint64_t nth, Status status = Status::kOk) noexcept;
+  static constexpr uint64_t kAlways = ~0ull;
+  void arm(FaultSite site, uint64_t nth, Status status = Status::kOk, uint64_t repeat = 1) noexcept;
   // The delay_nth-th overflow_alloc from now (1 = the next; 0 = every one) sleeps
   // delay_ns before it completes (0 = no delay). With arm(kOverflowAlloc, ...) this is
   // zarena_debug_inject_overflow_fault.
@@ -88,8 +91,9 @@ class FaultInjectingBackend final : public Backend {
  private:
   struct Counter {
     std::atomic<uint64_t> calls{0};
-    std::atomic<uint64_t> fail_at{0};   // absolute call number that fails; 0 = none
-    std::atomic<uint64_t> fail_nth{0};  // as armed, for the message
+    std::atomic<uint64_t> fail_at{0};     // absolute call number that fails; 0 = none
+    std::atomic<uint64_t> fail_count{1};  // calls from fail_at on that fail
+    std::atomic<uint64_t> fail_nth{0};    // as armed, for the message
     std::atomic<int32_t> status{0};
   };
   // Counts one call of that kind (its number into *call_number); true when it is the

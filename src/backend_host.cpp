@@ -32,7 +32,8 @@ std::string errno_text(int e) { return fmt::format("{} ({})", std::strerror(e), 
 
 class HostBackend final : public Backend {
  public:
-  HostBackend() : page_(static_cast<uint64_t>(sysconf(_SC_PAGESIZE))) {}
+  explicit HostBackend(bool managed_asked)
+      : page_(static_cast<uint64_t>(sysconf(_SC_PAGESIZE))), managed_asked_(managed_asked) {}
   // Normally release_region ran at destroy; this covers a create that failed after the
   // region was reserved.
   ~HostBackend() override { (void)release_region(); }
@@ -81,6 +82,13 @@ class HostBackend final : public Backend {
     info.base = base_;
     info.bytes = req.bytes;
     info.commit_granularity = expandable_ ? page_ : 0;
+    // Managed memory is there so that the CPU can read device memory; host memory needs
+    // no such thing. Accepted (with or without the fallback flag) and said so.
+    if (managed_asked_) {
+      info.managed_fallback =
+          "ZARENA_FLAG_MANAGED has no effect on the host backend: the region is host memory, "
+          "which the CPU reads directly";
+    }
     *out = std::move(info);
     return Result::ok();
   }
@@ -220,6 +228,7 @@ class HostBackend final : public Backend {
   }
 
   const uint64_t page_;
+  const bool managed_asked_;
   void* map_base_ = nullptr;
   uint64_t map_len_ = 0;
   char* base_ = nullptr;
@@ -231,8 +240,8 @@ class HostBackend final : public Backend {
 }  // namespace
 
 Result make_host_backend(const BackendOptions& opts, std::unique_ptr<Backend>* out) noexcept {
-  // device, pool and managed options have no meaning for host memory
-  std::unique_ptr<Backend> b(new (std::nothrow) HostBackend());
+  // device and pool options have no meaning for host memory; managed is only reported
+  std::unique_ptr<Backend> b(new (std::nothrow) HostBackend(opts.managed));
   if (!b) return Result::fail(Status::kOutOfMemory, "out of host memory creating the host backend");
   (void)b->set_stream(opts.stream);
   *out = std::move(b);

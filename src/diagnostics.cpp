@@ -34,6 +34,16 @@ Verdict diagnose(const ExhaustionFacts& f) {
             "use the ASYNC overflow policy with the captured stream, or give the arena room "
             "for the whole captured step"};
   }
+  if (f.commit_failed) {
+    return {"commit_failed",
+            fmt::format("the expandable arena could not commit more memory ({} committed of its "
+                        "{} maximum): {}",
+                        human_bytes(f.committed_bytes), human_bytes(f.capacity_bytes),
+                        f.commit_error.empty() ? "the backend refused" : f.commit_error),
+            "free device memory held elsewhere (other arenas, caches, other processes on the "
+            "GPU), or lower the arena's maximum to what the device can hold; trim_keep_bytes "
+            "makes idle expandable arenas give memory back at reset"};
+  }
   const uint64_t usable = f.capacity_bytes > f.floor_bytes ? f.capacity_bytes - f.floor_bytes : 0;
   const uint64_t biggest = std::max(f.aligned_bytes, f.step_max_alloc_bytes);
   if (f.aligned_bytes > usable) {

@@ -34,17 +34,24 @@ struct ExhaustionFacts {
   uint64_t free_list_bytes = 0;
   uint64_t largest_free_block_bytes = 0;
   uint64_t step_repeats = 0;  // times the epoch's opening request sequence restarted
+  // Expandable arenas: memory committed when the region gave up, and whether it gave up
+  // because committing more failed (the device, not the arena, is full).
+  uint64_t committed_bytes = 0;
+  bool commit_failed = false;
+  std::string commit_error;  // the backend's reason when commit_failed
 };
 
 struct Verdict {
   const char* name;    // never_reset | runaway_buffer | working_set_full | fragmentation |
-                       // capture_refused
+                       // capture_refused | commit_failed
   std::string cause;   // what the counters show
   std::string advice;  // one sentence naming the fix
 };
 
 // Rules, first match wins:
 //   capture_refused   the overflow route was refused because the stream was being captured;
+//   commit_failed     an expandable arena could not commit memory for the request: the
+//                     device is out of physical memory, the arena is not full;
 //   runaway_buffer    the request can never fit above the floor, even right after a reset;
 //   never_reset       no reset ever happened and the epoch's opening sequence restarted;
 //   runaway_buffer    the request, or the step's largest, is >= half the space above the

@@ -224,17 +224,26 @@ void OverflowPool::mark_step_boundary() {
 Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill,
                                void* ctx) {
   if (blocks.empty()) return Result::ok();
-  if (capturing) {
-    std::lock_guard<std::mutex> lock(mu_);
-    deferred_.insert(deferred_.end(), blocks.begin(), blocks.end());
-    stats_.deferred_gives = deferred_.size();
-    return Result::ok();
-  }
   Result first;
-  for (const OverflowBlock& b : blocks) {
-    if (fill != nullptr) (void)fill(ctx, b.ptr, b.bytes);
-    const Result r = backend_.overflow_free(b);
-    if (!r.is_ok() && first.is_ok()) first = r;
+  std::vector<OverflowBlock> kept;
+  if (capturing) {
+    kept.swap(blocks);
+  } else {
+    for (const OverflowBlock& b : blocks) {
+      if (fill != nullptr) (void)fill(ctx, b.ptr, b.bytes);
+      const Result r = backend_.overflow_free(b);
+      if (r.is_ok()) continue;
+      // Refused (a capture no query could see, or a transient failure): the block is
+      // still the backend's to take back, so it waits with the deferred ones and is
+      // retried at the next safe point, and at destroy. Never dropped.
+      if (first.is_ok()) first = r;
+      kept.push_back(b);
+    }
+  }
+  if (!kept.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    deferred_.insert(deferred_.end(), kept.begin(), kept.end());
+    stats_.deferred_gives = deferred_.size();
   }
   return first;
 }
@@ -269,7 +278,13 @@ Result OverflowPool::release_all() {
     stats_.deferred_gives = 0;
     reserved_bytes_ = 0;
   }
-  return give_back(all, false, nullptr, nullptr);
+  // The last chance: a block the backend refuses now is reported, not kept.
+  Result first;
+  for (const OverflowBlock& b : all) {
+    const Result r = backend_.overflow_free(b);
+    if (!r.is_ok() && first.is_ok()) first = r;
+  }
+  return first;
 }
 
 OverflowStats OverflowPool::stats() const {

@@ -96,7 +96,8 @@ class OverflowPool {
   void mark_step_boundary();
 
   // Gives blocks back to the backend (no lock held): at once, or, while `capturing`,
-  // into the deferred list. fill (may be null) poisons each block first when not
+  // into the deferred list; a block the backend refuses joins the deferred list too (it
+  // is retried, never dropped). fill (may be null) poisons each block first when not
   // capturing. Returns the first backend error.
   using FillFn = Result (*)(void* ctx, void* ptr, uint64_t bytes);
   Result give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill, void* ctx);

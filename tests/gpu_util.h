@@ -1,0 +1,107 @@
+// Helpers shared by the gpu-labelled suites written against the C API (capture,
+// expandable, multi-device): device counting with a clear skip line, CUDA_OK, a CUDA
+// arena config, the driver table, and the backend's call counters. Include only where
+// <cuda_runtime_api.h> is available.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "backend.h"
+#include "cuda_driver.h"
+#include "zarena/zarena.h"
+
+namespace zarena_gpu {
+
+inline constexpr uint64_t kMiB = 1ull << 20;
+inline constexpr uint64_t kGiB = 1ull << 30;
+// How far cudaMemGetInfo may move for reasons other than the arena (other processes on a
+// shared GPU, the driver's own page tables).
+inline constexpr int64_t kTolerance = 256 * static_cast<int64_t>(kMiB);
+
+inline std::string cuda_text(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+inline int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    *why = "cudaGetDeviceCount failed (" + cuda_text(e) + ")";
+    return 0;
+  }
+  if (n == 0) *why = "cudaGetDeviceCount reports 0 devices";
+  return n;
+}
+
+#define REQUIRE_DEVICES(n)                                                                        \
+  do {                                                                                            \
+    std::string why_;                                                                             \
+    const int have_ = zarena_gpu::device_count(&why_);                                            \
+    if (have_ == 0) GTEST_SKIP() << "no CUDA device, skipping: " << why_;                         \
+    if (have_ < (n)) GTEST_SKIP() << "needs " << (n) << " CUDA devices, " << have_ << " present"; \
+  } while (0)
+#define REQUIRE_DEVICE() REQUIRE_DEVICES(1)
+
+#define CUDA_OK(expr)                                                           \
+  do {                                                                          \
+    const cudaError_t e_ = (expr);                                              \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << " -> " << zarena_gpu::cuda_text(e_); \
+  } while (0)
+
+inline zarena_config cuda_config(uint64_t capacity, int32_t policy, void* stream,
+                                 int32_t device = 0) {
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_CUDA;
+  c.device = device;
+  c.capacity_bytes = capacity;
+  c.alignment = 256;
+  c.overflow_policy = policy;
+  c.overflow_retain_bytes = 0;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
+  c.stream = stream;
+  c.flags = 0;
+  c.name = "gpu";
+  return c;
+}
+
+inline zarena_stats stats_of(const zarena* a) {
+  zarena_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  EXPECT_EQ(zarena_get_stats(a, &s), ZARENA_OK) << zarena_last_error();
+  return s;
+}
+
+inline int64_t free_bytes() {
+  size_t free_b = 0, total_b = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  return static_cast<int64_t>(free_b);
+}
+
+inline const zarena_core::DriverApi& driver() {
+  std::string why;
+  const zarena_core::DriverApi* d = zarena_core::driver_api(&why);
+  EXPECT_NE(d, nullptr) << why;
+  return *d;
+}
+
+// Every cudaMalloc has its cudaFree, every pool allocation its cudaFreeAsync, every pool
+// and every VMM handle its release, between two snapshots (taken before create and after
+// destroy): nothing leaked.
+inline void expect_balanced(const zarena_core::CudaCallCounters& a,
+                            const zarena_core::CudaCallCounters& b) {
+  EXPECT_EQ(b.mallocs - a.mallocs, b.frees - a.frees) << "cudaMalloc without cudaFree";
+  EXPECT_EQ(b.pool_allocs - a.pool_allocs, b.pool_frees - a.pool_frees)
+      << "pool allocation without cudaFreeAsync";
+  EXPECT_EQ(b.pools_created - a.pools_created, b.pools_destroyed - a.pools_destroyed);
+  EXPECT_EQ(b.vmm_creates - a.vmm_creates, b.vmm_releases - a.vmm_releases);
+}
+
+}  // namespace zarena_gpu

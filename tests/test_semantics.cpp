@@ -1,0 +1,779 @@
+// Issue 9's engine semantics through the C API on the host backend, as an engine uses them:
+// pins (region and overflow blocks, counted, deferred frees, the stats that price them),
+// epoch-checked frees from a "finalizer" thread after resets, floors raised and lowered
+// with region_info and contains, poison switched at run time and skipped while the engine
+// marks a capture, the capture flag refusing SYNC overflow before any backend call (the
+// fault injector counts the calls), set_stream and the managed flags on the host, and the
+// forward -> reset -> backward hazard. Issue 17's backend-independent parts run here too:
+// overflow frees and reclaims during a capture are deferred (and never leaked), and
+// overflow blocks are poisoned before they go back.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../capi/handle.h"
+#include "backend_faults.h"
+#include "log_capture.h"
+#include "zarena/zarena.h"
+
+namespace {
+
+using zarena_core::FaultInjectingBackend;
+using zarena_core::FaultSite;
+using zarena_test::kKiB;
+using zarena_test::kMiB;
+using zarena_test::LogCapture;
+using zarena_test::stats_of;
+
+zarena_config host_config(uint64_t capacity, int32_t policy = ZARENA_OVERFLOW_REFUSE) {
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = capacity;
+  c.alignment = 256;
+  c.overflow_policy = policy;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
+  c.flags = 0;
+  c.name = "semantics";
+  return c;
+}
+
+struct Arena {
+  zarena* a = nullptr;
+  explicit Arena(const zarena_config& c) {
+    EXPECT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  }
+  ~Arena() {
+    if (a != nullptr) {
+      EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+    }
+  }
+  operator zarena*() const { return a; }
+  FaultInjectingBackend& faults() const { return *a->arena->fault_injector(); }
+  uint64_t calls(FaultSite s) const { return faults().calls(s); }
+};
+
+zarena_block alloc_ex(zarena* a, uint64_t size) {
+  zarena_block b;
+  std::memset(&b, 0, sizeof b);
+  EXPECT_EQ(zarena_alloc_ex(a, size, 0, &b), ZARENA_OK) << zarena_last_error();
+  return b;
+}
+
+zarena_region region_of(zarena* a) {
+  zarena_region r;
+  std::memset(&r, 0, sizeof r);
+  r.struct_size = sizeof r;
+  EXPECT_EQ(zarena_region_info(a, &r), ZARENA_OK) << zarena_last_error();
+  return r;
+}
+
+uint64_t offset_of(zarena* a, const void* p) {
+  return static_cast<uint64_t>(static_cast<const char*>(p) -
+                               static_cast<const char*>(region_of(a).base));
+}
+
+void fill_bytes(void* p, uint64_t n, unsigned char v) { std::memset(p, v, n); }
+
+// True when every byte of [p, p+n) is v.
+::testing::AssertionResult holds(const void* p, uint64_t n, unsigned char v) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (b[i] != v) {
+      return ::testing::AssertionFailure() << "byte " << i << " of " << p << " is 0x" << std::hex
+                                           << int(b[i]) << ", not 0x" << int(v);
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+uint32_t word_at(const void* p) {
+  uint32_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+
+bool overlaps(const void* a, uint64_t an, const void* b, uint64_t bn) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bn && y < x + an;
+}
+
+class Semantics : public ::testing::Test {
+ protected:
+  // Records reach the capture, not stderr; tests that check records read them here.
+  LogCapture log_{ZARENA_LOG_DEBUG};
+};
+
+// --- 1. pins ---------------------------------------------------------------------------------
+
+TEST_F(Semantics, PinnedRegionBlockSurvivesResetsIntactAndIsNeverHandedOut) {
+  Arena g(host_config(256 * kKiB));
+  const zarena_block a = alloc_ex(g, 4 * kKiB);
+  const zarena_block p = alloc_ex(g, 4 * kKiB);
+  const zarena_block c = alloc_ex(g, 4 * kKiB);
+  (void)a;
+  (void)c;
+  fill_bytes(p.ptr, p.size, 0x3C);
+  ASSERT_EQ(zarena_pin(g, p.ptr), ZARENA_OK);
+  zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.pinned_bytes, 4 * kKiB);
+  EXPECT_EQ(s.pinned_blocks, 1u);
+
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  s = stats_of(g);
+  EXPECT_EQ(s.pinned_bytes, 4 * kKiB) << "a pin outlives the reset";
+  EXPECT_EQ(s.live_allocs, 1u) << "only the pinned block survives";
+  EXPECT_EQ(s.top_bytes, offset_of(g, p.ptr) + p.size)
+      << "the top rewinds to just above the highest pinned block";
+  EXPECT_EQ(s.pin_retained_bytes, offset_of(g, p.ptr))
+      << "the unpinned space under the pin is what the pin costs";
+  EXPECT_TRUE(holds(p.ptr, p.size, 0x3C));
+
+  // Fill the whole arena: nothing handed out may overlap the pinned block.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<void*> got;
+    for (;;) {
+      void* q = nullptr;
+      if (zarena_alloc(g, 1 * kKiB, &q) != ZARENA_OK) break;
+      ASSERT_FALSE(overlaps(q, kKiB, p.ptr, p.size)) << "handed out over a pinned block";
+      fill_bytes(q, kKiB, 0xEE);
+      got.push_back(q);
+    }
+    EXPECT_GE(got.size(), (256 - 4) - 8u) << "the holes under the pin are reused";
+    EXPECT_TRUE(holds(p.ptr, p.size, 0x3C)) << "round " << round;
+    ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+    EXPECT_TRUE(holds(p.ptr, p.size, 0x3C)) << "after reset " << round;
+  }
+  ASSERT_EQ(zarena_unpin(g, p.ptr), ZARENA_OK);
+  s = stats_of(g);
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_EQ(s.pinned_blocks, 0u);
+  EXPECT_EQ(s.live_allocs, 1u) << "unpinned, not freed: live until the next reset";
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  EXPECT_EQ(stats_of(g).live_allocs, 0u) << "once unpinned, the next reset reclaims it";
+  EXPECT_EQ(zarena_free(g, p.ptr), ZARENA_E_STALE);
+  EXPECT_EQ(stats_of(g).top_bytes, 0u);
+}
+
+TEST_F(Semantics, FreeOfAPinnedBlockWaitsForTheLastUnpinAndPinsAreCounted) {
+  Arena g(host_config(64 * kKiB));
+  const zarena_block p = alloc_ex(g, 2 * kKiB);
+  ASSERT_EQ(zarena_pin(g, p.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_pin(g, p.ptr), ZARENA_OK);
+  EXPECT_EQ(stats_of(g).pinned_blocks, 1u) << "two pins, one block";
+  ASSERT_EQ(zarena_free_at(g, p.ptr, p.epoch), ZARENA_OK) << "answers at once";
+  zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.deferred_frees, 1u);
+  EXPECT_EQ(s.live_allocs, 1u) << "still there while pinned";
+  EXPECT_EQ(zarena_free(g, p.ptr), ZARENA_E_DOUBLE_FREE) << "the free is already recorded";
+  EXPECT_EQ(zarena_pin(g, p.ptr), ZARENA_E_DOUBLE_FREE) << "a freed block takes no new pin";
+
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);  // still pinned: survives, its free still pending
+  s = stats_of(g);
+  EXPECT_EQ(s.deferred_frees, 1u);
+  EXPECT_EQ(s.live_allocs, 1u);
+  ASSERT_EQ(zarena_unpin(g, p.ptr), ZARENA_OK);
+  EXPECT_EQ(stats_of(g).deferred_frees, 1u) << "one pin left";
+  ASSERT_EQ(zarena_unpin(g, p.ptr), ZARENA_OK);
+  s = stats_of(g);
+  EXPECT_EQ(s.deferred_frees, 0u) << "the last unpin completes the free";
+  EXPECT_EQ(s.live_allocs, 0u);
+  EXPECT_EQ(s.pinned_blocks, 0u);
+  EXPECT_EQ(s.used_bytes, 0u);
+  EXPECT_EQ(zarena_unpin(g, p.ptr), ZARENA_E_DOUBLE_FREE);
+  // The space is free again and handed out.
+  void* q = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 64 * kKiB, &q), ZARENA_OK) << "the whole region is free";
+}
+
+TEST_F(Semantics, PinErrorsChangeNothing) {
+  Arena g(host_config(64 * kKiB));
+  const zarena_block b = alloc_ex(g, 1 * kKiB);
+  EXPECT_EQ(zarena_pin(g, nullptr), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_pin(g, static_cast<char*>(b.ptr) + 256), ZARENA_E_NOT_OWNED);
+  int local = 0;
+  EXPECT_EQ(zarena_pin(g, &local), ZARENA_E_NOT_OWNED);
+  EXPECT_EQ(zarena_unpin(g, b.ptr), ZARENA_E_INVALID_ARGUMENT) << "not pinned";
+  const zarena_block f = alloc_ex(g, 1 * kKiB);
+  ASSERT_EQ(zarena_free(g, f.ptr), ZARENA_OK);
+  EXPECT_EQ(zarena_pin(g, f.ptr), ZARENA_E_DOUBLE_FREE);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  EXPECT_EQ(zarena_pin(g, b.ptr), ZARENA_E_STALE) << "reclaimed by the reset";
+  const zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.pinned_blocks, 0u);
+  EXPECT_EQ(s.live_allocs, 0u);
+}
+
+TEST_F(Semantics, PinnedOverflowBlocksSurviveResetsAndGoBackAtTheLastUnpin) {
+  Arena g(host_config(64 * kKiB, ZARENA_OVERFLOW_SYNC));
+  void* fill = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 64 * kKiB, &fill), ZARENA_OK);
+  const zarena_block o = alloc_ex(g, 8 * kKiB);
+  ASSERT_TRUE(o.flags & ZARENA_BLOCK_OVERFLOW);
+  EXPECT_EQ(zarena_contains(g, o.ptr), 0);
+  fill_bytes(o.ptr, o.size, 0x5A);
+  ASSERT_EQ(zarena_pin(g, o.ptr), ZARENA_OK);
+  zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.pinned_bytes, 8 * kKiB);
+  EXPECT_EQ(s.pinned_blocks, 1u);
+  const uint64_t frees0 = g.calls(FaultSite::kOverflowFree);
+
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  s = stats_of(g);
+  EXPECT_EQ(s.overflow_live_bytes, 8 * kKiB) << "pinned overflow blocks survive resets";
+  EXPECT_EQ(s.pinned_bytes, 8 * kKiB);
+  EXPECT_EQ(s.overflow_reclaimed, 0u);
+  EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0) << "nothing went back to the backend";
+  EXPECT_TRUE(holds(o.ptr, o.size, 0x5A));
+
+  ASSERT_EQ(zarena_free_at(g, o.ptr, o.epoch), ZARENA_OK)
+      << "a pinned block stays valid under its own epoch: " << zarena_last_error();
+  s = stats_of(g);
+  EXPECT_EQ(s.deferred_frees, 1u);
+  EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0) << "deferred to the last unpin";
+  ASSERT_EQ(zarena_unpin(g, o.ptr), ZARENA_OK);
+  s = stats_of(g);
+  EXPECT_EQ(s.deferred_frees, 0u);
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_EQ(s.overflow_live_bytes, 0u);
+  EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 1) << "given back at the last unpin";
+
+  // Pinned, unpinned, never freed: the next reset reclaims it.
+  const zarena_block o2 = alloc_ex(g, 64 * kKiB + 256);  // larger than the region: overflow
+  ASSERT_TRUE(o2.flags & ZARENA_BLOCK_OVERFLOW);
+  ASSERT_EQ(zarena_pin(g, o2.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  ASSERT_EQ(zarena_unpin(g, o2.ptr), ZARENA_OK);
+  EXPECT_EQ(stats_of(g).overflow_live_bytes, o2.size);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  s = stats_of(g);
+  EXPECT_EQ(s.overflow_live_bytes, 0u);
+  EXPECT_EQ(s.overflow_reclaimed, 1u);
+  EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 2);
+}
+
+// --- 2. epoch-checked frees --------------------------------------------------------------------
+
+TEST_F(Semantics, StaleFreeFromAFinalizerThreadNeverFreesTheLiveBlockAtThatAddress) {
+  Arena g(host_config(64 * kKiB));
+  const zarena_block old = alloc_ex(g, 4 * kKiB);
+  EXPECT_EQ(old.epoch, 0u);
+  EXPECT_EQ(old.size, 4 * kKiB);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  const zarena_block live = alloc_ex(g, 4 * kKiB);
+  ASSERT_EQ(live.ptr, old.ptr) << "the test needs the address handed out again";
+  EXPECT_EQ(live.epoch, 2u);
+  fill_bytes(live.ptr, live.size, 0x77);
+  const zarena_stats before = stats_of(g);
+
+  zarena_status from_finalizer = ZARENA_OK;
+  std::thread finalizer([&] { from_finalizer = zarena_free_at(g, old.ptr, old.epoch); });
+  finalizer.join();
+  EXPECT_EQ(from_finalizer, ZARENA_E_STALE);
+  const zarena_stats after = stats_of(g);
+  EXPECT_EQ(after.stale_frees, before.stale_frees + 1);
+  EXPECT_EQ(after.live_allocs, before.live_allocs) << "the live block was not freed";
+  EXPECT_EQ(after.used_bytes, before.used_bytes);
+  EXPECT_TRUE(holds(live.ptr, live.size, 0x77));
+  // A block of the same epoch placed over part of the address range: still stale.
+  EXPECT_EQ(zarena_free_at(g, static_cast<char*>(old.ptr) + 1 * kKiB, old.epoch), ZARENA_E_STALE);
+  EXPECT_EQ(zarena_free_at(g, live.ptr, live.epoch + 1), ZARENA_E_STALE) << "a future epoch";
+  EXPECT_EQ(zarena_free_at(g, live.ptr, live.epoch), ZARENA_OK);
+  EXPECT_EQ(zarena_free_at(g, live.ptr, live.epoch), ZARENA_E_DOUBLE_FREE);
+  EXPECT_EQ(zarena_free_at(g, live.ptr, ZARENA_ANY_EPOCH), ZARENA_E_DOUBLE_FREE);
+}
+
+// Steps allocate tensors; half of them are "dropped" and freed later by a finalizer thread
+// with the epoch they came with, across resets; the other half the step frees itself. No
+// finalizer free may ever hit the step's own blocks (they keep their bytes and free with OK,
+// exactly once), and every finalizer free is OK (same epoch) or STALE.
+TEST_F(Semantics, FinalizerFreesRacingResetsNeverHitLiveBlocks) {
+  Arena g(host_config(1 * kMiB));
+  struct Dropped {
+    void* ptr;
+    uint64_t epoch;
+  };
+  std::mutex mu;
+  std::deque<Dropped> queue;
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> ok{0}, stale{0}, other{0};
+  std::thread finalizer([&] {
+    for (;;) {
+      Dropped d{nullptr, 0};
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!queue.empty()) {
+          d = queue.front();
+          queue.pop_front();
+        }
+      }
+      if (d.ptr == nullptr) {
+        if (done.load()) return;
+        std::this_thread::yield();
+        continue;
+      }
+      const zarena_status st = zarena_free_at(g, d.ptr, d.epoch);
+      (st == ZARENA_OK ? ok : st == ZARENA_E_STALE ? stale : other).fetch_add(1);
+    }
+  });
+  uint64_t dropped = 0;
+  for (int step = 0; step < 400; ++step) {
+    std::vector<zarena_block> mine;
+    for (int i = 0; i < 24; ++i) {
+      zarena_block b;
+      ASSERT_EQ(zarena_alloc_ex(g, 256 * (1 + (i * 7 + step) % 9), 0, &b), ZARENA_OK);
+      if (i % 2 == 0) {
+        fill_bytes(b.ptr, b.size, static_cast<unsigned char>(step));
+        mine.push_back(b);
+      } else {
+        std::lock_guard<std::mutex> lock(mu);
+        queue.push_back({b.ptr, b.epoch});
+        ++dropped;
+      }
+    }
+    if (step % 3 == 0) std::this_thread::yield();
+    for (const zarena_block& b : mine) {
+      ASSERT_TRUE(holds(b.ptr, b.size, static_cast<unsigned char>(step))) << "step " << step;
+      ASSERT_EQ(zarena_free_at(g, b.ptr, b.epoch), ZARENA_OK)
+          << "step " << step << ": a finalizer freed a live block";
+    }
+    ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  }
+  done.store(true);
+  finalizer.join();
+  EXPECT_EQ(other.load(), 0u) << "finalizer frees are OK or STALE, nothing else";
+  EXPECT_EQ(ok.load() + stale.load(), dropped);
+  EXPECT_GT(stale.load(), 0u) << "some frees arrived after their epoch ended";
+  EXPECT_EQ(stats_of(g).stale_frees, stale.load());
+  std::printf("[ info ] finalizer frees: %llu same-epoch, %llu stale\n",
+              static_cast<unsigned long long>(ok.load()),
+              static_cast<unsigned long long>(stale.load()));
+}
+
+// --- 3. floors and queries ---------------------------------------------------------------------
+
+TEST_F(Semantics, FloorRaisedAndLoweredWithRegionInfoAndContains) {
+  Arena g(host_config(64 * kKiB));
+  zarena_region r = region_of(g);
+  ASSERT_NE(r.base, nullptr);
+  EXPECT_EQ(r.capacity_bytes, 64 * kKiB);
+  EXPECT_EQ(r.top_bytes, 0u);
+  EXPECT_EQ(r.floor_bytes, 0u);
+  EXPECT_EQ(r.committed_bytes, 64 * kKiB);
+  EXPECT_EQ(r.expandable, 0u);
+  char* base = static_cast<char*>(r.base);
+  EXPECT_EQ(zarena_contains(g, base), 1);
+  EXPECT_EQ(zarena_contains(g, base + 64 * kKiB - 1), 1);
+  EXPECT_EQ(zarena_contains(g, base + 64 * kKiB), 0);
+  EXPECT_EQ(zarena_contains(g, base - 1), 0);
+  EXPECT_EQ(zarena_contains(nullptr, base), 0);
+
+  const zarena_block w = alloc_ex(g, 4 * kKiB);  // "weights"
+  const zarena_block x = alloc_ex(g, 4 * kKiB);  // "a sample"
+  const zarena_block t = alloc_ex(g, 4 * kKiB);  // "a step's tensor"
+  r = region_of(g);
+  EXPECT_EQ(r.top_bytes, 12 * kKiB);
+  EXPECT_EQ(static_cast<char*>(w.ptr), base);
+
+  EXPECT_EQ(zarena_set_floor(g, 8 * kKiB + 16), ZARENA_E_INVALID_ARGUMENT) << "not aligned";
+  EXPECT_EQ(zarena_set_floor(g, 16 * kKiB), ZARENA_E_INVALID_ARGUMENT) << "above the top";
+  EXPECT_EQ(zarena_set_floor(g, 2 * kKiB), ZARENA_E_INVALID_ARGUMENT) << "inside a block";
+  EXPECT_EQ(region_of(g).floor_bytes, 0u) << "refusals change nothing";
+
+  ASSERT_EQ(zarena_set_floor(g, 8 * kKiB), ZARENA_OK) << zarena_last_error();  // raise
+  r = region_of(g);
+  EXPECT_EQ(r.floor_bytes, 8 * kKiB);
+  EXPECT_EQ(stats_of(g).floor_bytes, 8 * kKiB);
+  fill_bytes(w.ptr, w.size, 1);
+  fill_bytes(x.ptr, x.size, 2);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  r = region_of(g);
+  EXPECT_EQ(r.top_bytes, 8 * kKiB) << "rewound to the floor";
+  EXPECT_EQ(stats_of(g).live_allocs, 2u) << "w and x survive, t was reclaimed";
+  EXPECT_EQ(zarena_free_at(g, t.ptr, t.epoch), ZARENA_E_STALE);
+  EXPECT_TRUE(holds(w.ptr, w.size, 1));
+  EXPECT_TRUE(holds(x.ptr, x.size, 2));
+  const zarena_block t2 = alloc_ex(g, 4 * kKiB);
+  EXPECT_EQ(t2.ptr, t.ptr) << "the next step starts at the floor";
+
+  // Lower the floor under x: x belongs to the current epoch again, the next reset
+  // reclaims it; w stays.
+  ASSERT_EQ(zarena_set_floor(g, 4 * kKiB), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(region_of(g).floor_bytes, 4 * kKiB);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  r = region_of(g);
+  EXPECT_EQ(r.floor_bytes, 4 * kKiB);
+  EXPECT_EQ(r.top_bytes, 4 * kKiB);
+  EXPECT_EQ(stats_of(g).live_allocs, 1u);
+  EXPECT_EQ(zarena_free_at(g, x.ptr, x.epoch), ZARENA_E_STALE);
+  EXPECT_TRUE(holds(w.ptr, w.size, 1));
+  EXPECT_EQ(zarena_free_at(g, w.ptr, w.epoch), ZARENA_OK) << "below the floor, w keeps its epoch";
+
+  // The overflow pool's blocks are not in the region.
+  zarena_config c = host_config(4 * kKiB, ZARENA_OVERFLOW_SYNC);
+  Arena o(c);
+  const zarena_block big = alloc_ex(o, 8 * kKiB);
+  ASSERT_TRUE(big.flags & ZARENA_BLOCK_OVERFLOW);
+  EXPECT_EQ(zarena_contains(o, big.ptr), 0);
+  EXPECT_EQ(zarena_contains(g, big.ptr), 0);
+}
+
+// --- 4. poison ---------------------------------------------------------------------------------
+
+TEST_F(Semantics, PoisonSwitchedAtRunTimeWithItsWordReadBack) {
+  Arena g(host_config(64 * kKiB));
+  const zarena_block a = alloc_ex(g, 1 * kKiB);
+  fill_bytes(a.ptr, a.size, 0);
+  ASSERT_EQ(zarena_free(g, a.ptr), ZARENA_OK);
+  EXPECT_EQ(word_at(a.ptr), 0u) << "poison is off by default";
+  EXPECT_EQ(stats_of(g).poison_fills, 0u);
+
+  ASSERT_EQ(zarena_set_poison(g, 1, 0xDEADBEEF), ZARENA_OK);
+  const zarena_block b = alloc_ex(g, 1 * kKiB);
+  fill_bytes(b.ptr, b.size, 0);
+  ASSERT_EQ(zarena_free(g, b.ptr), ZARENA_OK);
+  EXPECT_EQ(word_at(b.ptr), 0xDEADBEEFu);
+  EXPECT_EQ(word_at(static_cast<char*>(b.ptr) + b.size - 4), 0xDEADBEEFu);
+  EXPECT_GE(stats_of(g).poison_fills, 1u);
+
+  ASSERT_EQ(zarena_set_poison(g, 1, 0), ZARENA_OK) << "0 selects the default word";
+  const zarena_block c = alloc_ex(g, 1 * kKiB);
+  const zarena_block keep = alloc_ex(g, 1 * kKiB);
+  fill_bytes(c.ptr, c.size, 0);
+  fill_bytes(keep.ptr, keep.size, 0);
+  ASSERT_EQ(zarena_free(g, c.ptr), ZARENA_OK);
+  EXPECT_EQ(word_at(c.ptr), 0x7FF80000u);
+  float f;
+  std::memcpy(&f, c.ptr, sizeof f);
+  EXPECT_TRUE(std::isnan(f)) << "a stale activation reads as NaN";
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  EXPECT_EQ(word_at(keep.ptr), 0x7FF80000u) << "reclaimed blocks are filled at the reset";
+
+  ASSERT_EQ(zarena_set_poison(g, 0, 0x11111111), ZARENA_OK);
+  const uint64_t fills = stats_of(g).poison_fills;
+  const zarena_block d = alloc_ex(g, 1 * kKiB);
+  fill_bytes(d.ptr, d.size, 0);
+  ASSERT_EQ(zarena_free(g, d.ptr), ZARENA_OK);
+  EXPECT_EQ(word_at(d.ptr), 0u) << "switched off";
+  EXPECT_EQ(stats_of(g).poison_fills, fills);
+}
+
+TEST_F(Semantics, PoisonNeverTouchesPinnedBlocksOrWhatLiesBelowTheFloor) {
+  zarena_config c = host_config(64 * kKiB);
+  c.flags |= ZARENA_FLAG_POISON;
+  Arena g(c);
+  const zarena_block weights = alloc_ex(g, 4 * kKiB);
+  fill_bytes(weights.ptr, weights.size, 0x11);
+  ASSERT_EQ(zarena_mark_step_boundary(g), ZARENA_OK);
+  const zarena_block act = alloc_ex(g, 4 * kKiB);
+  const zarena_block tmp = alloc_ex(g, 4 * kKiB);
+  fill_bytes(act.ptr, act.size, 0x22);
+  fill_bytes(tmp.ptr, tmp.size, 0x33);
+  ASSERT_EQ(zarena_pin(g, act.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  EXPECT_TRUE(holds(weights.ptr, weights.size, 0x11));
+  EXPECT_TRUE(holds(act.ptr, act.size, 0x22));
+  EXPECT_EQ(word_at(tmp.ptr), 0x7FF80000u);
+  // A pinned block freed is filled at its last unpin, not before.
+  ASSERT_EQ(zarena_free(g, act.ptr), ZARENA_OK);
+  EXPECT_TRUE(holds(act.ptr, act.size, 0x22));
+  ASSERT_EQ(zarena_unpin(g, act.ptr), ZARENA_OK);
+  EXPECT_EQ(word_at(act.ptr), 0x7FF80000u);
+  EXPECT_TRUE(holds(weights.ptr, weights.size, 0x11));
+}
+
+TEST_F(Semantics, PoisonSkippedWhileTheEngineMarksACaptureWithOneWarning) {
+  zarena_config c = host_config(64 * kKiB);
+  c.flags |= ZARENA_FLAG_POISON;
+  c.poison_word = 0xA5A5A5A5;
+  Arena g(c);
+  const uint64_t fills0 = g.calls(FaultSite::kFill32);
+  ASSERT_EQ(zarena_set_capture_active(g, 1), ZARENA_OK);
+  std::vector<zarena_block> blocks;
+  for (int i = 0; i < 5; ++i) {
+    blocks.push_back(alloc_ex(g, 1 * kKiB));
+    fill_bytes(blocks.back().ptr, 1 * kKiB, 0);
+  }
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_free(g, blocks[i].ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);  // reclaims blocks[4]: skipped as well
+  for (const auto& b : blocks) EXPECT_EQ(word_at(b.ptr), 0u) << "no fill during a capture";
+  EXPECT_EQ(g.calls(FaultSite::kFill32), fills0) << "not one backend fill call";
+  zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.poison_skipped, 5u);
+  EXPECT_EQ(s.poison_fills, 0u);
+  EXPECT_EQ(log_.of("poison.skipped").size(), 1u) << "one warning per capture";
+
+  ASSERT_EQ(zarena_set_capture_active(g, 0), ZARENA_OK);
+  const zarena_block d = alloc_ex(g, 1 * kKiB);
+  ASSERT_EQ(zarena_free(g, d.ptr), ZARENA_OK);
+  EXPECT_EQ(word_at(d.ptr), 0xA5A5A5A5u) << "fills resume after the capture";
+  EXPECT_EQ(stats_of(g).poison_fills, 1u);
+  // A second capture warns again, once.
+  ASSERT_EQ(zarena_set_capture_active(g, 1), ZARENA_OK);
+  const zarena_block e = alloc_ex(g, 1 * kKiB);
+  const zarena_block f = alloc_ex(g, 1 * kKiB);
+  ASSERT_EQ(zarena_free(g, e.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_free(g, f.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_set_capture_active(g, 0), ZARENA_OK);
+  EXPECT_EQ(log_.of("poison.skipped").size(), 2u);
+  EXPECT_EQ(stats_of(g).poison_skipped, 7u);
+}
+
+// Issue 17 #5: overflow blocks are filled before they go back to the backend.
+TEST_F(Semantics, OverflowBlocksArePoisonedBeforeTheyGoBack) {
+  zarena_config c = host_config(4 * kKiB, ZARENA_OVERFLOW_SYNC);
+  c.flags |= ZARENA_FLAG_POISON;
+  Arena g(c);
+  const zarena_block a = alloc_ex(g, 16 * kKiB);
+  const zarena_block b = alloc_ex(g, 16 * kKiB);
+  ASSERT_TRUE(a.flags & b.flags & ZARENA_BLOCK_OVERFLOW);
+  const uint64_t fills0 = g.calls(FaultSite::kFill32);
+  const uint64_t frees0 = g.calls(FaultSite::kOverflowFree);
+  const uint64_t counted0 = stats_of(g).poison_fills;
+  ASSERT_EQ(zarena_free(g, a.ptr), ZARENA_OK);
+  EXPECT_EQ(g.calls(FaultSite::kFill32), fills0 + 1) << "freed: filled, then given back";
+  EXPECT_EQ(stats_of(g).poison_fills, counted0 + 1) << "counted in stats";
+  EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 1);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  EXPECT_EQ(g.calls(FaultSite::kFill32), fills0 + 2) << "reclaimed: filled, then given back";
+  EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 2);
+}
+
+// --- 5. capture flag ---------------------------------------------------------------------------
+
+TEST_F(Semantics, CaptureFlagRefusesSyncOverflowBeforeAnyBackendCall) {
+  Arena g(host_config(4 * kKiB, ZARENA_OVERFLOW_SYNC));
+  void* fill = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 4 * kKiB, &fill), ZARENA_OK);
+  ASSERT_EQ(zarena_set_capture_active(g, 1), ZARENA_OK);
+  const uint64_t allocs0 = g.calls(FaultSite::kOverflowAlloc);
+  const uint64_t queries0 = g.calls(FaultSite::kCaptureStatus);
+  const zarena_stats before = stats_of(g);
+  void* p = reinterpret_cast<void*>(1);
+  EXPECT_EQ(zarena_alloc(g, 1 * kKiB, &p), ZARENA_E_CAPTURE_UNSAFE);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(zarena_last_error()).find("capture"), std::string::npos)
+      << zarena_last_error();
+  EXPECT_EQ(g.calls(FaultSite::kOverflowAlloc), allocs0) << "no allocation was attempted";
+  EXPECT_EQ(g.calls(FaultSite::kCaptureStatus), queries0) << "the flag is enough";
+  const zarena_stats after = stats_of(g);
+  EXPECT_EQ(after.overflow_failures, before.overflow_failures + 1);
+  EXPECT_EQ(after.overflow_allocs, before.overflow_allocs);
+  const auto first = log_.of("arena.first_overflow");
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].str("path"), "capture_refused");
+  EXPECT_EQ(first[0].str("verdict"), "capture_refused");
+
+  ASSERT_EQ(zarena_set_capture_active(g, 0), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(g, 1 * kKiB, &p), ZARENA_OK) << "allowed again after the capture";
+  EXPECT_EQ(g.calls(FaultSite::kOverflowAlloc), allocs0 + 1);
+  EXPECT_EQ(zarena_set_capture_active(nullptr, 1), ZARENA_E_INVALID_ARGUMENT);
+}
+
+TEST_F(Semantics, AsyncOverflowIsNotRefusedByTheCaptureFlag) {
+  Arena g(host_config(4 * kKiB, ZARENA_OVERFLOW_ASYNC));
+  ASSERT_EQ(zarena_set_capture_active(g, 1), ZARENA_OK);
+  const zarena_block b = alloc_ex(g, 8 * kKiB);
+  EXPECT_TRUE(b.flags & ZARENA_BLOCK_OVERFLOW) << "stream-ordered: may run inside a capture";
+  ASSERT_EQ(zarena_set_capture_active(g, 0), ZARENA_OK);
+}
+
+// Issue 17 #1 (backend-independent part): overflow blocks freed or reclaimed while a capture
+// is active are deferred -- OK returned, nothing given back, counted -- and go back once the
+// capture ends; at destroy nothing is left (deferred ones included).
+TEST_F(Semantics, OverflowFreesDuringACaptureAreDeferredAndGivenBackAfterIt) {
+  for (int32_t policy : {ZARENA_OVERFLOW_SYNC, ZARENA_OVERFLOW_ASYNC}) {
+    SCOPED_TRACE(policy == ZARENA_OVERFLOW_SYNC ? "SYNC" : "ASYNC");
+    Arena g(host_config(4 * kKiB, policy));
+    const zarena_block a = alloc_ex(g, 8 * kKiB);  // before the capture
+    const zarena_block b = alloc_ex(g, 8 * kKiB);
+    const zarena_block c = alloc_ex(g, 8 * kKiB);
+    ASSERT_TRUE(a.flags & b.flags & c.flags & ZARENA_BLOCK_OVERFLOW);
+    const uint64_t frees0 = g.calls(FaultSite::kOverflowFree);
+    ASSERT_EQ(zarena_set_capture_active(g, 1), ZARENA_OK);
+    ASSERT_EQ(zarena_free(g, a.ptr), ZARENA_OK);
+    EXPECT_EQ(zarena_free(g, a.ptr), ZARENA_E_DOUBLE_FREE) << "the free is recorded";
+    ASSERT_EQ(zarena_reset(g), ZARENA_OK);  // reclaims b and c
+    zarena_stats s = stats_of(g);
+    EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0) << "nothing goes back during a capture";
+    EXPECT_EQ(s.overflow_deferred_gives, 3u);
+    EXPECT_EQ(s.overflow_live_bytes, 0u) << "they are no longer the user's";
+    EXPECT_EQ(s.live_allocs, 0u);
+    ASSERT_EQ(zarena_set_capture_active(g, 0), ZARENA_OK);
+    s = stats_of(g);
+    EXPECT_EQ(s.overflow_deferred_gives, 0u);
+    EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 3) << "given back after the capture";
+  }
+}
+
+TEST_F(Semantics, DeferredOverflowGivesAreReleasedAtDestroy) {
+  zarena* a = nullptr;
+  const zarena_config c = host_config(4 * kKiB, ZARENA_OVERFLOW_SYNC);
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK);
+  FaultInjectingBackend* f = a->arena->fault_injector();
+  std::vector<zarena_block> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(alloc_ex(a, 8 * kKiB));
+  ASSERT_EQ(zarena_set_capture_active(a, 1), ZARENA_OK);
+  ASSERT_EQ(zarena_free(a, blocks[0].ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_free(a, blocks[1].ptr), ZARENA_OK);
+  EXPECT_EQ(stats_of(a).overflow_deferred_gives, 2u);
+  const uint64_t allocs = f->calls(FaultSite::kOverflowAlloc);
+  // destroy: the two deferred blocks and the two live ones go back; nothing is left over.
+  // (A leak would show under the sanitizers; the call count shows it here.)
+  uint64_t frees_before = f->calls(FaultSite::kOverflowFree);
+  EXPECT_EQ(frees_before, 0u);
+  EXPECT_TRUE(a->arena->destroy().is_ok());
+  EXPECT_EQ(f->calls(FaultSite::kOverflowFree), allocs) << "every block given back at destroy";
+  delete a;  // what zarena_destroy does after destroy()
+}
+
+// A backend that fails to take an overflow block back (a capture the arena could not see):
+// zarena_free still answers OK, the block waits like a deferred one and goes back at the
+// next safe point; nothing is lost.
+TEST_F(Semantics, OverflowGiveBackThatFailsIsRetriedNotLost) {
+  Arena g(host_config(4 * kKiB, ZARENA_OVERFLOW_SYNC));
+  const zarena_block a = alloc_ex(g, 8 * kKiB);
+  const zarena_block b = alloc_ex(g, 8 * kKiB);
+  g.faults().arm(FaultSite::kOverflowFree, 1, zarena_core::Status::kCaptureUnsafe);
+  const uint64_t frees0 = g.calls(FaultSite::kOverflowFree);
+  ASSERT_EQ(zarena_free(g, a.ptr), ZARENA_OK);
+  EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 1) << "tried once, refused";
+  EXPECT_EQ(stats_of(g).overflow_deferred_gives, 1u) << "kept for a retry";
+  ASSERT_EQ(zarena_free(g, b.ptr), ZARENA_OK);  // a safe point: both go back now
+  EXPECT_EQ(stats_of(g).overflow_deferred_gives, 0u);
+  EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 3);
+}
+
+// --- 5b. stream, managed ----------------------------------------------------------------------
+
+TEST_F(Semantics, SetStreamOnTheHostBackendKeepsTheHandle) {
+  Arena g(host_config(64 * kKiB, ZARENA_OVERFLOW_ASYNC));
+  int tag1 = 0, tag2 = 0;
+  EXPECT_EQ(g.a->arena->backend().stream(), nullptr);
+  ASSERT_EQ(zarena_set_stream(g, &tag1), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(g.a->arena->backend().stream(), &tag1);
+  const zarena_block b = alloc_ex(g, 128 * kKiB);  // overflow on the new "stream"
+  ASSERT_TRUE(b.flags & ZARENA_BLOCK_OVERFLOW);
+  ASSERT_EQ(zarena_set_stream(g, &tag2), ZARENA_OK);
+  EXPECT_EQ(zarena_free(g, b.ptr), ZARENA_OK) << "blocks handed out before stay valid";
+  ASSERT_EQ(zarena_set_stream(g, nullptr), ZARENA_OK);
+  EXPECT_EQ(g.a->arena->backend().stream(), nullptr);
+  // A refusal (injected: the host backend refuses nothing) changes nothing.
+  g.faults().arm(FaultSite::kSetStream, 1);
+  EXPECT_EQ(zarena_set_stream(g, &tag1), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(zarena_last_error()).find("zarena_set_stream"), std::string::npos);
+  EXPECT_EQ(g.a->arena->backend().stream(), nullptr);
+  EXPECT_EQ(zarena_set_stream(nullptr, nullptr), ZARENA_E_INVALID_ARGUMENT);
+}
+
+TEST_F(Semantics, ManagedFlagOnTheHostBackendIsHostMemoryAndSaysSo) {
+  for (uint32_t flags : {ZARENA_FLAG_MANAGED, ZARENA_FLAG_MANAGED | ZARENA_FLAG_MANAGED_FALLBACK}) {
+    log_.clear();
+    zarena_config c = host_config(64 * kKiB);
+    c.flags = flags;
+    Arena g(c);
+    ASSERT_NE(g.a, nullptr) << "host memory is what managed memory would give the CPU";
+    const zarena_region r = region_of(g);
+    EXPECT_EQ(r.managed, 0u) << "the region is not CUDA managed memory";
+    const auto cfg = log_.of("arena.config");
+    ASSERT_EQ(cfg.size(), 1u);
+    const zarena_test::Field* m = cfg[0].field("flags.managed");
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->i, 1) << "the flag as asked";
+    const zarena_test::Field* rm = cfg[0].field("region_managed");
+    ASSERT_NE(rm, nullptr) << "arena.config says whether the region is managed";
+    EXPECT_EQ(rm->kind, ZARENA_FIELD_BOOL);
+    EXPECT_EQ(rm->i, 0);
+    EXPECT_NE(cfg[0].message.find("host memory"), std::string::npos) << cfg[0].message;
+  }
+}
+
+// --- the hazard --------------------------------------------------------------------------------
+
+// Forward saves activations for backward (pinned), the engine resets between the passes
+// (as ztensor does when it recycles a step's scratch), backward reads the activations and
+// drops them, and tensors of the forward pass are freed by a finalizer long after. The
+// activations' bytes must be intact after the resets and never handed out meanwhile; the
+// finalizer's stale frees must never free a live block.
+TEST_F(Semantics, ForwardResetBackwardHazard) {
+  zarena_config c = host_config(512 * kKiB, ZARENA_OVERFLOW_SYNC);
+  c.flags |= ZARENA_FLAG_POISON;  // a reclaimed activation would read as NaN
+  Arena g(c);
+  const zarena_block weights = alloc_ex(g, 32 * kKiB);
+  fill_bytes(weights.ptr, weights.size, 0x57);
+  ASSERT_EQ(zarena_mark_step_boundary(g), ZARENA_OK);
+
+  std::vector<zarena_block> stale_tensors;  // what the finalizer frees later
+  for (int step = 0; step < 20; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    // forward: four layers; each saves an activation (pinned) and makes scratch.
+    std::vector<zarena_block> saved;
+    for (int l = 0; l < 4; ++l) {
+      zarena_block scratch = alloc_ex(g, 8 * kKiB);
+      fill_bytes(scratch.ptr, scratch.size, 0xCC);
+      zarena_block act = alloc_ex(g, (4 + l) * kKiB);
+      fill_bytes(act.ptr, act.size, static_cast<unsigned char>(0x40 + l));
+      ASSERT_EQ(zarena_pin(g, act.ptr), ZARENA_OK);
+      saved.push_back(act);
+      stale_tensors.push_back(scratch);  // dropped: a finalizer frees it some time later
+    }
+    if (step == 7) {
+      // One activation too large for what is left of the region: an overflow block, pinned.
+      zarena_block big = alloc_ex(g, 600 * kKiB);
+      ASSERT_TRUE(big.flags & ZARENA_BLOCK_OVERFLOW);
+      fill_bytes(big.ptr, big.size, 0x4F);
+      ASSERT_EQ(zarena_pin(g, big.ptr), ZARENA_OK);
+      saved.push_back(big);
+    }
+    // The reset between forward and backward.
+    ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+    // backward: gradients fill the space the reset reclaimed; none may land on an activation.
+    std::vector<zarena_block> grads;
+    for (int k = 0; k < 24; ++k) {
+      zarena_block gr;
+      if (zarena_alloc_ex(g, 3 * kKiB, 0, &gr) != ZARENA_OK) break;
+      for (const auto& a : saved) {
+        ASSERT_FALSE(overlaps(gr.ptr, gr.size, a.ptr, a.size)) << "a gradient over an activation";
+      }
+      fill_bytes(gr.ptr, gr.size, 0xDD);
+      grads.push_back(gr);
+    }
+    // The finalizer runs now, with frees of epochs long gone.
+    std::thread finalizer([&] {
+      for (const auto& t : stale_tensors) {
+        const zarena_status st = zarena_free_at(g, t.ptr, t.epoch);
+        EXPECT_TRUE(st == ZARENA_E_STALE) << "status " << st;
+      }
+    });
+    finalizer.join();
+    stale_tensors.clear();
+    for (const auto& gr : grads) ASSERT_TRUE(holds(gr.ptr, gr.size, 0xDD)) << "a live gradient hit";
+    for (size_t l = 0; l < saved.size(); ++l) {
+      const unsigned char want = l < 4 ? static_cast<unsigned char>(0x40 + l) : 0x4F;
+      ASSERT_TRUE(holds(saved[l].ptr, saved[l].size, want)) << "activation " << l;
+      ASSERT_EQ(zarena_unpin(g, saved[l].ptr), ZARENA_OK);
+      ASSERT_EQ(zarena_free_at(g, saved[l].ptr, saved[l].epoch), ZARENA_OK)
+          << "an activation keeps its epoch across the reset: " << zarena_last_error();
+    }
+    for (const auto& gr : grads) ASSERT_EQ(zarena_free_at(g, gr.ptr, gr.epoch), ZARENA_OK);
+    ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+    const zarena_stats s = stats_of(g);
+    ASSERT_EQ(s.live_allocs, 1u) << "only the weights";
+    ASSERT_EQ(s.pinned_blocks, 0u);
+    ASSERT_EQ(s.overflow_live_bytes, 0u);
+  }
+  EXPECT_TRUE(holds(weights.ptr, weights.size, 0x57));
+  EXPECT_EQ(g.a->arena->check_invariants(), "");
+}
+
+}  // namespace
