@@ -29,19 +29,21 @@ zarena.h is the manual for the semantics.
 from . import _args
 from ._library import SONAME, last_error, library, library_path, load_library
 from ._library import status_string as _status_string
-from ._structs import (Config, LogField, Stats, format_bytes, format_ns)
+from ._structs import (Config, LogField, Region, Stats, format_bytes, format_ns)
 from ._structs import LogRecordC as _LogRecordC  # noqa: F401 - kept for old imports
 from ._version import __version__
-from .arena import Arena
+from .arena import Arena, tag_name, tag_register
+from .blocks import Block, LiveBlock, live_blocks_json
 from .constants import *  # noqa: F401,F403 - the zarena.h numbers are part of the API
 from .constants import ABI_MAJOR  # noqa: F401
 from .errors import (BackendError, CaptureUnsafeError, DoubleFreeError, InternalError,
                      InvalidArgumentError, NoDeviceError, NotOwnedError, OutOfMemoryError,
-                     StaleError, UnsupportedError, ZarenaError, error_class)
+                     StaleError, UnsupportedError, ZarenaError, error_class, parse_diagnosis)
 from .log import LogRecord, callback_errors, log_to_logging, set_log_callback
 
 __all__ = [
-    "Arena", "Config", "Stats", "LogField", "LogRecord", "ZarenaError", "InvalidArgumentError",
+    "Arena", "Config", "Stats", "Region", "Block", "LiveBlock", "live_blocks_json",
+    "tag_register", "tag_name", "parse_diagnosis", "LogField", "LogRecord", "ZarenaError", "InvalidArgumentError",
     "OutOfMemoryError", "NotOwnedError", "DoubleFreeError", "StaleError", "CaptureUnsafeError",
     "NoDeviceError", "BackendError", "UnsupportedError", "InternalError", "error_class",
     "load_library", "library", "library_path", "set_log_callback", "log_to_logging",
