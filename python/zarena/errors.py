@@ -10,9 +10,11 @@ from . import constants as C
 
 # The diagnosis in a failure message: "... verdict=<name>; fix: <one sentence>" (zarena.h,
 # failing overflows). The fix runs to the end of the message, or to a following
-# "; key=value" part should the library ever add one.
+# "; key=value" part or "verdict=" should the library ever put one after it (a fix may
+# itself name a setting: "set ZARENA_CAPACITY_BYTES=4GiB").
 _VERDICT_RE = re.compile(r"\bverdict=([A-Za-z][A-Za-z0-9_]*)")
-_FIX_RE = re.compile(r"\bfix:\s*(.*?)\s*(?:;\s*[A-Za-z_][A-Za-z0-9_.]*=.*)?$", re.S)
+_FIX_RE = re.compile(r"\b[Ff]ix:\s*(.*?)\s*(?:(?:;\s*[A-Za-z_][A-Za-z0-9_.]*=|\s+verdict=).*)?$",
+                     re.S)
 
 
 def parse_diagnosis(message):
