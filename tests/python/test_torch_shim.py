@@ -92,6 +92,31 @@ out(reused=again == ps[1], zero=zero, live=s.live_allocs, reuses=s.reuses, info=
         self.assertEqual((info["mallocs"], info["frees"], info["failed_mallocs"],
                           info["failed_frees"], info["stream_joins"]), (5, 5, 0, 0, 0))
 
+    def test_report_region_and_live_blocks(self):
+        got = result(self, child("""
+try:
+    zt.report(0)
+    early = "no error"
+except LookupError as e:
+    early = str(e)
+ps = [lib.zarena_torch_malloc(n, 0, None) for n in (1000, 3000, 70000)]
+lib.zarena_torch_free(ps[1], 3000, 0, None)
+rep = zt.report(0)
+live = zt.live_blocks(0)
+out(early=early, rep=rep, live=[[b.ptr, b.size] for b in live], ps=ps,
+    base=zt.region(0).base, cap=zt.region(0).capacity_bytes)
+""", ZARENA_CAPACITY_BYTES=str(4 << 20)))
+        self.assertIn("no zarena arena for device 0 yet", got["early"])
+        ps, rep = got["ps"], got["rep"]
+        self.assertEqual(got["live"], [[ps[0], 1024], [ps[2], 70144]])
+        self.assertEqual(rep["live"], {"blocks": 2, "bytes": 1024 + 70144})
+        self.assertEqual(rep["stats"]["live_allocs"], 2)
+        self.assertEqual(rep["info"]["mallocs"], 3)
+        self.assertEqual(rep["info"]["frees"], 1)
+        self.assertEqual(rep["region"]["base"], got["base"])
+        self.assertEqual(rep["region"]["capacity_bytes"], 4 << 20)
+        self.assertEqual(got["base"], ps[0])
+
     def test_refused_frees_are_counted_and_reported(self):
         r = child("""
 p = lib.zarena_torch_malloc(4096, 0, None)
