@@ -10,12 +10,18 @@
             arena.reset()
         print(arena.stats())            # every field; repr() is the one-line summary
 
+The 1.1 calls keep their C names: alloc_ex (a Block with ptr, epoch, size, flags, tag),
+free_at (epoch-checked), pin/unpin, set_floor, region_info, contains, step_begin,
+set_capture_active, set_stream, set_poison, free_batch/alloc_batch, live_blocks (LiveBlock
+rows; live_blocks_json), and zarena.tag_register/tag_name.
+
 Finding the library: $ZARENA_LIBRARY, then a copy next to this package, then a source
 checkout's build tree, then the system loader (zarena._library has the details;
 zarena.library_path() says which file was loaded).
 
 Errors: a failed call raises a ZarenaError subclass, one per status code (zarena.errors),
-carrying the status and zarena_last_error()'s detail. Arguments are checked before any
+carrying the status and zarena_last_error()'s detail, and the diagnosis the detail names
+(.verdict, .advice; None when it names none). Arguments are checked before any
 call: not an integer -> TypeError; negative where C is unsigned -> ValueError; too large
 for the C type -> OverflowError; such a call changes nothing.
 
