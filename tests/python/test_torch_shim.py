@@ -144,6 +144,18 @@ out(failed=i.failed_frees, invalid=s.invalid_frees, dev5=zt.info(5).failed_frees
         self.assertIn("zarena_torch: malloc(2097152) on device 0 failed: out of memory", r.stderr)
         self.assertIn("arena.first_overflow", r.stderr)  # zarena's diagnosis comes first
 
+    def test_default_overflow_cap_aborts_naming_the_setting(self):
+        # 1.1: overflow is capped at the capacity unless ZARENA_OVERFLOW_LIMIT_BYTES says more
+        code = "p = lib.zarena_torch_malloc(3 << 20, 0, None)\nprint('survived')"
+        r = child(code, ZARENA_CAPACITY_BYTES=str(1 << 20), ZARENA_OVERFLOW_POLICY="sync")
+        self.assertEqual(r.returncode, -signal.SIGABRT, r.stdout + r.stderr)
+        self.assertIn("overflow limit reached", r.stderr)
+        self.assertIn("ZARENA_OVERFLOW_LIMIT_BYTES", r.stderr)
+        r = child(code, ZARENA_CAPACITY_BYTES=str(1 << 20), ZARENA_OVERFLOW_POLICY="sync",
+                  ZARENA_OVERFLOW_LIMIT_BYTES="unlimited")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("survived", r.stdout)
+
     def test_device_out_of_range_aborts(self):
         r = child("lib.zarena_torch_malloc(16, 64, None)")
         self.assertEqual(r.returncode, -signal.SIGABRT)
