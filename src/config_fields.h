@@ -329,6 +329,8 @@ inline constexpr OtherVariable kOtherVariables[] = {
      "`text`", kLogFormatNames, 2},
     {"ZARENA_LIBRARY", Syntax::kNone, nullptr, "the Python module: path of libzarena.so.1",
      "next to the module, then the build tree"},
+    {"ZARENA_TORCH_LIBRARY", Syntax::kNone, nullptr, "`zarena.torch`: path of libzarena_torch.so",
+     "next to the loaded libzarena.so.1"},
     // Read by the test scripts and suites only.
     {"ZARENA_TEST_HELPER", Syntax::kNone, nullptr, nullptr, nullptr},
     {"ZARENA_TEST_HELPER_MODE", Syntax::kNone, nullptr, nullptr, nullptr},

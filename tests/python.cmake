@@ -6,7 +6,7 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME python_ctypes COMMAND ${Python3_EXECUTABLE} -m unittest discover -v
     -s ${CMAKE_CURRENT_SOURCE_DIR}/python -p "test_*.py")
   set_tests_properties(python_ctypes PROPERTIES LABELS "python" TIMEOUT 300
-    ENVIRONMENT "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;PYTHONDONTWRITEBYTECODE=1;CC=${CMAKE_C_COMPILER}")
   add_test(NAME python_install COMMAND ${Python3_EXECUTABLE}
     ${CMAKE_CURRENT_SOURCE_DIR}/python_install.py ${PROJECT_SOURCE_DIR} $<TARGET_FILE:zarena>
     $<TARGET_FILE:zarena_torch>)

@@ -21,10 +21,12 @@ with zarena.Arena(backend=zarena.BACKEND_HOST, capacity_bytes=1 << 20, name="ins
     a.free(p)
     q = a.alloc(100)
     a.reset()
+    b = a.alloc_ex(64)  # a 1.1 call: the whole package (zarena/blocks.py, ...) was installed
+    a.free_at(b)
     s = a.stats()
 print(json.dumps({"package": zarena.__file__, "library": zarena.library_path(),
                   "version": zarena.version_string(), "epoch": s.epoch, "hits": s.hits,
-                  "live": s.live_allocs, "repr": repr(s)}))
+                  "live": s.live_allocs, "block_epoch": b.epoch, "repr": repr(s)}))
 """
 
 
@@ -61,7 +63,7 @@ def use(target, workdir, **env):
     print("  ->", out)
     if not out["package"].startswith(os.path.realpath(target) + os.sep):
         fail(f"imported {out['package']}, not the installed copy under {target}")
-    if (out["epoch"], out["hits"], out["live"]) != (1, 2, 0):
+    if (out["epoch"], out["hits"], out["live"], out["block_epoch"]) != (1, 3, 0, 1):
         fail(f"unexpected stats after alloc/free/reset: {out}")
     return out
 

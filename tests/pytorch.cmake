@@ -1,10 +1,13 @@
 # PyTorch with zarena as its CUDA allocator against the default allocator: the same small
 # transformer trained in two processes (tests/pytorch/train_compare.py). Label gpu: it exits
 # 77 ("skipped: ...") without torch or without a CUDA device, which CTest shows as skipped.
+# The figures land in <build>/torch_train_compare.json. Its --dry-run (no torch, no GPU) is
+# run by the Python suite (tests/python/test_train_compare.py).
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)
   add_test(NAME torch_train_compare COMMAND ${Python3_EXECUTABLE}
-    ${CMAKE_CURRENT_SOURCE_DIR}/pytorch/train_compare.py)
+    ${CMAKE_CURRENT_SOURCE_DIR}/pytorch/train_compare.py
+    --json ${CMAKE_BINARY_DIR}/torch_train_compare.json)
   set_tests_properties(torch_train_compare PROPERTIES LABELS "gpu" TIMEOUT 1200
     SKIP_RETURN_CODE 77 ENVIRONMENT
     "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")

@@ -354,6 +354,7 @@ TEST(ConfigProblems, ZarenasOtherVariablesAreKnownAndChecked) {
   Env b("ZARENA_LOG_FORMAT", "text");
   Env c("ZARENA_LOG_STDERR", "0");
   Env d("ZARENA_LOG_LEVEL", "loud");
+  Env e("ZARENA_TORCH_LIBRARY", "/nowhere/libzarena_torch.so");
   const ResolvedConfig r = resolved();
   ASSERT_EQ(r.problems.size(), 1u) << r.warnings[0];
   EXPECT_EQ(r.problems[0].variable, "ZARENA_LOG_LEVEL");

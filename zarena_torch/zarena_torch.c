@@ -138,8 +138,10 @@ void* zarena_torch_malloc(size_t size, int device, void* stream) {
     atomic_fetch_add_explicit(&d->failed_mallocs, 1, memory_order_relaxed);
     fprintf(stderr,
             "zarena_torch: malloc(%zu) on device %d failed: %s (%s). PyTorch cannot take a "
-            "failed pluggable malloc; aborting. A larger ZARENA_CAPACITY_BYTES or an overflow "
-            "policy other than refuse may help.\n",
+            "failed pluggable malloc; aborting. zarena's diagnosis (arena.first_overflow) says "
+            "why; a larger ZARENA_CAPACITY_BYTES, ZARENA_OVERFLOW_LIMIT_BYTES (overflow is "
+            "capped at the capacity by default) or an overflow policy other than refuse may "
+            "help.\n",
             size, device, zarena_status_string(st), zarena_last_error());
     abort();
   }

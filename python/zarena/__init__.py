@@ -10,12 +10,18 @@
             arena.reset()
         print(arena.stats())            # every field; repr() is the one-line summary
 
+The 1.1 calls keep their C names: alloc_ex (a Block with ptr, epoch, size, flags, tag),
+free_at (epoch-checked), pin/unpin, set_floor, region_info, contains, step_begin,
+set_capture_active, set_stream, set_poison, free_batch/alloc_batch, live_blocks (LiveBlock
+rows; live_blocks_json), and zarena.tag_register/tag_name.
+
 Finding the library: $ZARENA_LIBRARY, then a copy next to this package, then a source
 checkout's build tree, then the system loader (zarena._library has the details;
 zarena.library_path() says which file was loaded).
 
 Errors: a failed call raises a ZarenaError subclass, one per status code (zarena.errors),
-carrying the status and zarena_last_error()'s detail. Arguments are checked before any
+carrying the status and zarena_last_error()'s detail, and the diagnosis the detail names
+(.verdict, .advice; None when it names none). Arguments are checked before any
 call: not an integer -> TypeError; negative where C is unsigned -> ValueError; too large
 for the C type -> OverflowError; such a call changes nothing.
 
@@ -29,19 +35,21 @@ zarena.h is the manual for the semantics.
 from . import _args
 from ._library import SONAME, last_error, library, library_path, load_library
 from ._library import status_string as _status_string
-from ._structs import (Config, LogField, Stats, format_bytes, format_ns)
+from ._structs import (Config, LogField, Region, Stats, format_bytes, format_ns)
 from ._structs import LogRecordC as _LogRecordC  # noqa: F401 - kept for old imports
 from ._version import __version__
-from .arena import Arena
+from .arena import Arena, tag_name, tag_register
+from .blocks import Block, LiveBlock, live_blocks_json
 from .constants import *  # noqa: F401,F403 - the zarena.h numbers are part of the API
 from .constants import ABI_MAJOR  # noqa: F401
 from .errors import (BackendError, CaptureUnsafeError, DoubleFreeError, InternalError,
                      InvalidArgumentError, NoDeviceError, NotOwnedError, OutOfMemoryError,
-                     StaleError, UnsupportedError, ZarenaError, error_class)
+                     StaleError, UnsupportedError, ZarenaError, error_class, parse_diagnosis)
 from .log import LogRecord, callback_errors, log_to_logging, set_log_callback
 
 __all__ = [
-    "Arena", "Config", "Stats", "LogField", "LogRecord", "ZarenaError", "InvalidArgumentError",
+    "Arena", "Config", "Stats", "Region", "Block", "LiveBlock", "live_blocks_json",
+    "tag_register", "tag_name", "parse_diagnosis", "LogField", "LogRecord", "ZarenaError", "InvalidArgumentError",
     "OutOfMemoryError", "NotOwnedError", "DoubleFreeError", "StaleError", "CaptureUnsafeError",
     "NoDeviceError", "BackendError", "UnsupportedError", "InternalError", "error_class",
     "load_library", "library", "library_path", "set_log_callback", "log_to_logging",

@@ -53,3 +53,24 @@ def pointer(value, what):
     if value is None:
         return None
     return unsigned(value, what, POINTER_BITS) or None
+
+
+def switch(value, what):
+    """An on/off argument as a C int 0 or 1: a bool, or the integers 0 and 1."""
+    if isinstance(value, bool):
+        return int(value)
+    n = _integer(value, what)
+    if n not in (0, 1):
+        raise ValueError(f"{what} must be True/False (or 0/1), got {n}")
+    return n
+
+
+def text(value, what):
+    """A str or bytes argument as NUL-free bytes for a C string, or raise."""
+    if isinstance(value, str):
+        value = value.encode()
+    if not isinstance(value, bytes):
+        raise TypeError(f"{what} must be str or bytes, not {type(value).__name__}")
+    if b"\0" in value:
+        raise ValueError(f"{what} contains a NUL character")
+    return value

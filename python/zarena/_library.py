@@ -15,8 +15,8 @@ import os
 import threading
 
 from . import constants as C
-from ._structs import LOG_FN, Config, Stats
-from .errors import error_class
+from ._structs import (LIVE_BLOCK_FN, LOG_FN, BlockC, Config, FreeItem, Region, Stats)
+from .errors import UnsupportedError, error_class
 
 SONAME = f"libzarena.so.{C.ABI_MAJOR}"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -77,12 +77,53 @@ _SIGNATURES = {
                                                             ctypes.c_uint64, ctypes.c_uint64]),
 }
 
+_vp, _u32, _u64, _i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+
+# The calls added in 1.1 (symbol version ZARENA_1.1): declared when the loaded library has
+# them; with an older library, using one raises UnsupportedError (see function()).
+_SIGNATURES_1_1 = {
+    "zarena_alloc_ex": (_i32, [_vp, _u64, _u32, ctypes.POINTER(BlockC)]),
+    "zarena_free_at": (_i32, [_vp, _vp, _u64]),
+    "zarena_pin": (_i32, [_vp, _vp]),
+    "zarena_unpin": (_i32, [_vp, _vp]),
+    "zarena_set_floor": (_i32, [_vp, _u64]),
+    "zarena_region_info": (_i32, [_vp, ctypes.POINTER(Region)]),
+    "zarena_contains": (ctypes.c_int, [_vp, _vp]),
+    "zarena_step_begin": (_i32, [_vp]),
+    "zarena_set_capture_active": (_i32, [_vp, ctypes.c_int]),
+    "zarena_set_stream": (_i32, [_vp, _vp]),
+    "zarena_set_poison": (_i32, [_vp, ctypes.c_int, _u32]),
+    "zarena_free_batch": (_i32, [_vp, ctypes.POINTER(FreeItem), ctypes.c_size_t,
+                                 ctypes.POINTER(_i32)]),
+    "zarena_alloc_batch": (_i32, [_vp, ctypes.POINTER(_u64), ctypes.c_size_t, _u32,
+                                  ctypes.POINTER(BlockC), ctypes.POINTER(_i32)]),
+    "zarena_for_each_live_block": (_i32, [_vp, LIVE_BLOCK_FN, _vp]),
+    "zarena_tag_register": (_i32, [ctypes.c_char_p, ctypes.POINTER(_u32)]),
+    "zarena_tag_name": (ctypes.c_char_p, [_u32]),
+}
+
 
 def _declare(lib):
     for name, (res, args) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
+    for name, (res, args) in _SIGNATURES_1_1.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = res
+            fn.argtypes = args
+
+
+def function(name):
+    """The declared C function `name` of the loaded library; UnsupportedError when the
+    library predates it (e.g. a 1.1 call on libzarena 1.0.x)."""
+    lib = library()
+    if name in _SIGNATURES_1_1 and not hasattr(lib, name):
+        raise UnsupportedError(C.E_UNSUPPORTED, f"{name} needs libzarena 1.1 or later; the loaded "
+                               f"library is {lib.zarena_version_string().decode()}", name,
+                               "unsupported")
+    return getattr(lib, name)
 
 
 def load_library(path=None):
@@ -147,7 +188,12 @@ def last_error():
     return library().zarena_last_error().decode("utf-8", "replace")
 
 
+def error(status, function):
+    """The exception for a failed call (the status's class, with zarena_last_error())."""
+    return error_class(status)(status, last_error(), function, status_string(status))
+
+
 def check(status, function):
     """Raises the status's exception class when status is not ZARENA_OK."""
     if status != C.OK:
-        raise error_class(status)(status, last_error(), function, status_string(status))
+        raise error(status, function)

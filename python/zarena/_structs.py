@@ -1,4 +1,7 @@
-"""ctypes mirrors of zarena.h's structs (same field order and types) and their printing."""
+"""ctypes mirrors of zarena.h's structs (same field order and types) and their printing.
+
+The layouts are checked against the C compiler's (sizeof, offsetof of every field) by
+tests/python/test_layout.py, which compiles a probe of zarena.h in the suite."""
 
 import ctypes
 
@@ -19,6 +22,12 @@ class Config(ctypes.Structure):
         ("flags", ctypes.c_uint32),
         ("name", ctypes.c_char_p),
         ("overflow_slow_ns", ctypes.c_uint64),
+        # 1.1
+        ("poison_word", ctypes.c_uint32),
+        ("reserved0", ctypes.c_uint32),
+        ("commit_chunk_bytes", ctypes.c_uint64),
+        ("trim_keep_bytes", ctypes.c_uint64),
+        ("trace_file", ctypes.c_char_p),
     ]
 
     def set_field(self, key, value):
@@ -49,13 +58,17 @@ STATS_FIELDS = (
     "epoch_max_alloc_bytes epoch_high_water_bytes hits misses reuses resets free_list_len "
     "free_list_bytes largest_free_block_bytes live_allocs stale_frees invalid_frees "
     "overflow_allocs overflow_live_bytes overflow_peak_bytes overflow_max_latency_ns "
-    "overflow_reclaimed overflow_failures"
+    "overflow_reclaimed overflow_failures "
+    # 1.1
+    "pinned_bytes pinned_blocks pin_retained_bytes deferred_frees overflow_deferred_gives "
+    "poison_fills poison_skipped top_bytes committed_bytes commit_events trim_events "
+    "commit_failures"
 ).split()
 
 # What repr() shows: the figures that answer "how full, how much churn, anything wrong".
 _REPR_FIELDS = ("capacity_bytes", "used_bytes", "high_water_bytes", "floor_bytes", "epoch",
                 "live_allocs", "hits", "reuses", "misses", "overflow_live_bytes",
-                "overflow_peak_bytes", "invalid_frees", "stale_frees")
+                "overflow_peak_bytes", "pinned_bytes", "invalid_frees", "stale_frees")
 
 
 def format_bytes(n):
@@ -88,7 +101,11 @@ def _human(name, value):
 
 class Stats(ctypes.Structure):
     """zarena_stats. repr() is one line of the key figures; str() is every field, one a line,
-    sizes in B/KiB/MiB/GiB; to_dict() has the exact numbers."""
+    sizes in B/KiB/MiB/GiB; to_dict() has the exact numbers.
+
+    Versioned by struct_size: the library writes exactly sizeof(Stats) bytes of this
+    module's layout. A newer library with more fields at the end leaves them out (the unknown
+    tail is never written here); an older one zeroes the fields it does not know."""
 
     _fields_ = [("struct_size", ctypes.c_uint32)] + [(n, ctypes.c_uint64) for n in STATS_FIELDS]
 
@@ -138,11 +155,71 @@ class LogRecordC(ctypes.Structure):
 
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(LogRecordC))
 
-# Sizes of the C structs on LP64 as compiled from zarena.h 1.0; a mismatch means this
-# package and the header disagree, and every call would corrupt memory.
-EXPECTED_SIZES = {Config: 88, Stats: 200, LogField: 40, LogRecordC: 48}
-if ctypes.sizeof(ctypes.c_void_p) == 8:
-    for _t, _n in EXPECTED_SIZES.items():
-        if ctypes.sizeof(_t) != _n:
-            raise ImportError(f"zarena: {_t.__name__} is {ctypes.sizeof(_t)} bytes, "
-                              f"zarena.h says {_n}")
+
+class BlockC(ctypes.Structure):
+    """zarena_block (what zarena_alloc_ex writes)."""
+
+    _fields_ = [
+        ("ptr", ctypes.c_void_p),
+        ("epoch", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("flags", ctypes.c_uint32),
+        ("tag", ctypes.c_uint32),
+    ]
+
+
+class FreeItem(ctypes.Structure):
+    """zarena_free_item (zarena_free_batch)."""
+
+    _fields_ = [("ptr", ctypes.c_void_p), ("epoch", ctypes.c_uint64)]
+
+
+class Region(ctypes.Structure):
+    """zarena_region (zarena_region_info). to_dict() has every field; base is an int."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("base", ctypes.c_void_p),
+        ("capacity_bytes", ctypes.c_uint64),
+        ("top_bytes", ctypes.c_uint64),
+        ("floor_bytes", ctypes.c_uint64),
+        ("committed_bytes", ctypes.c_uint64),
+        ("managed", ctypes.c_uint32),
+        ("expandable", ctypes.c_uint32),
+    ]
+
+    def to_dict(self):
+        d = {n: getattr(self, n) for n, _ in self._fields_ if n != "struct_size"}
+        d["base"] = d["base"] or 0
+        d["managed"], d["expandable"] = bool(d["managed"]), bool(d["expandable"])
+        return d
+
+    def __repr__(self):
+        d = self.to_dict()
+        return (f"Region(base={d['base']:#x}, capacity={format_bytes(d['capacity_bytes'])}, "
+                f"top={format_bytes(d['top_bytes'])}, floor={format_bytes(d['floor_bytes'])}, "
+                f"committed={format_bytes(d['committed_bytes'])}, managed={d['managed']}, "
+                f"expandable={d['expandable']})")
+
+
+class LiveBlockC(ctypes.Structure):
+    """zarena_live_block (zarena_for_each_live_block)."""
+
+    _fields_ = [
+        ("ptr", ctypes.c_void_p),
+        ("size", ctypes.c_uint64),
+        ("epoch", ctypes.c_uint64),
+        ("pins", ctypes.c_uint32),
+        ("tag", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+LIVE_BLOCK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(LiveBlockC))
+
+# The ctypes mirror of each C struct, by C name (tests/python/test_layout.py checks them all).
+C_STRUCTS = {"zarena_config": Config, "zarena_stats": Stats, "zarena_log_field": LogField,
+             "zarena_log_record": LogRecordC, "zarena_block": BlockC,
+             "zarena_free_item": FreeItem, "zarena_region": Region,
+             "zarena_live_block": LiveBlockC}

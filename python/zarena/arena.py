@@ -5,9 +5,25 @@ import sys
 
 from . import _args
 from . import constants as C
-from ._library import check, library
-from ._structs import Config, Stats
+from ._library import check, error, function, library
+from ._structs import LIVE_BLOCK_FN, BlockC, Config, FreeItem, Region, Stats
+from .blocks import Block, LiveBlock, live_blocks_json
 from .errors import InvalidArgumentError
+
+
+def _address(value, what):
+    """A pointer argument: an int address, None (NULL) or a Block (its ptr)."""
+    if isinstance(value, Block):
+        return value.ptr
+    return _args.pointer(value, what)
+
+
+def _stream_handle(stream):
+    """A cudaStream_t as an int: an int, None (the legacy stream), or an object with a
+    cuda_stream attribute (torch.cuda.Stream, torch.cuda.ExternalStream)."""
+    if stream is not None and not isinstance(stream, int) and hasattr(stream, "cuda_stream"):
+        stream = stream.cuda_stream
+    return _args.pointer(stream, "stream")
 
 
 class Arena:
@@ -71,6 +87,162 @@ class Arena:
     def reset(self):
         check(self._lib.zarena_reset(self._handle()), "zarena_reset")
 
+    # --- 1.1: epochs, pins, floors -------------------------------------------------------
+
+    def alloc_ex(self, size, tag=0):
+        """alloc, plus the block's epoch, size, flags and tag in one call: a Block. tag: 0 or
+        an id from zarena.tag_register (shown in live_blocks() and traces)."""
+        size = _args.unsigned(size, "size")
+        tag = _args.unsigned(tag, "tag", 32)
+        out = BlockC()
+        check(function("zarena_alloc_ex")(self._handle(), size, tag, ctypes.byref(out)),
+              "zarena_alloc_ex")
+        return Block._from_c(out)
+
+    def free_at(self, ptr, epoch=None):
+        """Frees ptr only if the block there was handed out in `epoch`; otherwise raises
+        StaleError and changes nothing (a pointer kept past a reset whose address was handed
+        out again). free_at(block) takes the Block's own epoch; ANY_EPOCH checks nothing."""
+        if isinstance(ptr, Block) and epoch is None:
+            epoch = ptr.epoch
+        if epoch is None:
+            raise TypeError("free_at needs the block's epoch (or a Block from alloc_ex)")
+        ptr = _address(ptr, "ptr")
+        epoch = _args.unsigned(epoch, "epoch")
+        check(function("zarena_free_at")(self._handle(), ptr, epoch), "zarena_free_at")
+
+    def pin(self, ptr):
+        """Adds a pin to the live block at ptr (an address or a Block): it survives resets,
+        and a free of it is deferred to its last unpin. Pins are counted."""
+        ptr = _address(ptr, "ptr")
+        check(function("zarena_pin")(self._handle(), ptr), "zarena_pin")
+
+    def unpin(self, ptr):
+        """Removes a pin; the last one completes a free made while the block was pinned."""
+        ptr = _address(ptr, "ptr")
+        check(function("zarena_unpin")(self._handle(), ptr), "zarena_unpin")
+
+    def set_floor(self, offset):
+        """Moves the floor to `offset` bytes from the region's base (a block boundary between
+        0 and the top): live blocks below it survive resets."""
+        offset = _args.unsigned(offset, "offset")
+        check(function("zarena_set_floor")(self._handle(), offset), "zarena_set_floor")
+
+    def region_info(self):
+        """Region: base (int), capacity_bytes, top_bytes, floor_bytes, committed_bytes,
+        managed, expandable."""
+        out = Region()
+        out.struct_size = ctypes.sizeof(Region)
+        check(function("zarena_region_info")(self._handle(), ctypes.byref(out)),
+              "zarena_region_info")
+        return out
+
+    def contains(self, ptr):
+        """True when ptr lies inside the region (False for overflow blocks and NULL)."""
+        ptr = _address(ptr, "ptr")
+        return bool(function("zarena_contains")(self._handle(), ptr))
+
+    def step_begin(self):
+        """Marks the start of a training step (the diagnosis counts steps as facts)."""
+        check(function("zarena_step_begin")(self._handle()), "zarena_step_begin")
+
+    # --- 1.1: capture, stream, poison ---------------------------------------------------
+
+    def set_capture_active(self, active):
+        """Tells the arena a CUDA graph capture runs (True) or ended (False): SYNC overflow
+        is refused, poison fills skipped, overflow frees deferred meanwhile."""
+        active = _args.switch(active, "active")
+        check(function("zarena_set_capture_active")(self._handle(), active),
+              "zarena_set_capture_active")
+
+    def set_stream(self, stream):
+        """Replaces the arena's stream: an int cudaStream_t, None (the legacy stream), or a
+        torch.cuda.Stream (its cuda_stream is used; torch itself is not imported here)."""
+        stream = _stream_handle(stream)
+        check(function("zarena_set_stream")(self._handle(), stream), "zarena_set_stream")
+
+    def set_poison(self, enabled, word=0):
+        """Switches poisoning of freed and reclaimed blocks with a repeated 32-bit word (0 =
+        the default quiet NaN 0x7FF80000)."""
+        enabled = _args.switch(enabled, "enabled")
+        word = _args.unsigned(word, "word", 32)
+        check(function("zarena_set_poison")(self._handle(), enabled, word), "zarena_set_poison")
+
+    # --- 1.1: batches --------------------------------------------------------------------
+
+    def free_batch(self, items, raise_on_error=True):
+        """Frees many blocks in one call, each as free_at would. An item is a Block (its
+        epoch is checked), a (ptr, epoch) pair, or a bare address / None (not checked).
+        Every item is attempted. When one fails: raises the first failure's exception with
+        .statuses (one status per item), or with raise_on_error=False returns that list
+        (all OK: [0, ...])."""
+        items = list(items)
+        arr = (FreeItem * len(items))()
+        for i, item in enumerate(items):
+            what = f"items[{i}]"
+            if isinstance(item, Block):
+                ptr, epoch = item.ptr, item.epoch
+            elif isinstance(item, tuple):
+                if len(item) != 2:
+                    raise TypeError(f"{what} must be (ptr, epoch), got {len(item)} values")
+                ptr, epoch = item
+            else:
+                ptr, epoch = item, C.ANY_EPOCH
+            arr[i].ptr = _address(ptr, what + ".ptr")
+            arr[i].epoch = _args.unsigned(epoch, what + ".epoch")
+        statuses = (ctypes.c_int32 * len(items))()
+        st = function("zarena_free_batch")(self._handle(), arr, len(items), statuses)
+        result = list(statuses)
+        if st != C.OK and raise_on_error:
+            err = error(st, "zarena_free_batch")
+            err.statuses = result
+            raise err
+        return result
+
+    def alloc_batch(self, sizes, tag=0):
+        """Allocates every size in one call: a list of Blocks. When one fails, raises the
+        first failure's exception with .statuses and .blocks (the Blocks that were allocated,
+        None for the failed items: they are live, free them)."""
+        sizes = [_args.unsigned(n, f"sizes[{i}]") for i, n in enumerate(sizes)]
+        tag = _args.unsigned(tag, "tag", 32)
+        n = len(sizes)
+        c_sizes = (ctypes.c_uint64 * n)(*sizes)
+        out = (BlockC * n)()
+        statuses = (ctypes.c_int32 * n)()
+        st = function("zarena_alloc_batch")(self._handle(), c_sizes, n, tag, out, statuses)
+        blocks = [Block._from_c(b) if s == C.OK else None for b, s in zip(out, statuses)]
+        if st != C.OK:
+            err = error(st, "zarena_alloc_batch")
+            err.statuses, err.blocks = list(statuses), blocks
+            raise err
+        return blocks
+
+    # --- 1.1: live blocks ----------------------------------------------------------------
+
+    def live_blocks(self):
+        """Every live block as a LiveBlock (region blocks in address order, then overflow
+        blocks), from one snapshot."""
+        rows, raised = [], []
+
+        def keep(_user_data, block):
+            try:
+                rows.append(LiveBlock._from_c(block.contents))
+                return 0
+            except BaseException as e:  # noqa: BLE001 - nothing may unwind into C
+                raised.append(e)
+                return 1  # stops the walk
+
+        cb = LIVE_BLOCK_FN(keep)
+        check(function("zarena_for_each_live_block")(self._handle(), cb, None),
+              "zarena_for_each_live_block")
+        if raised:
+            raise raised[0]
+        return rows
+
+    def live_blocks_json(self, **dump_args):
+        """live_blocks() as a JSON array; each object has zarena_live_block's keys."""
+        return live_blocks_json(self.live_blocks(), **dump_args)
+
     def mark_step_boundary(self):
         check(self._lib.zarena_mark_step_boundary(self._handle()), "zarena_mark_step_boundary")
 
@@ -125,3 +297,18 @@ class Arena:
                 self.close()
             except Exception:  # noqa: BLE001 - never raise from a finalizer
                 pass
+
+
+def tag_register(name):
+    """Registers a tag name (process-wide) and returns its id (>= 1); the same name gives
+    the same id. Up to 63 bytes of the name are kept."""
+    name = _args.text(name, "name")
+    out = ctypes.c_uint32()
+    check(function("zarena_tag_register")(name, ctypes.byref(out)), "zarena_tag_register")
+    return out.value
+
+
+def tag_name(tag):
+    """The name of a registered tag; "" for 0 and unknown ids."""
+    tag = _args.unsigned(tag, "tag", 32)
+    return function("zarena_tag_name")(tag).decode("utf-8", "replace")

@@ -29,6 +29,26 @@ OVERFLOW_UNLIMITED = 2**64 - 1
 FLAG_MANAGED = 0x1
 FLAG_POISON = 0x2
 FLAG_OVERFLOW_PREWARM = 0x4
+FLAG_EXPANDABLE = 0x8
+FLAG_MANAGED_FALLBACK = 0x10
+FLAG_STRICT_CONFIG = 0x20
+FLAG_STEP_RECORDS = 0x40
+
+# zarena_block.flags (Arena.alloc_ex)
+BLOCK_OVERFLOW = 0x1
+BLOCK_REUSED = 0x2
+
+# zarena_free_at with this epoch checks nothing (it is a plain free)
+ANY_EPOCH = 2**64 - 1
+
+# zarena_live_block.flags (Arena.live_blocks)
+LIVE_OVERFLOW = 0x1
+LIVE_PERSISTENT = 0x2
+LIVE_FREED = 0x4
+
+# The diagnosis's verdict names (arena.first_overflow, the exceptions' .verdict)
+VERDICTS = ("never_reset", "runaway_buffer", "working_set_full", "fragmentation",
+            "capture_refused")
 
 LOG_TRACE = 0
 LOG_DEBUG = 1

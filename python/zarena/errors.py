@@ -4,11 +4,36 @@ Argument checks done in Python, before any call, raise the built-in TypeError,
 ValueError or OverflowError instead (see zarena._args); they carry no status code.
 """
 
+import re
+
 from . import constants as C
+
+# The diagnosis in a failure message: "... verdict=<name>; fix: <one sentence>" (zarena.h,
+# failing overflows). The fix runs to the end of the message, or to a following
+# "; key=value" part or "verdict=" should the library ever put one after it (a fix may
+# itself name a setting: "set ZARENA_CAPACITY_BYTES=4GiB").
+_VERDICT_RE = re.compile(r"\bverdict=([A-Za-z][A-Za-z0-9_]*)")
+_FIX_RE = re.compile(r"\b[Ff]ix:\s*(.*?)\s*(?:(?:;\s*[A-Za-z_][A-Za-z0-9_.]*=|\s+verdict=).*)?$",
+                     re.S)
+
+
+def parse_diagnosis(message):
+    """(verdict, advice) from a zarena failure message; each None when absent.
+
+    The one place that reads the verdict out of a message: ZarenaError.verdict/.advice
+    come from here."""
+    if not message:
+        return None, None
+    verdict = _VERDICT_RE.search(message)
+    fix = _FIX_RE.search(message)
+    advice = fix.group(1).strip() if fix else None
+    return (verdict.group(1) if verdict else None), (advice or None)
 
 
 class ZarenaError(Exception):
-    """A zarena call failed. status: the ZARENA_E_* code; detail: zarena_last_error()."""
+    """A zarena call failed. status: the ZARENA_E_* code; detail: zarena_last_error();
+    function: the C function; verdict and advice: the diagnosis the message carries (a
+    failing overflow names its verdict, e.g. "never_reset", and the fix), else None."""
 
     status = None
 
@@ -16,6 +41,7 @@ class ZarenaError(Exception):
         self.status = status
         self.detail = detail
         self.function = function
+        self.verdict, self.advice = parse_diagnosis(detail)
         text = f"{status_text or 'status'} ({status}): {detail}"
         super().__init__(f"{function}: {text}" if function else text)
 

@@ -5,6 +5,8 @@
     ... train ...
     print(zarena.torch.stats(0))   # zarena_stats of device 0's arena
     print(zarena.torch.info(0))    # mallocs, frees, failed frees, stream joins
+    zarena.torch.report(0)         # stats, info, region and live blocks as one dict (JSON)
+    zarena.torch.arena(0)          # the arena itself (borrowed): live_blocks(), region_info()
 
 enable() hands PyTorch the malloc/free pair of libzarena_torch.so through
 torch.cuda.memory.CUDAPluggableAllocator. PyTorch allows this only before its allocator
@@ -28,6 +30,9 @@ allocation stream must be ordered by the program as with any allocator: PyTorch 
 forward tensor.record_stream() to a pluggable allocator. While a stream is being captured
 into a CUDA graph the waits are skipped (counted in info().joins_skipped); PyTorch's
 graph memory pools are not supported through this allocator.
+zarena_set_stream would not remove any of these waits (reuse is immediate whatever the
+arena's stream; the stream only orders overflow frees and poison fills), so the arena keeps
+the home stream as its stream: overflow frees and fills follow the same order as reuse.
 
 Failures. A pluggable malloc cannot report an error to PyTorch, so a failed allocation
 prints zarena's message (what, how much, why) and aborts the process; a refused free is
@@ -145,13 +150,38 @@ def arena(device=None):
     return Arena.from_handle(h, owned=False) if h else None
 
 
-def stats(device=None):
-    """zarena.Stats of the device's arena; LookupError before its first allocation."""
+def _existing(device):
     a = arena(device)
     if a is None:
         raise LookupError(f"no zarena arena for device {_device(device)} yet "
                           "(nothing was allocated there through zarena.torch)")
-    return a.stats()
+    return a
+
+
+def stats(device=None):
+    """zarena.Stats of the device's arena; LookupError before its first allocation."""
+    return _existing(device).stats()
+
+
+def region(device=None):
+    """zarena.Region of the device's arena (base, capacity, top, floor, committed)."""
+    return _existing(device).region_info()
+
+
+def live_blocks(device=None):
+    """The device's live blocks (zarena.LiveBlock list): what PyTorch holds right now."""
+    return _existing(device).live_blocks()
+
+
+def report(device=None):
+    """Everything about the device's arena as one JSON-ready dict: "stats" (zarena_stats),
+    "info" (libzarena_torch's counters), "region" and "live" (count and bytes of the live
+    blocks)."""
+    a = _existing(device)
+    blocks = a.live_blocks()
+    return {"stats": a.stats().to_dict(), "info": info(device).to_dict(),
+            "region": a.region_info().to_dict(),
+            "live": {"blocks": len(blocks), "bytes": sum(b.size for b in blocks)}}
 
 
 def info(device=None):

@@ -20,7 +20,7 @@ class Index:
         return self.n
 
 
-class AllocFreeArgsTest(Quiet):
+class ArgsCase(Quiet):
     def assert_unchanged(self, arena, call, exc, *needles):
         before = arena.stats().to_dict()
         with self.assertRaises(exc) as cm:
@@ -30,6 +30,8 @@ class AllocFreeArgsTest(Quiet):
         self.assertEqual(arena.stats().to_dict(), before, "a refused argument changed the arena")
         return cm.exception
 
+
+class AllocFreeArgsTest(ArgsCase):
     def test_alloc_size_above_uint64_raises_overflow(self):
         with host_arena() as a:
             self.assert_unchanged(a, lambda: a.alloc(2**64 + 16), OverflowError, "size")
@@ -84,6 +86,64 @@ class AllocFreeArgsTest(Quiet):
                                   OverflowError, "delay_ns")
 
 
+class CallArgs11Test(ArgsCase):
+    """The 1.1 calls: every integer argument checked before the call; nothing changes."""
+
+    def test_alloc_ex_and_batches(self):
+        with host_arena() as a:
+            self.assert_unchanged(a, lambda: a.alloc_ex(2**64), OverflowError, "size")
+            self.assert_unchanged(a, lambda: a.alloc_ex(-1), ValueError, "size")
+            self.assert_unchanged(a, lambda: a.alloc_ex(16, tag=2**32), OverflowError, "tag")
+            self.assert_unchanged(a, lambda: a.alloc_ex(16, tag="x"), TypeError, "tag")
+            self.assert_unchanged(a, lambda: a.alloc_batch([16, 2**64]), OverflowError,
+                                  "sizes[1]")
+            self.assert_unchanged(a, lambda: a.alloc_batch([16, -5]), ValueError, "sizes[1]")
+            self.assert_unchanged(a, lambda: a.alloc_batch([16], tag=-1), ValueError, "tag")
+            b = a.alloc_ex(4096)
+            self.assert_unchanged(a, lambda: a.free_batch([b, 2**64]), OverflowError,
+                                  "items[1].ptr")
+            self.assert_unchanged(a, lambda: a.free_batch([b, (b.ptr, -1)]), ValueError,
+                                  "items[1].epoch")
+            self.assert_unchanged(a, lambda: a.free_batch([b, (b.ptr,)]), TypeError, "items[1]")
+            self.assert_unchanged(a, lambda: a.free_batch(["x"]), TypeError, "items[0].ptr")
+            self.assertEqual(a.stats().live_allocs, 1, "no item of a refused batch was freed")
+
+    def test_free_at_pin_unpin_contains(self):
+        with host_arena() as a:
+            b = a.alloc_ex(4096)
+            self.assert_unchanged(a, lambda: a.free_at(b.ptr + 2**64, 0), OverflowError, "ptr")
+            self.assert_unchanged(a, lambda: a.free_at(b.ptr, 2**64), OverflowError, "epoch")
+            self.assert_unchanged(a, lambda: a.free_at(b.ptr, -1), ValueError, "epoch")
+            self.assert_unchanged(a, lambda: a.free_at("x", 0), TypeError, "ptr")
+            for call in (a.pin, a.unpin, a.contains):
+                self.assert_unchanged(a, lambda call=call: call(b.ptr + 2**64), OverflowError)
+                self.assert_unchanged(a, lambda call=call: call(-b.ptr), ValueError)
+                self.assert_unchanged(a, lambda call=call: call(str(b.ptr)), TypeError)
+            a.free_at(b)
+
+    def test_floor_capture_stream_poison_tags(self):
+        with host_arena() as a:
+            a.alloc(4096)
+            self.assert_unchanged(a, lambda: a.set_floor(2**64), OverflowError, "offset")
+            self.assert_unchanged(a, lambda: a.set_floor(-256), ValueError, "offset")
+            self.assert_unchanged(a, lambda: a.set_floor(256.0), TypeError, "offset")
+            self.assert_unchanged(a, lambda: a.set_capture_active(2), ValueError, "active")
+            self.assert_unchanged(a, lambda: a.set_capture_active("yes"), TypeError, "active")
+            self.assert_unchanged(a, lambda: a.set_poison(True, 2**32), OverflowError, "word")
+            self.assert_unchanged(a, lambda: a.set_poison(True, -1), ValueError, "word")
+            self.assert_unchanged(a, lambda: a.set_poison(5), ValueError, "enabled")
+            self.assert_unchanged(a, lambda: a.set_stream(2**64), OverflowError, "stream")
+            self.assert_unchanged(a, lambda: a.set_stream("s"), TypeError, "stream")
+        with self.assertRaises(TypeError):
+            zarena.tag_register(5)
+        with self.assertRaises(ValueError):
+            zarena.tag_register("a\0b")
+        with self.assertRaises(ValueError):
+            zarena.tag_name(-1)
+        with self.assertRaises(OverflowError):
+            zarena.tag_name(2**32)
+
+
 class ConfigArgsTest(Quiet):
     def assert_not_created(self, exc, needle, **kw):
         with self.assertRaises(exc) as cm:
@@ -103,6 +163,11 @@ class ConfigArgsTest(Quiet):
         self.assert_not_created(ValueError, "name", name="a\0b")
         self.assert_not_created(TypeError, "stream", stream="x")
         self.assert_not_created(TypeError, "unknown", no_such_field=1)
+        self.assert_not_created(OverflowError, "poison_word", poison_word=2**32)
+        self.assert_not_created(ValueError, "commit_chunk_bytes", commit_chunk_bytes=-1)
+        self.assert_not_created(OverflowError, "trim_keep_bytes", trim_keep_bytes=2**64)
+        self.assert_not_created(TypeError, "trace_file", trace_file=3)
+        self.assert_not_created(ValueError, "trace_file", trace_file="t\0")
 
     def test_config_values_that_fit_are_kept(self):
         with host_arena(capacity_bytes=Index(2 * MiB), name=b"bytes-name") as a:

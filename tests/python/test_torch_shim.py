@@ -92,6 +92,31 @@ out(reused=again == ps[1], zero=zero, live=s.live_allocs, reuses=s.reuses, info=
         self.assertEqual((info["mallocs"], info["frees"], info["failed_mallocs"],
                           info["failed_frees"], info["stream_joins"]), (5, 5, 0, 0, 0))
 
+    def test_report_region_and_live_blocks(self):
+        got = result(self, child("""
+try:
+    zt.report(0)
+    early = "no error"
+except LookupError as e:
+    early = str(e)
+ps = [lib.zarena_torch_malloc(n, 0, None) for n in (1000, 3000, 70000)]
+lib.zarena_torch_free(ps[1], 3000, 0, None)
+rep = zt.report(0)
+live = zt.live_blocks(0)
+out(early=early, rep=rep, live=[[b.ptr, b.size] for b in live], ps=ps,
+    base=zt.region(0).base, cap=zt.region(0).capacity_bytes)
+""", ZARENA_CAPACITY_BYTES=str(4 << 20)))
+        self.assertIn("no zarena arena for device 0 yet", got["early"])
+        ps, rep = got["ps"], got["rep"]
+        self.assertEqual(got["live"], [[ps[0], 1024], [ps[2], 70144]])
+        self.assertEqual(rep["live"], {"blocks": 2, "bytes": 1024 + 70144})
+        self.assertEqual(rep["stats"]["live_allocs"], 2)
+        self.assertEqual(rep["info"]["mallocs"], 3)
+        self.assertEqual(rep["info"]["frees"], 1)
+        self.assertEqual(rep["region"]["base"], got["base"])
+        self.assertEqual(rep["region"]["capacity_bytes"], 4 << 20)
+        self.assertEqual(got["base"], ps[0])
+
     def test_refused_frees_are_counted_and_reported(self):
         r = child("""
 p = lib.zarena_torch_malloc(4096, 0, None)
@@ -118,6 +143,18 @@ out(failed=i.failed_frees, invalid=s.invalid_frees, dev5=zt.info(5).failed_frees
         self.assertNotIn("survived", r.stdout)
         self.assertIn("zarena_torch: malloc(2097152) on device 0 failed: out of memory", r.stderr)
         self.assertIn("arena.first_overflow", r.stderr)  # zarena's diagnosis comes first
+
+    def test_default_overflow_cap_aborts_naming_the_setting(self):
+        # 1.1: overflow is capped at the capacity unless ZARENA_OVERFLOW_LIMIT_BYTES says more
+        code = "p = lib.zarena_torch_malloc(3 << 20, 0, None)\nprint('survived')"
+        r = child(code, ZARENA_CAPACITY_BYTES=str(1 << 20), ZARENA_OVERFLOW_POLICY="sync")
+        self.assertEqual(r.returncode, -signal.SIGABRT, r.stdout + r.stderr)
+        self.assertIn("overflow limit reached", r.stderr)
+        self.assertIn("ZARENA_OVERFLOW_LIMIT_BYTES", r.stderr)
+        r = child(code, ZARENA_CAPACITY_BYTES=str(1 << 20), ZARENA_OVERFLOW_POLICY="sync",
+                  ZARENA_OVERFLOW_LIMIT_BYTES="unlimited")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("survived", r.stdout)
 
     def test_device_out_of_range_aborts(self):
         r = child("lib.zarena_torch_malloc(16, 64, None)")

@@ -2,17 +2,27 @@
 """Trains one small transformer twice, in two processes: with PyTorch's default CUDA
 allocator and with zarena as the allocator (zarena.torch.enable()); compares the losses
 step by step, and reports step time and peak memory side by side, and zarena's free
-accounting (no refused, invalid or stale free may happen).
+accounting (no refused, invalid or stale free, no failed malloc may happen).
 
     python3 tests/pytorch/train_compare.py [--steps 200] [--json out.json]
+    python3 tests/pytorch/train_compare.py --dry-run [--json out.json]
 
 The library is found as the zarena package finds it ($ZARENA_LIBRARY, or the checkout's
-build tree: ZARENA_BUILD_DIR=build-dir). Exit status: 0 pass, 1 fail, 77 skipped (no torch
-or no CUDA device; prints "skipped: ..."), which CTest reports as skipped.
+build tree: ZARENA_BUILD_DIR=build-dir; libzarena_torch.so next to it). Exit status: 0 pass,
+1 fail, 77 skipped (no torch or no CUDA device; prints "skipped: ..."), which CTest reports
+as skipped. --json FILE gets the verdict, every figure and both runs' data in every case
+(also "skipped" and failed runs).
+
+--dry-run needs neither torch nor a GPU: each run is a child process that makes synthetic
+losses, and the zarena run drives libzarena_torch's malloc/free pair through ctypes on the
+host backend (as PyTorch would call it) and reports its real stats, so the process plumbing,
+the comparison, the table, the JSON and the exit status are exercised end to end.
+--dry-run-fault injects a failure into the zarena run (to see the checks fire).
 """
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -20,24 +30,47 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SKIP = 77
+PACKAGE = os.path.join(ROOT, "python")
+PASS, FAIL, SKIP = 0, 1, 77
 MiB = 1 << 20
+FAULTS = ("loss", "free", "crash")
 
 
-def skip(why):
-    print(f"skipped: {why}")
-    sys.exit(SKIP)
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def timing(times, warmup):
+    measured = times[warmup:] or times
+    return {"step_ms": 1e3 * statistics.median(measured),
+            "step_p90_ms": 1e3 * percentile(measured, 0.9), "timed_steps": len(measured)}
+
+
+def collect_zarena_events(zarena):
+    """zarena's log records of this process, kept for the report and echoed to stderr."""
+    events = []
+
+    def keep(rec):
+        events.append({"event": rec.event, "level": rec.level, "message": rec.message,
+                       "verdict": rec.fields.get("verdict")})
+        print(f"zarena {rec.event}: {rec.message}", file=sys.stderr)
+
+    zarena.set_log_callback(keep, zarena.LOG_INFO)
+    return events
 
 
 def child(mode, steps, warmup):
-    """One training run; prints one JSON line."""
-    sys.path.insert(0, os.path.join(ROOT, "python"))
+    """One training run on the GPU; prints one JSON line."""
+    sys.path.insert(0, PACKAGE)
     import torch
 
+    events = []
     if mode == "zarena":
         import zarena
         import zarena.torch
 
+        events = collect_zarena_events(zarena)
         zarena.torch.enable()  # before the first CUDA tensor
     torch.manual_seed(0)
     # Same kernels in both runs, and deterministic ones where torch has them (a kernel
@@ -94,31 +127,166 @@ def child(mode, steps, warmup):
         times.append(time.perf_counter() - t0)
 
     free, total = torch.cuda.mem_get_info(dev)
-    out = {"mode": mode, "losses": losses,
-           "step_ms": 1e3 * statistics.median(times[warmup:]),
-           "device_used_bytes": total - free}
+    out = {"mode": mode, "losses": losses, "device_used_bytes": total - free,
+           "device": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+           "cuda": torch.version.cuda}
+    out.update(timing(times, warmup))
     if mode == "zarena":
-        s, info = zarena.torch.stats(0), zarena.torch.info(0)
-        out.update(peak_bytes=s.high_water_bytes + s.overflow_peak_bytes,
-                   reserved_bytes=s.capacity_bytes + s.overflow_peak_bytes,
-                   stats=s.to_dict(), info=info.to_dict(), stats_repr=repr(s))
+        rep = zarena.torch.report(0)
+        s = rep["stats"]
+        out.update(peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
+                   reserved_bytes=s["capacity_bytes"] + s["overflow_peak_bytes"],
+                   stats=s, info=rep["info"], region=rep["region"], live_at_end=rep["live"],
+                   stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
     else:
         out.update(peak_bytes=torch.cuda.max_memory_allocated(dev),
                    reserved_bytes=torch.cuda.max_memory_reserved(dev))
     print(json.dumps(out))
 
 
+def child_dry(mode, steps, warmup, fault):
+    """A run without torch: synthetic losses; the zarena run calls libzarena_torch's pair
+    through ctypes (host backend) the way PyTorch calls it, so its figures are real."""
+    losses = [4.0 * 0.99 ** step for step in range(steps)]
+    out = {"mode": mode, "dry_run": True, "device": "host (dry run)", "torch": None,
+           "cuda": None}
+    sizes = [(1 + (i * 37) % 64) << 14 for i in range(24)]  # 16 KiB .. 1 MiB
+    times = []
+    if mode == "default":
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            sum(sizes)  # stands in for the step; the figures of a dry run mean nothing
+            times.append(time.perf_counter() - t0)
+        out.update(losses=losses, device_used_bytes=0, peak_bytes=sum(sizes),
+                   reserved_bytes=sum(sizes))
+        out.update(timing(times, warmup))
+        print(json.dumps(out))
+        return
+    sys.path.insert(0, PACKAGE)
+    import zarena
+    import zarena.torch
+
+    events = collect_zarena_events(zarena)
+    lib = zarena.torch.library()
+    weights = [lib.zarena_torch_malloc(256 << 10, 0, None) for _ in range(8)]
+    for step in range(steps):
+        t0 = time.perf_counter()
+        held = [lib.zarena_torch_malloc(n, 0, None) for n in sizes]
+        for p, n in zip(held, sizes):
+            lib.zarena_torch_free(p, n, 0, None)
+        times.append(time.perf_counter() - t0)
+    if fault == "loss":
+        losses[steps // 2] *= 1.5
+    elif fault == "free":
+        lib.zarena_torch_free(weights[0] + 256, 16, 0, None)  # interior: refused
+    elif fault == "crash":
+        lib.zarena_torch_malloc(1 << 50, 0, None)  # 1 PiB: a failed malloc aborts
+    rep = zarena.torch.report(0)
+    s = rep["stats"]
+    out.update(losses=losses, device_used_bytes=0,
+               peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
+               reserved_bytes=s["capacity_bytes"] + s["overflow_peak_bytes"], stats=s,
+               info=rep["info"], region=rep["region"], live_at_end=rep["live"],
+               stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
+    out.update(timing(times, warmup))
+    print(json.dumps(out))
+
+
 def run(mode, args):
+    """Runs one child; (its JSON, its stderr, a failure text or None)."""
     env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONDONTWRITEBYTECODE="1")
     if mode == "zarena":
         env.setdefault("ZARENA_CAPACITY_BYTES", str(args.capacity_mib * MiB))
     cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--steps",
            str(args.steps), "--warmup", str(args.warmup)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if args.dry_run:
+        env["ZARENA_BACKEND"] = "host"
+        cmd.append("--dry-run")
+        if args.dry_run_fault and mode == "zarena":
+            cmd += ["--dry-run-fault", args.dry_run_fault]
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return None, "", f"the {mode} run took longer than {args.timeout} s"
     if r.returncode != 0:
-        print(f"--- {mode} run failed (exit {r.returncode}) ---\n{r.stdout}\n{r.stderr}")
-        return None, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
+        tail = "\n".join(r.stderr.strip().splitlines()[-15:])
+        return None, r.stderr, f"the {mode} run failed (exit {r.returncode}):\n{tail}"
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr, None
+    except (ValueError, IndexError):
+        return None, r.stderr, f"the {mode} run printed no result: {r.stdout[-500:]!r}"
+
+
+def compare(default, ours, ours_err, rtol, require_joins):
+    """(rows of the table, failures): every check of the comparison, nothing printed."""
+    failures = []
+    dl, zl = default["losses"], ours["losses"]
+    diffs = [abs(a - b) / max(1.0, abs(a)) for a, b in zip(dl, zl)]
+    worst = max(range(len(diffs)), key=diffs.__getitem__) if diffs else 0
+    worst_diff = diffs[worst] if diffs else float("inf")
+    if len(zl) != len(dl) or not diffs:
+        failures.append(f"the runs made {len(dl)} and {len(zl)} steps")
+    elif worst_diff > rtol:
+        failures.append(f"losses differ: step {worst}: {dl[worst]} vs {zl[worst]} "
+                        f"(relative {worst_diff:.2e} > {rtol})")
+    if dl and not dl[-1] < dl[0]:
+        failures.append("the model did not learn (loss did not fall); the comparison is void")
+    s, info = ours["stats"], ours["info"]
+    for key, value in (("failed_frees (refused by zarena)", info["failed_frees"]),
+                       ("invalid_frees", s["invalid_frees"]), ("stale_frees", s["stale_frees"]),
+                       ("failed_mallocs", info["failed_mallocs"])):
+        if value != 0:
+            failures.append(f"zarena {key} = {value}")
+    if require_joins and info["stream_joins"] == 0:
+        failures.append("the side stream's allocations were not ordered (stream_joins = 0)")
+    shim_lines = [line for line in ours_err.splitlines() if line.startswith("zarena_torch:")]
+    if shim_lines:
+        failures.append("libzarena_torch reported: " + shim_lines[-1])
+
+    from zarena import format_bytes as fmt
+    warnings = {}
+    for e in ours.get("zarena_events", []):
+        if e["level"] >= 3:  # LOG_WARN
+            key = e["event"] + (f" ({e['verdict']})" if e.get("verdict") else "")
+            warnings[key] = warnings.get(key, 0) + 1
+    agree = "yes" if diffs and worst_diff <= rtol else "NO"
+    rows = [("", "default allocator", "zarena"),
+            ("loss first / last", f"{dl[0]:.4f} / {dl[-1]:.4f}" if dl else "-",
+             f"{zl[0]:.4f} / {zl[-1]:.4f}" if zl else "-"),
+            (f"losses agree (rtol {rtol:g})", "", f"{agree}: max relative diff "
+             f"{worst_diff:.2e} at step {worst}"),
+            ("step time median / p90", f"{default['step_ms']:.2f} / {default['step_p90_ms']:.2f} ms",
+             f"{ours['step_ms']:.2f} / {ours['step_p90_ms']:.2f} ms"),
+            ("peak memory", fmt(default["peak_bytes"]) + " (max_memory_allocated)",
+             fmt(ours["peak_bytes"]) + " (high water + overflow peak)"),
+            ("reserved", fmt(default["reserved_bytes"]) + " (max_memory_reserved)",
+             fmt(ours["reserved_bytes"]) + " (region + overflow peak)"),
+            ("device memory in use at end", fmt(default["device_used_bytes"]),
+             fmt(ours["device_used_bytes"])),
+            ("refused frees / invalid / stale", "",
+             f"{info['failed_frees']} / {s['invalid_frees']} / {s['stale_frees']}"),
+            ("failed mallocs", "", str(info["failed_mallocs"])),
+            ("mallocs / frees / stream joins", "",
+             f"{info['mallocs']} / {info['frees']} / {info['stream_joins']}"),
+            ("overflow allocations / peak", "",
+             f"{s['overflow_allocs']} / {fmt(s['overflow_peak_bytes'])}"),
+            ("live at end (params, optimizer)", "",
+             f"{ours['live_at_end']['blocks']} blocks, {fmt(ours['live_at_end']['bytes'])}"),
+            ("zarena warnings", "",
+             ", ".join(f"{k} x{n}" for k, n in sorted(warnings.items())) or "none")]
+    return rows, failures
+
+
+def table(rows):
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    return "\n".join(f"  {r[0]:<{w0}}  {r[1]:<{w1}}  {r[2]}".rstrip() for r in rows)
+
+
+def write_json(path, report):
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
 
 
 def main():
@@ -129,88 +297,77 @@ def main():
                    help="zarena region when ZARENA_CAPACITY_BYTES is not set")
     p.add_argument("--rtol", type=float, default=1e-3,
                    help="largest relative loss difference accepted at any step")
-    p.add_argument("--timeout", type=int, default=540)
-    p.add_argument("--json", help="write both runs' figures here")
+    p.add_argument("--timeout", type=int, default=270, help="seconds per run")
+    p.add_argument("--json", help="write the verdict and both runs' figures here")
+    p.add_argument("--dry-run", action="store_true",
+                   help="no torch, no GPU: synthetic runs through the real shim (host)")
+    p.add_argument("--dry-run-fault", choices=FAULTS, help=argparse.SUPPRESS)
     p.add_argument("--child", choices=("default", "zarena"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.steps < 2 or args.warmup < 0:
+        p.error("--steps must be at least 2 and --warmup at least 0")
     if args.child:
+        if args.dry_run:
+            return child_dry(args.child, args.steps, args.warmup, args.dry_run_fault)
         return child(args.child, args.steps, args.warmup)
 
+    report = {"result": None, "failures": [], "steps": args.steps, "warmup": args.warmup,
+              "rtol": args.rtol, "dry_run": args.dry_run, "python": platform.python_version()}
+
+    def finish(code, result, lines=()):
+        report["result"] = result
+        for line in lines:
+            print(line)
+        write_json(args.json, report)
+        return code
+
+    if not args.dry_run:
+        try:
+            import torch
+        except ImportError as e:
+            report["reason"] = f"torch is not installed ({e})"
+            return finish(SKIP, "skipped", [f"skipped: {report['reason']}"])
+        if not torch.cuda.is_available():
+            report["reason"] = "no CUDA device visible to torch"
+            return finish(SKIP, "skipped", [f"skipped: {report['reason']}"])
+        report["torch"] = torch.__version__
+        report["cuda"] = torch.version.cuda
+        report["device"] = torch.cuda.get_device_name(0)
+        del torch  # the parent never touches CUDA; each run is its own process
+    sys.path.insert(0, PACKAGE)
     try:
-        import torch
+        import zarena
+        import zarena.torch
+        report["libzarena"] = zarena.library_path()
+        report["zarena_version"] = zarena.version_string()
+        report["shim"] = zarena.torch.library_path()
     except ImportError as e:
-        skip(f"torch is not installed ({e})")
-    if not torch.cuda.is_available():
-        skip("no CUDA device visible to torch")
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import zarena.torch
+        report["failures"].append(str(e))
+        return finish(FAIL, "fail", [f"FAIL: {e}"])
+    where = ("dry run: synthetic losses, libzarena_torch on the host backend" if args.dry_run
+             else f"torch {report['torch']} (CUDA {report['cuda']}) on {report['device']}")
+    print(f"{where}; zarena {report['zarena_version']} {report['libzarena']}; "
+          f"shim {report['shim']}")
 
-    try:
-        print(f"torch {torch.__version__} (CUDA {torch.version.cuda}) on "
-              f"{torch.cuda.get_device_name(0)}; libzarena {zarena.library_path()}; "
-              f"shim {zarena.torch.library_path()}")
-    except ImportError as e:
-        print(f"FAIL: {e}")
-        return 1
-    del torch  # the parent never touches CUDA; each run is its own process
+    default, _, default_failure = run("default", args)
+    ours, ours_err, ours_failure = run("zarena", args)
+    report["default"], report["zarena"] = default, ours
+    if default_failure or ours_failure:
+        report["failures"] = [f for f in (default_failure, ours_failure) if f]
+        return finish(FAIL, "fail", [f"FAIL: {f}" for f in report["failures"]])
 
-    default, _ = run("default", args)
-    ours, ours_err = run("zarena", args)
-    if default is None or ours is None:
-        return 1
-
-    failures = []
-    diffs = [abs(a - b) / max(1.0, abs(a)) for a, b in zip(default["losses"], ours["losses"])]
-    worst = max(range(len(diffs)), key=diffs.__getitem__)
-    if len(ours["losses"]) != len(default["losses"]) or diffs[worst] > args.rtol:
-        failures.append(f"losses differ: step {worst}: {default['losses'][worst]} vs "
-                        f"{ours['losses'][worst]} (relative {diffs[worst]:.2e} > {args.rtol})")
-    if not default["losses"][-1] < default["losses"][0]:
-        failures.append("the model did not learn (loss did not fall); the comparison is void")
-    s, info = ours["stats"], ours["info"]
-    for key, value in (("invalid_frees", s["invalid_frees"]), ("stale_frees", s["stale_frees"]),
-                       ("failed_frees", info["failed_frees"]),
-                       ("failed_mallocs", info["failed_mallocs"])):
-        if value != 0:
-            failures.append(f"zarena {key} = {value}")
-    if info["stream_joins"] == 0:
-        failures.append("the side stream's allocations were not ordered (stream_joins = 0)")
-    if "zarena_torch:" in ours_err:
-        failures.append("libzarena_torch reported: " + ours_err.strip().splitlines()[-1])
-
-    fmt = zarena.format_bytes
-    rows = [("", "default allocator", "zarena"),
-            ("loss first / last", f"{default['losses'][0]:.4f} / {default['losses'][-1]:.4f}",
-             f"{ours['losses'][0]:.4f} / {ours['losses'][-1]:.4f}"),
-            ("max relative loss diff", "", f"{diffs[worst]:.2e} (step {worst})"),
-            ("step time (median)", f"{default['step_ms']:.2f} ms", f"{ours['step_ms']:.2f} ms"),
-            ("peak allocated", fmt(default["peak_bytes"]) + " (max_memory_allocated)",
-             fmt(ours["peak_bytes"]) + " (high water + overflow peak)"),
-            ("reserved", fmt(default["reserved_bytes"]) + " (max_memory_reserved)",
-             fmt(ours["reserved_bytes"]) + " (region + overflow peak)"),
-            ("device memory in use at end (all processes)", fmt(default["device_used_bytes"]),
-             fmt(ours["device_used_bytes"])),
-            ("frees refused / invalid / stale", "",
-             f"{info['failed_frees']} / {s['invalid_frees']} / {s['stale_frees']}"),
-            ("mallocs / frees / stream joins", "",
-             f"{info['mallocs']} / {info['frees']} / {info['stream_joins']}"),
-            ("overflow allocations", "", str(s["overflow_allocs"]))]
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
+    rows, failures = compare(default, ours, ours_err, args.rtol, require_joins=not args.dry_run)
+    report["table"] = [list(r) for r in rows]
+    report["failures"] = failures
     print(f"\n{args.steps} steps, timing after {args.warmup} warm-up steps")
-    for r in rows:
-        print(f"  {r[0]:<{w0}}  {r[1]:<{w1}}  {r[2]}")
+    print(table(rows))
     print(f"  zarena stats: {ours['stats_repr']}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"default": default, "zarena": ours, "rtol": args.rtol}, f, indent=1)
     if failures:
-        for f in failures:
-            print("FAIL:", f)
-        return 1
-    same = "bitwise identical" if diffs[worst] == 0 else f"within {args.rtol}"
-    print(f"PASS: losses agree ({same}), no refused/invalid/stale frees")
-    return 0
+        return finish(FAIL, "fail", [f"FAIL: {f}" for f in failures])
+    diff = max(abs(a - b) / max(1.0, abs(a)) for a, b in zip(default["losses"], ours["losses"]))
+    same = "bitwise identical" if diff == 0 else f"within {args.rtol:g}"
+    return finish(PASS, "pass", [f"PASS: losses agree ({same}); no refused, invalid or stale "
+                                 "frees; no failed mallocs"])
 
 
 if __name__ == "__main__":

@@ -282,7 +282,8 @@ typedef struct zarena_config {
  * "config.unknown_variable", with the closest known name). Known besides the table: the
  * logging variables ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info),
  * ZARENA_LOG_STDERR=1 and ZARENA_LOG_FORMAT (text|json) (see zarena_set_log_callback),
- * and the tooling variables ZARENA_LIBRARY (the Python module), ZARENA_TEST_HELPER,
+ * and the tooling variables ZARENA_LIBRARY and ZARENA_TORCH_LIBRARY (the Python module and
+ * zarena.torch), ZARENA_TEST_HELPER,
  * ZARENA_TEST_HELPER_MODE, ZARENA_BUILD_DIR, ZARENA_GO, ZARENA_SHARED_LIB and
  * ZARENA_CONSUMER_CMAKE_ARGS (the test scripts). With ZARENA_FLAG_STRICT_CONFIG these
  * problems fail zarena_create instead. The "arena.config" record names each value's
