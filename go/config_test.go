@@ -69,7 +69,7 @@ func TestOverflowIsCappedAtTheCapacityByDefault(t *testing.T) {
 	b := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync,
 		OverflowLimitBytes: OverflowUnlimited})
 	p := mustAlloc(t, b, 2*miB)
-	if err := b.Free(p); err != nil {
+	if err := b.FreeNow(p); err != nil {
 		t.Fatal(err)
 	}
 }

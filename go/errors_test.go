@@ -57,10 +57,10 @@ func TestErrOutOfMemory(t *testing.T) {
 func TestErrNotOwned(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: miB})
 	p := mustAlloc(t, a, 4*kiB)
-	expectStatus(t, a.Free(p+256), ErrNotOwned, "not the start")
+	expectStatus(t, a.FreeNow(p+256), ErrNotOwned, "not the start")
 	b := newHost(t, Config{CapacityBytes: miB, Name: "other"})
 	q := mustAlloc(t, b, 4*kiB)
-	expectStatus(t, a.Free(q), ErrNotOwned, "not allocated")
+	expectStatus(t, a.FreeNow(q), ErrNotOwned, "not allocated")
 	if s := a.Stats(); s.InvalidFrees != 2 || s.LiveAllocs != 1 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -73,7 +73,7 @@ func TestErrDoubleFree(t *testing.T) {
 	if err := a.Free(p); err != nil {
 		t.Fatalf("Free: %v", err)
 	}
-	expectStatus(t, a.Free(p), ErrDoubleFree, "already freed")
+	expectStatus(t, a.FreeNow(p), ErrDoubleFree, "already freed")
 }
 
 func TestErrStale(t *testing.T) {
@@ -82,7 +82,7 @@ func TestErrStale(t *testing.T) {
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	expectStatus(t, a.Free(p), ErrStale, "reset")
+	expectStatus(t, a.FreeNow(p), ErrStale, "reset")
 	if s := a.Stats(); s.StaleFrees != 1 {
 		t.Fatalf("stale_frees %d", s.StaleFrees)
 	}
@@ -100,7 +100,7 @@ func TestErrBackendFromFaultInjection(t *testing.T) {
 	}
 	_, err := a.Alloc(512 * kiB) // second: the injected failure
 	expectStatus(t, err, ErrBackend, "injected")
-	if err := a.Free(p); err != nil {
+	if err := a.FreeNow(p); err != nil {
 		t.Fatalf("Free(overflow block): %v", err)
 	}
 }

@@ -132,6 +132,9 @@ func SetLogger(fn func(Record)) error {
 
 // SetLoggerLevel is SetLogger with an explicit minimum level (LevelOff: none).
 func SetLoggerLevel(fn func(Record), minLevel Level) error {
+	if err := ready(); err != nil {
+		return err
+	}
 	sink.setMu.Lock()
 	defer sink.setMu.Unlock()
 	if fn == nil {
