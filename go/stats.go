@@ -15,82 +15,82 @@ import (
 // keys (encoding/json, expvar) are the C field names, the same in C
 // (zarena_format_stats), Go and Python.
 type Stats struct {
-	CapacityBytes uint64 `json:"capacity_bytes"` // region size
-	UsedBytes uint64 `json:"used_bytes"` // bytes in live region blocks (aligned sizes)
-	FloorBytes uint64 `json:"floor_bytes"` // floor offset (survives resets below it)
-	HighWaterBytes uint64 `json:"high_water_bytes"` // highest top offset since create
-	Epoch uint64 `json:"epoch"` // resets since create
-	EpochAllocs uint64 `json:"epoch_allocs"` // allocation requests (size > 0) this epoch
-	EpochMaxAllocBytes uint64 `json:"epoch_max_alloc_bytes"` // largest request this epoch
-	EpochHighWaterBytes uint64 `json:"epoch_high_water_bytes"` // highest top offset this epoch
-	Hits uint64 `json:"hits"` // requests served by the region
-	Misses uint64 `json:"misses"` // requests the region could not serve
-	Reuses uint64 `json:"reuses"` // hits served by a freed block
-	Resets uint64 `json:"resets"` // Reset calls
-	FreeListLen uint64 `json:"free_list_len"` // free blocks in the index
-	FreeListBytes uint64 `json:"free_list_bytes"` // bytes in those blocks
+	CapacityBytes         uint64 `json:"capacity_bytes"`           // region size
+	UsedBytes             uint64 `json:"used_bytes"`               // bytes in live region blocks (aligned sizes)
+	FloorBytes            uint64 `json:"floor_bytes"`              // floor offset (survives resets below it)
+	HighWaterBytes        uint64 `json:"high_water_bytes"`         // highest top offset since create
+	Epoch                 uint64 `json:"epoch"`                    // resets since create
+	EpochAllocs           uint64 `json:"epoch_allocs"`             // allocation requests (size > 0) this epoch
+	EpochMaxAllocBytes    uint64 `json:"epoch_max_alloc_bytes"`    // largest request this epoch
+	EpochHighWaterBytes   uint64 `json:"epoch_high_water_bytes"`   // highest top offset this epoch
+	Hits                  uint64 `json:"hits"`                     // requests served by the region
+	Misses                uint64 `json:"misses"`                   // requests the region could not serve
+	Reuses                uint64 `json:"reuses"`                   // hits served by a freed block
+	Resets                uint64 `json:"resets"`                   // Reset calls
+	FreeListLen           uint64 `json:"free_list_len"`            // free blocks in the index
+	FreeListBytes         uint64 `json:"free_list_bytes"`          // bytes in those blocks
 	LargestFreeBlockBytes uint64 `json:"largest_free_block_bytes"` // largest block in the index
-	LiveAllocs uint64 `json:"live_allocs"` // live blocks, region and overflow
-	StaleFrees uint64 `json:"stale_frees"` // frees answered ErrStale (queued ones included)
-	InvalidFrees uint64 `json:"invalid_frees"` // frees answered ErrNotOwned or ErrDoubleFree (queued ones included)
-	OverflowAllocs uint64 `json:"overflow_allocs"` // successful overflow allocations
-	OverflowLiveBytes uint64 `json:"overflow_live_bytes"` // bytes in live overflow blocks
-	OverflowPeakBytes uint64 `json:"overflow_peak_bytes"` // highest OverflowLiveBytes
-	OverflowMaxLatencyNs uint64 `json:"overflow_max_latency_ns"` // slowest overflow backend allocation
-	OverflowReclaimed uint64 `json:"overflow_reclaimed"` // overflow blocks reclaimed by resets
-	OverflowFailures uint64 `json:"overflow_failures"` // overflow attempts refused, capped or failed
-	PinnedBytes uint64 `json:"pinned_bytes"` // bytes in pinned blocks, region and overflow
-	PinnedBlocks uint64 `json:"pinned_blocks"` // blocks with at least one pin
-	PinRetainedBytes uint64 `json:"pin_retained_bytes"` // at the last reset: unpinned bytes kept below the highest pin
-	DeferredFrees uint64 `json:"deferred_frees"` // frees of pinned blocks waiting for their last Unpin
-	OverflowDeferredGives uint64 `json:"overflow_deferred_gives"` // overflow blocks given back only after a capture ends
-	PoisonFills uint64 `json:"poison_fills"` // poison fills made
-	PoisonSkipped uint64 `json:"poison_skipped"` // fills skipped because a capture was active
-	TopBytes uint64 `json:"top_bytes"` // the top now
-	CommittedBytes uint64 `json:"committed_bytes"` // memory backing the region (expandable: committed so far)
-	CommitEvents uint64 `json:"commit_events"` // expandable: successful commits
-	TrimEvents uint64 `json:"trim_events"` // expandable: decommits at reset
-	CommitFailures uint64 `json:"commit_failures"` // expandable: commits the backend refused
+	LiveAllocs            uint64 `json:"live_allocs"`              // live blocks, region and overflow
+	StaleFrees            uint64 `json:"stale_frees"`              // frees answered ErrStale (queued ones included)
+	InvalidFrees          uint64 `json:"invalid_frees"`            // frees answered ErrNotOwned or ErrDoubleFree (queued ones included)
+	OverflowAllocs        uint64 `json:"overflow_allocs"`          // successful overflow allocations
+	OverflowLiveBytes     uint64 `json:"overflow_live_bytes"`      // bytes in live overflow blocks
+	OverflowPeakBytes     uint64 `json:"overflow_peak_bytes"`      // highest OverflowLiveBytes
+	OverflowMaxLatencyNs  uint64 `json:"overflow_max_latency_ns"`  // slowest overflow backend allocation
+	OverflowReclaimed     uint64 `json:"overflow_reclaimed"`       // overflow blocks reclaimed by resets
+	OverflowFailures      uint64 `json:"overflow_failures"`        // overflow attempts refused, capped or failed
+	PinnedBytes           uint64 `json:"pinned_bytes"`             // bytes in pinned blocks, region and overflow
+	PinnedBlocks          uint64 `json:"pinned_blocks"`            // blocks with at least one pin
+	PinRetainedBytes      uint64 `json:"pin_retained_bytes"`       // at the last reset: unpinned bytes kept below the highest pin
+	DeferredFrees         uint64 `json:"deferred_frees"`           // frees of pinned blocks waiting for their last Unpin
+	OverflowDeferredGives uint64 `json:"overflow_deferred_gives"`  // overflow blocks given back only after a capture ends
+	PoisonFills           uint64 `json:"poison_fills"`             // poison fills made
+	PoisonSkipped         uint64 `json:"poison_skipped"`           // fills skipped because a capture was active
+	TopBytes              uint64 `json:"top_bytes"`                // the top now
+	CommittedBytes        uint64 `json:"committed_bytes"`          // memory backing the region (expandable: committed so far)
+	CommitEvents          uint64 `json:"commit_events"`            // expandable: successful commits
+	TrimEvents            uint64 `json:"trim_events"`              // expandable: decommits at reset
+	CommitFailures        uint64 `json:"commit_failures"`          // expandable: commits the backend refused
 }
 
 func statsFromC(s *C.zarena_stats) Stats {
 	return Stats{
-		CapacityBytes: uint64(s.capacity_bytes),
-		UsedBytes: uint64(s.used_bytes),
-		FloorBytes: uint64(s.floor_bytes),
-		HighWaterBytes: uint64(s.high_water_bytes),
-		Epoch: uint64(s.epoch),
-		EpochAllocs: uint64(s.epoch_allocs),
-		EpochMaxAllocBytes: uint64(s.epoch_max_alloc_bytes),
-		EpochHighWaterBytes: uint64(s.epoch_high_water_bytes),
-		Hits: uint64(s.hits),
-		Misses: uint64(s.misses),
-		Reuses: uint64(s.reuses),
-		Resets: uint64(s.resets),
-		FreeListLen: uint64(s.free_list_len),
-		FreeListBytes: uint64(s.free_list_bytes),
+		CapacityBytes:         uint64(s.capacity_bytes),
+		UsedBytes:             uint64(s.used_bytes),
+		FloorBytes:            uint64(s.floor_bytes),
+		HighWaterBytes:        uint64(s.high_water_bytes),
+		Epoch:                 uint64(s.epoch),
+		EpochAllocs:           uint64(s.epoch_allocs),
+		EpochMaxAllocBytes:    uint64(s.epoch_max_alloc_bytes),
+		EpochHighWaterBytes:   uint64(s.epoch_high_water_bytes),
+		Hits:                  uint64(s.hits),
+		Misses:                uint64(s.misses),
+		Reuses:                uint64(s.reuses),
+		Resets:                uint64(s.resets),
+		FreeListLen:           uint64(s.free_list_len),
+		FreeListBytes:         uint64(s.free_list_bytes),
 		LargestFreeBlockBytes: uint64(s.largest_free_block_bytes),
-		LiveAllocs: uint64(s.live_allocs),
-		StaleFrees: uint64(s.stale_frees),
-		InvalidFrees: uint64(s.invalid_frees),
-		OverflowAllocs: uint64(s.overflow_allocs),
-		OverflowLiveBytes: uint64(s.overflow_live_bytes),
-		OverflowPeakBytes: uint64(s.overflow_peak_bytes),
-		OverflowMaxLatencyNs: uint64(s.overflow_max_latency_ns),
-		OverflowReclaimed: uint64(s.overflow_reclaimed),
-		OverflowFailures: uint64(s.overflow_failures),
-		PinnedBytes: uint64(s.pinned_bytes),
-		PinnedBlocks: uint64(s.pinned_blocks),
-		PinRetainedBytes: uint64(s.pin_retained_bytes),
-		DeferredFrees: uint64(s.deferred_frees),
+		LiveAllocs:            uint64(s.live_allocs),
+		StaleFrees:            uint64(s.stale_frees),
+		InvalidFrees:          uint64(s.invalid_frees),
+		OverflowAllocs:        uint64(s.overflow_allocs),
+		OverflowLiveBytes:     uint64(s.overflow_live_bytes),
+		OverflowPeakBytes:     uint64(s.overflow_peak_bytes),
+		OverflowMaxLatencyNs:  uint64(s.overflow_max_latency_ns),
+		OverflowReclaimed:     uint64(s.overflow_reclaimed),
+		OverflowFailures:      uint64(s.overflow_failures),
+		PinnedBytes:           uint64(s.pinned_bytes),
+		PinnedBlocks:          uint64(s.pinned_blocks),
+		PinRetainedBytes:      uint64(s.pin_retained_bytes),
+		DeferredFrees:         uint64(s.deferred_frees),
 		OverflowDeferredGives: uint64(s.overflow_deferred_gives),
-		PoisonFills: uint64(s.poison_fills),
-		PoisonSkipped: uint64(s.poison_skipped),
-		TopBytes: uint64(s.top_bytes),
-		CommittedBytes: uint64(s.committed_bytes),
-		CommitEvents: uint64(s.commit_events),
-		TrimEvents: uint64(s.trim_events),
-		CommitFailures: uint64(s.commit_failures),
+		PoisonFills:           uint64(s.poison_fills),
+		PoisonSkipped:         uint64(s.poison_skipped),
+		TopBytes:              uint64(s.top_bytes),
+		CommittedBytes:        uint64(s.committed_bytes),
+		CommitEvents:          uint64(s.commit_events),
+		TrimEvents:            uint64(s.trim_events),
+		CommitFailures:        uint64(s.commit_failures),
 	}
 }
 
