@@ -188,12 +188,16 @@ func (a *Arena) alloc(n uint64, tag Tag, op string) (Block, error) {
 	if err != nil {
 		return Block{}, err
 	}
+	// The handle travels as an integer: cgo checks a pointer to an incomplete C type
+	// on every call (it cannot know what it holds), an integer it does not.
 	var r C.zgo_block_result
 	if b == nil {
-		r = C.zgo_alloc(h, nil, 0, nil, C.uint64_t(n), C.uint32_t(tag))
+		r = C.zgo_alloc(C.uintptr_t(uintptr(unsafe.Pointer(h))), nil, 0, nil, C.uint64_t(n),
+			C.uint32_t(tag))
 	} else {
 		q, nq, qs := b.cargs()
-		r = C.zgo_alloc(h, q, nq, qs, C.uint64_t(n), C.uint32_t(tag))
+		r = C.zgo_alloc(C.uintptr_t(uintptr(unsafe.Pointer(h))), q, nq, qs, C.uint64_t(n),
+			C.uint32_t(tag))
 		a.q.release(b, r.qfailed)
 	}
 	keepAlive(a)
@@ -224,7 +228,6 @@ func (a *Arena) FreeAt(p DevicePtr, epoch uint64) error {
 		}
 		return nil
 	}
-	a.q.queued.Add(1)
 	full, h, sync, err := a.q.push(p, epoch)
 	if err != nil {
 		return err

@@ -90,8 +90,8 @@ type freeQueue struct {
 	errs        []*FreeError // ring of the most recent failures
 	errNext     int
 	failed      atomic.Uint64
-	queued      atomic.Uint64 // frees queued (not counting FreeNow)
-	batches     atomic.Uint64 // crossings that applied at least one queued free
+	queued      uint64 // frees queued (not counting FreeNow); under mu
+	batches     uint64 // crossings that applied at least one queued free; under mu
 	arenaName   string
 	logFailures bool
 }
@@ -143,6 +143,7 @@ func (q *freeQueue) push(p DevicePtr, epoch uint64) (full *freeBuf, h *C.zarena,
 	b := q.cur
 	b.items[b.n] = C.zgo_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
 	b.n++
+	q.queued++
 	if b.n < freeQueueCap {
 		q.mu.Unlock()
 		return nil, nil, false, nil
@@ -220,14 +221,14 @@ func (q *freeQueue) takeExclusive(op string, closing bool) (*freeBuf, *C.zarena,
 // release returns a buffer after its crossing, recording the failures of its frees
 // (qfailed of them) first.
 func (q *freeQueue) release(b *freeBuf, qfailed C.uint32_t) {
-	if b != nil && b.n > 0 {
-		q.batches.Add(1)
-		if qfailed > 0 {
-			q.recordFailures(b)
-		}
+	if b != nil && qfailed > 0 {
+		q.recordFailures(b)
 	}
 	q.mu.Lock()
 	if b != nil {
+		if b.n > 0 {
+			q.batches++
+		}
 		b.n = 0
 		q.spare = append(q.spare, b)
 	}
@@ -236,6 +237,13 @@ func (q *freeQueue) release(b *freeBuf, qfailed C.uint32_t) {
 		q.cond.Broadcast()
 	}
 	q.mu.Unlock()
+}
+
+// counts returns the frees queued and the batches applied so far (tests).
+func (q *freeQueue) counts() (queued, batches uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.queued, q.batches
 }
 
 // freeBuffers gives the C memory back (Close, after the destroy: nothing is in flight).

@@ -98,11 +98,11 @@ func TestFreeRidesOnTheNextAlloc(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
 	p := mustAlloc(t, a, 4*kiB)
 	mustAlloc(t, a, 4*kiB) // p is not the top block: its reuse shows in stats
-	before := a.q.batches.Load()
+	_, before := a.q.counts()
 	if err := a.Free(p); err != nil {
 		t.Fatal(err)
 	}
-	if a.q.batches.Load() != before {
+	if _, now := a.q.counts(); now != before {
 		t.Fatal("Free crossed into C")
 	}
 	b, err := a.AllocBlock(4 * kiB)
@@ -112,8 +112,8 @@ func TestFreeRidesOnTheNextAlloc(t *testing.T) {
 	if b.Ptr != p || b.Flags&BlockReused == 0 {
 		t.Fatalf("Alloc after Free: %+v, want the freed block %#x reused", b, p)
 	}
-	if got := a.q.batches.Load() - before; got != 1 {
-		t.Fatalf("%d batches applied, want 1", got)
+	if _, now := a.q.counts(); now-before != 1 {
+		t.Fatalf("%d batches applied, want 1", now-before)
 	}
 }
 
@@ -259,7 +259,7 @@ func TestFinalizerFreesFrom8Goroutines(t *testing.T) {
 		t.Fatalf("after every tensor was finalized: %+v, %d queued frees failed", s,
 			a.FreeErrorCount())
 	}
-	frees, batches := a.q.queued.Load(), a.q.batches.Load()
+	frees, batches := a.q.counts()
 	if frees != goroutines*perG || batches == 0 || batches >= frees {
 		t.Fatalf("%d frees in %d batches: not batched", frees, batches)
 	}
@@ -349,19 +349,19 @@ func TestFullQueueAppliedAtOnce(t *testing.T) {
 	for i := range ptrs {
 		ptrs[i] = mustAlloc(t, a, 256)
 	}
-	before := a.q.batches.Load()
+	_, before := a.q.counts()
 	for _, p := range ptrs[:freeQueueCap] {
 		if err := a.Free(p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if a.q.batches.Load() != before+1 {
+	if _, now := a.q.counts(); now != before+1 {
 		t.Fatalf("a full queue (%d frees) was not applied", freeQueueCap)
 	}
 	if err := a.Free(ptrs[freeQueueCap]); err != nil {
 		t.Fatal(err)
 	}
-	if a.q.batches.Load() != before+1 {
+	if _, now := a.q.counts(); now != before+1 {
 		t.Fatal("one more free crossed")
 	}
 	if s := a.Stats(); s.LiveAllocs != 0 {

@@ -89,9 +89,9 @@ func loadLocked(path string) error {
 		loader.loaded.Store(true)
 		return nil
 	}
-	msg := "zarena library not loaded"
+	msg := "library not loaded"
 	if r.err != nil {
-		msg = "zarena library not loaded: " + C.GoString(r.err)
+		msg = "library not loaded: " + C.GoString(r.err)
 		if r.err_owned != 0 {
 			C.free(unsafe.Pointer(r.err))
 		}

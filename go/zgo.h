@@ -156,8 +156,9 @@ static inline zgo_create_result zgo_create(zarena_config cfg, uintptr_t stream) 
 
 /* The allocation of Alloc/AllocBlock: the queued frees, then zarena_alloc_ex, one call
  * (zarena_free_then_alloc, so freed space is reused exactly as if freed one by one). */
-static inline zgo_block_result zgo_alloc(zarena* a, const zgo_free_item* q, size_t nq,
+static inline zgo_block_result zgo_alloc(uintptr_t handle, const zgo_free_item* q, size_t nq,
                                          zarena_status* qs, uint64_t size, uint32_t tag) {
+  zarena* a = (zarena*)handle;
   zgo_block_result r;
   zarena_block b;
   if (nq == 0) {
