@@ -220,7 +220,8 @@ func (a *Arena) Free(p DevicePtr) error { return a.FreeAt(p, AnyEpoch) }
 // FreeAt queues an epoch-checked free, as Free does: applied, p is freed only if the
 // block at p was handed out in epoch (AllocBlock's Block.Epoch); a block of another
 // epoch (the address was handed out again after a reset) is left alone and the free
-// counts as stale. This is the free for finalizers that may run long after a reset.
+// counts as stale (Stats.StaleFrees, FreeErrors; logged at debug only: it is expected).
+// This is the free for finalizers that may run long after a reset.
 func (a *Arena) FreeAt(p DevicePtr, epoch uint64) error {
 	if p == 0 {
 		if a.closed() {

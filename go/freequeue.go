@@ -38,8 +38,10 @@ import (
 // Errors. A queued free that fails (double free, foreign pointer, stale) changes
 // nothing, as the synchronous call would not; the library counts it (Stats'
 // InvalidFrees and StaleFrees), the binding keeps the most recent ones (FreeErrors)
-// and counts them all (FreeErrorCount), and logs a "go.free_failed" warning for the
-// first few and then at every power of two. FreeNow is the checked, synchronous free.
+// and counts them all (FreeErrorCount), and logs a "go.free_failed" record for the
+// first few and then at every power of two: a warning, except for a stale free that
+// named its epoch (FreeAt, FreeBlock: a finalizer that ran after the reset, the check
+// doing its job), which is logged at debug. FreeNow is the checked, synchronous free.
 const (
 	freeQueueCap     = 256 // frees per buffer; a full buffer is applied at once
 	freeErrorsKept   = 64  // FreeErrors keeps the most recent failures
@@ -274,8 +276,14 @@ func (q *freeQueue) recordFailures(b *freeBuf) {
 		}
 		q.errMu.Unlock()
 		if q.logFailures && (n <= freeErrorsLogged || bits.OnesCount64(n) == 1) {
+			// A stale epoch-checked free is the check doing its job (a finalizer that ran
+			// after the reset): debug. The others are bugs in the caller: warn.
+			level := LevelWarn
+			if st == StatusStale && fe.Epoch != AnyEpoch {
+				level = LevelDebug
+			}
 			emitGo(Record{
-				Level: LevelWarn,
+				Level: level,
 				Event: "go.free_failed",
 				Message: fmt.Sprintf("%v (%d queued frees of this arena failed so far; "+
 					"Arena.FreeErrors lists the latest, FreeNow reports at once)", fe, n),
