@@ -39,6 +39,8 @@ awk -v dl="${2:-}" '
     t = m("BenchmarkTrace/zarena"); gt = m("BenchmarkTrace/go")
     r = t / gt
     printf "target per-sample trace <= 0.6x pure Go:     %.2fx  %s  (%.0f vs %.0f ns per sample)\n", r, verdict(r, 0.6), t, gt
+    cd = m("BenchmarkPair/c-dlsym")
+    if (cd > 0) printf "call indirection (C pair through dlsym pointers / linked): %.1f vs %.1f ns (%.2fx)\n", cd, cpair, cd / cpair
     if (dl != "") {
       dp = m("dl:BenchmarkPair/zarena")
       if (dp > 0) printf "dlopen indirection, pair: %.1f vs %.1f ns linked: %+.1f ns (%.2fx)\n", dp, pair, dp - pair, dp / pair

@@ -6,7 +6,9 @@
 package cgotest
 
 /*
-#cgo LDFLAGS: -lpthread
+#cgo LDFLAGS: -lpthread -ldl
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -106,6 +108,25 @@ static int32_t cgotest_pairs_batched(uintptr_t h, int64_t n, uint64_t size) {
   return item.ptr != NULL ? zarena_free_at(a, item.ptr, item.epoch) : 0;
 }
 
+// cgotest_pairs through pointers from dlsym, as the binding's zarena_dlopen mode calls:
+// the price of the indirection against the linked calls (which go through the PLT).
+static int32_t cgotest_pairs_dlsym(uintptr_t h, int64_t n, uint64_t size) {
+  zarena_status (*alloc_ex)(zarena*, uint64_t, uint32_t, zarena_block*) =
+      (zarena_status(*)(zarena*, uint64_t, uint32_t, zarena_block*))dlsym(RTLD_DEFAULT,
+                                                                           "zarena_alloc_ex");
+  zarena_status (*free_at)(zarena*, void*, uint64_t) =
+      (zarena_status(*)(zarena*, void*, uint64_t))dlsym(RTLD_DEFAULT, "zarena_free_at");
+  if (alloc_ex == NULL || free_at == NULL) return -1;
+  zarena* a = (zarena*)h;
+  for (int64_t i = 0; i < n; ++i) {
+    zarena_block b;
+    zarena_status s = alloc_ex(a, size, 0, &b);
+    if (s == ZARENA_OK) s = free_at(a, b.ptr, b.epoch);
+    if (s != ZARENA_OK) return s;
+  }
+  return 0;
+}
+
 // n allocations of size bytes, a reset after every `every` of them.
 static int32_t cgotest_bump_reset(uintptr_t h, int64_t n, uint64_t size, int64_t every) {
   zarena* a = (zarena*)h;
@@ -162,6 +183,11 @@ func Pairs(h uintptr, n int, size uint64) int32 {
 // previous block's free first, in the same call (zarena_free_then_alloc).
 func PairsBatched(h uintptr, n int, size uint64) int32 {
 	return int32(C.cgotest_pairs_batched(C.uintptr_t(h), C.int64_t(n), C.uint64_t(size)))
+}
+
+// PairsDlsym is Pairs calling through function pointers from dlsym (-1: not found).
+func PairsDlsym(h uintptr, n int, size uint64) int32 {
+	return int32(C.cgotest_pairs_dlsym(C.uintptr_t(h), C.int64_t(n), C.uint64_t(size)))
 }
 
 // BumpReset makes n allocations of size bytes with a reset after every `every`, in C.
