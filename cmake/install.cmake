@@ -53,4 +53,9 @@ if(ZARENA_HAVE_CUDA)
 endif()
 string(APPEND ZARENA_PC_LIBS_PRIVATE "-lpthread -lstdc++ -lm")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/zarena.pc.in ${PROJECT_BINARY_DIR}/zarena.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/zarena.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# zarena-static.pc: libzarena.a with Libs.private on its one link line (the Go package's
+# zarena_static tag: cgo cannot ask pkg-config for the archive instead of the .so).
+configure_file(${PROJECT_SOURCE_DIR}/cmake/zarena-static.pc.in
+  ${PROJECT_BINARY_DIR}/zarena-static.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/zarena.pc ${PROJECT_BINARY_DIR}/zarena-static.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -125,7 +125,7 @@ func TestResetEpochAndStepBoundary(t *testing.T) {
 		t.Fatalf("stats after resets: %+v", s)
 	}
 	// Below the floor survives: freeing the weights is fine, not stale.
-	if err := a.Free(weights); err != nil {
+	if err := a.FreeNow(weights); err != nil {
 		t.Fatalf("Free(weights) after resets: %v", err)
 	}
 }
@@ -140,7 +140,7 @@ func TestStepResetsAfterErrorAndPanic(t *testing.T) {
 	if err != nil || a.Epoch() != 1 {
 		t.Fatalf("Step: err %v epoch %d", err, a.Epoch())
 	}
-	if err := a.Free(inside); !errors.Is(err, ErrStale) {
+	if err := a.FreeNow(inside); !errors.Is(err, ErrStale) {
 		t.Fatalf("block of a finished step: %v, want ErrStale", err)
 	}
 	boom := errors.New("boom")

@@ -1,7 +1,11 @@
+//go:build cgo
+
 package zarena
 
-// The flags apply to every cgo file of the package.
+// Flags for every cgo file of the package, in every build mode. How the library is
+// found is the build mode's file: cgo_shared.go (default: pkg-config zarena, libzarena.so
+// at run time), cgo_static.go (tag zarena_static: libzarena.a linked in) or cgo_dlopen.go
+// (tag zarena_dlopen: nothing at build time, dlopen at run time).
 
-// #cgo pkg-config: zarena
 // #cgo LDFLAGS: -lpthread
 import "C"

@@ -82,7 +82,7 @@ func TestConcurrentAllocFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := a.Stats()
-	if s.LiveAllocs != 0 || s.UsedBytes != 0 || s.InvalidFrees != 0 {
+	if s.LiveAllocs != 0 || s.UsedBytes != 0 || s.InvalidFrees != 0 || a.FreeErrorCount() != 0 {
 		t.Fatalf("after every block was freed: %+v", s)
 	}
 	if s.Hits+s.Misses != s.EpochAllocs {

@@ -49,9 +49,18 @@ func (p OverflowPolicy) String() string {
 // Flags are ZARENA_FLAG_* bits (the Flag constants).
 type Flags uint32
 
+// ConfigFields is a set of Config fields (the Field constants): Config.Set names the
+// fields whose value is taken as given, zero included, instead of falling back to the
+// environment.
+type ConfigFields uint64
+
 // DefaultConfig returns the configuration a zero Config resolves to: the library's
-// defaults with the environment applied.
+// defaults with the environment applied (the zero Config when the library could not be
+// loaded: see Available).
 func DefaultConfig() Config {
+	if ready() != nil {
+		return Config{}
+	}
 	c := C.zgo_config_defaults()
 	return configFromC(&c)
 }

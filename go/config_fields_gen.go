@@ -9,6 +9,7 @@ package zarena
 import "C"
 
 import (
+	"fmt"
 	"time"
 	"unsafe"
 )
@@ -32,11 +33,38 @@ var backendNames = [...]string{"auto", "host", "cuda"}
 // and the log records spell them).
 var overflowPolicyNames = [...]string{"default", "async", "sync", "refuse"}
 
+// Field bits name Config fields in Config.Set.
+const (
+	FieldBackend             ConfigFields = 1 << 0
+	FieldDevice              ConfigFields = 1 << 1
+	FieldCapacityBytes       ConfigFields = 1 << 2
+	FieldAlignment           ConfigFields = 1 << 3
+	FieldOverflowPolicy      ConfigFields = 1 << 4
+	FieldOverflowRetainBytes ConfigFields = 1 << 5
+	FieldOverflowLimitBytes  ConfigFields = 1 << 6
+	FieldStream              ConfigFields = 1 << 7
+	FieldFlags               ConfigFields = 1 << 8
+	FieldName                ConfigFields = 1 << 9
+	FieldOverflowSlow        ConfigFields = 1 << 10
+	FieldPoisonWord          ConfigFields = 1 << 11
+	FieldCommitChunkBytes    ConfigFields = 1 << 12
+	FieldTrimKeepBytes       ConfigFields = 1 << 13
+	FieldTraceFile           ConfigFields = 1 << 14
+
+	// AllFields: every field as given; the environment is not consulted.
+	AllFields ConfigFields = 1<<15 - 1
+)
+
 // Config mirrors zarena_config. The zero value means "the library's defaults and the
 // environment" (ZARENA_*, ZERFOO_ARENA_SIZE_GB, ... as documented in zarena.h): New
-// starts from zarena_config_init and overrides only the fields that are non-zero here.
-// Consequently a zero field cannot override an environment setting (Device 0 while
-// ZARENA_DEVICE=1 is set yields device 1); Flags are OR-ed into the environment's.
+// starts from zarena_config_init and overrides the fields that are non-zero here.
+//
+// To force a value whatever the environment says, zero included, name the field in
+// Set (Config{Device: 0, Set: FieldDevice}; Set: AllFields ignores the environment
+// altogether). Flags are OR-ed into the environment's flags, and ClearFlags are then
+// cleared: Config{ClearFlags: FlagPoison} turns poison off even with
+// ZARENA_POISON=1 (with FieldFlags in Set, Flags replace the environment's flags).
+// A flag both in Flags and in ClearFlags is an error (ErrInvalidArgument).
 type Config struct {
 	// Backend: where the region lives: `auto`, `host` or `cuda` (default: `auto`: CUDA
 	// when a device is usable, else host).
@@ -59,7 +87,8 @@ type Config struct {
 	OverflowLimitBytes uint64
 	// Stream: `cudaStream_t` the memory is used on (default: NULL (the legacy stream)).
 	Stream uintptr
-	// Flags: ZARENA_FLAG_* bits (the Flag constants), OR-ed into the environment's.
+	// Flags: ZARENA_FLAG_* bits (the Flag constants), OR-ed into the environment's (with
+	// FieldFlags in Set: they replace them).
 	Flags Flags
 	// Name: arena label in log records (default: `zarena`).
 	Name string
@@ -76,6 +105,11 @@ type Config struct {
 	TrimKeepBytes uint64
 	// TraceFile: record every event to this file (see `zarena-replay`) (default: none).
 	TraceFile string
+
+	// Set: the fields taken from this Config even when zero (Field bits).
+	Set ConfigFields
+	// ClearFlags: flags forced off, after the environment's and Flags were applied.
+	ClearFlags Flags
 }
 
 // configFromC converts a config filled by zarena_config_init.
@@ -103,44 +137,60 @@ func configFromC(c *C.zarena_config) Config {
 	return cfg
 }
 
-// toC fills the C config: defaults and environment first, then the non-zero fields.
-// The strings share one C allocation, returned for the caller to free after the
-// create (the library copies them); nil when no string is set.
-func (cfg *Config) toC() (C.zarena_config, *C.char) {
+// toC fills the C config: defaults and environment first, then the fields that are
+// non-zero or in Set, then ClearFlags. The strings share one C allocation, returned
+// for the caller to free after the create (the library copies them); nil when no
+// string is set.
+func (cfg *Config) toC() (C.zarena_config, *C.char, error) {
+	if both := cfg.Flags & cfg.ClearFlags; both != 0 {
+		return C.zarena_config{}, nil, &Error{Status: StatusInvalidArgument,
+			Message: fmt.Sprintf("Config: flags %#x are both in Flags and in ClearFlags", uint32(both))}
+	}
 	c := C.zgo_config_defaults()
-	if cfg.Backend != 0 {
+	if cfg.Backend != 0 || cfg.Set&FieldBackend != 0 {
 		c.backend = C.int32_t(cfg.Backend)
 	}
-	if cfg.Device != 0 {
+	if cfg.Device != 0 || cfg.Set&FieldDevice != 0 {
 		c.device = C.int32_t(cfg.Device)
 	}
-	if cfg.CapacityBytes != 0 {
+	if cfg.CapacityBytes != 0 || cfg.Set&FieldCapacityBytes != 0 {
 		c.capacity_bytes = C.uint64_t(cfg.CapacityBytes)
 	}
-	if cfg.Alignment != 0 {
+	if cfg.Alignment != 0 || cfg.Set&FieldAlignment != 0 {
 		c.alignment = C.uint64_t(cfg.Alignment)
 	}
-	if cfg.OverflowPolicy != 0 {
+	if cfg.OverflowPolicy != 0 || cfg.Set&FieldOverflowPolicy != 0 {
 		c.overflow_policy = C.int32_t(cfg.OverflowPolicy)
 	}
-	if cfg.OverflowRetainBytes != 0 {
+	if cfg.OverflowRetainBytes != 0 || cfg.Set&FieldOverflowRetainBytes != 0 {
 		c.overflow_retain_bytes = C.uint64_t(cfg.OverflowRetainBytes)
 	}
-	if cfg.OverflowLimitBytes != 0 {
+	if cfg.OverflowLimitBytes != 0 || cfg.Set&FieldOverflowLimitBytes != 0 {
 		c.overflow_limit_bytes = C.uint64_t(cfg.OverflowLimitBytes)
 	}
-	c.flags |= C.uint32_t(cfg.Flags)
-	if cfg.OverflowSlow > 0 {
-		c.overflow_slow_ns = C.uint64_t(cfg.OverflowSlow.Nanoseconds())
+	if cfg.Set&FieldFlags != 0 {
+		c.flags = C.uint32_t(cfg.Flags)
+	} else {
+		c.flags |= C.uint32_t(cfg.Flags)
 	}
-	if cfg.PoisonWord != 0 {
+	c.flags &^= C.uint32_t(cfg.ClearFlags)
+	if cfg.OverflowSlow > 0 || cfg.Set&FieldOverflowSlow != 0 {
+		c.overflow_slow_ns = C.uint64_t(max(cfg.OverflowSlow, 0).Nanoseconds())
+	}
+	if cfg.PoisonWord != 0 || cfg.Set&FieldPoisonWord != 0 {
 		c.poison_word = C.uint32_t(cfg.PoisonWord)
 	}
-	if cfg.CommitChunkBytes != 0 {
+	if cfg.CommitChunkBytes != 0 || cfg.Set&FieldCommitChunkBytes != 0 {
 		c.commit_chunk_bytes = C.uint64_t(cfg.CommitChunkBytes)
 	}
-	if cfg.TrimKeepBytes != 0 {
+	if cfg.TrimKeepBytes != 0 || cfg.Set&FieldTrimKeepBytes != 0 {
 		c.trim_keep_bytes = C.uint64_t(cfg.TrimKeepBytes)
+	}
+	if cfg.Set&FieldName != 0 {
+		c.name = nil
+	}
+	if cfg.Set&FieldTraceFile != 0 {
+		c.trace_file = nil
 	}
 	var strs *C.char
 	if cfg.Name != "" || cfg.TraceFile != "" {
@@ -153,5 +203,5 @@ func (cfg *Config) toC() (C.zarena_config, *C.char) {
 			c.trace_file = (*C.char)(unsafe.Add(base, len(cfg.Name)+1))
 		}
 	}
-	return c, strs
+	return c, strs, nil
 }

@@ -69,7 +69,7 @@ func TestOverflowIsCappedAtTheCapacityByDefault(t *testing.T) {
 	b := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync,
 		OverflowLimitBytes: OverflowUnlimited})
 	p := mustAlloc(t, b, 2*miB)
-	if err := b.Free(p); err != nil {
+	if err := b.FreeNow(p); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -87,5 +87,87 @@ func TestEnumNamesMatchTheLibrary(t *testing.T) {
 	if BackendCUDA.String() != "cuda" || OverflowRefuse.String() != "refuse" ||
 		Backend(7).String() != "invalid" || OverflowPolicy(-1).String() != "invalid" {
 		t.Fatal("names drifted from the table")
+	}
+}
+
+// An engine forces options off whatever the environment says: ClearFlags for flags, Set
+// for fields whose zero value must win.
+func TestConfigForcesValuesOverTheEnvironment(t *testing.T) {
+	t.Setenv("ZARENA_POISON", "1")
+	t.Setenv("ZARENA_STEP_RECORDS", "1")
+	t.Setenv("ZARENA_NAME", "from-env")
+	t.Setenv("ZARENA_TRACE_FILE", t.TempDir()+"/env.trace")
+	t.Setenv("ZARENA_OVERFLOW_LIMIT_BYTES", "unlimited")
+	rec := captureLogs(t, "", LevelInfo)
+
+	// The environment alone: poison on, the name, trace file and limit from it.
+	env, err := New(Config{Backend: BackendHost, CapacityBytes: miB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envName := env.Name()
+	p, _ := env.Alloc(kiB)
+	mustAlloc(t, env, kiB)
+	_ = env.FreeNow(p)
+	envFills := env.Stats().PoisonFills
+	_ = env.Close()
+
+	forced, err := New(Config{
+		Backend: BackendHost, CapacityBytes: miB,
+		ClearFlags: FlagPoison,
+		Set:        FieldName | FieldTraceFile | FieldOverflowLimitBytes,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ = forced.Alloc(kiB)
+	mustAlloc(t, forced, kiB)
+	_ = forced.FreeNow(p)
+	forcedFills := forced.Stats().PoisonFills
+	forcedName := forced.Name()
+	_ = forced.Close()
+
+	if envName != "from-env" || envFills == 0 {
+		t.Fatalf("the environment did not apply: name %q, poison fills %d", envName, envFills)
+	}
+	if forcedName != "zarena" || forcedFills != 0 {
+		t.Fatalf("forced off: name %q, poison fills %d", forcedName, forcedFills)
+	}
+	var cfgRec Record
+	for _, r := range rec.all() {
+		if r.Event == "arena.config" && r.Arena == "zarena" {
+			cfgRec = r
+		}
+	}
+	want := map[string]any{
+		"flags.poison":         false,
+		"flags.step_records":   true, // not cleared: the environment's other flags stay
+		"trace_file":           "",
+		"overflow_limit_bytes": uint64(miB), // the default cap, not the environment's
+	}
+	for key, v := range want {
+		if got, ok := cfgRec.Field(key); !ok || got != v {
+			t.Errorf("arena.config %s = %v, want %v (record %v)", key, got, v, cfgRec)
+		}
+	}
+}
+
+func TestConfigSetAllFieldsIgnoresTheEnvironment(t *testing.T) {
+	t.Setenv("ZARENA_CAPACITY_BYTES", "2MiB")
+	// Every field as given: capacity 0 reaches the library, which refuses it.
+	_, err := New(Config{Backend: BackendHost, Set: AllFields})
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "capacity") {
+		t.Fatalf("Set: AllFields with capacity 0: %v", err)
+	}
+	a := newHost(t, Config{CapacityBytes: miB, Alignment: 256, Set: AllFields &^ FieldBackend})
+	if c := a.Stats().CapacityBytes; c != miB {
+		t.Fatalf("capacity %d", c)
+	}
+}
+
+func TestConfigFlagBothSetAndCleared(t *testing.T) {
+	_, err := New(Config{Backend: BackendHost, Flags: FlagPoison, ClearFlags: FlagPoison})
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "ClearFlags") {
+		t.Fatalf("flag set and cleared: %v", err)
 	}
 }

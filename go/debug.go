@@ -13,7 +13,9 @@ import "time"
 // delayNth-th (1 = the next; 0 = every one) sleeps delay inside the C call first.
 // ErrUnsupported on an arena that is not on the host backend.
 func (a *Arena) InjectOverflowFault(failNth, delayNth uint64, delay time.Duration) error {
-	h := a.handle()
+	a.q.mu.Lock()
+	h := a.q.h
+	a.q.mu.Unlock()
 	if h == nil {
 		return errClosed("InjectOverflowFault")
 	}

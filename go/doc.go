@@ -17,17 +17,22 @@
 // collector does not see it, and it is invalid after the Free, the Reset that reclaims
 // it, or Close.
 //
-// Every call is a real cgo call, so a C call that blocks (an overflow allocation stuck
-// in the driver) holds one OS thread while the other goroutines and the garbage
-// collector keep running. Alloc and Free make exactly one cgo call each and pass no Go
-// pointer to C.
+// Every call into the library is a real cgo call, so a C call that blocks (an overflow
+// allocation stuck in the driver) holds one OS thread while the other goroutines and the
+// garbage collector keep running. The binding crosses once per tensor: Free only queues
+// the block, and the next Alloc (or any other arena call) applies the queued frees before
+// its own work, in the same cgo call; no Go pointer is passed to or kept by C.
+// AllocBlock returns the block's epoch with it, for FreeBlock/FreeAt from finalizers.
 //
 // Diagnostics (configuration at create, the reset-cadence warning, the first-overflow
 // verdict) go to stderr until SetLogger or SetSlogHandler routes them to Go. Go loggers
-// are called asynchronously, on one goroutine, in emission order, and never inside a
-// binding call: no C call of the package calls back into Go. FlushLogs waits for them.
+// are called on one goroutine, in emission order, never inside a binding call; a call
+// that fails returns only after the records emitted so far reached the logger, so
+// log.Fatal(err) keeps the diagnosis. FlushLogs waits for them at any time.
 //
-// Linking: cgo finds the library with pkg-config (package "zarena"); set
-// PKG_CONFIG_PATH to the directory holding zarena.pc. scripts/go-test.sh in the
-// repository generates one for a build tree.
+// Linking: by default cgo finds the library with pkg-config (package "zarena"); set
+// PKG_CONFIG_PATH to the directory holding zarena.pc. The build tag zarena_static links
+// libzarena.a instead (zarena-static.pc), and zarena_dlopen builds without the library and
+// loads it at run time (Available). Without cgo the package does not compile. The
+// repository's scripts/go-test.sh generates the .pc files for a build tree.
 package zarena

@@ -57,10 +57,10 @@ func TestErrOutOfMemory(t *testing.T) {
 func TestErrNotOwned(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: miB})
 	p := mustAlloc(t, a, 4*kiB)
-	expectStatus(t, a.Free(p+256), ErrNotOwned, "not the start")
+	expectStatus(t, a.FreeNow(p+256), ErrNotOwned, "not the start")
 	b := newHost(t, Config{CapacityBytes: miB, Name: "other"})
 	q := mustAlloc(t, b, 4*kiB)
-	expectStatus(t, a.Free(q), ErrNotOwned, "not allocated")
+	expectStatus(t, a.FreeNow(q), ErrNotOwned, "not allocated")
 	if s := a.Stats(); s.InvalidFrees != 2 || s.LiveAllocs != 1 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -73,7 +73,7 @@ func TestErrDoubleFree(t *testing.T) {
 	if err := a.Free(p); err != nil {
 		t.Fatalf("Free: %v", err)
 	}
-	expectStatus(t, a.Free(p), ErrDoubleFree, "already freed")
+	expectStatus(t, a.FreeNow(p), ErrDoubleFree, "already freed")
 }
 
 func TestErrStale(t *testing.T) {
@@ -82,7 +82,7 @@ func TestErrStale(t *testing.T) {
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	expectStatus(t, a.Free(p), ErrStale, "reset")
+	expectStatus(t, a.FreeNow(p), ErrStale, "reset")
 	if s := a.Stats(); s.StaleFrees != 1 {
 		t.Fatalf("stale_frees %d", s.StaleFrees)
 	}
@@ -100,7 +100,7 @@ func TestErrBackendFromFaultInjection(t *testing.T) {
 	}
 	_, err := a.Alloc(512 * kiB) // second: the injected failure
 	expectStatus(t, err, ErrBackend, "injected")
-	if err := a.Free(p); err != nil {
+	if err := a.FreeNow(p); err != nil {
 		t.Fatalf("Free(overflow block): %v", err)
 	}
 }
@@ -159,5 +159,104 @@ func TestStatusMappingTable(t *testing.T) {
 	}
 	if StatusOK.String() == "" {
 		t.Errorf("empty status string for OK")
+	}
+}
+
+// Step returns errors.Join(step's error, the reset's): the status, the sentinels and
+// the *Error stay reachable through it.
+func TestStatusThroughErrorsJoin(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowRefuse})
+	err := a.Step(func() error {
+		_, err := a.Alloc(2 * miB)
+		if err == nil {
+			t.Fatal("a 2 MiB request fit a 1 MiB arena with overflow refused")
+		}
+		_ = a.Close() // the reset after the step fails too: a joined error
+		return fmt.Errorf("forward: %w", err)
+	})
+	if _, ok := err.(interface{ Unwrap() []error }); !ok {
+		t.Fatalf("Step did not join two errors: %T %v", err, err)
+	}
+	if StatusOf(err) != StatusOutOfMemory {
+		t.Fatalf("StatusOf(joined) = %v, want out of memory", StatusOf(err))
+	}
+	if !errors.Is(err, ErrOutOfMemory) || !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("errors.Is through the join: %v", err)
+	}
+	var ze *Error
+	if !errors.As(err, &ze) || ze.Status != StatusOutOfMemory {
+		t.Fatalf("errors.As through the join: %v", ze)
+	}
+	only := errors.Join(errors.New("unrelated"), fmt.Errorf("x: %w", ErrStale))
+	if StatusOf(only) != StatusStale {
+		t.Fatalf("StatusOf(join with a sentinel) = %v", StatusOf(only))
+	}
+	if StatusOf(errors.Join(errors.New("a"), errors.New("b"))) != StatusInternal {
+		t.Fatal("StatusOf of a join without zarena errors")
+	}
+}
+
+// The verdict and the advice are parsed from the message in one place; the test feeds
+// it the library's own first-overflow sentence and compares with the record's fields.
+func TestParseDiagnosisMatchesTheLibrarysWording(t *testing.T) {
+	rec := captureLogs(t, t.Name(), LevelWarn)
+	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowRefuse})
+	mustAlloc(t, a, 768*kiB)
+	_, err := a.Alloc(512 * kiB)
+	if !errors.Is(err, ErrOutOfMemory) {
+		t.Fatalf("overflow: %v", err)
+	}
+	r, ok := rec.find("arena.first_overflow")
+	if !ok {
+		t.Fatal("no arena.first_overflow record")
+	}
+	wantVerdict, _ := r.Field("verdict")
+	wantAdvice, _ := r.Field("advice")
+	verdict, advice := parseDiagnosis(r.Message)
+	if verdict == "" || verdict != wantVerdict || advice != wantAdvice {
+		t.Fatalf("parseDiagnosis(%q) = %q, %q; the record says %q, %q", r.Message, verdict,
+			advice, wantVerdict, wantAdvice)
+	}
+	// The error's own fields: filled when the library's message carries the verdict.
+	var ze *Error
+	errors.As(err, &ze)
+	if strings.Contains(ze.Message, "verdict") != (ze.Verdict != "") {
+		t.Fatalf("message %q, verdict %q", ze.Message, ze.Verdict)
+	}
+}
+
+func TestParseDiagnosisForms(t *testing.T) {
+	cases := []struct{ msg, verdict, advice string }{
+		{"arena full, verdict never_reset: no reset yet. Fix: call zarena_reset after every " +
+			"step. (request 1 MiB, 1 GiB of 1 GiB in use, overflow refused)", "never_reset",
+			"call zarena_reset after every step"},
+		{"arena 'x' is full and overflow failed (limit): requested 10 bytes; verdict=" +
+			"working_set_full; Fix: raise the capacity (ZARENA_CAPACITY_BYTES or " +
+			"ZERFOO_ARENA_SIZE_GB) or reduce the batch size.", "working_set_full",
+			"raise the capacity (ZARENA_CAPACITY_BYTES or ZERFOO_ARENA_SIZE_GB) or reduce the " +
+				"batch size"},
+		{"verdict: fragmentation\nadvice: free in reverse order\nfacts ...", "fragmentation",
+			"free in reverse order"},
+		{"request of 1 PiB is larger than any arena can serve", "", ""},
+		{"Fix: something, but no verdict", "", ""},
+	}
+	for _, c := range cases {
+		v, adv := parseDiagnosis(c.msg)
+		if v != c.verdict || adv != c.advice {
+			t.Errorf("parseDiagnosis(%q) = %q, %q; want %q, %q", c.msg, v, adv, c.verdict, c.advice)
+		}
+	}
+	err := errors.Join(errors.New("x"), fmt.Errorf("y: %w", newError(StatusOutOfMemory, cases[0].msg)))
+	if v, adv := DiagnosisOf(err); v != "never_reset" || adv != cases[0].advice {
+		t.Fatalf("DiagnosisOf through a join: %q, %q", v, adv)
+	}
+}
+
+func TestErrNotLoadedOnlyForALoadFailure(t *testing.T) {
+	if errors.Is(newError(StatusUnsupported, "x"), ErrNotLoaded) {
+		t.Fatal("an ordinary ErrUnsupported matched ErrNotLoaded")
+	}
+	if err := Available(); err != nil {
+		t.Fatalf("Available() = %v in build mode %s", err, BuildMode)
 	}
 }

@@ -69,6 +69,14 @@ func (r *recorder) find(event string) (Record, bool) {
 	return Record{}, false
 }
 
+// all returns every record so far (after a flush).
+func (r *recorder) all() []Record {
+	FlushLogs()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Record(nil), r.recs...)
+}
+
 func (r *recorder) count(event string) int {
 	FlushLogs()
 	r.mu.Lock()

@@ -116,15 +116,18 @@ var sink logSink
 //
 // Delivery is asynchronous: the library's callback copies each record into a bounded
 // queue and returns, and fn runs on one goroutine of this package, one record at a
-// time, in the order the records were emitted, never inside a binding call (a record
-// emitted inside Alloc arrives after Alloc returned). Records from threads Go did not
-// create arrive the same way. FlushLogs waits for what was emitted so far;
-// SetLogger and Close flush too. When fn falls behind and the queue (4096 records)
+// time, in the order the records were emitted, never inside a C call (a record emitted
+// inside a successful Alloc arrives after Alloc returned). A call that fails waits,
+// before it returns its error, until the records emitted so far were delivered, so the
+// diagnosis is in the logger before the program can act on the error (log.Fatal).
+// Records from threads Go did not create arrive the same way. FlushLogs waits for what
+// was emitted so far; SetLogger and Close flush too. When fn falls behind and the queue (4096 records)
 // is full, newer records are dropped and counted (LogsDropped); a "go.log_dropped"
 // record with the count in its "dropped" field takes their place.
 //
 // fn must not call Alloc, Free, Reset, MarkStepBoundary, New, Close, SetLogger or
-// FlushLogs (those that wait for the logger would wait for themselves). A panic in fn
+// FlushLogs, nor any call that may fail in the library (those that wait for the logger
+// would wait for themselves); Stats and Epoch are fine. A panic in fn
 // is recovered and reported on stderr; the record is lost, the program goes on.
 func SetLogger(fn func(Record)) error {
 	return SetLoggerLevel(fn, levelFromEnv())
@@ -132,6 +135,9 @@ func SetLogger(fn func(Record)) error {
 
 // SetLoggerLevel is SetLogger with an explicit minimum level (LevelOff: none).
 func SetLoggerLevel(fn func(Record), minLevel Level) error {
+	if err := ready(); err != nil {
+		return err
+	}
 	sink.setMu.Lock()
 	defer sink.setMu.Unlock()
 	if fn == nil {

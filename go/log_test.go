@@ -24,7 +24,7 @@ func overflowOnce(t *testing.T, a *Arena) uint64 {
 	if s := a.Stats(); s.OverflowAllocs != 1 {
 		t.Fatalf("request did not overflow: %+v", s)
 	}
-	if err := a.Free(p); err != nil {
+	if err := a.FreeNow(p); err != nil {
 		t.Fatal(err)
 	}
 	return req

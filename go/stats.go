@@ -5,32 +5,52 @@ package zarena
 */
 import "C"
 
-// Stats mirrors zarena_stats: one consistent snapshot of an arena's counters.
+import (
+	"expvar"
+	"fmt"
+	"sync"
+)
+
+// Stats mirrors zarena_stats: one consistent snapshot of an arena's counters. Its JSON
+// keys (encoding/json, expvar) are the C field names, the same in C
+// (zarena_format_stats), Go and Python.
 type Stats struct {
-	CapacityBytes         uint64 // region size
-	UsedBytes             uint64 // bytes in live region blocks (aligned sizes)
-	FloorBytes            uint64 // floor offset (survives resets below it)
-	HighWaterBytes        uint64 // highest top offset since create
-	Epoch                 uint64 // resets since create
-	EpochAllocs           uint64 // allocation requests (size > 0) this epoch
-	EpochMaxAllocBytes    uint64 // largest request this epoch
-	EpochHighWaterBytes   uint64 // highest top offset this epoch
-	Hits                  uint64 // requests served by the region
-	Misses                uint64 // requests the region could not serve
-	Reuses                uint64 // hits served by a freed block
-	Resets                uint64 // Reset calls
-	FreeListLen           uint64 // free blocks in the index
-	FreeListBytes         uint64 // bytes in those blocks
-	LargestFreeBlockBytes uint64 // largest block in the index
-	LiveAllocs            uint64 // live blocks, region and overflow
-	StaleFrees            uint64 // Free calls answered ErrStale
-	InvalidFrees          uint64 // Free calls answered ErrNotOwned or ErrDoubleFree
-	OverflowAllocs        uint64 // successful overflow allocations
-	OverflowLiveBytes     uint64 // bytes in live overflow blocks
-	OverflowPeakBytes     uint64 // highest OverflowLiveBytes
-	OverflowMaxLatencyNs  uint64 // slowest overflow backend allocation
-	OverflowReclaimed     uint64 // overflow blocks reclaimed by resets
-	OverflowFailures      uint64 // overflow attempts refused, capped or failed
+	CapacityBytes         uint64 `json:"capacity_bytes"`           // region size
+	UsedBytes             uint64 `json:"used_bytes"`               // bytes in live region blocks (aligned sizes)
+	FloorBytes            uint64 `json:"floor_bytes"`              // floor offset (survives resets below it)
+	HighWaterBytes        uint64 `json:"high_water_bytes"`         // highest top offset since create
+	Epoch                 uint64 `json:"epoch"`                    // resets since create
+	EpochAllocs           uint64 `json:"epoch_allocs"`             // allocation requests (size > 0) this epoch
+	EpochMaxAllocBytes    uint64 `json:"epoch_max_alloc_bytes"`    // largest request this epoch
+	EpochHighWaterBytes   uint64 `json:"epoch_high_water_bytes"`   // highest top offset this epoch
+	Hits                  uint64 `json:"hits"`                     // requests served by the region
+	Misses                uint64 `json:"misses"`                   // requests the region could not serve
+	Reuses                uint64 `json:"reuses"`                   // hits served by a freed block
+	Resets                uint64 `json:"resets"`                   // Reset calls
+	FreeListLen           uint64 `json:"free_list_len"`            // free blocks in the index
+	FreeListBytes         uint64 `json:"free_list_bytes"`          // bytes in those blocks
+	LargestFreeBlockBytes uint64 `json:"largest_free_block_bytes"` // largest block in the index
+	LiveAllocs            uint64 `json:"live_allocs"`              // live blocks, region and overflow
+	StaleFrees            uint64 `json:"stale_frees"`              // frees answered ErrStale (queued ones included)
+	InvalidFrees          uint64 `json:"invalid_frees"`            // frees answered ErrNotOwned or ErrDoubleFree (queued ones included)
+	OverflowAllocs        uint64 `json:"overflow_allocs"`          // successful overflow allocations
+	OverflowLiveBytes     uint64 `json:"overflow_live_bytes"`      // bytes in live overflow blocks
+	OverflowPeakBytes     uint64 `json:"overflow_peak_bytes"`      // highest OverflowLiveBytes
+	OverflowMaxLatencyNs  uint64 `json:"overflow_max_latency_ns"`  // slowest overflow backend allocation
+	OverflowReclaimed     uint64 `json:"overflow_reclaimed"`       // overflow blocks reclaimed by resets
+	OverflowFailures      uint64 `json:"overflow_failures"`        // overflow attempts refused, capped or failed
+	PinnedBytes           uint64 `json:"pinned_bytes"`             // bytes in pinned blocks, region and overflow
+	PinnedBlocks          uint64 `json:"pinned_blocks"`            // blocks with at least one pin
+	PinRetainedBytes      uint64 `json:"pin_retained_bytes"`       // at the last reset: unpinned bytes kept below the highest pin
+	DeferredFrees         uint64 `json:"deferred_frees"`           // frees of pinned blocks waiting for their last Unpin
+	OverflowDeferredGives uint64 `json:"overflow_deferred_gives"`  // overflow blocks given back only after a capture ends
+	PoisonFills           uint64 `json:"poison_fills"`             // poison fills made
+	PoisonSkipped         uint64 `json:"poison_skipped"`           // fills skipped because a capture was active
+	TopBytes              uint64 `json:"top_bytes"`                // the top now
+	CommittedBytes        uint64 `json:"committed_bytes"`          // memory backing the region (expandable: committed so far)
+	CommitEvents          uint64 `json:"commit_events"`            // expandable: successful commits
+	TrimEvents            uint64 `json:"trim_events"`              // expandable: decommits at reset
+	CommitFailures        uint64 `json:"commit_failures"`          // expandable: commits the backend refused
 }
 
 func statsFromC(s *C.zarena_stats) Stats {
@@ -59,11 +79,23 @@ func statsFromC(s *C.zarena_stats) Stats {
 		OverflowMaxLatencyNs:  uint64(s.overflow_max_latency_ns),
 		OverflowReclaimed:     uint64(s.overflow_reclaimed),
 		OverflowFailures:      uint64(s.overflow_failures),
+		PinnedBytes:           uint64(s.pinned_bytes),
+		PinnedBlocks:          uint64(s.pinned_blocks),
+		PinRetainedBytes:      uint64(s.pin_retained_bytes),
+		DeferredFrees:         uint64(s.deferred_frees),
+		OverflowDeferredGives: uint64(s.overflow_deferred_gives),
+		PoisonFills:           uint64(s.poison_fills),
+		PoisonSkipped:         uint64(s.poison_skipped),
+		TopBytes:              uint64(s.top_bytes),
+		CommittedBytes:        uint64(s.committed_bytes),
+		CommitEvents:          uint64(s.commit_events),
+		TrimEvents:            uint64(s.trim_events),
+		CommitFailures:        uint64(s.commit_failures),
 	}
 }
 
-// Stats returns a consistent snapshot of the arena's counters (the zero Stats after
-// Close).
+// Stats returns a consistent snapshot of the arena's counters, after the queued frees
+// were applied (the zero Stats after Close).
 func (a *Arena) Stats() Stats {
 	s, _ := a.StatsErr()
 	return s
@@ -71,14 +103,39 @@ func (a *Arena) Stats() Stats {
 
 // StatsErr is Stats with the error of a failed call (a closed arena).
 func (a *Arena) StatsErr() (Stats, error) {
-	h := a.handle()
-	if h == nil {
-		return Stats{}, errClosed("Stats")
+	b, h, err := a.q.takeExclusive("Stats", false)
+	if err != nil {
+		return Stats{}, err
 	}
-	r := C.zgo_get_stats(h)
+	q, nq, qs := b.cargs()
+	r := C.zgo_get_stats(h, q, nq, qs)
+	a.q.release(b, r.qfailed)
 	keepAlive(a)
-	if err := errorFrom(r.status, r.err); err != nil {
+	if err := callError(r.status, r.err); err != nil {
 		return Stats{}, err
 	}
 	return statsFromC(&r.stats), nil
 }
+
+// PublishExpvar publishes the arena's Stats under name in expvar (so /debug/vars shows a
+// fresh snapshot at every read, keys as in Stats' JSON). expvar names are process-wide
+// and cannot be removed: publishing a name twice is an error, and the published arena
+// stays reachable (its finalizer never runs; Close it) and reads as the zero Stats after
+// Close.
+func (a *Arena) PublishExpvar(name string) error {
+	if name == "" {
+		return &Error{Status: StatusInvalidArgument, Message: "PublishExpvar: empty name"}
+	}
+	expvarMu.Lock()
+	defer expvarMu.Unlock()
+	if expvar.Get(name) != nil {
+		return &Error{Status: StatusInvalidArgument,
+			Message: fmt.Sprintf("PublishExpvar: expvar %q is published already", name)}
+	}
+	expvar.Publish(name, expvar.Func(func() any { return a.Stats() }))
+	return nil
+}
+
+// expvarMu makes PublishExpvar's check-then-publish atomic (expvar.Publish panics on a
+// name that exists).
+var expvarMu sync.Mutex

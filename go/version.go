@@ -2,6 +2,9 @@ package zarena
 
 /*
 #include "zgo.h"
+
+static inline const char* zgo_version_string(void) { return zarena_version_string(); }
+static inline uint32_t zgo_version_number(void) { return zarena_version_number(); }
 */
 import "C"
 
@@ -10,7 +13,11 @@ import "C"
 const HeaderVersion = uint32(C.ZARENA_VERSION_NUMBER)
 
 // Version is the version of the library actually loaded, as "MAJOR.MINOR.PATCH" and as
-// a number comparable with HeaderVersion.
+// a number comparable with HeaderVersion ("", 0 when it could not be loaded: see
+// Available).
 func Version() (string, uint32) {
-	return C.GoString(C.zarena_version_string()), uint32(C.zarena_version_number())
+	if ready() != nil {
+		return "", 0
+	}
+	return C.GoString(C.zgo_version_string()), uint32(C.zgo_version_number())
 }

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Runs the Go bindings' checks against a zarena build tree:
 #   scripts/go-test.sh [BUILD_DIR] [--bench]
-# go vet and go test -race for the module in go/; go vet, build and run of examples/go
-# (it exits non-zero when its diagnosis goes missing). --bench also runs the
-# benchmarks (without -race).
+# gofmt, the C files of the binding under -Wall -Wextra -Werror, go vet in every build
+# mode, go test -race (default mode: shared library), the no-freeze test, the suite again
+# with the zarena_static and zarena_dlopen tags, the CGO_ENABLED=0 message, a module
+# outside the repository built the three ways against an installed prefix (the README's
+# recipe), and the examples in examples/go (each exits non-zero when what it shows goes
+# missing). --bench also runs the benchmarks (without -race) and prints the ratios
+# (scripts/go-bench-report.sh), with the dlopen mode's pair.
 #
-# cgo finds the library through pkg-config ("#cgo pkg-config: zarena"). For the build
-# tree this script writes BUILD_DIR/go-pkgconfig/zarena.pc, pointing at BUILD_DIR/capi
-# and capi/include, with an rpath so test binaries find libzarena.so without
-# LD_LIBRARY_PATH. Everything Go writes (build cache, module cache) stays under
-# BUILD_DIR, so a CI root user with no HOME works. Nothing is downloaded.
+# cgo finds the library through pkg-config ("#cgo pkg-config: zarena", or zarena-static
+# with the tag). For the build tree this script writes BUILD_DIR/go-pkgconfig/zarena.pc
+# and zarena-static.pc, pointing at BUILD_DIR/capi and capi/include, zarena.pc with an
+# rpath so test binaries find libzarena.so without LD_LIBRARY_PATH. Everything Go writes
+# (build cache, module cache) stays under BUILD_DIR, so a CI root user with no HOME works.
+# Nothing is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -54,6 +59,19 @@ Version: $(sed -n 's/^project(zarena VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLis
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lzarena
 PC
+# The static link line: libzarena.a plus what it needs (zarena.pc's Libs.private, as
+# CMake wrote it for this build).
+LIBS_PRIVATE=$(sed -n 's/^Libs.private: //p' "$BUILD/zarena.pc")
+cat >"$PCDIR/zarena-static.pc" <<PC
+libdir=$LIBDIR
+includedir=$ROOT/capi/include
+
+Name: zarena-static
+Description: GPU memory arena runtime (build tree, static)
+Version: $(sed -n 's/^project(zarena VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
+Cflags: -I\${includedir} -DZARENA_STATIC
+Libs: -L\${libdir} -l:libzarena.a $LIBS_PRIVATE
+PC
 
 export PKG_CONFIG_PATH="$PCDIR${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export CGO_ENABLED=1
@@ -62,43 +80,81 @@ export GOCACHE=${GOCACHE:-$BUILD/go-cache}
 export GOPATH=${GOPATH:-$BUILD/go-path}
 export GOMODCACHE=$GOPATH/pkg/mod
 export GOENV=off
+export ZARENA_BUILD_DIR=$BUILD # tests that use the build's tools (zarena-replay) find them
 
 echo "-- $("$GO" version), library $LIBDIR"
+CC=${CC:-cc}
 (
   cd "$ROOT/go"
-  unformatted=$(gofmt -l . "$ROOT/examples/go")
+  unformatted=$(gofmt -l . "$ROOT/examples/go" "$ROOT/tests/go_outside")
   if [ -n "$unformatted" ]; then
     echo "go-test.sh: not gofmt-formatted: $unformatted" >&2
     exit 1
   fi
+  # The binding's C under the C side's warnings, in both ways of reaching the library.
+  for mode in "" "-DZGO_DLOPEN -Iinternal/include"; do
+    # shellcheck disable=SC2086
+    "$CC" -std=gnu11 -Wall -Wextra -Werror -fsyntax-only $mode -I"$ROOT/capi/include" \
+      zgo_dl.c log_queue.c
+    # shellcheck disable=SC2086
+    printf '#include "zgo.h"\n' | "$CC" -std=gnu11 -Wall -Wextra -Werror -fsyntax-only $mode \
+      -I. -I"$ROOT/capi/include" -x c -
+  done
   "$GO" vet ./...
+  "$GO" vet -tags zarena_static ./...
+  "$GO" vet -tags zarena_dlopen ./...
   "$GO" test -race -count=1 ./...
   # The no-freeze test times the Go runtime itself, so it runs without the race
   # detector (which multiplies the cost of each runtime.GC it measures) and is built
   # only in this run (nofreeze_test.go is tagged !race).
   "$GO" test -count=1 -run 'NoFreeze' -v . | grep -E '^(=== RUN|--- |\s+nofreeze_test|ok|FAIL|PASS)'
+
+  echo "-- build mode static (-tags zarena_static): the test binary needs no libzarena.so"
+  "$GO" test -c -tags zarena_static -o "$BUILD/zarena-go-static.test" .
+  if readelf -d "$BUILD/zarena-go-static.test" | grep -q 'libzarena'; then
+    echo "go-test.sh: the zarena_static test binary still needs libzarena.so" >&2
+    exit 1
+  fi
+  (cd "$ROOT/go" && env -u LD_LIBRARY_PATH "$BUILD/zarena-go-static.test" -test.short \
+    -test.count=1 | tail -1)
+
+  echo "-- build mode dlopen (-tags zarena_dlopen): the suite through function pointers"
+  "$GO" test -tags zarena_dlopen -short -count=1 ./... | grep -v 'no test files'
+
+  echo "-- CGO_ENABLED=0: one clear compile-time message"
+  if CGO_ENABLED=0 "$GO" build . >"$BUILD/go-nocgo.log" 2>&1; then
+    echo "go-test.sh: the package built without cgo" >&2
+    exit 1
+  fi
+  if ! grep -q 'zarena needs cgo' "$BUILD/go-nocgo.log" || grep -q 'undefined:' "$BUILD/go-nocgo.log"; then
+    cat "$BUILD/go-nocgo.log" >&2
+    echo "go-test.sh: CGO_ENABLED=0 did not give the message" >&2
+    exit 1
+  fi
+  head -c 200 "$BUILD/go-nocgo.log"; echo
+
   if [ "$RUN_BENCH" = 1 ]; then
     "$GO" test -run '^$' -bench . -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" . |
       tee "$BUILD/go-bench.txt"
-    # Medians, and what one Alloc+Free costs relative to two empty cgo calls.
-    awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); v[name]=v[name] " " $3 }
-      function median(s,   a, n, i, j, t) { n = split(s, a, " ");
-        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-      END { for (k in v) { m[k] = median(v[k]); printf "median %-28s %8.1f ns/op\n", k, m[k] }
-        if (m["BenchmarkEmptyCgoPair"] > 0)
-          printf "ratio AllocFree / EmptyCgoPair = %.2f\n", m["BenchmarkAllocFree"] / m["BenchmarkEmptyCgoPair"] }' \
-      "$BUILD/go-bench.txt"
+    "$GO" test -tags zarena_dlopen -run '^$' -bench 'Pair/zarena$|CgoCall' \
+      -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" . | tee "$BUILD/go-bench-dlopen.txt"
+    "$ROOT/scripts/go-bench-report.sh" "$BUILD/go-bench.txt" "$BUILD/go-bench-dlopen.txt"
   fi
 )
+
+"$ROOT/scripts/go-outside-test.sh" "$BUILD"
+
 (
   cd "$ROOT/examples/go"
   "$GO" vet ./...
   "$GO" build -o "$BUILD/go-example-gradaccum" .
   "$GO" build -o "$BUILD/go-example-quickstart" ./quickstart
+  "$GO" build -o "$BUILD/go-example-engine" ./engine
 )
 echo "-- running examples/go/quickstart (the README's Go example)"
 ZARENA_BACKEND=host "$BUILD/go-example-quickstart" | tee "$BUILD/go-quickstart.out"
 grep -q '^epoch 100, high water' "$BUILD/go-quickstart.out"
 echo "-- running examples/go ($BUILD/go-example-gradaccum)"
 "$BUILD/go-example-gradaccum"
+echo "-- running examples/go/engine ($BUILD/go-example-engine)"
+"$BUILD/go-example-engine"

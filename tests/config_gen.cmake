@@ -12,5 +12,5 @@ set_tests_properties(config_fields_in_sync PROPERTIES LABELS unit)
 add_custom_target(zarena_config_gen
   COMMAND config_gen write ${PROJECT_SOURCE_DIR}
   DEPENDS config_gen
-  COMMENT "Writing go/config_fields_gen.go and README.md's configuration table"
+  COMMENT "Writing go/config_fields_gen.go, go/internal/include/zarena/zarena.h and README.md's configuration table"
   VERBATIM)

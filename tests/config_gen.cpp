@@ -1,5 +1,6 @@
 // Prints what src/config_fields.h implies for the other languages and the docs, so that
-// the table stays the one place a configuration field is written out:
+// the table stays the one place a configuration field is written out (and keeps the Go
+// package's copy of the header, go/internal/include, identical to capi/include):
 //   config_gen go              the Go mirror (go/config_fields_gen.go)
 //   config_gen readme          README.md's configuration table (between its markers)
 //   config_gen check ROOT      exit 1 when the committed copies under ROOT differ
@@ -27,6 +28,10 @@ const char kReadmeBegin[] =
     "tests/config_gen.cpp; edit the table, not this -->\n";
 const char kReadmeEnd[] = "<!-- end of config table -->\n";
 const char kGoPath[] = "go/config_fields_gen.go";
+// The Go package's copy of the header, for its zarena_dlopen mode (it builds where no
+// zarena is installed); kept identical to the header here.
+const char kHeaderPath[] = "capi/include/zarena/zarena.h";
+const char kGoHeaderPath[] = "go/internal/include/zarena/zarena.h";
 
 std::string pad(const std::string& s, size_t n) {
   return s.size() >= n ? s : s + std::string(n - s.size(), ' ');
@@ -79,7 +84,7 @@ std::vector<GoField> go_fields() {
       if (!flags_done) {
         out.push_back({"Flags", "Flags",
                        "ZARENA_FLAG_* bits (the Flag constants), OR-ed into "
-                       "the environment's",
+                       "the environment's (with FieldFlags in Set: they replace them)",
                        nullptr});
       }
       flags_done = true;
@@ -97,7 +102,7 @@ std::string go_file() {
        "// Regenerate: cmake --build <build> --target zarena_config_gen\n\n"
        "package zarena\n\n"
        "/*\n#include \"zgo.h\"\n*/\nimport \"C\"\n\n"
-       "import (\n\t\"time\"\n\t\"unsafe\"\n)\n\n";
+       "import (\n\t\"fmt\"\n\t\"time\"\n\t\"unsafe\"\n)\n\n";
 
   // Flag constants.
   size_t w = 0;
@@ -133,20 +138,42 @@ std::string go_file() {
     o << "}\n\n";
   }
 
-  // The struct.
+  // The Field bits of Config.Set, one per Go field.
   const std::vector<GoField> fields = go_fields();
+  size_t fw = 0;
+  for (const GoField& g : fields) fw = std::max(fw, g.name.size() + 5);
+  o << "// Field bits name Config fields in Config.Set.\nconst (\n";
+  for (size_t i = 0; i < fields.size(); ++i) {
+    o << "\t" << pad("Field" + fields[i].name, fw) << " ConfigFields = 1 << " << i << "\n";
+  }
+  o << "\n\t// AllFields: every field as given; the environment is not consulted.\n"
+       "\tAllFields ConfigFields = 1<<"
+    << fields.size() << " - 1\n)\n\n";
+
+  // The struct.
   o << "// Config mirrors zarena_config. The zero value means \"the library's defaults and the\n"
        "// environment\" (ZARENA_*, ZERFOO_ARENA_SIZE_GB, ... as documented in zarena.h): New\n"
-       "// starts from zarena_config_init and overrides only the fields that are non-zero "
-       "here.\n"
-       "// Consequently a zero field cannot override an environment setting (Device 0 while\n"
-       "// ZARENA_DEVICE=1 is set yields device 1); Flags are OR-ed into the environment's.\n"
+       "// starts from zarena_config_init and overrides the fields that are non-zero here.\n"
+       "//\n"
+       "// To force a value whatever the environment says, zero included, name the field in\n"
+       "// Set (Config{Device: 0, Set: FieldDevice}; Set: AllFields ignores the environment\n"
+       "// altogether). Flags are OR-ed into the environment's flags, and ClearFlags are then\n"
+       "// cleared: Config{ClearFlags: FlagPoison} turns poison off even with\n"
+       "// ZARENA_POISON=1 (with FieldFlags in Set, Flags replace the environment's flags).\n"
+       "// A flag both in Flags and in ClearFlags is an error (ErrInvalidArgument).\n"
        "type Config struct {\n";
   // Each field under its own comment: gofmt aligns nothing across comment lines.
   for (const GoField& g : fields) {
     o << wrap_comment(g.name + ": " + g.doc + ".", "\t");
     o << "\t" << g.name << " " << g.type << "\n";
   }
+  o << "\n"
+    << wrap_comment("Set: the fields taken from this Config even when zero (Field bits).", "\t")
+    << "\tSet ConfigFields\n"
+    << wrap_comment("ClearFlags: flags forced off, after the environment's and Flags "
+                    "were applied.",
+                    "\t")
+    << "\tClearFlags Flags\n";
   o << "}\n\n";
 
   // From C (DefaultConfig).
@@ -176,26 +203,35 @@ std::string go_file() {
   o << "\treturn cfg\n}\n\n";
 
   // To C (New).
-  o << "// toC fills the C config: defaults and environment first, then the non-zero fields.\n"
-       "// The strings share one C allocation, returned for the caller to free after the\n"
-       "// create (the library copies them); nil when no string is set.\n"
-       "func (cfg *Config) toC() (C.zarena_config, *C.char) {\n"
+  o << "// toC fills the C config: defaults and environment first, then the fields that are\n"
+       "// non-zero or in Set, then ClearFlags. The strings share one C allocation, returned\n"
+       "// for the caller to free after the create (the library copies them); nil when no\n"
+       "// string is set.\n"
+       "func (cfg *Config) toC() (C.zarena_config, *C.char, error) {\n"
+       "\tif both := cfg.Flags & cfg.ClearFlags; both != 0 {\n"
+       "\t\treturn C.zarena_config{}, nil, &Error{Status: StatusInvalidArgument,\n"
+       "\t\t\tMessage: fmt.Sprintf(\"Config: flags %#x are both in Flags and in ClearFlags\", "
+       "uint32(both))}\n"
+       "\t}\n"
        "\tc := C.zgo_config_defaults()\n";
   std::vector<const GoField*> strings;
   for (const GoField& g : fields) {
     if (g.spec == nullptr) {
-      o << "\tc.flags |= C.uint32_t(cfg.Flags)\n";
+      o << "\tif cfg.Set&FieldFlags != 0 {\n\t\tc.flags = C.uint32_t(cfg.Flags)\n\t} else {\n"
+           "\t\tc.flags |= C.uint32_t(cfg.Flags)\n\t}\n"
+           "\tc.flags &^= C.uint32_t(cfg.ClearFlags)\n";
       continue;
     }
     const std::string key = g.spec->key;
+    const std::string set = "cfg.Set&Field" + g.name + " != 0";
     switch (g.spec->go_kind) {
       case GoKind::kPlain:
-        o << "\tif cfg." << g.name << " != 0 {\n\t\tc." << key << " = " << c_type(*g.spec)
-          << "(cfg." << g.name << ")\n\t}\n";
+        o << "\tif cfg." << g.name << " != 0 || " << set << " {\n\t\tc." << key << " = "
+          << c_type(*g.spec) << "(cfg." << g.name << ")\n\t}\n";
         break;
       case GoKind::kDuration:
-        o << "\tif cfg." << g.name << " > 0 {\n\t\tc." << key << " = " << c_type(*g.spec) << "(cfg."
-          << g.name << ".Nanoseconds())\n\t}\n";
+        o << "\tif cfg." << g.name << " > 0 || " << set << " {\n\t\tc." << key << " = "
+          << c_type(*g.spec) << "(max(cfg." << g.name << ", 0).Nanoseconds())\n\t}\n";
         break;
       case GoKind::kString:
         strings.push_back(&g);
@@ -203,6 +239,10 @@ std::string go_file() {
       default:  // the stream travels to zgo_create as an integer (cgo pointer rules)
         break;
     }
+  }
+  // A string in Set but empty forces the default (NULL), whatever the environment says.
+  for (const GoField* g : strings) {
+    o << "\tif cfg.Set&Field" << g->name << " != 0 {\n\t\tc." << g->spec->key << " = nil\n\t}\n";
   }
   o << "\tvar strs *C.char\n\tif ";
   for (size_t i = 0; i < strings.size(); ++i) {
@@ -219,7 +259,7 @@ std::string go_file() {
       << " = (*C.char)(unsafe.Add(base, " << offset << "))\n\t\t}\n";
     offset = (offset == "0" ? "" : offset + "+") + "len(cfg." + strings[i]->name + ")+1";
   }
-  o << "\t}\n\treturn c, strs\n}\n";
+  o << "\t}\n\treturn c, strs, nil\n}\n";
   return o.str();
 }
 
@@ -331,6 +371,22 @@ int check_or_write(const std::string& root, bool write) {
     rc = 1;
   } else {
     std::printf("%s matches the table\n", kGoPath);
+  }
+  std::string header, go_header;
+  if (!read_file(root + "/" + kHeaderPath, &header)) {
+    std::printf("cannot read %s\n", kHeaderPath);
+    return 1;
+  }
+  if (write) {
+    if (!write_file(root + "/" + kGoHeaderPath, header)) {
+      std::fprintf(stderr, "cannot write %s\n", kGoHeaderPath);
+      return 2;
+    }
+  } else if (!read_file(root + "/" + kGoHeaderPath, &go_header) || go_header != header) {
+    std::printf("%s differs from %s\n", kGoHeaderPath, kHeaderPath);
+    rc = 1;
+  } else {
+    std::printf("%s matches %s\n", kGoHeaderPath, kHeaderPath);
   }
   const std::string readme_path = root + "/README.md";
   std::string readme, spliced;

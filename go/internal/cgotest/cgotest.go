@@ -1,12 +1,14 @@
 // Package cgotest holds the C helpers that the binding's tests and benchmarks need and
 // that cannot live in _test.go files (they may not use cgo): an empty C call to price
-// cgo itself, a thread that Go did not create, and memory tagging to check that blocks
-// handed to concurrent goroutines never overlap.
+// cgo itself, C loops that price the library without cgo, a thread that Go did not
+// create, and memory tagging to check that blocks handed to concurrent goroutines never
+// overlap.
 package cgotest
 
 /*
-#cgo pkg-config: zarena
-#cgo LDFLAGS: -lpthread
+#cgo LDFLAGS: -lpthread -ldl
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -64,6 +66,83 @@ static int32_t cgotest_on_foreign_threads(const char* name, uint64_t capacity, i
 
 static void cgotest_tag(uintptr_t p, uint64_t n, uint8_t tag) { memset((void*)p, tag, n); }
 
+// The C-level costs the Go benchmarks compare with: a host arena driven from a C loop.
+static uintptr_t cgotest_arena_new(uint64_t capacity) {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.capacity_bytes = capacity;
+  cfg.name = "cgotest";
+  zarena* a = NULL;
+  if (zarena_create(&cfg, &a) != ZARENA_OK) return 0;
+  return (uintptr_t)a;
+}
+
+static void cgotest_arena_destroy(uintptr_t a) { zarena_destroy((zarena*)a); }
+
+// n alloc_ex + free_at pairs of size bytes; the first failing status, else 0.
+static int32_t cgotest_pairs(uintptr_t h, int64_t n, uint64_t size) {
+  zarena* a = (zarena*)h;
+  for (int64_t i = 0; i < n; ++i) {
+    zarena_block b;
+    zarena_status s = zarena_alloc_ex(a, size, 0, &b);
+    if (s == ZARENA_OK) s = zarena_free_at(a, b.ptr, b.epoch);
+    if (s != ZARENA_OK) return s;
+  }
+  return 0;
+}
+
+// n pairs as the binding makes them: each allocation carries the previous block's free
+// (zarena_free_then_alloc with one item).
+static int32_t cgotest_pairs_batched(uintptr_t h, int64_t n, uint64_t size) {
+  zarena* a = (zarena*)h;
+  zarena_free_item item = {NULL, ZARENA_ANY_EPOCH};
+  zarena_status st;
+  for (int64_t i = 0; i < n; ++i) {
+    zarena_block b;
+    zarena_status s = zarena_free_then_alloc(a, &item, item.ptr != NULL, &st, size, 0, &b);
+    if (s != ZARENA_OK) return s;
+    item.ptr = b.ptr;
+    item.epoch = b.epoch;
+  }
+  return item.ptr != NULL ? zarena_free_at(a, item.ptr, item.epoch) : 0;
+}
+
+// cgotest_pairs through pointers from dlsym, as the binding's zarena_dlopen mode calls:
+// the price of the indirection against the linked calls (which go through the PLT).
+static int32_t cgotest_pairs_dlsym(uintptr_t h, int64_t n, uint64_t size) {
+  zarena_status (*alloc_ex)(zarena*, uint64_t, uint32_t, zarena_block*) =
+      (zarena_status(*)(zarena*, uint64_t, uint32_t, zarena_block*))dlsym(RTLD_DEFAULT,
+                                                                           "zarena_alloc_ex");
+  zarena_status (*free_at)(zarena*, void*, uint64_t) =
+      (zarena_status(*)(zarena*, void*, uint64_t))dlsym(RTLD_DEFAULT, "zarena_free_at");
+  if (alloc_ex == NULL || free_at == NULL) return -1;
+  zarena* a = (zarena*)h;
+  for (int64_t i = 0; i < n; ++i) {
+    zarena_block b;
+    zarena_status s = alloc_ex(a, size, 0, &b);
+    if (s == ZARENA_OK) s = free_at(a, b.ptr, b.epoch);
+    if (s != ZARENA_OK) return s;
+  }
+  return 0;
+}
+
+// n allocations of size bytes, a reset after every `every` of them.
+static int32_t cgotest_bump_reset(uintptr_t h, int64_t n, uint64_t size, int64_t every) {
+  zarena* a = (zarena*)h;
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    zarena_block b;
+    zarena_status s = zarena_alloc_ex(a, size, 0, &b);
+    if (s != ZARENA_OK) return s;
+    if (++k == every) {
+      k = 0;
+      zarena_reset(a);
+    }
+  }
+  return 0;
+}
+
 static int cgotest_check(uintptr_t p, uint64_t n, uint8_t tag) {
   const uint8_t* b = (const uint8_t*)p;
   for (uint64_t i = 0; i < n; ++i) {
@@ -86,6 +165,35 @@ func OnForeignThreads(name string, capacity uint64, n int) int32 {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	return int32(C.cgotest_on_foreign_threads(cname, C.uint64_t(capacity), C.int(n)))
+}
+
+// NewHostArena creates a host arena through the C API (0 on failure) for C-level loops.
+func NewHostArena(capacity uint64) uintptr { return uintptr(C.cgotest_arena_new(C.uint64_t(capacity))) }
+
+// DestroyArena destroys an arena of NewHostArena.
+func DestroyArena(h uintptr) { C.cgotest_arena_destroy(C.uintptr_t(h)) }
+
+// Pairs makes n alloc+free pairs of size bytes in one C loop (the C pair's cost); it
+// returns the first failing status, else 0.
+func Pairs(h uintptr, n int, size uint64) int32 {
+	return int32(C.cgotest_pairs(C.uintptr_t(h), C.int64_t(n), C.uint64_t(size)))
+}
+
+// PairsBatched makes n pairs as the Go binding does: every allocation applies the
+// previous block's free first, in the same call (zarena_free_then_alloc).
+func PairsBatched(h uintptr, n int, size uint64) int32 {
+	return int32(C.cgotest_pairs_batched(C.uintptr_t(h), C.int64_t(n), C.uint64_t(size)))
+}
+
+// PairsDlsym is Pairs calling through function pointers from dlsym (-1: not found).
+func PairsDlsym(h uintptr, n int, size uint64) int32 {
+	return int32(C.cgotest_pairs_dlsym(C.uintptr_t(h), C.int64_t(n), C.uint64_t(size)))
+}
+
+// BumpReset makes n allocations of size bytes with a reset after every `every`, in C.
+func BumpReset(h uintptr, n int, size uint64, every int) int32 {
+	return int32(C.cgotest_bump_reset(C.uintptr_t(h), C.int64_t(n), C.uint64_t(size),
+		C.int64_t(every)))
 }
 
 // Tag fills n bytes of host memory at p with tag.

@@ -1,0 +1,788 @@
+/*
+ * zarena — a GPU memory arena behind a stable C ABI.
+ *
+ * This header is the manual. Read it top to bottom once.
+ *
+ * WHAT IT IS
+ *   An arena reserves one large region from a backend (CUDA device memory, or host
+ *   memory) at create. zarena_alloc hands out aligned blocks of it: first from blocks
+ *   freed earlier in the same epoch (good fit from an O(1) two-level segregated-fit
+ *   index; freed neighbours coalesce), otherwise by bumping a top offset. zarena_reset rewinds the arena to its
+ *   floor in O(1) and starts a new epoch: every block allocated above the floor since
+ *   the last reset is reclaimed at once. zarena_mark_step_boundary raises the floor to
+ *   the current top, so what was allocated so far (weights, uploaded samples) survives
+ *   later resets. When the region is exhausted, an allocation spills into an overflow
+ *   pool according to the overflow policy, or fails with ZARENA_E_OUT_OF_MEMORY.
+ *
+ *   A training loop therefore looks like:
+ *       upload weights (zarena_alloc ...); zarena_mark_step_boundary(a);
+ *       for each step: allocations and frees ...; zarena_reset(a);
+ *   A loop that never resets grows until it overflows; zarena says so in its log
+ *   (event "arena.reset_cadence" before, "arena.first_overflow" with verdict
+ *   "never_reset" when it happens), on stderr when no log callback is registered.
+ *
+ * CONVENTIONS
+ *   - Every function that can fail returns zarena_status. ZARENA_OK is 0. On failure a
+ *     thread-local message describing the failure is available from zarena_last_error()
+ *     until the next failing call on the same thread, and no state has changed: a
+ *     failed call leaves the arena exactly as it was, except the counters in
+ *     zarena_stats that exist to count such failures (invalid_frees, stale_frees,
+ *     misses, overflow_failures, and epoch_allocs for a request that failed).
+ *   - No C++ exception ever leaves this library; allocation failures inside the library
+ *     are reported as ZARENA_E_OUT_OF_MEMORY or ZARENA_E_INTERNAL.
+ *   - Output pointers are written only on ZARENA_OK (out_ptr of zarena_alloc is set to
+ *     NULL on failure when it is non-NULL).
+ *   - Pointers returned by zarena_alloc are device pointers for the CUDA backend and
+ *     host pointers for the host backend. zarena never reads or writes them, except
+ *     when ZARENA_FLAG_POISON asks it to fill freed and reclaimed blocks.
+ *
+ * THREADS
+ *   zarena_alloc, zarena_free, zarena_get_stats, zarena_epoch and zarena_mark_step_boundary
+ *   may be called on one arena from any number of threads at once.
+ *   zarena_reset may be called concurrently with the others (it is serialised
+ *   internally), but the caller must make sure no other thread still uses a block that
+ *   the reset reclaims: the reset invalidates every block allocated above the floor.
+ *   zarena_destroy requires exclusive use: no other call on that arena may be in flight
+ *   or start afterwards.
+ *   Different arenas are fully independent.
+ *
+ * STABILITY
+ *   Every function in this header is the stable ABI of major version 1 unless it sits
+ *   in a section marked EXPERIMENTAL: names, numeric values and struct layouts do not
+ *   change within a major version; new status codes, enum values and trailing struct
+ *   fields may be added by minor versions. Versioned structs begin with struct_size: set
+ *   it to sizeof() as you compiled it; the library reads and writes only that many bytes.
+ *   Each stable function carries the symbol version of the release that added it
+ *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...), so a program that needs a newer
+ *   function refuses to start on an older library instead of failing at the call.
+ *   Functions of an EXPERIMENTAL section (none at present) carry the symbol version
+ *   ZARENA_EXPERIMENTAL and may change or go in any minor version. docs/ABI.md has the
+ *   rules and the checks that hold them.
+ */
+#ifndef ZARENA_ZARENA_H
+#define ZARENA_ZARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define ZARENA_API_EXPORT __declspec(dllexport)
+#define ZARENA_API_IMPORT __declspec(dllimport)
+#else
+#define ZARENA_API_EXPORT __attribute__((visibility("default")))
+#define ZARENA_API_IMPORT
+#endif
+#if defined(ZARENA_STATIC)
+#define ZARENA_API
+#elif defined(ZARENA_BUILDING_LIBRARY)
+#define ZARENA_API ZARENA_API_EXPORT
+#else
+#define ZARENA_API ZARENA_API_IMPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------------- */
+#define ZARENA_VERSION_MAJOR 1
+#define ZARENA_VERSION_MINOR 1
+#define ZARENA_VERSION_PATCH 0
+#define ZARENA_VERSION_NUMBER \
+  (ZARENA_VERSION_MAJOR * 10000 + ZARENA_VERSION_MINOR * 100 + ZARENA_VERSION_PATCH)
+
+/* The version of the library actually loaded (compare with ZARENA_VERSION_NUMBER to
+ * detect a header/library mismatch). Never fails; thread-safe. */
+ZARENA_API uint32_t zarena_version_number(void);
+/* "MAJOR.MINOR.PATCH" of the loaded library; static storage, never NULL. */
+ZARENA_API const char* zarena_version_string(void);
+
+/* ---------------------------------------------------------------------------------
+ * Status codes. Values are fixed forever; new codes are added after the last one.
+ * ------------------------------------------------------------------------------- */
+typedef int32_t zarena_status;
+#define ZARENA_OK 0
+#define ZARENA_E_INVALID_ARGUMENT 1 /* NULL handle/out pointer, bad config value */
+#define ZARENA_E_OUT_OF_MEMORY 2    /* region full and overflow refused/failed/capped */
+#define ZARENA_E_NOT_OWNED 3        /* pointer not handed out by this arena (or interior) */
+#define ZARENA_E_DOUBLE_FREE 4      /* block already freed */
+#define ZARENA_E_STALE 5            /* block reclaimed by an earlier reset; dropped */
+#define ZARENA_E_CAPTURE_UNSAFE 6   /* sync overflow refused: stream is being captured */
+#define ZARENA_E_NO_DEVICE 7        /* CUDA backend asked for but no usable device */
+#define ZARENA_E_BACKEND 8          /* the backend (CUDA runtime, OS) reported an error */
+#define ZARENA_E_UNSUPPORTED 9      /* valid request this build or device cannot do */
+#define ZARENA_E_INTERNAL 10        /* a bug in zarena; please report with the message */
+
+/* A short constant description of a status ("out of memory"); static, never NULL.
+ * Unknown values yield "unknown status". */
+ZARENA_API const char* zarena_status_string(zarena_status s);
+/* Detail of the most recent failure on the calling thread (names sizes, pointers,
+ * CUDA error text). Thread-local; valid until the next zarena call on this thread;
+ * never NULL ("" when no failure happened yet). Successful calls do not clear it. */
+ZARENA_API const char* zarena_last_error(void);
+
+/* ---------------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------------- */
+#define ZARENA_BACKEND_AUTO 0 /* CUDA when a device is usable, else host */
+#define ZARENA_BACKEND_HOST 1 /* page-backed host memory: CPU engines, tests */
+#define ZARENA_BACKEND_CUDA 2 /* cudaMalloc'ed device memory on cfg->device */
+
+#define ZARENA_OVERFLOW_DEFAULT 0 /* ASYNC when a stream is configured, else SYNC */
+#define ZARENA_OVERFLOW_ASYNC 1   /* stream-ordered pool (cudaMallocFromPoolAsync) */
+#define ZARENA_OVERFLOW_SYNC 2    /* cudaMalloc; refused while the stream is captured */
+#define ZARENA_OVERFLOW_REFUSE 3  /* region full => ZARENA_E_OUT_OF_MEMORY */
+
+#define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
+#define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with poison_word (debugging) */
+#define ZARENA_FLAG_OVERFLOW_PREWARM            \
+  0x4u /* at create, allocate+free the retained \
+          overflow size once so pages are resident */
+/* capacity_bytes becomes the maximum: the region's address range is reserved at create
+ * and memory is committed on demand, commit_chunk_bytes at a time (see trim_keep_bytes) */
+#define ZARENA_FLAG_EXPANDABLE 0x8u
+/* with ZARENA_FLAG_MANAGED on a device without managed memory: use device memory (and
+ * say so in "arena.config") instead of failing zarena_create with ZARENA_E_UNSUPPORTED */
+#define ZARENA_FLAG_MANAGED_FALLBACK 0x10u
+/* invalid configuration fails zarena_create with ZARENA_E_INVALID_ARGUMENT (the message
+ * lists every problem) instead of a warning: this includes invalid environment values
+ * and unknown ZARENA_* environment variables (see zarena_config_init) */
+#define ZARENA_FLAG_STRICT_CONFIG 0x20u
+/* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
+ * reuse and overflow. Off by default: a training loop resets thousands of times */
+#define ZARENA_FLAG_STEP_RECORDS 0x40u
+
+/* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
+#define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
+
+/* OVERFLOW AND CUDA
+ *   The CUDA backend takes the region from cudaMalloc (cudaMallocManaged with
+ *   ZARENA_FLAG_MANAGED) on cfg->device. The arena is bound to that device: every call
+ *   makes it current for its duration and restores the calling thread's current device
+ *   afterwards, so any thread may use the arena whatever device it is bound to.
+ *   libzarena carries CUDA's runtime statically: it loads without a driver, and then
+ *   AUTO picks the host backend and CUDA fails with ZARENA_E_NO_DEVICE (message with the
+ *   CUDA error). A cudaStream_t made by the host program's own CUDA runtime is a valid
+ *   cfg->stream. The stream must belong to cfg->device (else ZARENA_E_INVALID_ARGUMENT at
+ *   create) and must outlive the arena: frees and the destroy are ordered on it.
+ *
+ *   ASYNC: overflow blocks come from a memory pool the arena creates for itself (never
+ *   the device's default pool, which the host program may be tuning), with
+ *   cudaMallocFromPoolAsync / cudaFreeAsync on cfg->stream (NULL = the legacy stream).
+ *   The pool keeps up to overflow_retain_bytes of freed memory resident across
+ *   synchronisations instead of giving it back to the OS and faulting it in again.
+ *   The pool maps memory in chunks larger than the requests (32 MiB on an H200): a
+ *   threshold below one chunk keeps nothing, so the default retain is the capacity but
+ *   at least 64 MiB. ZARENA_FLAG_OVERFLOW_PREWARM allocates and frees the retained size once at
+ *   create (and synchronises the stream), so the first overflow does not pay for
+ *   mapping it (milliseconds for a fresh pool). An ASYNC overflow made while cfg->stream
+ *   is being captured into a CUDA graph becomes an allocation node of that graph and
+ *   belongs to it: free such a block inside the same capture, or reset the arena only
+ *   after the graph has been launched.
+ *
+ *   SYNC: cudaMalloc / cudaFree. A synchronous allocation during graph capture breaks
+ *   the capture (CUDA refuses it and invalidates the capture; some drivers hang), so it
+ *   is refused with ZARENA_E_CAPTURE_UNSAFE, before any call, when cfg->stream is
+ *   capturing (or its capture was invalidated), when a blocking stream of the device is
+ *   capturing (the legacy stream's rules: it reports an implicit capture, which covers
+ *   an arena on the NULL stream), or when the calling thread's per-thread stream is.
+ *   Not visible beforehand: a global-mode capture on another non-blocking stream. CUDA
+ *   then refuses the cudaMalloc itself (ZARENA_E_CAPTURE_UNSAFE too, path
+ *   "capture_refused") and that capture is invalidated. Use ASYNC with a stream when
+ *   overflow may happen during capture.
+ *
+ *   Both: overflow_limit_bytes caps live overflow bytes (ZARENA_E_OUT_OF_MEMORY beyond
+ *   it; by default the cap is the capacity, so overflow at most doubles what the arena
+ *   takes, ZARENA_OVERFLOW_UNLIMITED lifts it); zarena_free returns a block to its route; zarena_reset frees every overflow
+ *   block of the epoch still live; blocks live at zarena_mark_step_boundary survive
+ *   resets like the region below the floor. An overflow backend call slower than
+ *   overflow_slow_ns logs "overflow.slow"; stats.overflow_max_latency_ns keeps the
+ *   slowest. The "arena.first_overflow" record names the route in "path": async, sync,
+ *   capture_refused, refused (REFUSE) or limit. */
+typedef struct zarena_config {
+  uint32_t struct_size;           /* sizeof(zarena_config) as the caller compiled it */
+  int32_t backend;                /* ZARENA_BACKEND_*; default AUTO */
+  int32_t device;                 /* CUDA device ordinal; default 0 */
+  uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 */
+  uint64_t alignment;             /* power of two in [8, 1 GiB]; default 256 */
+  int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
+  uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = default:
+                                     the capacity, but at least 64 MiB (see above) */
+  uint64_t overflow_limit_bytes;  /* cap on live overflow bytes; 0 = default: the
+                                     capacity (a loop that never resets fails with its
+                                     diagnosis instead of eating the device);
+                                     ZARENA_OVERFLOW_UNLIMITED = no cap */
+  void* stream;                   /* cudaStream_t the memory is used on; NULL = legacy */
+  uint32_t flags;                 /* ZARENA_FLAG_* */
+  const char* name;               /* label in log lines; copied at create; NULL = "zarena" */
+  /* --- extensions: a struct_size that ends before a field below means "default" --- */
+  uint64_t overflow_slow_ns; /* watchdog: overflow calls slower than this log
+                                "overflow.slow"; 0 = default 10 ms */
+  /* --- 1.1 --- */
+  uint32_t poison_word;        /* 32-bit poison pattern (ZARENA_FLAG_POISON); 0 = default
+                                  0x7FF80000 (a quiet NaN read as float32 and as float64) */
+  uint32_t reserved0;          /* must be 0 */
+  uint64_t commit_chunk_bytes; /* ZARENA_FLAG_EXPANDABLE: commit step; 0 = default 64 MiB */
+  uint64_t trim_keep_bytes;    /* ZARENA_FLAG_EXPANDABLE: at reset, decommit what lies above
+                                  max(this, what is in use); 0 = never trim */
+  const char* trace_file;      /* record every event to this file (see zarena-replay);
+                                  NULL = none; copied at create */
+} zarena_config;
+
+/* Fills *cfg with the defaults, then applies environment overrides (table below), and
+ * sets cfg->struct_size. Never fails; NULL is ignored.
+ * zarena_config_init(cfg) is a macro for zarena_config_init_sized(cfg, sizeof *cfg): the
+ * library writes exactly the struct the caller compiled, never past it, whatever
+ * version of zarena is loaded (a newer caller's unknown tail is zeroed). The exported
+ * function of the same name (for dlopen users and function pointers) fills the 1.0.0
+ * layout, 88 bytes, forever.
+ *
+ *   ZARENA_BACKEND            auto | host | cuda
+ *   ZARENA_DEVICE             CUDA device ordinal
+ *   ZARENA_CAPACITY_BYTES     capacity, a byte size (ZERFOO_ARENA_SIZE_GB: in GiB;
+ *                             ZARENA_CAPACITY_BYTES wins when both are set)
+ *   ZARENA_ALIGNMENT          alignment, a byte size (power of two in [8, 1 GiB])
+ *   ZARENA_OVERFLOW_POLICY    default | async | sync | refuse
+ *   ZARENA_OVERFLOW_RETAIN_BYTES (or ZERFOO_OVERFLOW_POOL_RETAIN_GB, in GiB)
+ *   ZARENA_OVERFLOW_LIMIT_BYTES  cap on live overflow bytes, a byte size or "unlimited"
+ *   ZARENA_OVERFLOW_SLOW_MS   watchdog threshold in milliseconds
+ *   ZARENA_POISON=1           (or ZTENSOR_ARENA_POISON=1) sets ZARENA_FLAG_POISON
+ *   ZARENA_POISON_WORD        poison_word: decimal, or hex with 0x (0x7FF80000)
+ *   ZARENA_MANAGED=1          (or ZERFOO_ENABLE_MANAGED_MEM=1) sets ZARENA_FLAG_MANAGED
+ *   ZARENA_MANAGED_FALLBACK=1 sets ZARENA_FLAG_MANAGED_FALLBACK
+ *   ZARENA_OVERFLOW_PREWARM=1 sets ZARENA_FLAG_OVERFLOW_PREWARM
+ *   ZARENA_EXPANDABLE=1       sets ZARENA_FLAG_EXPANDABLE
+ *   ZARENA_COMMIT_CHUNK_BYTES commit_chunk_bytes, a byte size
+ *   ZARENA_TRIM_KEEP_BYTES    trim_keep_bytes, a byte size
+ *   ZARENA_STRICT_CONFIG=1    sets ZARENA_FLAG_STRICT_CONFIG
+ *   ZARENA_STEP_RECORDS=1     sets ZARENA_FLAG_STEP_RECORDS
+ *   ZARENA_TRACE_FILE         trace_file
+ *   ZARENA_NAME               arena label
+ * Values are read strictly, so that a typo cannot pass for a setting:
+ *   - numbers are decimal digits only: no sign, no blanks before, after or inside, no
+ *     hexadecimal (poison words excepted), no exponent; a leading zero is refused
+ *     ("010" is neither ten nor eight: write 10);
+ *   - a byte size is a number, optionally with a fraction ("1.5"), then optionally a
+ *     unit, any case: B; K, KiB, M, MiB, G, GiB, T, TiB are powers of 1024; KB, MB, GB,
+ *     TB are powers of 1000 ("2GB" = 2000000000, "2GiB" = "2G" = 2147483648, "64k" =
+ *     65536). A fraction is rounded to the nearest byte. ztensor's *_GB variables take a
+ *     plain number (fraction allowed) of GiB, as ztensor does;
+ *   - switches: 1, true, yes, on / 0, false, no, off, or empty (off), any case;
+ *   - names (policy, backend): as listed, any case; text (name, trace file): non-empty,
+ *     no blanks at either end.
+ * An invalid value is ignored (the default stays) and logged at warn when an arena is
+ * created (event "config.invalid_value": the variable, its text, why, and an example of
+ * a valid value), as is every ZARENA_* variable zarena does not know (event
+ * "config.unknown_variable", with the closest known name). Known besides the table: the
+ * logging variables ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info),
+ * ZARENA_LOG_STDERR=1 and ZARENA_LOG_FORMAT (text|json) (see zarena_set_log_callback),
+ * and the tooling variables ZARENA_LIBRARY (the Python module), ZARENA_TEST_HELPER,
+ * ZARENA_TEST_HELPER_MODE, ZARENA_BUILD_DIR, ZARENA_GO, ZARENA_SHARED_LIB and
+ * ZARENA_CONSUMER_CMAKE_ARGS (the test scripts). With ZARENA_FLAG_STRICT_CONFIG these
+ * problems fail zarena_create instead. The "arena.config" record names each value's
+ * source. */
+ZARENA_API void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size);
+ZARENA_API void zarena_config_init(zarena_config* cfg);
+#define zarena_config_init(cfg) zarena_config_init_sized((cfg), (uint32_t)sizeof(*(cfg)))
+
+/* ---------------------------------------------------------------------------------
+ * Arena lifetime
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena zarena; /* opaque */
+
+/* Creates an arena and reserves its whole region from the backend.
+ * cfg: required; start from zarena_config_init. A cfg whose struct_size is smaller
+ * than this header's (an older caller) is read up to struct_size, the rest defaults;
+ * a larger one (a newer caller) is accepted when its unknown tail is all zero.
+ * out: receives the handle on success; untouched on failure.
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL cfg/out, struct_size too small or
+ *   with a non-zero unknown tail, capacity 0, bad alignment, unknown backend or policy);
+ *   ZARENA_E_NO_DEVICE (BACKEND_CUDA without a usable device, or a build without CUDA
+ *   support: the message says which); ZARENA_E_OUT_OF_MEMORY (the backend could not
+ *   reserve the region); ZARENA_E_UNSUPPORTED (e.g. MANAGED on a device without managed
+ *   memory, ASYNC overflow without memory-pool support); ZARENA_E_BACKEND.
+ * Logs "arena.config" with the resolved configuration and each value's source. */
+ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
+
+/* Releases the region, every live overflow block and the arena itself (CUDA: waits for
+ * the stream-ordered frees on cfg->stream, trims and destroys the overflow pool, so all
+ * device memory the arena took is given back). Every pointer
+ * the arena handed out becomes invalid. NULL is accepted and returns ZARENA_OK.
+ * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary.
+ * Returns ZARENA_OK, or ZARENA_E_BACKEND when the backend reported an error while
+ * releasing (the arena is destroyed anyway; the handle is invalid afterwards). */
+ZARENA_API zarena_status zarena_destroy(zarena* a);
+
+/* ---------------------------------------------------------------------------------
+ * Allocation
+ * ------------------------------------------------------------------------------- */
+
+/* Allocates size bytes, aligned to cfg.alignment, and writes the pointer to *out_ptr.
+ * size 0 succeeds, allocates nothing and writes NULL (freeing NULL is a no-op).
+ * The block lives until zarena_free, or until a zarena_reset if it lies above the
+ * floor, or until zarena_destroy. Its contents are undefined (not zeroed).
+ * When the region cannot serve the request, the overflow policy decides (see
+ * ZARENA_OVERFLOW_*); overflow blocks are freed with zarena_free like any other, and a
+ * reset reclaims those allocated in the epoch.
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a or out_ptr);
+ *   ZARENA_E_OUT_OF_MEMORY (region full and overflow refused, capped or failed; the
+ *   message names requested size, used, capacity and the overflow route);
+ *   ZARENA_E_CAPTURE_UNSAFE (SYNC overflow needed while the stream is being captured);
+ *   ZARENA_E_BACKEND (overflow allocation failed in the backend).
+ * Thread-safe. The region path makes no backend call and takes one short lock. */
+ZARENA_API zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr);
+
+/* Returns a block to the arena; the size is tracked, not passed. NULL is a no-op (OK).
+ * Freed blocks are reused by later allocations of the same epoch and coalesce with
+ * free neighbours; freeing the topmost block lowers the top.
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a);
+ *   ZARENA_E_NOT_OWNED (ptr was never returned by this arena, or points inside a
+ *     block rather than at its start);
+ *   ZARENA_E_DOUBLE_FREE (ptr's block was already freed and not handed out again);
+ *   ZARENA_E_STALE (ptr's block was reclaimed by a reset; the call is dropped and
+ *     counted in stats.stale_frees). A pointer whose address was handed out again
+ *     after the reset denotes the new block: zarena cannot tell the two apart.
+ *   None of the three errors changes any state (they count in stats).
+ * Thread-safe. */
+ZARENA_API zarena_status zarena_free(zarena* a, void* ptr);
+
+/* Rewinds the arena to its floor and starts a new epoch (epoch += 1): every block
+ * allocated above the floor, and every overflow block allocated since the last reset
+ * that is still live, is reclaimed. Cost is O(1) in the region whatever was allocated,
+ * plus one backend free per reclaimed overflow block. Blocks below the floor stay.
+ * Resetting never fails on a valid handle: returns ZARENA_OK, or
+ * ZARENA_E_INVALID_ARGUMENT for NULL. See THREADS for what the caller must ensure. */
+ZARENA_API zarena_status zarena_reset(zarena* a);
+
+/* Sets the floor to the current top: everything allocated so far (and still live,
+ * overflow blocks included) survives later resets; it can still be freed individually.
+ * Does not start an epoch. Cost: O(blocks allocated since the last boundary or reset),
+ * once per call — a boundary is marked after loading weights, not per allocation.
+ * Space freed below the floor is reused: by allocations of any epoch once the space
+ * above the floor cannot serve them (such blocks are still reclaimed by the next
+ * reset), and by the bump top when the blocks just under the floor are all free and
+ * nothing lies above it (the floor then comes down).
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL. Thread-safe. */
+ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
+
+/* The current epoch: 0 after create, +1 at every reset. 0 for NULL. Thread-safe. */
+ZARENA_API uint64_t zarena_epoch(const zarena* a);
+
+/* ---------------------------------------------------------------------------------
+ * Statistics
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena_stats {
+  uint32_t struct_size;              /* set by the caller to sizeof(zarena_stats) */
+  uint64_t capacity_bytes;           /* region size */
+  uint64_t used_bytes;               /* bytes in live region blocks (aligned sizes) */
+  uint64_t floor_bytes;              /* floor offset (survives resets below it) */
+  uint64_t high_water_bytes;         /* highest top offset since create */
+  uint64_t epoch;                    /* resets since create */
+  uint64_t epoch_allocs;             /* allocation requests (size > 0) this epoch */
+  uint64_t epoch_max_alloc_bytes;    /* largest request this epoch */
+  uint64_t epoch_high_water_bytes;   /* highest top offset this epoch */
+  uint64_t hits;                     /* requests served by the region (since create) */
+  uint64_t misses;                   /* requests the region could not serve */
+  uint64_t reuses;                   /* hits served by a freed block (subset of hits) */
+  uint64_t resets;                   /* zarena_reset calls (== epoch) */
+  uint64_t free_list_len;            /* free blocks in the index (not the space above top) */
+  uint64_t free_list_bytes;          /* bytes in those blocks */
+  uint64_t largest_free_block_bytes; /* largest block in the index */
+  uint64_t live_allocs;              /* live blocks, region and overflow */
+  uint64_t stale_frees;              /* zarena_free calls answered ZARENA_E_STALE */
+  uint64_t invalid_frees;            /* ... answered NOT_OWNED or DOUBLE_FREE */
+  uint64_t overflow_allocs;          /* successful overflow allocations since create */
+  uint64_t overflow_live_bytes;      /* bytes in live overflow blocks */
+  uint64_t overflow_peak_bytes;      /* highest overflow_live_bytes since create */
+  uint64_t overflow_max_latency_ns;  /* slowest overflow backend allocation */
+  /* --- extensions: written only when the caller's struct_size covers them --- */
+  uint64_t overflow_reclaimed; /* overflow blocks reclaimed by resets */
+  uint64_t overflow_failures;  /* overflow attempts refused, capped or failed */
+  /* --- 1.1 --- */
+  uint64_t pinned_bytes;            /* bytes in pinned blocks, region and overflow */
+  uint64_t pinned_blocks;           /* blocks with at least one pin */
+  uint64_t pin_retained_bytes;      /* at the last reset: bytes between the floor and the top
+                                       that pins raised it to, not pinned themselves (free
+                                       holes, reusable; the price of the pins) */
+  uint64_t deferred_frees;          /* frees of pinned blocks waiting for their last unpin */
+  uint64_t overflow_deferred_gives; /* overflow blocks freed or reclaimed during a capture,
+                                       given back to the backend once it ends */
+  uint64_t poison_fills;            /* poison fills made */
+  uint64_t poison_skipped;          /* fills skipped because a capture was active */
+  uint64_t top_bytes;               /* the top now (highest end of the tiled part) */
+  uint64_t committed_bytes;         /* memory backing the region (expandable: committed so
+                                       far; else the capacity) */
+  uint64_t commit_events;           /* expandable: successful commits */
+  uint64_t trim_events;             /* expandable: decommits at reset */
+  uint64_t commit_failures;         /* expandable: commits the backend refused */
+} zarena_stats;
+
+/* Fills *out with a consistent snapshot (all fields from one instant). Set
+ * out->struct_size first; at most that many bytes are written, and a struct_size
+ * larger than this library knows gets its unknown tail zeroed.
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size smaller than
+ * the 1.0 layout). Thread-safe, and safe to call from inside a log callback. */
+ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
+
+/* ---------------------------------------------------------------------------------
+ * Epochs, pins, floors (1.1)
+ *
+ * What a tensor engine needs to make the arena the source of truth for its buffers.
+ *
+ * EPOCH-CHECKED FREES. Every block belongs to the epoch it was handed out in. An engine
+ * that frees tensors from garbage-collector finalizers may free long after a reset: by
+ * then the same address may belong to a live block of the current epoch, and a plain
+ * zarena_free would free that one. So zarena_alloc_ex returns the block's epoch with the
+ * pointer (one call), and zarena_free_at(a, ptr, epoch) frees only if the block at ptr
+ * was handed out in that epoch; otherwise it returns ZARENA_E_STALE and changes nothing.
+ * The check and the free are one atomic step: a reset on another thread cannot come in
+ * between.
+ *
+ * PINS (save-for-backward). zarena_pin keeps a block alive across resets: a reset leaves
+ * every pinned block where it is and rewinds the top to just above the highest pinned
+ * block above the floor (not to the floor); the space below it that no pin covers is
+ * reclaimed as free holes that later allocations reuse (stats: pin_retained_bytes). A
+ * zarena_free of a pinned block returns ZARENA_OK at once and takes effect at its last
+ * zarena_unpin (stats: deferred_frees). A block unpinned but not freed is reclaimed by the
+ * next reset, like any other. Overflow blocks are pinned the same way. Pins are counted:
+ * each zarena_pin needs one zarena_unpin (at most 65535 at once per block). A block that
+ * is neither pinned nor below the floor is never retained by a reset.
+ *
+ * FLOORS. zarena_set_floor moves the floor to any block boundary between 0 and the top
+ * (zarena_region_info says where they are). Every live block below the floor survives
+ * resets; raising the floor keeps what lies under it, lowering it gives the blocks between
+ * the new and the old floor back to the current epoch (the next reset reclaims them).
+ * zarena_mark_step_boundary is zarena_set_floor at the top, plus: live overflow blocks
+ * survive later resets too. Cost: O(blocks between the old and the new floor).
+ *
+ * THREADS. All calls of this section may be made from any thread at once, like
+ * zarena_alloc and zarena_free. zarena_set_floor, zarena_region_info and the walks take
+ * the arena's whole-arena lock briefly (as zarena_reset and zarena_get_stats do).
+ * ------------------------------------------------------------------------------- */
+
+/* What zarena_alloc_ex hands out. */
+typedef struct zarena_block {
+  void* ptr;      /* the block (NULL for a size-0 request) */
+  uint64_t epoch; /* the epoch the block belongs to: pass it to zarena_free_at */
+  uint64_t size;  /* bytes the block holds (the request rounded up to the alignment) */
+  uint32_t flags; /* ZARENA_BLOCK_* */
+  uint32_t tag;   /* the tag it was allocated with */
+} zarena_block;
+#define ZARENA_BLOCK_OVERFLOW 0x1u /* the block comes from the overflow pool */
+#define ZARENA_BLOCK_REUSED 0x2u   /* a freed block was reused (no new bump space used) */
+
+/* zarena_free_at with this epoch checks nothing (it is zarena_free). */
+#define ZARENA_ANY_EPOCH UINT64_MAX
+
+/* zarena_alloc, plus the block's epoch, size and flags, in one call. tag: 0, or an id
+ * from zarena_tag_register (kept with the block, shown in live-block dumps and traces).
+ * out: required; written on ZARENA_OK only. Returns as zarena_alloc. Thread-safe. */
+ZARENA_API zarena_status zarena_alloc_ex(zarena* a, uint64_t size, uint32_t tag,
+                                         zarena_block* out);
+
+/* Frees ptr if and only if the block at ptr was handed out in `epoch` (see above);
+ * ZARENA_ANY_EPOCH: as zarena_free. NULL is a no-op (OK).
+ * Returns: ZARENA_OK; ZARENA_E_STALE (the block at ptr belongs to another epoch, or the
+ *   block was reclaimed: nothing changed, counted in stats.stale_frees); and the errors of
+ *   zarena_free. Thread-safe. */
+ZARENA_API zarena_status zarena_free_at(zarena* a, void* ptr, uint64_t epoch);
+
+/* Adds a pin to the live block that starts at ptr (region or overflow).
+ * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (not the start of a live block of this arena);
+ *   ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
+ *   ZARENA_E_INVALID_ARGUMENT (NULL, or the block already holds 65535 pins). Nothing
+ *   changes on failure. Thread-safe. */
+ZARENA_API zarena_status zarena_pin(zarena* a, void* ptr);
+
+/* Removes a pin. The last one completes a zarena_free made while the block was pinned
+ * (poisoning it, with ZARENA_FLAG_POISON, exactly as the free would have).
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL, or the block is not pinned); and
+ *   the other errors of zarena_pin. Thread-safe. */
+ZARENA_API zarena_status zarena_unpin(zarena* a, void* ptr);
+
+/* Moves the floor to `offset` bytes from the region's base (see FLOORS above).
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (offset not a multiple of the alignment,
+ *   above the top, or inside a block; the message says which) with nothing changed;
+ *   ZARENA_E_OUT_OF_MEMORY (host memory for block records ran out; nothing changed). */
+ZARENA_API zarena_status zarena_set_floor(zarena* a, uint64_t offset);
+
+/* Where the region is and how far it is used (zarena_region_info). */
+typedef struct zarena_region {
+  uint32_t struct_size;     /* set by the caller to sizeof(zarena_region) */
+  void* base;               /* the region's first byte (aligned to cfg.alignment) */
+  uint64_t capacity_bytes;  /* the region's size (the maximum, for an expandable arena) */
+  uint64_t top_bytes;       /* offset of the top: everything at or above it is unused */
+  uint64_t floor_bytes;     /* offset of the floor */
+  uint64_t committed_bytes; /* bytes backed by memory (the capacity unless expandable) */
+  uint32_t managed;         /* 1 when the region is managed memory */
+  uint32_t expandable;      /* 1 when the arena is expandable */
+} zarena_region;
+
+/* Fills *out (set out->struct_size first; at most that many bytes are written).
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size too small
+ * for the fields up to floor_bytes). Thread-safe; O(threads that used the arena). */
+ZARENA_API zarena_status zarena_region_info(const zarena* a, zarena_region* out);
+
+/* 1 when ptr lies inside the arena's region ([base, base + capacity)), else 0 (also for
+ * NULL a, and for overflow blocks). O(1), no lock. */
+ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
+
+/* Marks the start of a step (an engine calls it at the top of every training step; Go's
+ * Arena.Step does). The arena counts steps; the diagnosis uses them as facts rather than
+ * guesses (see "arena.reset_cadence"). Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT
+ * for NULL. Thread-safe; O(1), no lock. */
+ZARENA_API zarena_status zarena_step_begin(zarena* a);
+
+/* ---------------------------------------------------------------------------------
+ * Capture, stream and poison (1.1)
+ *
+ * CAPTURE. Engines that capture CUDA graphs know when a capture runs; the arena's own
+ * stream queries see only its stream. zarena_set_capture_active(a, 1) tells the arena a
+ * capture is running until zarena_set_capture_active(a, 0): meanwhile SYNC overflow is
+ * refused with ZARENA_E_CAPTURE_UNSAFE before any CUDA call, poison fills are skipped
+ * (counted in stats.poison_skipped; one "poison.skipped" warning per capture), and overflow
+ * blocks freed or reclaimed are not given back to CUDA (a free during a capture would be
+ * recorded into the graph, or break it): they wait (stats.overflow_deferred_gives) and go
+ * back at the next overflow call, reset or zarena_set_capture_active(a, 0) made outside
+ * a capture, or at destroy. The arena applies the same rules, without the flag, whenever
+ * its backend reports that its stream (or the legacy stream, or the calling thread's
+ * per-thread stream) is capturing. zarena_free itself always answers at once.
+ *
+ * STREAM. zarena_set_stream replaces cfg->stream (engines often create their stream after
+ * the arena). The stream must belong to the arena's device; cudaStreamPerThread is
+ * refused (a different stream in every thread: a free from another thread would not be
+ * ordered after the work that used the block); NULL and cudaStreamLegacy mean the legacy
+ * default stream. What it changes: overflow blocks given back from now on (ASYNC:
+ * cudaFreeAsync) and poison fills are ordered on the new stream; ASYNC overflow
+ * allocations are made on it. Blocks already handed out stay valid. Work still queued on
+ * the old stream is not waited for: if blocks in use there may be freed after the change,
+ * make the new stream wait for the old one first (cudaStreamWaitEvent) or synchronise it.
+ * Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (a refused stream; nothing changed),
+ * ZARENA_E_BACKEND. Thread-safe (takes the whole-arena lock).
+ *
+ * POISON. zarena_set_poison switches ZARENA_FLAG_POISON at run time: while on, freed
+ * blocks (when freed), blocks a reset reclaims (at the reset) and overflow blocks (before
+ * they go back to the backend) are filled with the 32-bit word, repeated; word 0 selects
+ * the default 0x7FF80000, a quiet NaN whether read as float32 or float64 (so a kernel that
+ * reads a stale activation produces NaN, not a tiny number). CUDA: cuMemsetD32Async on the
+ * arena's stream. Never touches pinned blocks or the live blocks below the floor; skipped
+ * during captures (see above). Costs one backend call per free: a debugging mode.
+ * ------------------------------------------------------------------------------- */
+ZARENA_API zarena_status zarena_set_capture_active(zarena* a, int active);
+ZARENA_API zarena_status zarena_set_stream(zarena* a, void* stream);
+ZARENA_API zarena_status zarena_set_poison(zarena* a, int enabled, uint32_t word);
+
+/* ---------------------------------------------------------------------------------
+ * Batches (1.1): many frees and allocations in one call (bindings that cross a costly
+ * boundary per call, such as cgo, use them to cross once).
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena_free_item {
+  void* ptr;      /* NULL: skipped (OK) */
+  uint64_t epoch; /* as for zarena_free_at; ZARENA_ANY_EPOCH: unchecked */
+} zarena_free_item;
+
+/* Frees items[0..n) in order, each exactly as zarena_free_at would. statuses (may be NULL)
+ * receives each item's status. Returns ZARENA_OK when every item succeeded; else the
+ * status of the first item that failed (zarena_last_error describes it; the others were
+ * still attempted). ZARENA_E_INVALID_ARGUMENT for NULL a, or NULL items with n > 0. */
+ZARENA_API zarena_status zarena_free_batch(zarena* a, const zarena_free_item* items, size_t n,
+                                           zarena_status* statuses);
+
+/* Allocates sizes[0..n) (tag for all of them) into out[0..n), each as zarena_alloc_ex.
+ * statuses (may be NULL) receives each item's status; out[i] is zeroed for a failed item.
+ * Returns ZARENA_OK when every item succeeded, else the first failure's status (the
+ * items after it were still attempted). */
+ZARENA_API zarena_status zarena_alloc_batch(zarena* a, const uint64_t* sizes, size_t n,
+                                            uint32_t tag, zarena_block* out,
+                                            zarena_status* statuses);
+
+/* The frees first (so their space is reused exactly as if they had been made one by one
+ * before), then one allocation: zarena_free_batch(a, frees, nfrees, free_statuses) then
+ * zarena_alloc_ex(a, size, tag, out). Returns the allocation's status; the frees' errors
+ * are in free_statuses (may be NULL; they are counted in stats either way). */
+ZARENA_API zarena_status zarena_free_then_alloc(zarena* a, const zarena_free_item* frees,
+                                                size_t nfrees, zarena_status* free_statuses,
+                                                uint64_t size, uint32_t tag, zarena_block* out);
+
+/* ---------------------------------------------------------------------------------
+ * Live blocks and tags (1.1)
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena_live_block {
+  void* ptr;
+  uint64_t size;
+  uint64_t epoch;  /* the epoch it was handed out in */
+  uint32_t pins;   /* pins held now */
+  uint32_t tag;    /* 0 = untagged */
+  uint32_t flags;  /* ZARENA_LIVE_* */
+  uint32_t reserved;
+} zarena_live_block;
+#define ZARENA_LIVE_OVERFLOW 0x1u   /* an overflow block */
+#define ZARENA_LIVE_PERSISTENT 0x2u /* below the floor (or kept by a step boundary) */
+#define ZARENA_LIVE_FREED 0x4u      /* freed while pinned: goes at its last unpin */
+
+/* Calls fn(user_data, block) for every live block, region blocks in address order then
+ * overflow blocks, from one snapshot taken at the start (other threads may allocate and
+ * free meanwhile; the walk does not see that). fn is called with no arena lock held and
+ * may call any zarena function except zarena_destroy on this arena; a nonzero return
+ * stops the walk. Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (NULL a or fn),
+ * ZARENA_E_OUT_OF_MEMORY (the snapshot's host memory). O(live blocks). */
+typedef int (*zarena_live_block_fn)(void* user_data, const zarena_live_block* block);
+ZARENA_API zarena_status zarena_for_each_live_block(zarena* a, zarena_live_block_fn fn,
+                                                    void* user_data);
+
+/* Registers a tag name (process-wide, for every arena) and writes its id (>= 1) to *id;
+ * registering a name again returns the same id. Names are copied; up to 63 bytes are kept.
+ * Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (NULL name/id, empty name), or
+ * ZARENA_E_OUT_OF_MEMORY (more than 65535 tags). Thread-safe. */
+ZARENA_API zarena_status zarena_tag_register(const char* name, uint32_t* id);
+/* The name of a registered tag, or "" for 0 and unknown ids. Static storage. */
+ZARENA_API const char* zarena_tag_name(uint32_t id);
+
+/* ---------------------------------------------------------------------------------
+ * Logging
+ *
+ * zarena reports configuration, early warnings and overflow diagnoses as structured
+ * records. Without a registered callback each record is written as one line to stderr
+ * (so the diagnosis reaches a human even when the host program wired no logger):
+ *     <time> zarena <level> <event> [<arena>]: <sentence> key=value ...
+ * at most 200 characters: the sentence is the message, or a shorter one for records whose
+ * message is long (arena.first_overflow: the verdict and its fix), cut at a word with
+ * "..." if it must be, followed by the record's few headline fields; callbacks always get
+ * the whole message and every field. With ZARENA_LOG_FORMAT=json each record is instead
+ * one JSON object per line: {"time" (ISO 8601 UTC), "level", "event", "arena", "message",
+ * "fields": {every field, as a JSON number, boolean or string}}. With a callback registered, records go to the callback instead, and to stderr as
+ * well when the environment has ZARENA_LOG_STDERR=1 (for host programs whose logger
+ * discards them). Thresholds: the callback receives records at or above the min_level it
+ * was registered with; stderr receives those at or above ZARENA_LOG_LEVEL (trace, debug,
+ * info, warn, error, off; default info), read once when zarena first logs (as is
+ * ZARENA_LOG_STDERR and ZARENA_LOG_FORMAT), and replaced by zarena_set_log_callback(NULL, NULL, level). A
+ * record no sink wants is not built. Records are emitted after the arena's lock is
+ * released, never on the allocation fast path.
+ *
+ * Rate limiting: the warnings that can repeat ("overflow.slow", "arena.reset_cadence")
+ * are limited per event name, process-wide: a burst of 5, then one every 10 seconds.
+ * The next record of that event that passes carries a ZARENA_FIELD_UINT field
+ * "suppressed" with how many were dropped (and "arena.destroy" carries
+ * "log_suppressed" with the drops not reported yet). "arena.config",
+ * "arena.first_overflow" and "arena.destroy" are never dropped by the limiter.
+ *
+ * Events (fields are typed; UINT unless noted):
+ *   arena.config (info, at create; its stderr line names the fields that are not a
+ *     default and where each came from): every configuration value under its field name,
+ *     as resolved ("0 = default" fields hold the default): backend, device INT,
+ *     capacity_bytes, alignment, overflow_policy, overflow_retain_bytes,
+ *     overflow_limit_bytes (ZARENA_OVERFLOW_UNLIMITED when uncapped), stream, the flags as
+ *     BOOL flags.managed / flags.poison / flags.overflow_prewarm / flags.expandable /
+ *     flags.managed_fallback / flags.strict_config / flags.step_records, name,
+ *     overflow_slow_ns, poison_word, commit_chunk_bytes, trim_keep_bytes, trace_file
+ *     (STRING, "" for none); backend, overflow_policy, stream, name and trace_file are
+ *     STRING. For each a STRING "<field>_source": "default", "config" (the struct) or
+ *     "env:<VARIABLE>";
+ *     backend_resolved and overflow_policy_resolved (STRING); backend_fallback (STRING,
+ *     when AUTO fell back to host although a device was counted); memory_free_bytes and
+ *     memory_total_bytes (the device's, or the host's, after the region was reserved);
+ *     warningN (STRING) for each problem in the environment (see below).
+ *   config.invalid_value (warn, at create, once per process per variable and text): an
+ *     environment value was ignored. Fields (STRING): variable, value, reason, example
+ *     (a valid value).
+ *   config.unknown_variable (warn, likewise): a ZARENA_* variable zarena does not know.
+ *     Fields (STRING): variable, value, closest (the known name nearest to it).
+ *   arena.reset_cadence (warn, early warning, at most once per arena): no reset has
+ *     happened and the request sequence that opened the epoch (or followed the step
+ *     boundary) has started over twice, each time with the top higher, and the steps
+ *     have added at least 1/64 of the capacity. Fields: step_repeats, step_allocs,
+ *     step_bytes, grown_bytes, offset_bytes, capacity_bytes, fill_percent (DOUBLE),
+ *     steps_to_full, epoch_allocs, resets, verdict ("never_reset"), advice (STRING).
+ *   arena.first_overflow (warn, once per epoch, when the region first cannot serve a
+ *     request): path (STRING: async, sync, refused, limit, capture_refused),
+ *     requested_bytes, aligned_bytes, capacity_bytes, offset_bytes (the top),
+ *     epoch_allocs, epoch_max_alloc_bytes, hits, misses, reuses, resets, free_list_len,
+ *     verdict and advice (STRING). Verdicts: "never_reset" (no reset ever, and the
+ *     epoch's opening sequence repeated), "runaway_buffer" (the request, or the step's
+ *     largest, is at least half the space above the floor, or cannot fit at all),
+ *     "fragmentation" (enough bytes free, no block big enough), "working_set_full" (one
+ *     step needs more than the arena), "capture_refused" (overflow refused during CUDA
+ *     graph capture). The advice is one sentence naming the fix.
+ *   overflow.slow (warn): an overflow allocation took longer than overflow_slow_ns.
+ *     Fields: duration_ns, threshold_ns, bytes, path (STRING).
+ *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...).
+ * ------------------------------------------------------------------------------- */
+#define ZARENA_LOG_TRACE 0
+#define ZARENA_LOG_DEBUG 1
+#define ZARENA_LOG_INFO 2
+#define ZARENA_LOG_WARN 3
+#define ZARENA_LOG_ERROR 4
+#define ZARENA_LOG_OFF 5
+
+#define ZARENA_FIELD_INT 0    /* value in i */
+#define ZARENA_FIELD_UINT 1   /* value in i, to be read as uint64_t */
+#define ZARENA_FIELD_DOUBLE 2 /* value in f */
+#define ZARENA_FIELD_STRING 3 /* value in s (never NULL) */
+#define ZARENA_FIELD_BOOL 4   /* value in i (0 or 1) */
+
+typedef struct zarena_log_field {
+  const char* key;
+  int32_t kind; /* ZARENA_FIELD_* */
+  int64_t i;
+  double f;
+  const char* s;
+} zarena_log_field;
+
+typedef struct zarena_log_record {
+  uint32_t struct_size;   /* sizeof(zarena_log_record) of the library */
+  int32_t level;          /* ZARENA_LOG_* */
+  const char* event;      /* "arena.config", "arena.first_overflow", ... */
+  const char* message;    /* one human-readable line */
+  const char* arena_name; /* the arena's name, or "" for process-wide records */
+  const zarena_log_field* fields;
+  uint32_t field_count;
+} zarena_log_record;
+
+typedef void (*zarena_log_fn)(void* user_data, const zarena_log_record* rec);
+
+/* Registers the process-wide log callback. fn NULL restores the default sink (stderr).
+ * min_level: with fn, records below it are not delivered to fn (ZARENA_LOG_OFF: none);
+ * with fn NULL, it replaces the ZARENA_LOG_LEVEL threshold of the stderr sink.
+ * Registering replaces the previous callback; there is one per process.
+ * Rules for the callback:
+ *   - it may be called on any thread, also threads the host program did not create,
+ *     and from several threads at once;
+ *   - the record and every string in it are valid only during the call: copy what you
+ *     keep;
+ *   - it is called with no zarena lock held. It may call zarena_get_stats,
+ *     zarena_epoch, zarena_last_error and the version/status functions; it must not
+ *     call zarena_alloc, zarena_free, zarena_reset, zarena_mark_step_boundary,
+ *     zarena_create, zarena_destroy or zarena_set_log_callback (not checked);
+ *   - it must not throw or longjmp out.
+ * After zarena_set_log_callback returns, calls already in flight to the previous
+ * callback may still complete; keep its user_data valid until then.
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for a min_level out of range. */
+ZARENA_API zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_data,
+                                                 int32_t min_level);
+
+/* ---------------------------------------------------------------------------------
+ * Testing and introspection. Stable since 1.0.0 (symbol version ZARENA_1): they shipped
+ * in 1.0.0 and programs may rely on them.
+ * ------------------------------------------------------------------------------- */
+
+/* Fault injection for the overflow path of a HOST-backend arena, for testing programs
+ * and bindings without a GPU. After this call, the fail_nth-th overflow allocation
+ * from now (1 = the next) fails as the backend would (0 = never), and the
+ * delay_nth-th overflow allocation (1 = the next; 0 = every one) sleeps delay_ns before
+ * it completes (delay_ns 0 = no delay).
+ * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a); ZARENA_E_UNSUPPORTED on an
+ * arena whose backend is not HOST. Thread-safe. */
+ZARENA_API zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth,
+                                                            uint64_t delay_nth, uint64_t delay_ns);
+
+/* The backend the arena actually uses (ZARENA_BACKEND_HOST or _CUDA; AUTO resolves at
+ * create), or -1 for NULL. Thread-safe. */
+ZARENA_API int32_t zarena_backend(const zarena* a);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ZARENA_ZARENA_H */

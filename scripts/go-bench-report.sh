@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Prints the Go binding's benchmark ratios, target by target (issue 16), from the output
+# of `go test -bench` (go/bench_test.go; -count N: medians are used):
+#   scripts/go-bench-report.sh BENCH.txt [DLOPEN_BENCH.txt]
+# The second file, from a build with -tags zarena_dlopen, adds what calling the library
+# through dlopen'ed function pointers costs on the alloc+free pair. Only awk is needed,
+# so the script runs on the machine that ran the benchmarks.
+set -euo pipefail
+[ $# -ge 1 ] || { echo "usage: $0 BENCH.txt [DLOPEN_BENCH.txt]" >&2; exit 2; }
+awk -v dl="${2:-}" '
+  function median(s,   a, n, i, j, t) {
+    n = split(s, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  /^Benchmark/ {
+    name = $1; sub(/-[0-9]+$/, "", name)
+    for (i = 2; i < NF; i++) if ($(i + 1) == "ns/op") { key = (FILENAME == dl ? "dl:" : "") name; v[key] = v[key] " " $i; runs[key]++ }
+  }
+  function m(k) { return (k in v) ? median(v[k]) : 0 }
+  function verdict(r, target) { return r <= target ? "met" : "NOT met" }
+  END {
+    cgo = m("BenchmarkCgoCall"); pair = m("BenchmarkPair/zarena"); gopair = m("BenchmarkPair/go")
+    cpair = m("BenchmarkPair/c"); cbatched = m("BenchmarkPair/c-batched")
+    if (pair == 0 || gopair == 0) { print "go-bench-report: no BenchmarkPair results" > "/dev/stderr"; exit 1 }
+    printf "medians of %d runs; ns per op\n", runs["BenchmarkPair/zarena"]
+    printf "  empty cgo call %.1f; C pair (alloc_ex+free_at, C loop) %.1f; C free_then_alloc pair %.1f\n", cgo, cpair, cbatched
+    printf "  pair 256 B: zarena %.1f (block+epoch %.1f, synchronous FreeNow %.1f), pure Go %.1f\n",
+      pair, m("BenchmarkPair/zarena-block"), m("BenchmarkPair/zarena-sync"), gopair
+    r = pair / gopair
+    printf "target pair <= 1.0x pure Go:                 %.2fx  %s\n", r, verdict(r, 1.0)
+    r = pair / (cgo + cpair)
+    printf "target pair <= 1.2x (cgo call + C pair):      %.2fx  %s  (%.1f / (%.1f + %.1f))\n", r, verdict(r, 1.2), pair, cgo, cpair
+    b = m("BenchmarkBumpReset/zarena"); gb = m("BenchmarkBumpReset/go")
+    r = b / gb
+    printf "target bump, reset every 4096 <= 2x pure Go: %.2fx  %s  (%.1f vs %.1f per alloc; C %.1f)\n", r, verdict(r, 2.0), b, gb, m("BenchmarkBumpReset/c")
+    h = m("BenchmarkHoles/zarena"); gh = m("BenchmarkHoles/go")
+    printf "pair with 10 000 holes:                      %.3fx  (%.1f vs %.1f; %.0f times faster)\n", h / gh, h, gh, gh / h
+    t = m("BenchmarkTrace/zarena"); gt = m("BenchmarkTrace/go")
+    r = t / gt
+    printf "target per-sample trace <= 0.6x pure Go:     %.2fx  %s  (%.0f vs %.0f ns per sample)\n", r, verdict(r, 0.6), t, gt
+    cd = m("BenchmarkPair/c-dlsym")
+    if (cd > 0) printf "call indirection (C pair through dlsym pointers / linked): %.1f vs %.1f ns (%.2fx)\n", cd, cpair, cd / cpair
+    if (dl != "") {
+      dp = m("dl:BenchmarkPair/zarena")
+      if (dp > 0) printf "dlopen indirection, pair: %.1f vs %.1f ns linked: %+.1f ns (%.2fx)\n", dp, pair, dp - pair, dp / pair
+    }
+  }' "$1" ${2:+"$2"}
