@@ -179,8 +179,9 @@ ZARENA_API const char* zarena_last_error(void);
  *   create (and synchronises the stream), so the first overflow does not pay for
  *   mapping it (milliseconds for a fresh pool). An ASYNC overflow made while cfg->stream
  *   is being captured into a CUDA graph becomes an allocation node of that graph and
- *   belongs to it: free such a block inside the same capture, or reset the arena only
- *   after the graph has been launched.
+ *   belongs to it: its free (zarena_free, or the reset that reclaims it) is deferred until
+ *   the capture ends (see "Capture, stream and poison") and then ordered on the stream,
+ *   so launch the graph before the capture's blocks are freed or reclaimed outside it.
  *
  *   SYNC: cudaMalloc / cudaFree. A synchronous allocation during graph capture breaks
  *   the capture (CUDA refuses it and invalidates the capture; some drivers hang), so it
@@ -197,7 +198,10 @@ ZARENA_API const char* zarena_last_error(void);
  *   it; by default the cap is the capacity, so overflow at most doubles what the arena
  *   takes, ZARENA_OVERFLOW_UNLIMITED lifts it); zarena_free returns a block to its route; zarena_reset frees every overflow
  *   block of the epoch still live; blocks live at zarena_mark_step_boundary survive
- *   resets like the region below the floor. An overflow backend call slower than
+ *   resets like the region below the floor. Overflow blocks are aligned to
+ *   cfg->alignment on every route, like region blocks (above CUDA's own 256 bytes the
+ *   backend allocates alignment - 256 bytes more and hands out the aligned address
+ *   inside). An overflow backend call slower than
  *   overflow_slow_ns logs "overflow.slow"; stats.overflow_max_latency_ns keeps the
  *   slowest. The "arena.first_overflow" record names the route in "path": async, sync,
  *   capture_refused, refused (REFUSE) or limit. */
@@ -278,7 +282,8 @@ typedef struct zarena_config {
  * "config.unknown_variable", with the closest known name). Known besides the table: the
  * logging variables ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info),
  * ZARENA_LOG_STDERR=1 and ZARENA_LOG_FORMAT (text|json) (see zarena_set_log_callback),
- * and the tooling variables ZARENA_LIBRARY (the Python module), ZARENA_TEST_HELPER,
+ * and the tooling variables ZARENA_LIBRARY and ZARENA_TORCH_LIBRARY (the Python module and
+ * zarena.torch), ZARENA_TEST_HELPER,
  * ZARENA_TEST_HELPER_MODE, ZARENA_BUILD_DIR, ZARENA_GO, ZARENA_SHARED_LIB and
  * ZARENA_CONSUMER_CMAKE_ARGS (the test scripts). With ZARENA_FLAG_STRICT_CONFIG these
  * problems fail zarena_create instead. The "arena.config" record names each value's
@@ -545,8 +550,11 @@ ZARENA_API zarena_status zarena_step_begin(zarena* a);
  * (counted in stats.poison_skipped; one "poison.skipped" warning per capture), and overflow
  * blocks freed or reclaimed are not given back to CUDA (a free during a capture would be
  * recorded into the graph, or break it): they wait (stats.overflow_deferred_gives) and go
- * back at the next overflow call, reset or zarena_set_capture_active(a, 0) made outside
- * a capture, or at destroy. The arena applies the same rules, without the flag, whenever
+ * back, poisoned first when poison is on, at the next overflow allocation, overflow free,
+ * reset or zarena_set_capture_active(a, 0) made outside a capture, or at destroy. A block
+ * the backend refuses to take back (a capture no query could see) waits the same way and
+ * is retried; zarena_free answers OK for it, and destroy returns ZARENA_E_BACKEND if the
+ * last try fails too. The arena applies the same rules, without the flag, whenever
  * its backend reports that its stream (or the legacy stream, or the calling thread's
  * per-thread stream) is capturing. zarena_free itself always answers at once.
  *
@@ -556,11 +564,17 @@ ZARENA_API zarena_status zarena_step_begin(zarena* a);
  * ordered after the work that used the block); NULL and cudaStreamLegacy mean the legacy
  * default stream. What it changes: overflow blocks given back from now on (ASYNC:
  * cudaFreeAsync) and poison fills are ordered on the new stream; ASYNC overflow
- * allocations are made on it. Blocks already handed out stay valid. Work still queued on
- * the old stream is not waited for: if blocks in use there may be freed after the change,
- * make the new stream wait for the old one first (cudaStreamWaitEvent) or synchronise it.
- * Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (a refused stream; nothing changed),
- * ZARENA_E_BACKEND. Thread-safe (takes the whole-arena lock).
+ * allocations are made on it. Blocks already handed out stay valid. The change itself
+ * orders the new stream after the work queued on the old one until then (CUDA: an event
+ * recorded on the old stream, which the new stream waits for), so a block still used by
+ * kernels queued on the old stream, freed after the change, is neither poisoned nor
+ * handed out again before they finish. Later work queued on the old stream is not
+ * waited for: free a block only once the work using it is ordered before the arena's
+ * current stream. Refused while the old or the new stream is being captured (the wait
+ * would join the capture or break it). The host backend keeps the handle and orders
+ * nothing. Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (a refused stream; nothing
+ * changed), ZARENA_E_CAPTURE_UNSAFE (a capture is running on either stream; nothing
+ * changed), ZARENA_E_BACKEND. Thread-safe (takes the whole-arena lock).
  *
  * POISON. zarena_set_poison switches ZARENA_FLAG_POISON at run time: while on, freed
  * blocks (when freed), blocks a reset reclaims (at the reset) and overflow blocks (before
@@ -661,8 +675,9 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * record no sink wants is not built. Records are emitted after the arena's lock is
  * released, never on the allocation fast path.
  *
- * Rate limiting: the warnings that can repeat ("overflow.slow", "arena.reset_cadence")
- * are limited per event name, process-wide: a burst of 5, then one every 10 seconds.
+ * Rate limiting: the warnings that can repeat ("overflow.slow", "arena.reset_cadence",
+ * "arena.commit_failed") are limited per event name, process-wide: a burst of 5, then
+ * one every 10 seconds.
  * The next record of that event that passes carries a ZARENA_FIELD_UINT field
  * "suppressed" with how many were dropped (and "arena.destroy" carries
  * "log_suppressed" with the drops not reported yet). "arena.config",
@@ -683,6 +698,10 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  *     backend_resolved and overflow_policy_resolved (STRING); backend_fallback (STRING,
  *     when AUTO fell back to host although a device was counted); memory_free_bytes and
  *     memory_total_bytes (the device's, or the host's, after the region was reserved);
+ *     region_managed (BOOL: the region is CUDA managed memory) and, when
+ *     ZARENA_FLAG_MANAGED was set but the region is not managed, managed_fallback (STRING,
+ *     why: the device has no managed memory, the region is expandable, or the backend is
+ *     the host's, whose memory the CPU reads directly);
  *     warningN (STRING) for each problem in the environment (see below).
  *   config.invalid_value (warn, at create, once per process per variable and text): an
  *     environment value was ignored. Fields (STRING): variable, value, reason, example
@@ -704,7 +723,14 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  *     largest, is at least half the space above the floor, or cannot fit at all),
  *     "fragmentation" (enough bytes free, no block big enough), "working_set_full" (one
  *     step needs more than the arena), "capture_refused" (overflow refused during CUDA
- *     graph capture). The advice is one sentence naming the fix.
+ *     graph capture), "commit_failed" (an expandable arena could not commit memory for
+ *     the request: the device is full, not the arena). The advice is one sentence naming
+ *     the fix.
+ *   arena.commit_failed (warn, rate-limited like overflow.slow): an expandable arena could
+ *     not commit memory; the request went to the overflow route. Fields: committed_bytes,
+ *     reason (STRING: the backend call that failed and why).
+ *   poison.skipped (warn, once per capture): a poison fill was skipped because a capture
+ *     was active.
  *   overflow.slow (warn): an overflow allocation took longer than overflow_slow_ns.
  *     Fields: duration_ns, threshold_ns, bytes, path (STRING).
  *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...).

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, after scripts/gpu-bundle.sh packed
+# .gpubuild/ here: every gpu-labelled test, the benchmarks (bench/report.py's inputs as
+# JSON), the Go benchmarks, the demo, and (with "torch" as the first argument) the
+# PyTorch comparison. Results go to $OUT (at most 8 files come back from the device tool,
+# so they are few and whole).
+#   usage: .gpubuild/run.sh [tests|bench|go|torch|all]...   (default: tests bench go)
+set -u
+G=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export ZARENA_SHARED_LIB=$G/lib/libzarena.so
+parts=${*:-tests bench go}
+[ "$parts" = all ] && parts="tests bench go torch"
+summary=$OUT/summary.txt
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
+  nproc
+} >>"$summary" 2>&1
+rc=0
+for part in $parts; do
+  case $part in
+    tests)
+      for t in "$G"/bin/gpu_test_*; do
+        n=$(basename "$t")
+        ZARENA_TEST_HELPER=$t timeout 240 "$t" --gtest_color=no >"$OUT/$n.log" 2>&1
+        r=$?
+        echo "$n rc=$r $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$n.log" | tr '\n' ' ')" >>"$summary"
+        [ $r -eq 0 ] || rc=1
+      done
+      cat "$OUT"/gpu_test_*.log >"$OUT/gpu_tests.log" && rm -f "$OUT"/gpu_test_*.log
+      "$G/bin/training_loop" >"$OUT/demo.txt" 2>&1
+      "$G/bin/training_loop" --expandable >>"$OUT/demo.txt" 2>&1
+      ;;
+    bench)
+      "$G/bin/bench_threads" --benchmark_min_time=0.3 --benchmark_repetitions=3 \
+        --benchmark_report_aggregates_only=true --benchmark_out_format=json \
+        --benchmark_out="$OUT/bench_threads.json" >>"$OUT/bench.txt" 2>&1
+      for b in bench_arena bench_expandable bench_trace; do
+        [ -x "$G/bin/$b" ] && "$G/bin/$b" --benchmark_min_time=0.2 >>"$OUT/bench.txt" 2>&1
+      done
+      ;;
+    go)
+      [ -x "$G/bin/zarena-go.test" ] && (cd "$G/bin" && ./zarena-go.test -test.run '^$' \
+        -test.bench . -test.benchtime 0.3s -test.count 5 >"$OUT/go-bench.txt" 2>&1)
+      ;;
+    torch)
+      ZARENA_LIBRARY=$G/lib/libzarena.so.1 ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
+        python3 tests/pytorch/train_compare.py --steps "${TORCH_STEPS:-200}" \
+        --json "$OUT/torch_compare.json" >"$OUT/torch_compare.txt" 2>&1
+      r=$?
+      echo "torch_compare rc=$r" >>"$summary"
+      [ $r -eq 0 ] || rc=1
+      ;;
+  esac
+done
+exit $rc
