@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-BUILD=${1:-${ZARENA_BUILD_DIR:-$ROOT/build}}
+BUILD=$(cd "${1:-${ZARENA_BUILD_DIR:-$ROOT/build}}" && pwd)
 G=$ROOT/.gpubuild
 rm -rf "$G"
 mkdir -p "$G/bin" "$G/lib"

@@ -468,13 +468,15 @@ class CudaBackend final : public Backend {
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
-    Result r = validate_stream(s);
-    if (!r.is_ok()) return r;
+    if (s == cudaStreamPerThread) return per_thread_stream_refused();
     const cudaStream_t old = stream_.load();
     if (old == s || (is_legacy(old) && is_legacy(s))) {
       stream_.store(s);
       return Result::ok();
     }
+    // The capture checks come first: they are the only calls allowed while a stream is
+    // captured in global mode (anything else, cudaStreamGetDevice included, could end
+    // the capture with an error).
     for (cudaStream_t x : {old, s}) {
       cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
       const cudaError_t e = cudaStreamIsCapturing(x, &st);
@@ -493,6 +495,8 @@ class CudaBackend final : public Backend {
                                                           static_cast<void*>(x), cuda_text(e)));
       }
     }
+    Result r = validate_stream(s);
+    if (!r.is_ok()) return r;
     cudaEvent_t ev = nullptr;
     cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e == cudaSuccess) {
@@ -577,15 +581,17 @@ class CudaBackend final : public Backend {
   }
 
   // Refuses what the backend cannot order work on; the arena's context is current.
+  static Result per_thread_stream_refused() {
+    return Result::fail(
+        Status::kInvalidArgument,
+        "cudaStreamPerThread cannot be the arena's stream: it names a different stream in "
+        "every thread, so a free from another thread would be ordered on that thread's "
+        "stream instead of after the work that used the block. Pass a stream you created "
+        "(cudaStreamCreate), or NULL / cudaStreamLegacy for the legacy default stream");
+  }
+
   Result validate_stream(cudaStream_t s) {
-    if (s == cudaStreamPerThread) {
-      return Result::fail(
-          Status::kInvalidArgument,
-          "cudaStreamPerThread cannot be the arena's stream: it names a different stream in "
-          "every thread, so a free from another thread would be ordered on that thread's "
-          "stream instead of after the work that used the block. Pass a stream you created "
-          "(cudaStreamCreate), or NULL / cudaStreamLegacy for the legacy default stream");
-    }
+    if (s == cudaStreamPerThread) return per_thread_stream_refused();
     // NULL and cudaStreamLegacy: the device's one legacy stream, shared by every thread.
     if (is_legacy(s)) return Result::ok();
     // A stream of another device would make every stream-ordered call fail later, at a
