@@ -10,6 +10,15 @@ from ._structs import Config, Stats
 from .errors import InvalidArgumentError
 
 
+def _flush_queued_records(lib):
+    """zarena_log_flush (1.1; nothing to flush with an older library)."""
+    fn = getattr(lib, "zarena_log_flush", None)
+    if fn is not None:
+        fn.restype = None
+        fn.argtypes = []
+        fn()
+
+
 class Arena:
     """One zarena arena. Pointers are ints (addresses); None stands for NULL.
 
@@ -99,6 +108,10 @@ class Arena:
     def close(self):
         """Destroys the arena (when owned); every pointer it handed out becomes invalid.
         Idempotent."""
+        if getattr(self, "_h", None) is not None and self._owned:
+            # Records zarena's reporter thread still holds (overflows that succeeded) may
+            # call back into this arena: deliver them while it is still open.
+            _flush_queued_records(self._lib)
         h, self._h = getattr(self, "_h", None), None
         if h is not None and self._owned:
             check(self._lib.zarena_destroy(h), "zarena_destroy")
