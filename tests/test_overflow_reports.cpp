@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -26,20 +27,24 @@ using zarena_test::stats_of;
 
 namespace {
 
-// A raw callback (no flush on read): which thread delivered each first-overflow record,
-// and whether it came while the allocating call was still running.
+// A raw callback (no flush on read): which thread delivered each first-overflow record.
+// With `hold` set, it blocks until the test releases it (bounded): a call that built and
+// emitted the record itself could then not return.
 struct Delivery {
   std::mutex mu;
   std::vector<std::thread::id> threads;
-  std::atomic<bool> in_call{false};
-  std::atomic<int> during_call{0};
+  std::atomic<bool> hold{false};
+  std::atomic<bool> released{false};
   std::atomic<int> count{0};
 };
 
 void delivery_cb(void* ud, const zarena_log_record* rec) {
   if (std::strcmp(rec->event, "arena.first_overflow") != 0) return;
   auto* d = static_cast<Delivery*>(ud);
-  if (d->in_call.load()) d->during_call.fetch_add(1);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (d->hold.load() && !d->released.load() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::lock_guard<std::mutex> lock(d->mu);
   d->threads.push_back(std::this_thread::get_id());
   d->count.fetch_add(1);
@@ -61,17 +66,20 @@ zarena* make_arena(uint64_t capacity, const char* name, int32_t policy, uint32_t
 
 TEST(OffTheLatency, ASucceedingOverflowLeavesItsRecordToTheReporter) {
   Delivery d;
+  d.hold = true;  // the record's delivery blocks until released
   ASSERT_EQ(zarena_set_log_callback(delivery_cb, &d, ZARENA_LOG_WARN), ZARENA_OK);
   zarena* a = make_arena(64 * kKiB, "async-record", ZARENA_OVERFLOW_SYNC);
   void* p = nullptr;
   ASSERT_EQ(zarena_alloc(a, 48 * kKiB, &p), ZARENA_OK);
   const uint64_t jobs_before = zarena_core::Reporter::jobs_run();
-  d.in_call = true;
+  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(zarena_alloc(a, 32 * kKiB, &p), ZARENA_OK);  // overflows, and succeeds
-  d.in_call = false;
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the call waited for its record";
+  EXPECT_EQ(d.count.load(), 0) << "delivered before the test released the callback";
+  d.released = true;
   zarena_log_flush();
   EXPECT_EQ(d.count.load(), 1);
-  EXPECT_EQ(d.during_call.load(), 0) << "the record was built on the call";
   {
     std::lock_guard<std::mutex> lock(d.mu);
     ASSERT_EQ(d.threads.size(), 1u);
