@@ -3,6 +3,7 @@
 
 #include "handle.h"
 #include "log.h"
+#include "reporter.h"
 
 extern "C" zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_data,
                                                  int32_t min_level) {
@@ -11,6 +12,10 @@ extern "C" zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_da
                              "zarena_set_log_callback: min_level " + std::to_string(min_level) +
                                  " is not a ZARENA_LOG_* level");
   }
+  // Records of calls made before this one go to the sink they were made under.
+  zarena_core::Reporter::flush_all();
   zarena_core::log_set_callback(fn, user_data, min_level);
   return ZARENA_OK;
 }
+
+extern "C" void zarena_log_flush(void) { zarena_core::Reporter::flush_all(); }

@@ -6,11 +6,14 @@
  *
  *   phase 1  uploads the weights, marks the step boundary, then runs one pass per sample
  *            and NEVER resets. Every pass leaves its activations behind, so the arena
- *            fills up. zarena notices after a few samples and warns on stderr
- *            ("arena.reset_cadence"); when the arena is full the overflow is refused and
- *            zarena says why ("arena.first_overflow ... verdict never_reset").
+ *            fills up. Each pass begins with zarena_step_begin, as an engine does at the
+ *            top of a step, so zarena knows the steps for a fact: at the second sample
+ *            it warns on stderr ("arena.reset_cadence"). When the arena is full the
+ *            overflow is refused, and the error itself says why: zarena_last_error() ends
+ *            with "verdict=never_reset; fix: ..." (zarena_diagnose has the same at any
+ *            time), and "arena.first_overflow" is on stderr before the call returns.
  *   phase 2  the same loop with zarena_reset after every sample: it runs as long as you
- *            like with zero overflows.
+ *            like with zero overflows and no warning.
  *
  * With --expandable it shows instead what an expandable arena does for a size nobody
  * guessed right: the loop on a fixed 5 MiB arena overflows in every step, while an
@@ -113,6 +116,34 @@ static void print_stats(const char* title, zarena* arena) {
          (double)st.free_list_bytes / MIB);
 }
 
+/* Prints s indented, broken at blanks into lines of at most `width` characters. */
+static void print_wrapped(const char* s, int width) {
+  while (*s != '\0') {
+    int n = (int)strlen(s);
+    if (n > width) {
+      n = width;
+      while (n > 0 && s[n] != ' ') --n;
+      if (n == 0) n = width;
+    }
+    printf("    %.*s\n", n, s);
+    s += n;
+    while (*s == ' ') ++s;
+  }
+}
+
+/* The error of a call that failed because the arena was full carries the diagnosis at its
+ * end, in a stable format: "... verdict=<name>; fix: <one sentence>". */
+static void print_verdict_from_error(const char* message) {
+  const char* v = strstr(message, "verdict=");
+  const char* fix = v != NULL ? strstr(v, "; fix: ") : NULL;
+  if (fix == NULL) {
+    printf("  (no verdict in the message)\n");
+    return;
+  }
+  printf("  verdict: %.*s\n  fix:\n", (int)(fix - (v + 8)), v + 8);
+  print_wrapped(fix + 7, 76);
+}
+
 /* How full the arena has been at its highest (the top offset over the capacity). */
 static double fill_percent(zarena* arena) {
   zarena_stats st;
@@ -190,18 +221,26 @@ int main(int argc, char** argv) {
   arena = new_arena("phase1");
   upload_weights(arena, weights, grads);
   for (sample = 1; sample <= 1000; ++sample) {
+    check(zarena_step_begin(arena), "zarena_step_begin"); /* an engine's step starts here */
     s = run_sample(arena);
     if (s != ZARENA_OK) break;
     if (sample <= 4 || sample % 10 == 0)
       printf("sample %3d done, arena %3.0f%% full\n", sample, fill_percent(arena));
   }
   if (s != ZARENA_OK) {
-    printf("sample %3d: zarena_alloc failed: %s\n  %s\n", sample, zarena_status_string(s),
-           zarena_last_error());
+    zarena_diagnosis d;
+    printf("sample %3d: zarena_alloc failed: %s; the error ends with the diagnosis:\n", sample,
+           zarena_status_string(s));
+    print_verdict_from_error(zarena_last_error());
+    d.struct_size = sizeof d;
+    check(zarena_diagnose(arena, &d), "zarena_diagnose");
+    printf("  zarena_diagnose: verdict %s after %" PRIu64 " steps that kept %.1f MiB\n", d.verdict,
+           d.steps, (double)d.kept_bytes / MIB);
     printf(
         "phase 1 stopped: the arena filled up after %d samples without a reset.\n"
-        "zarena said so twice on stderr: arena.reset_cadence early on, then\n"
-        "arena.first_overflow with verdict never_reset when it was full.\n",
+        "zarena said so on stderr: arena.reset_cadence at the second sample (the steps\n"
+        "were counted with zarena_step_begin), then arena.first_overflow with verdict\n"
+        "never_reset when it was full; and the error above carries the same verdict.\n",
         sample - 1);
   }
   print_stats("phase 1 stats:", arena);
@@ -211,6 +250,7 @@ int main(int argc, char** argv) {
   arena = new_arena("phase2");
   upload_weights(arena, weights, grads);
   for (sample = 1; sample <= PHASE2_SAMPLES; ++sample) {
+    check(zarena_step_begin(arena), "zarena_step_begin");
     check(run_sample(arena), "run_sample");
     check(zarena_reset(arena), "zarena_reset"); /* weights and gradients stay: floor */
   }

@@ -193,10 +193,10 @@ func walkErrors(err error, visit func(error) bool) bool {
 }
 
 // parseDiagnosis reads the verdict and the advice out of a library message. It is the
-// one place that knows their spelling: "verdict NAME" (also "verdict=NAME" or
-// "verdict: NAME") with NAME in lower case and underscores, and the advice after "Fix: "
-// (or "advice: "), up to the end of its sentence: a period followed by " (", a newline, or
-// the end. Messages without them give "".
+// one place that knows their spelling: the stable suffix of a failed call,
+// ". verdict=NAME; fix: ADVICE" (ADVICE runs to the end), and the log line's
+// "verdict NAME ... Fix: ADVICE" (also "verdict: NAME", "advice: "), the advice ending at
+// a period followed by " (", a newline, or the end. Messages without them give "".
 func parseDiagnosis(msg string) (verdict, advice string) {
 	if i := strings.Index(msg, "verdict"); i >= 0 {
 		rest := strings.TrimLeft(msg[i+len("verdict"):], " =:")
@@ -206,7 +206,7 @@ func parseDiagnosis(msg string) (verdict, advice string) {
 		}
 		verdict = rest[:n]
 	}
-	for _, key := range []string{"Fix: ", "advice: "} {
+	for _, key := range []string{"; fix: ", "Fix: ", "advice: "} {
 		i := strings.Index(msg, key)
 		if i < 0 {
 			continue

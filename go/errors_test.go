@@ -220,8 +220,9 @@ func TestParseDiagnosisMatchesTheLibrarysWording(t *testing.T) {
 	// The error's own fields: filled when the library's message carries the verdict.
 	var ze *Error
 	errors.As(err, &ze)
-	if strings.Contains(ze.Message, "verdict") != (ze.Verdict != "") {
-		t.Fatalf("message %q, verdict %q", ze.Message, ze.Verdict)
+	if ze.Verdict != wantVerdict || ze.Advice != wantAdvice {
+		t.Fatalf("the error %q parses to %q, %q; the record says %q, %q", ze.Message,
+			ze.Verdict, ze.Advice, wantVerdict, wantAdvice)
 	}
 }
 
@@ -237,6 +238,10 @@ func TestParseDiagnosisForms(t *testing.T) {
 				"batch size"},
 		{"verdict: fragmentation\nadvice: free in reverse order\nfacts ...", "fragmentation",
 			"free in reverse order"},
+		{"arena 'a' is full and overflow failed (refused): requested 8 bytes: overflow policy " +
+			"is REFUSE. verdict=reset_stopped; fix: call zarena_reset after every step again, " +
+			"and check the code path around it", "reset_stopped",
+			"call zarena_reset after every step again, and check the code path around it"},
 		{"request of 1 PiB is larger than any arena can serve", "", ""},
 		{"Fix: something, but no verdict", "", ""},
 	}

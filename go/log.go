@@ -174,7 +174,12 @@ func SetLoggerLevel(fn func(Record), minLevel Level) error {
 // FlushLogs waits until every record emitted before the call (by the library on any
 // thread, or by the binding) was handed to the Go logger, or counted as dropped. It
 // returns at once when no logger is set. The logger itself must not call it.
-func FlushLogs() { C.zgo_logq_flush() }
+// zarena_log_flush first: records of overflows that succeeded come from the library's
+// reporter thread.
+func FlushLogs() {
+	C.zarena_log_flush()
+	C.zgo_logq_flush()
+}
 
 // LoggerPanics counts records lost because the Go logger panicked.
 func LoggerPanics() uint64 { return sink.panics.Load() }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -291,5 +292,45 @@ func TestStepCallsStepBegin(t *testing.T) {
 	_ = a.Close()
 	if err := a.StepBegin(); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("StepBegin after Close: %v", err)
+	}
+}
+
+// Steps that keep a block each and never reset: Diagnose says never_reset before the
+// overflow, and the failed allocation's error carries the same verdict and advice.
+func TestDiagnoseNeverReset(t *testing.T) {
+	captureLogs(t, t.Name(), LevelWarn)
+	a := newHost(t, Config{CapacityBytes: 4 * miB, OverflowPolicy: OverflowRefuse})
+	d, err := a.Diagnose()
+	if err != nil || d.Verdict != "ok" || d.Advice != "" {
+		t.Fatalf("fresh arena: %+v, %v", d, err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := a.StepBegin(); err != nil {
+			t.Fatal(err)
+		}
+		mustAlloc(t, a, 256*kiB)
+	}
+	d, err = a.Diagnose()
+	if err != nil || d.Verdict != "never_reset" || !d.Warned || !d.StepsExplicit || d.Steps != 3 ||
+		d.KeptBytes == 0 || !strings.Contains(d.Advice, "zarena_reset") {
+		t.Fatalf("after 3 steps: %+v, %v", d, err)
+	}
+	var allocErr error
+	for allocErr == nil {
+		if err := a.StepBegin(); err != nil {
+			t.Fatal(err)
+		}
+		_, allocErr = a.Alloc(256 * kiB)
+	}
+	v, adv := DiagnosisOf(allocErr)
+	if v != "never_reset" || !strings.Contains(adv, "zarena_reset") {
+		t.Fatalf("the error %v carries %q, %q", allocErr, v, adv)
+	}
+	d, _ = a.Diagnose()
+	if !d.Overflowed || d.Verdict != "never_reset" || d.OverflowEpochs != 1 || d.NeededBytes == 0 {
+		t.Fatalf("after the overflow: %+v", d)
+	}
+	if st := a.Stats(); st.OverflowEpochs != 1 || st.Steps < 4 {
+		t.Fatalf("stats %+v", st)
 	}
 }

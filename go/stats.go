@@ -51,6 +51,12 @@ type Stats struct {
 	CommitEvents          uint64 `json:"commit_events"`            // expandable: successful commits
 	TrimEvents            uint64 `json:"trim_events"`              // expandable: decommits at reset
 	CommitFailures        uint64 `json:"commit_failures"`          // expandable: commits the backend refused
+	Steps                 uint64 `json:"steps"`                    // Step calls since create
+	EpochSteps            uint64 `json:"epoch_steps"`              // Step calls since the last reset
+	OverflowEpochs        uint64 `json:"overflow_epochs"`          // epochs whose region was exhausted at least once
+	OverflowRecords       uint64 `json:"overflow_records"`         // of those, reported one by one (arena.first_overflow)
+	OverflowSummaries     uint64 `json:"overflow_summaries"`       // arena.overflow_summary records (the later epochs)
+	NeededBytes           uint64 `json:"needed_bytes"`             // the capacity the workload needed so far
 }
 
 func statsFromC(s *C.zarena_stats) Stats {
@@ -91,6 +97,12 @@ func statsFromC(s *C.zarena_stats) Stats {
 		CommitEvents:          uint64(s.commit_events),
 		TrimEvents:            uint64(s.trim_events),
 		CommitFailures:        uint64(s.commit_failures),
+		Steps:                 uint64(s.steps),
+		EpochSteps:            uint64(s.epoch_steps),
+		OverflowEpochs:        uint64(s.overflow_epochs),
+		OverflowRecords:       uint64(s.overflow_records),
+		OverflowSummaries:     uint64(s.overflow_summaries),
+		NeededBytes:           uint64(s.needed_bytes),
 	}
 }
 

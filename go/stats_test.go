@@ -17,7 +17,9 @@ func TestStatsJSONKeysAreTheCFieldNames(t *testing.T) {
 		"overflow_peak_bytes", "overflow_max_latency_ns", "overflow_reclaimed",
 		"overflow_failures", "pinned_bytes", "pinned_blocks", "pin_retained_bytes",
 		"deferred_frees", "overflow_deferred_gives", "poison_fills", "poison_skipped",
-		"top_bytes", "committed_bytes", "commit_events", "trim_events", "commit_failures"}
+		"top_bytes", "committed_bytes", "commit_events", "trim_events", "commit_failures",
+		"steps", "epoch_steps", "overflow_epochs", "overflow_records", "overflow_summaries",
+		"needed_bytes"}
 	st := reflect.TypeOf(Stats{})
 	if st.NumField() != len(want) {
 		t.Fatalf("Stats has %d fields, zarena_stats %d", st.NumField(), len(want))

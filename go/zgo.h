@@ -272,6 +272,44 @@ static inline zgo_region_result zgo_region_info(zarena* a, const zgo_free_item* 
   return r;
 }
 
+/* zarena_diagnose, its sentences copied here (the library's are valid until this thread's
+ * next zarena_diagnose, and Go may run another goroutine on this thread before it reads
+ * them). */
+typedef struct {
+  zarena_status status;
+  uint32_t qfailed;
+  char* err;
+  zarena_diagnosis d;
+  char verdict[32];
+  char advice[512];
+  char cause[512];
+} zgo_diagnosis_result;
+
+static inline void zgo_copy_text(char* dst, size_t n, const char* src) {
+  if (src == NULL) src = "";
+  size_t len = strlen(src);
+  if (len >= n) len = n - 1;
+  memcpy(dst, src, len);
+  dst[len] = 0;
+}
+
+static inline zgo_diagnosis_result zgo_diagnose(zarena* a, const zgo_free_item* q, size_t nq,
+                                                zarena_status* qs) {
+  zgo_diagnosis_result r;
+  memset(&r, 0, sizeof r);
+  r.qfailed = zgo_apply(a, q, nq, qs);
+  r.d.struct_size = sizeof r.d;
+  r.status = zarena_diagnose(a, &r.d);
+  r.err = zgo_last_error(r.status);
+  if (r.status == ZARENA_OK) {
+    zgo_copy_text(r.verdict, sizeof r.verdict, r.d.verdict);
+    zgo_copy_text(r.advice, sizeof r.advice, r.d.advice);
+    zgo_copy_text(r.cause, sizeof r.cause, r.d.cause);
+  }
+  r.d.verdict = r.d.advice = r.d.cause = NULL; /* Go reads the copies */
+  return r;
+}
+
 /* ---- capture, stream, poison ---- */
 
 static inline zgo_result zgo_set_capture_active(zarena* a, const zgo_free_item* q, size_t nq,

@@ -27,6 +27,8 @@
   X(zarena_reset)                          \
   X(zarena_mark_step_boundary)             \
   X(zarena_step_begin)                     \
+  X(zarena_diagnose)                       \
+  X(zarena_log_flush)                      \
   X(zarena_epoch)                          \
   X(zarena_get_stats)                      \
   X(zarena_pin)                            \
@@ -73,6 +75,8 @@ int zgo_dl_load(const char* path, const char** err, int* err_owned, const char**
 #define zarena_unpin (*zgo_dl_zarena_unpin)
 #define zarena_set_floor (*zgo_dl_zarena_set_floor)
 #define zarena_region_info (*zgo_dl_zarena_region_info)
+#define zarena_diagnose (*zgo_dl_zarena_diagnose)
+#define zarena_log_flush (*zgo_dl_zarena_log_flush)
 #define zarena_set_capture_active (*zgo_dl_zarena_set_capture_active)
 #define zarena_set_stream (*zgo_dl_zarena_set_stream)
 #define zarena_set_poison (*zgo_dl_zarena_set_poison)

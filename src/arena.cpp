@@ -10,6 +10,7 @@
 
 #include "diagnostics.h"
 #include "last_error.h"
+#include "reporter.h"
 #include "tags.h"
 
 namespace zarena_core {
@@ -102,6 +103,10 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     return Result::fail(Status::kOutOfMemory, "out of host memory creating the arena");
   }
   Arena& a = **out;
+  // An overflow that succeeds leaves its record to the reporter thread: start it now, not
+  // on the first overflow's latency. (REFUSE overflows fail: their records are emitted by
+  // the failing call.)
+  if (policy != ZARENA_OVERFLOW_REFUSE) Reporter::start();
   if (!rc.trace_file.empty()) {
     zarena_trace::TraceHeader th;
     th.arena_name = rc.name;
@@ -293,32 +298,6 @@ void Arena::after_op() {
 
 // --- allocation -----------------------------------------------------------------------
 
-void Arena::feed_cadence_alloc(uint64_t aligned, uint64_t end) {
-  bool warn = false;
-  CadenceFacts f;
-  {
-    std::lock_guard<SpinLock> lock(cadence_mu_);
-    if (end > cadence_top_) cadence_top_ = end;
-    const uint64_t resets = resets_.load(std::memory_order_relaxed);
-    if (cadence_.on_alloc(aligned, cadence_top_, resets)) {
-      warn = true;
-      f.step_repeats = cadence_.restarts();
-      f.step_allocs = cadence_.step_allocs();
-      f.step_bytes = cadence_.step_growth();
-      f.grown_bytes = cadence_.grown_bytes(cadence_top_);
-      f.offset_bytes = cadence_top_;
-      f.capacity_bytes = capacity_;
-      f.resets = resets;
-    }
-  }
-  if (warn && log_enabled(ZARENA_LOG_WARN)) {
-    zarena_stats s;
-    stats(&s);
-    f.epoch_allocs = s.epoch_allocs;
-    log_emit(reset_cadence_record(f, name_));
-  }
-}
-
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_odd(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
@@ -338,6 +317,7 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
                      fmt::format("out of host memory for the block records of arena '{}'", name_));
   }
   if (__builtin_expect(ok, 1)) {
+    const uint64_t nth = s.c.epoch_allocs;
     ++s.c.hits;
     if (p.reused) ++s.c.reuses;
     if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
@@ -356,7 +336,14 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
     out->size = p.size;
     out->flags = p.reused ? ZARENA_BLOCK_REUSED : 0;
     out->tag = tag;
-    if (__builtin_expect(extras & kExtraCadence, 0)) feed_cadence_alloc(aligned, p.offset + p.size);
+    // One load and two compares: the diagnosis sees the opening of each epoch, every request
+    // while the cadence detector runs, and the ones that carry an epoch past earlier peaks.
+    const uint64_t end = p.offset + p.size;
+    if (__builtin_expect(end > watch_end_.load(std::memory_order_relaxed) ||
+                             nth <= static_cast<uint64_t>(CadenceDetector::kAnchorLen),
+                         0)) {
+      diag_on_alloc(aligned, end, nth, s.id);
+    }
     return Status::kOk;
   }
   ++s.c.misses;
@@ -393,7 +380,9 @@ Status Arena::alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept
   try {
     return fail_with(Status::kOutOfMemory,
                      fmt::format("request of {} bytes is larger than any arena can serve "
-                                 "(arena '{}', capacity {} bytes)",
+                                 "(arena '{}', capacity {} bytes). verdict=runaway_buffer; "
+                                 "fix: check the tensor shape behind that request (a wrong "
+                                 "dimension or a missing batch split)",
                                  size, name_, capacity_));
   } catch (...) {
     return Status::kOutOfMemory;
@@ -434,76 +423,31 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool
                        static_cast<int32_t>(a.result.status), epoch, tag);
     }
   }
-  first_overflow(a, size, aligned, epoch, commit_failed);
-  if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
-    log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
-  }
   if (!a.result.is_ok()) {
     zarena_stats st;
     stats(&st);
+    // The diagnosis travels with the error (and its record, when due, is out before the
+    // call returns): bindings parse the suffix, see zarena.h.
+    const Verdict v = report_failure(a, size, aligned, epoch, commit_failed);
+    if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
+      log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
+    }
     return fail_with(
         a.result.status,
         fmt::format("arena '{}' is full and overflow failed ({}): requested {} bytes ({} aligned), "
-                    "region used {} of {} bytes (top {}, floor {}), overflow live {} bytes: {}",
+                    "region used {} of {} bytes (top {}, floor {}), overflow live {} bytes: {}. {}",
                     name_, a.path, size, aligned, st.used_bytes, st.capacity_bytes, st.top_bytes,
-                    st.floor_bytes, st.overflow_live_bytes, a.result.message));
+                    st.floor_bytes, st.overflow_live_bytes, a.result.message, verdict_suffix(v)));
   }
   out->ptr = a.block.ptr;
   out->epoch = epoch;
+  // The call succeeded: its diagnosis (if this is the epoch's first overflow) is built
+  // and logged off it, by the reporter (with the overflow.slow record after it).
+  report_success(a, size, aligned, epoch, commit_failed);
   out->size = aligned;
   out->flags = ZARENA_BLOCK_OVERFLOW;
   out->tag = tag;
   return Status::kOk;
-}
-
-// The first overflow of an epoch logs the diagnosis (once per epoch: the epoch that wins
-// the exchange reports).
-void Arena::first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t aligned,
-                           uint64_t epoch, bool commit_failed) {
-  uint64_t seen = first_overflow_epoch_.load(std::memory_order_relaxed);
-  if (seen == epoch) return;
-  if (!first_overflow_epoch_.compare_exchange_strong(seen, epoch)) return;
-  overflow_epochs_.fetch_add(1, std::memory_order_relaxed);
-  if (!log_enabled(ZARENA_LOG_WARN)) return;
-  zarena_stats s;
-  stats(&s);
-  uint64_t step_max = 0, restarts = 0;
-  std::string commit_error;
-  {
-    Region::WriterLock w(region_);
-    RegionSnapshot r;
-    region_.snapshot_w(&r);
-    step_max = r.sum.step_max_alloc;
-    if (commit_failed) commit_error = commit_failure_;
-  }
-  {
-    std::lock_guard<SpinLock> lock(cadence_mu_);
-    restarts = cadence_.restarts();
-  }
-  ExhaustionFacts f;
-  f.path = a.path;
-  f.requested_bytes = size;
-  f.aligned_bytes = aligned;
-  f.capacity_bytes = s.capacity_bytes;
-  f.offset_bytes = s.top_bytes;
-  f.floor_bytes = s.floor_bytes;
-  f.used_bytes = s.used_bytes;
-  f.epoch = s.epoch;
-  f.epoch_allocs = s.epoch_allocs;
-  f.epoch_max_alloc_bytes = s.epoch_max_alloc_bytes;
-  f.step_max_alloc_bytes = step_max;
-  f.hits = s.hits;
-  f.misses = s.misses;
-  f.reuses = s.reuses;
-  f.resets = s.resets;
-  f.free_list_len = s.free_list_len;
-  f.free_list_bytes = s.free_list_bytes;
-  f.largest_free_block_bytes = s.largest_free_block_bytes;
-  f.step_repeats = restarts;
-  f.committed_bytes = committed_bytes_.load(std::memory_order_relaxed);
-  f.commit_failed = commit_failed;
-  f.commit_error = std::move(commit_error);
-  log_emit(first_overflow_record(f, name_));
 }
 
 // --- frees and pins ---------------------------------------------------------------------
@@ -533,6 +477,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
       if (__builtin_expect(extras & ~kExtraTrace, 0)) after_free_extras(extras);
+      if (__builtin_expect(detector_on_.load(std::memory_order_relaxed), 0)) diag_on_free(size, s.id);
       return Status::kOk;
     }
     const uint64_t epoch = region_.epoch();
@@ -557,10 +502,6 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
 
 void Arena::after_free_extras(uint32_t extras) {
   if (extras & kExtraNote) after_op();
-  if (extras & kExtraCadence) {
-    std::lock_guard<SpinLock> lock(cadence_mu_);
-    cadence_.on_free(cadence_top_, resets_.load(std::memory_order_relaxed));
-  }
 }
 
 Status Arena::free_slow(void* ptr, uint64_t want_epoch) {

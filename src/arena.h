@@ -14,6 +14,8 @@
 #include "backend_faults.h"
 #include "cadence.h"
 #include "config.h"
+#include "diagnostics.h"
+#include "epoch_history.h"
 #include "log.h"
 #include "overflow.h"
 #include "region.h"
@@ -58,8 +60,23 @@ class Arena final : private RegionHooks {
     return static_cast<const char*>(p) >= base_ && static_cast<const char*>(p) < base_ + capacity_;
   }
   void set_capture_active(bool active);
-  // The engine marks the start of a step (counted; diagnostics use it).
+  // The engine marks the start of a step: from the second one on, "no reset came between
+  // two steps" is a fact the diagnosis uses (arena_diagnosis.cpp).
   void step_begin();
+  // The diagnosis now (zarena_diagnose): the epoch's overflow verdict when it overflowed,
+  // else the early warning's when one applies, else "ok".
+  struct Diagnosis {
+    const char* verdict = "ok";
+    std::string cause, advice;
+    bool overflowed = false;
+    bool warned = false;
+    ExhaustionFacts facts;
+    uint64_t live_bytes = 0;
+    uint64_t steps_to_full = 0;
+    uint64_t overflow_epochs = 0;
+    uint64_t needed_bytes = 0;
+  };
+  void diagnose_now(Diagnosis* out);
   Result set_stream(void* stream);
   void set_poison(bool enabled, uint32_t word);
   // Live blocks (region and overflow) from one snapshot, in address order for the region.
@@ -91,10 +108,45 @@ class Arena final : private RegionHooks {
   void give_back(std::vector<OverflowBlock>& blocks);
   bool capturing();  // the engine's flag, else the backend's answer
   void after_op();   // emits records queued under locks (poison skipped, commit failed)
-  void feed_cadence_alloc(uint64_t aligned, uint64_t end);
   void fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const OverflowStats& o) const;
-  void first_overflow(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
+
+  // Diagnosis (arena_diagnosis.cpp). The diagnosis lock (diag_mu_) guards everything in
+  // the "diagnosis" block below; it is never held with a region lock or while logging.
+  enum class Report { kNone, kRecord, kSummary };
+  struct ReportJob;
+  // What reset() read of the epoch it ended, under the writer lock.
+  struct EpochEnd {
+    uint64_t epoch = 0;
+    uint64_t allocs = 0, reuses = 0, high_water = 0, floor = 0;
+    uint64_t reuses_total = 0, overflow_allocs_total = 0, overflow_peak = 0;
+    uint64_t steps = 0;
+  };
+  void diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
+  void diag_on_free(uint64_t size, uint32_t slot);
+  void diag_on_reset(const EpochEnd& e);
+  void diag_on_boundary();
+  void emit_step_record(const EpochEnd& e);
+  // The facts of an exhaustion now (one snapshot, then the diagnosis lock).
+  ExhaustionFacts capture_facts(const char* path, uint64_t size, uint64_t aligned,
+                                bool commit_failed = false);
+  // Under diag_mu_: the facts only the diagnosis lock guards.
+  void add_step_facts_d(ExhaustionFacts* f) const;
+  // The first overflow of an epoch: counts it and decides what is logged.
+  Report claim_overflow_epoch(uint64_t epoch, const char* path, uint64_t size, uint64_t aligned,
+                              bool commit_failed);
+  // Builds and emits the record of a report (any thread, no lock held).
+  void emit_report(Report kind, const ExhaustionFacts& f, uint64_t unreported,
+                   uint64_t overflow_epochs);
+  static void run_report_job(void* self, const void* job);
+  // Returns the verdict the failing call's message carries; emits its record when due.
+  Verdict report_failure(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
+                         bool commit_failed);
+  void report_success(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
                       bool commit_failed);
+  // "matmul.grad 38.0 GiB, ..." the top tags by live bytes of `epoch` ("" when untagged).
+  std::string top_tags(uint64_t epoch);
+  void warn_cadence(CadenceFacts f);
+  void flush_summary();  // destroy: the overflow epochs not reported yet
 
   // RegionHooks (called with region locks held: no logging, no waiting).
   Fill fill_policy() noexcept override;
@@ -119,9 +171,8 @@ class Arena final : private RegionHooks {
   // What the common path must look at besides the allocation itself: one load, one
   // predictable branch when nothing is on.
   static constexpr uint32_t kExtraTrace = 1;    // trace_ is open
-  static constexpr uint32_t kExtraCadence = 2;  // the reset-cadence detector is armed
   static constexpr uint32_t kExtraNote = 4;     // a warning waits for after_op
-  std::atomic<uint32_t> extras_{kExtraCadence};
+  std::atomic<uint32_t> extras_{0};
 
   std::atomic<bool> capture_flag_{false};
   std::atomic<bool> poison_on_;
@@ -142,7 +193,6 @@ class Arena final : private RegionHooks {
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};
-  std::atomic<uint64_t> overflow_epochs_{0};
   std::atomic<uint64_t> first_overflow_epoch_{~0ull};
 
   // Tracing (ZARENA_TRACE_FILE / cfg.trace_file): null when off, so each hook costs one
@@ -151,11 +201,44 @@ class Arena final : private RegionHooks {
   zarena_trace::Tracer* trace_ = nullptr;
   std::atomic<uint64_t> steps_{0}, epoch_steps_{0};
 
-  // Reset-cadence detection (only before the first reset, under its own lock).
-  std::atomic<bool> cadence_armed_{true};
-  SpinLock cadence_mu_;
+  // --- diagnosis (arena_diagnosis.cpp) ---------------------------------------------------
+  // Allocations whose block ends above watch_end_ take the diagnosis path: every one while
+  // the cadence detector runs (0: before the first reset, or in resumed mode), none when
+  // nothing is watched (~0), else those that carry the epoch past the earlier epochs'
+  // peaks. Each slot's first kAnchorLen requests of an epoch go there too (its opening).
+  std::atomic<uint64_t> watch_end_{0};
+  std::atomic<bool> detector_on_{true};      // frees feed the detector
+  // The slot whose requests the detector follows (kAnySlot: the next one to feed it).
+  static constexpr uint32_t kAnySlot = ~0u;
+  std::atomic<uint32_t> diag_slot_{kAnySlot};
+  bool cross_thread_frees_ = false;  // a free came from another thread: the guess stopped
+  std::atomic<bool> explicit_steps_{false};  // zarena_step_begin was called: facts, not guesses
+  SpinLock diag_mu_;
   CadenceDetector cadence_;
-  uint64_t cadence_top_ = 0;  // highest block end seen: the detector's view of the top
+  uint64_t cadence_top_ = 0;  // highest block end of the epoch seen: the detector's top
+  EpochHistory history_;
+  EpochHistory::Epoch opening_;  // the current epoch's opening requests
+  uint64_t watch_peak_ = 0;      // the earlier epochs' peak the watch compares with
+  bool warned_ = false;          // the early warning was logged (once per arena)
+  // Explicit steps of the current epoch: live bytes and top at the first and latest begin.
+  uint64_t step1_live_ = 0, step_live_ = 0, step_top_ = 0;
+  uint64_t step1_n_ = 0;  // the epoch's step number the comparison starts from
+  uint64_t step_epoch_ = ~0ull;
+  // Overflow reports: the first kDetailedEpochs overflow epochs get arena.first_overflow,
+  // later ones a summary at most every kSummaryIntervalNs.
+  uint64_t overflow_epochs_ = 0, overflow_records_ = 0, overflow_summaries_ = 0;
+  uint64_t unreported_ = 0;  // overflow epochs since the last record
+  uint64_t last_report_ns_ = 0;
+  ExhaustionFacts last_unreported_;  // the latest summarised epoch's facts
+  bool have_unreported_facts_ = false;
+  // The current epoch's first overflow (zarena_diagnose).
+  const char* overflow_path_ = "";
+  uint64_t overflow_size_ = 0, overflow_aligned_ = 0;
+  bool overflow_commit_failed_ = false;
+  // The capacity the workload needed: the highest (epoch top + epoch overflow peak).
+  uint64_t needed_bytes_ = 0;
+  // Counters at the last reset (per-epoch figures of arena.step).
+  uint64_t reuses_at_reset_ = 0, overflow_allocs_at_reset_ = 0;
 };
 
 }  // namespace zarena_core

@@ -11,15 +11,29 @@
 
 #include "arena.h"
 #include "diagnostics.h"
+#include "reporter.h"
 
 namespace zarena_core {
 
 void Arena::reset() {
   std::vector<OverflowBlock> doomed;
+  EpochEnd end;
   {
     Region::WriterLock w(region_);
     // Host memory first (it may throw), then the changes, which cannot fail.
     doomed.reserve(overflow_.stats().live_count);
+    // The epoch that ends, for the diagnosis (O(slots), like the reset itself).
+    RegionSnapshot r;
+    region_.snapshot_w(&r);
+    const OverflowStats o = overflow_.stats();
+    end.epoch = r.epoch;
+    end.allocs = r.sum.epoch_allocs;
+    end.high_water = r.sum.epoch_high_water;
+    end.floor = r.floor;
+    end.reuses_total = r.sum.reuses;
+    end.overflow_allocs_total = o.allocs;
+    end.overflow_peak = o.epoch_peak_bytes;
+    end.steps = epoch_steps_.load(std::memory_order_relaxed);
     uint64_t reclaimed = 0;
     region_.reset_w(&reclaimed);
     overflow_.reclaim(region_.epoch(), &doomed);
@@ -28,16 +42,10 @@ void Arena::reset() {
   }
   resets_.fetch_add(1, std::memory_order_relaxed);
   epoch_steps_.store(0, std::memory_order_relaxed);
-  if (cadence_armed_.load(std::memory_order_relaxed)) {
-    // The detector exists for programs that never reset; after the first reset it has
-    // nothing left to say, so it stops costing anything.
-    std::lock_guard<SpinLock> lock(cadence_mu_);
-    cadence_.on_reset(cadence_top_);
-    cadence_armed_.store(false, std::memory_order_relaxed);
-    extras_.fetch_and(~kExtraCadence, std::memory_order_relaxed);
-  }
+  diag_on_reset(end);
   give_back(doomed);
   after_op();
+  if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) emit_step_record(end);
 }
 
 // Under the writer lock: decommits what lies above max(trim_keep_bytes, the top), whole
@@ -69,10 +77,7 @@ void Arena::mark_step_boundary() {
       region_.slot_counters_w(i).step_max_alloc = 0;
     }
   }
-  if (cadence_armed_.load(std::memory_order_relaxed)) {
-    std::lock_guard<SpinLock> lock(cadence_mu_);
-    cadence_.on_step_boundary(cadence_top_);
-  }
+  diag_on_boundary();
 }
 
 Result Arena::set_floor(uint64_t offset) {
@@ -125,13 +130,24 @@ void Arena::fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const Overfl
   s->commit_events = commit_events_.load(std::memory_order_relaxed);
   s->trim_events = trim_events_.load(std::memory_order_relaxed);
   s->commit_failures = commit_failures_.load(std::memory_order_relaxed);
+  s->steps = steps_.load(std::memory_order_relaxed);
+  s->epoch_steps = epoch_steps_.load(std::memory_order_relaxed);
+  s->needed_bytes =
+      r.sum.epoch_high_water + o.epoch_peak_bytes;  // this epoch; stats() adds earlier ones
 }
 
 void Arena::stats(zarena_stats* out) {
-  Region::WriterLock w(region_);
-  RegionSnapshot r;
-  region_.snapshot_w(&r);
-  fill_snapshot(out, r, overflow_.stats());
+  {
+    Region::WriterLock w(region_);
+    RegionSnapshot r;
+    region_.snapshot_w(&r);
+    fill_snapshot(out, r, overflow_.stats());
+  }
+  std::lock_guard<SpinLock> lock(diag_mu_);
+  out->overflow_epochs = overflow_epochs_;
+  out->overflow_records = overflow_records_;
+  out->overflow_summaries = overflow_summaries_;
+  out->needed_bytes = std::max(out->needed_bytes, needed_bytes_);
 }
 
 void Arena::region_info(zarena_region* out) {
@@ -145,12 +161,6 @@ void Arena::region_info(zarena_region* out) {
   out->committed_bytes = committed_bytes_.load(std::memory_order_relaxed);
   out->managed = managed_ ? 1 : 0;
   out->expandable = expandable_ ? 1 : 0;
-}
-
-void Arena::step_begin() {
-  steps_.fetch_add(1, std::memory_order_relaxed);
-  epoch_steps_.fetch_add(1, std::memory_order_relaxed);
-  if (trace_ != nullptr) trace_->on_step_begin();
 }
 
 void Arena::set_capture_active(bool active) {
@@ -202,6 +212,10 @@ void Arena::live_blocks(std::vector<LiveBlock>* out) {
 }
 
 Result Arena::destroy() {
+  // No diagnosis job may outlive the arena; overflow epochs not reported yet get their
+  // summary before the lifetime summary.
+  Reporter::flush(this);
+  flush_summary();
   zarena_stats s;
   stats(&s);
   Result rt;
@@ -214,7 +228,8 @@ Result Arena::destroy() {
   Result r1 = overflow_.release_all();
   Result r2 = backend_->release_region();
   if (log_enabled(ZARENA_LOG_INFO)) {
-    log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, overflow_epochs_.load()}, name_));
+    log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, s.overflow_epochs, s.needed_bytes},
+                            name_));
   }
   if (!r1.is_ok()) return r1;
   if (!r2.is_ok()) return r2;

@@ -94,6 +94,7 @@ void OverflowPool::track(const OverflowAttempt& a, uint64_t size, uint64_t epoch
   ++stats_.live_count;
   stats_.live_bytes += size;
   if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
+  if (stats_.live_bytes > stats_.epoch_peak_bytes) stats_.epoch_peak_bytes = stats_.live_bytes;
 }
 
 void OverflowPool::untrack_failed(const OverflowAttempt& a, uint64_t size) {
@@ -212,6 +213,7 @@ void OverflowPool::reclaim(uint64_t new_epoch, std::vector<OverflowBlock>* doome
       ++it;
     }
   }
+  stats_.epoch_peak_bytes = stats_.live_bytes;
 }
 
 void OverflowPool::mark_step_boundary() {

@@ -42,6 +42,7 @@ struct OverflowStats {
   uint64_t live_count = 0;
   uint64_t live_bytes = 0;
   uint64_t peak_bytes = 0;
+  uint64_t epoch_peak_bytes = 0;  // highest live_bytes since the last reset (or create)
   uint64_t max_latency_ns = 0;
   uint64_t reclaimed = 0;
   uint64_t failures = 0;

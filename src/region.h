@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "block_store.h"
@@ -160,6 +161,9 @@ class Region {
   uint32_t locked_slots_w() const { return locked_; }  // slots [0, this) are held
   // Live blocks in address order.
   void live_blocks_w(std::vector<BlockView>* out) const;
+  // Adds the bytes of every live, tagged block handed out in `epoch` to (*bytes)[tag]
+  // (the diagnosis's "top tags"; nothing is copied per block). O(blocks).
+  void tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const;
   // Layout invariants ("" when sound). O(blocks): for tests.
   std::string check_invariants_w() const;
   // What the maps and records say about an offset (for test failure messages).

@@ -478,6 +478,16 @@ void Region::live_blocks_w(std::vector<BlockView>* out) const {
   });
 }
 
+void Region::tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const {
+  walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
+    if (r == kNil) return;
+    const Block& b = store_[r];
+    if (b.tag == 0 || b.epoch.load(std::memory_order_relaxed) != epoch) return;
+    const BlockState st = Word::state(b.load_word());
+    if (st == BlockState::kLive || st == BlockState::kDeferred) (*bytes)[b.tag] += b.len();
+  });
+}
+
 std::string Region::check_invariants_w() const {
   const uint64_t g = cfg_.granule;
   const uint64_t frontier = frontier_w();

@@ -76,11 +76,15 @@ class LogCapture {
   LogCapture(const LogCapture&) = delete;
   LogCapture& operator=(const LogCapture&) = delete;
 
+  // Records of the calls made so far: those the reporter thread still holds (overflows that
+  // succeeded) are waited for first.
   std::vector<Record> all() const {
+    zarena_log_flush();
     std::lock_guard<std::mutex> lock(mu_);
     return records_;
   }
   std::vector<Record> of(const std::string& event) const {
+    zarena_log_flush();
     std::vector<Record> out;
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& r : records_) {

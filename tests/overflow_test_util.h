@@ -28,7 +28,9 @@ class LogCollector {
   LogCollector(const LogCollector&) = delete;
   LogCollector& operator=(const LogCollector&) = delete;
 
+  // Records of the calls made so far (those the reporter thread holds are waited for).
   std::vector<Captured> events(const std::string& name) const {
+    zarena_log_flush();
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Captured> out;
     for (const auto& r : records_) {

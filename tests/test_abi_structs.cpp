@@ -65,6 +65,31 @@ static_assert(sizeof(OldStats) ==
                   offsetof(zarena_stats, overflow_max_latency_ns) + sizeof(uint64_t),
               "OldStats must be the 1.0 prefix of zarena_stats");
 
+// 1.1 appends, in this order: the pin/poison/commit counters, then the diagnosis counters
+// at the very end (readers that read stats by layout, such as Python's Stats, rely on it).
+static_assert(offsetof(zarena_stats, pinned_bytes) == offsetof(zarena_stats, overflow_failures) + 8,
+              "1.1 fields follow the 1.0 extensions");
+static_assert(offsetof(zarena_stats, steps) == offsetof(zarena_stats, commit_failures) + 8 &&
+                  offsetof(zarena_stats, epoch_steps) == offsetof(zarena_stats, steps) + 8 &&
+                  offsetof(zarena_stats, overflow_epochs) == offsetof(zarena_stats, steps) + 16 &&
+                  offsetof(zarena_stats, overflow_records) == offsetof(zarena_stats, steps) + 24 &&
+                  offsetof(zarena_stats, overflow_summaries) ==
+                      offsetof(zarena_stats, steps) + 32 &&
+                  offsetof(zarena_stats, needed_bytes) == offsetof(zarena_stats, steps) + 40 &&
+                  sizeof(zarena_stats) == offsetof(zarena_stats, needed_bytes) + 8 &&
+                  sizeof(zarena_stats) == 344,
+              "the diagnosis counters are the last fields of zarena_stats");
+// zarena_diagnosis (1.1): the sentences first, then the facts.
+static_assert(offsetof(zarena_diagnosis, overflowed) == 4 &&
+                  offsetof(zarena_diagnosis, verdict) == 8 &&
+                  offsetof(zarena_diagnosis, advice) == 16 &&
+                  offsetof(zarena_diagnosis, cause) == 24 &&
+                  offsetof(zarena_diagnosis, epoch) == 32 &&
+                  offsetof(zarena_diagnosis, steps_explicit) == 56 &&
+                  offsetof(zarena_diagnosis, warned) == 60 &&
+                  sizeof(zarena_diagnosis) == offsetof(zarena_diagnosis, requested_bytes) + 8,
+              "zarena_diagnosis layout");
+
 struct NewStats {
   zarena_stats current;
   uint64_t future[3];

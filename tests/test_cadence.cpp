@@ -1,8 +1,8 @@
 // The reset-cadence detector: it must fire in the failure's shape (per-sample passes, no
 // reset) within the first few samples and long before the arena is full, and stay quiet
-// for one big first step, a constant-size stream, a loop that frees what it allocates,
-// and a loop that resets every step. Unit tests drive the detector with synthetic tops;
-// the C API tests drive real arenas.
+// for one big first step, a constant-size stream, a loop that frees what it allocates
+// (however its top moves), and a loop that resets every step. Unit tests drive the
+// detector with synthetic tops and frees; the C API tests drive real arenas.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -24,12 +24,12 @@ namespace {
 
 constexpr uint64_t kCap = 64 * kMiB;
 
-// Feeds steps of requests; every request raises the top by its size times `keep` (0: the
-// step frees what it allocates). Records where the detector fired.
+// Feeds steps of requests; every request raises the top by its size times `keep`, and with
+// keep 0 the block is freed at once (the step gives back what it allocates). Records where
+// the detector fired.
 struct Driver {
   CadenceDetector d{kCap};
   uint64_t top = 0;
-  uint64_t resets = 0;
   uint64_t fired_at = 0;  // global request index
   uint64_t fired_top = 0;
   uint64_t requests = 0;
@@ -39,19 +39,19 @@ struct Driver {
     for (uint64_t s : sizes) {
       top += s * keep;
       ++requests;
-      if (d.on_alloc(s, top, resets)) {
+      if (d.on_alloc(s, top)) {
         ++fired;
         if (fired_at == 0) {
           fired_at = requests;
           fired_top = top;
         }
       }
+      if (keep == 0) d.on_free(s);
     }
   }
-  void free_one() { d.on_free(top, resets); }
+  void free_one(uint64_t size = 0) { d.on_free(size); }
   void reset(uint64_t floor) {
     top = floor;
-    ++resets;
     d.on_reset(top);
   }
 };
@@ -74,14 +74,16 @@ uint64_t lcg(uint64_t* state) {
   return *state >> 33;
 }
 
-TEST(CadenceUnit, FiresEightRequestsIntoTheThirdPass) {
+TEST(CadenceUnit, FiresEightRequestsIntoTheFourthPass) {
+  // The troughs of passes 1..3 rose twice: the fourth pass's opening confirms it.
   Driver dr;
   const auto pass = pass_sizes(16 * kKiB);  // each pass keeps ~1.4 MiB
   for (int i = 0; i < 10; ++i) dr.step(pass);
   EXPECT_EQ(dr.fired, 1);
-  EXPECT_EQ(dr.fired_at, 2 * pass.size() + CadenceDetector::kAnchorLen);
+  EXPECT_EQ(dr.fired_at, 3 * pass.size() + CadenceDetector::kAnchorLen);
   EXPECT_EQ(dr.d.restarts(), 9u);
   EXPECT_EQ(dr.d.step_allocs(), pass.size());
+  EXPECT_EQ(dr.d.steps(), 10u);  // as the loop counts them: the tenth pass is running
 }
 
 TEST(CadenceUnit, QuietUntilTheStepsAddAShareOfTheCapacity) {
@@ -93,7 +95,7 @@ TEST(CadenceUnit, QuietUntilTheStepsAddAShareOfTheCapacity) {
   for (int i = 0; i < 200; ++i) dr.step(pass);
   EXPECT_EQ(dr.fired, 1);
   EXPECT_GE(dr.fired_top, kCap / CadenceDetector::kMinShareDivisor);
-  EXPECT_LT(dr.fired_top, kCap / CadenceDetector::kMinShareDivisor + 2 * 16 * kKiB);
+  EXPECT_LT(dr.fired_top, kCap / CadenceDetector::kMinShareDivisor + 3 * 16 * kKiB);
 }
 
 TEST(CadenceUnit, QuietWhenTheStepsFreeWhatTheyAllocate) {
@@ -139,16 +141,21 @@ TEST(CadenceUnit, QuietForALayeredStepThatOpensWithItsInput) {
   // The same step run again without a reset is caught.
   dr.step(step);
   dr.step(step);
+  dr.step(step);
   EXPECT_EQ(dr.fired, 1);
+  EXPECT_EQ(dr.d.steps(), 4u);
 }
 
-TEST(CadenceUnit, NeverAfterAReset) {
+TEST(CadenceUnit, AResetForgetsTheSteps) {
+  // (The arena switches the detector off at its first reset: CadenceApi below.)
   Driver dr;
   const auto pass = pass_sizes(64 * kKiB);
-  dr.step(pass);
+  for (int i = 0; i < 3; ++i) dr.step(pass);
+  EXPECT_EQ(dr.d.restarts(), 2u);
   dr.reset(0);
-  for (int i = 0; i < 20; ++i) dr.step(pass);  // even without further resets
-  EXPECT_EQ(dr.fired, 0);
+  EXPECT_EQ(dr.d.restarts(), 0u);
+  EXPECT_EQ(dr.d.steps(), 0u);
+  EXPECT_EQ(dr.d.kept_bytes(), 0u);
 }
 
 TEST(CadenceUnit, LoopThatResetsEveryStepIsQuiet) {
@@ -164,10 +171,11 @@ TEST(CadenceUnit, LoopThatResetsEveryStepIsQuiet) {
 TEST(CadenceUnit, OverlappingOpeningIsMatched) {
   // The step ends with the first two sizes of its own opening: a naive matcher loses
   // the restart that follows, KMP does not.
-  const uint64_t A = 256, B = 512, C = 768, D = 1024, E = 1280, F = 1536;
+  const uint64_t A = 64 * kKiB, B = 128 * kKiB, C = 192 * kKiB, D = 256 * kKiB, E = 320 * kKiB,
+                 F = 384 * kKiB;
   const std::vector<uint64_t> step = {A, A, A, B, C, D, E, F, A, A};
   Driver dr;
-  for (int i = 0; i < 20; ++i) dr.step(step, 20000);
+  for (int i = 0; i < 20; ++i) dr.step(step);
   EXPECT_EQ(dr.d.restarts(), 19u);
   EXPECT_EQ(dr.fired, 1);
 }
@@ -189,7 +197,8 @@ TEST(CadenceUnit, TheStepBoundaryReanchorsPastTheWeights) {
   const auto pass = pass_sizes(16 * kKiB);
   for (int i = 0; i < 5; ++i) dr.step(pass);
   EXPECT_EQ(dr.fired, 1);
-  EXPECT_EQ(dr.fired_at, weights.size() + 2 * pass.size() + CadenceDetector::kAnchorLen);
+  EXPECT_EQ(dr.fired_at, weights.size() + 3 * pass.size() + CadenceDetector::kAnchorLen);
+  EXPECT_EQ(dr.d.steps(), 5u);
 }
 
 TEST(CadenceUnit, ABoundaryAfterEveryStepWithoutResetIsStillCaught) {
@@ -209,7 +218,7 @@ TEST(CadenceUnit, WeightsWithoutABoundaryAreSeenPastThroughTheFirstFree) {
   std::vector<uint64_t> weights;
   for (int i = 0; i < 12; ++i) weights.push_back((100 + i) * kKiB);
   dr.step(weights);
-  const auto pass = pass_sizes(64 * kKiB);
+  const auto pass = pass_sizes(16 * kKiB);
   for (int i = 0; i < 12 && dr.fired == 0; ++i) {
     dr.step(std::vector<uint64_t>(pass.begin(), pass.begin() + 5));
     dr.free_one();
@@ -246,12 +255,91 @@ TEST(CadenceUnit, ABoundaryDisarmsTheLateAnchor) {
   dr.d.on_step_boundary(dr.top);  // from here the boundary anchor decides
   for (int i = 0; i < 5; ++i) dr.step(pass);
   EXPECT_EQ(dr.fired, 1);
-  EXPECT_EQ(dr.fired_at, 5 + 2 * pass.size() + CadenceDetector::kAnchorLen);
+  EXPECT_EQ(dr.fired_at, 5 + 3 * pass.size() + CadenceDetector::kAnchorLen);
+}
+
+TEST(CadenceUnit, ShortStepsAfterWeightsAreCountedAsTheLoopCounts) {
+  // Weights without a boundary, then steps of three requests (a temporary and two kept
+  // blocks of one size) that free the temporary at their end: the late anchor starts in
+  // the second step and spans three steps, yet the count is the loop's.
+  Driver dr;
+  std::vector<uint64_t> weights;
+  for (int i = 0; i < 12; ++i) weights.push_back((100 + i) * kKiB);
+  dr.step(weights);
+  for (int i = 1; i <= 40; ++i) {
+    dr.step({48 * kKiB, 64 * kKiB, 64 * kKiB});
+    dr.free_one(48 * kKiB);
+    if (dr.d.restarts() > 0) {
+      EXPECT_EQ(dr.d.steps(), static_cast<uint64_t>(i)) << "after iteration " << i;
+    }
+  }
+  EXPECT_GT(dr.d.restarts(), 30u);
+  EXPECT_EQ(dr.d.step_allocs(), 3u);
+  EXPECT_EQ(dr.fired, 1);
+}
+
+TEST(CadenceUnit, LongStepsAfterWeightsAreCountedAsTheLoopCounts) {
+  // The late anchor starts at the first free, in the middle of the first step.
+  Driver dr;
+  std::vector<uint64_t> weights;
+  for (int i = 0; i < 12; ++i) weights.push_back((100 + i) * kKiB);
+  dr.step(weights);
+  const auto pass = pass_sizes(16 * kKiB);
+  for (int i = 1; i <= 20; ++i) {
+    dr.step(std::vector<uint64_t>(pass.begin(), pass.begin() + 5));
+    dr.free_one(2 * 16 * kKiB);
+    dr.step(std::vector<uint64_t>(pass.begin() + 5, pass.end()));
+    if (dr.d.restarts() > 0) {
+      EXPECT_EQ(dr.d.steps(), static_cast<uint64_t>(i)) << i;
+    }
+  }
+}
+
+TEST(CadenceUnit, QuietWhenTheTopCreepsButLiveBytesDoNot) {
+  // A general-purpose workload: the same step every time, every block freed, but the top
+  // moves up through fragmentation. The top alone once made this a false alarm.
+  CadenceDetector d{kCap};
+  uint64_t top = 0;
+  int fired = 0;
+  const auto pass = pass_sizes(16 * kKiB);
+  for (int i = 0; i < 500; ++i) {
+    for (uint64_t s : pass) {
+      top += 8 * kKiB;  // creeps by half a unit a request
+      fired += d.on_alloc(s, top);
+    }
+    for (uint64_t s : pass) d.on_free(s);
+  }
+  EXPECT_EQ(fired, 0);
+  EXPECT_EQ(d.restarts(), 499u);  // it saw the steps, but nothing piles up
+  EXPECT_EQ(d.kept_bytes(), 0u);
+}
+
+TEST(CadenceUnit, QuietWhenStateIsCreatedOnceInTheFirstStep) {
+  // Optimizer state allocated in the first step and kept: the troughs rise once, not twice.
+  Driver dr;
+  const auto pass = pass_sizes(16 * kKiB);
+  dr.step(pass, 0);
+  dr.step({8 * kMiB, 4 * kMiB});  // the state, kept
+  for (int i = 0; i < 100; ++i) dr.step(pass, 0);
+  EXPECT_EQ(dr.fired, 0);
+  EXPECT_GT(dr.d.restarts(), 90u);
+}
+
+TEST(CadenceUnit, StepsToFullFollowsTheAverageGrowth) {
+  Driver dr;
+  const auto pass = pass_sizes(16 * kKiB);  // keeps ~1.4 MiB a pass
+  uint64_t per_pass = 0;
+  for (uint64_t s : pass) per_pass += s;
+  for (int i = 0; i < 6; ++i) dr.step(pass);
+  const uint64_t truth = (kCap - dr.top) / per_pass;
+  const uint64_t est = dr.d.steps_to_full(dr.top);
+  EXPECT_GE(est, truth * 9 / 10);
+  EXPECT_LE(est, truth * 11 / 10 + 1);
 }
 
 // --- through the C API ------------------------------------------------------------
 
-TEST(CadenceApi, PerSamplePassesWarnInTheThirdSampleLongBeforeFull) {
+TEST(CadenceApi, PerSamplePassesWarnInTheFourthSampleLongBeforeFull) {
   LogCapture cap;
   zarena* a = make_host_arena(64 * kMiB, "warn");
   void* w = nullptr;
@@ -263,8 +351,9 @@ TEST(CadenceApi, PerSamplePassesWarnInTheThirdSampleLongBeforeFull) {
   ASSERT_EQ(warn.size(), 1u);
   const Record& r = warn[0];
   EXPECT_EQ(r.level, ZARENA_LOG_WARN);
-  EXPECT_EQ(r.u("step_repeats"), 2u);
-  EXPECT_EQ(r.u("epoch_allocs"), 4 + 2 * kPassAllocs + CadenceDetector::kAnchorLen);
+  EXPECT_EQ(r.u("step_repeats"), 3u);
+  EXPECT_EQ(r.u("steps"), 4u);
+  EXPECT_EQ(r.u("epoch_allocs"), 4 + 3 * kPassAllocs + CadenceDetector::kAnchorLen);
   EXPECT_EQ(r.u("step_allocs"), kPassAllocs);
   EXPECT_EQ(r.u("resets"), 0u);
   EXPECT_EQ(r.str("verdict"), "never_reset");

@@ -86,8 +86,9 @@ TEST(Verdict, WorkingSetFullWhenOneStepNeedsMore) {
     for (int i = 0; i < 20; ++i) ASSERT_EQ(zarena_alloc(a, (8 + i % 5) * kKiB, &p), ZARENA_OK);
     ASSERT_EQ(zarena_reset(a), ZARENA_OK);
   }
+  // The bigger step opens differently (a larger input): not the earlier steps repeated.
   zarena_status s = ZARENA_OK;
-  for (int i = 0; i < 1000 && s == ZARENA_OK; ++i) s = zarena_alloc(a, (8 + i % 5) * kKiB, &p);
+  for (int i = 0; i < 1000 && s == ZARENA_OK; ++i) s = zarena_alloc(a, (40 + i % 7) * kKiB, &p);
   ASSERT_EQ(s, ZARENA_E_OUT_OF_MEMORY);
   const Record r = only(cap, "arena.first_overflow");
   EXPECT_EQ(r.str("verdict"), "working_set_full");
@@ -120,7 +121,8 @@ TEST(Verdict, CaptureRefusedComesFromThePath) {
   f.capacity_bytes = 1 << 20;
   f.aligned_bytes = 4096;
   f.resets = 0;
-  f.step_repeats = 5;  // would be never_reset on any other path
+  f.steps = 6;  // would be never_reset on any other path
+  f.kept_bytes = f.capacity_bytes / 2;
   EXPECT_STREQ(zarena_core::diagnose(f).name, "capture_refused");
   f.path = "refused";
   EXPECT_STREQ(zarena_core::diagnose(f).name, "never_reset");
@@ -166,10 +168,12 @@ TEST(FirstOverflow, ExactTypedFields) {
   const Record r = only(cap, "arena.first_overflow");
   EXPECT_EQ(r.level, ZARENA_LOG_WARN);
   EXPECT_EQ(r.arena, "exact");
+  // The 1.0 keys in their order, then epoch and the step facts (1.1).
   const std::vector<std::string> keys = {
       "path",         "requested_bytes",       "aligned_bytes", "capacity_bytes", "offset_bytes",
       "epoch_allocs", "epoch_max_alloc_bytes", "hits",          "misses",         "reuses",
-      "resets",       "free_list_len",         "verdict",       "advice"};
+      "resets",       "free_list_len",         "verdict",       "advice",         "epoch",
+      "steps",        "steps_explicit",        "kept_bytes"};
   ASSERT_EQ(r.fields.size(), keys.size());
   for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(r.fields[i].key, keys[i]);
   EXPECT_EQ(r.str("path"), "refused");

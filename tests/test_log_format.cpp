@@ -30,7 +30,8 @@ zarena_core::ExhaustionFacts huge_facts(const char* path) {
   f.epoch_allocs = f.epoch_max_alloc_bytes = f.step_max_alloc_bytes = kHuge;
   f.hits = f.misses = f.reuses = f.free_list_len = f.free_list_bytes = kHuge;
   f.largest_free_block_bytes = 1;
-  f.step_repeats = kHuge - 1;
+  f.steps = f.kept_bytes = f.overflow_live_bytes = kHuge - 1;
+  f.prior_epochs = f.prior_allocs = f.prior_peak_bytes = f.epoch_peak_bytes = kHuge;
   return f;
 }
 
@@ -53,12 +54,30 @@ zarena_core::ResolvedConfig everything_set() {
 std::vector<LogRecord> every_record_type() {
   std::vector<LogRecord> out;
   for (const char* path : {"async", "sync", "capture_refused", "refused", "limit"}) {
-    out.push_back(zarena_core::first_overflow_record(huge_facts(path), kLongName));
+    out.push_back(zarena_core::first_overflow_record(huge_facts(path), kLongName,
+                                                     std::string(300, 't') + " 1.0 GiB"));
+    zarena_core::ExhaustionFacts resets = huge_facts(path);
+    resets.resets = kHuge;  // reset_stopped
+    out.push_back(zarena_core::first_overflow_record(resets, kLongName));
+    zarena_core::OverflowSummaryFacts sum;
+    sum.last = resets;
+    sum.overflow_epochs = sum.epochs = sum.unreported = kHuge;
+    out.push_back(zarena_core::overflow_summary_record(sum, kLongName));
   }
-  zarena_core::CadenceFacts c;
-  c.step_repeats = c.step_allocs = c.step_bytes = c.grown_bytes = kHuge;
-  c.offset_bytes = c.capacity_bytes = c.epoch_allocs = kHuge;
-  out.push_back(zarena_core::reset_cadence_record(c, kLongName));
+  for (const char* verdict : {"never_reset", "reset_stopped"}) {
+    zarena_core::CadenceFacts c;
+    c.verdict = verdict;
+    c.steps = c.step_repeats = c.step_allocs = c.step_bytes = c.grown_bytes = kHuge;
+    c.offset_bytes = c.capacity_bytes = c.epoch_allocs = c.steps_to_full = kHuge;
+    c.resets = c.prior_epochs = kHuge;
+    c.steps_explicit = true;
+    out.push_back(zarena_core::reset_cadence_record(c, kLongName));
+  }
+  zarena_core::StepRecordFacts step;
+  step.epoch = step.steps = step.allocs = step.reuses = step.peak_bytes = kHuge;
+  step.capacity_bytes = step.overflow_allocs = step.overflow_peak_bytes = kHuge;
+  step.needed_bytes = kHuge;
+  out.push_back(zarena_core::step_record(step, kLongName));
   out.push_back(
       zarena_core::overflow_slow_record(kHuge, kHuge, kHuge, "capture_refused", kLongName));
   out.push_back(zarena_core::config_record(everything_set(), std::string(200, 'd'),
@@ -87,9 +106,9 @@ TEST(HumanLine, EveryRecordTypeFitsTheBound) {
     EXPECT_EQ(line.rfind(r.event(), 0), 0u) << line;
     events.push_back(r.event());
   }
-  for (const char* e :
-       {"arena.config", "arena.first_overflow", "arena.reset_cadence", "overflow.slow",
-        "arena.destroy", "config.invalid_value", "config.unknown_variable"}) {
+  for (const char* e : {"arena.config", "arena.first_overflow", "arena.reset_cadence",
+                        "overflow.slow", "arena.destroy", "config.invalid_value",
+                        "config.unknown_variable", "arena.overflow_summary", "arena.step"}) {
     EXPECT_NE(std::find(events.begin(), events.end(), e), events.end()) << e;
   }
 }
@@ -101,7 +120,8 @@ TEST(HumanLine, FirstOverflowLeadsWithTheVerdictAndItsFix) {
   f.capacity_bytes = 4 << 20;
   f.offset_bytes = 4 << 20;
   f.epoch_allocs = 1000;
-  f.step_repeats = 40;
+  f.steps = 41;
+  f.kept_bytes = 3 << 20;
   const LogRecord r = zarena_core::first_overflow_record(f, "train");
   const std::string line = zarena_core::log_format_line(r);
   EXPECT_NE(line.find("verdict never_reset. Fix: call zarena_reset after every step"),
@@ -111,7 +131,7 @@ TEST(HumanLine, FirstOverflowLeadsWithTheVerdictAndItsFix) {
   EXPECT_NE(line.find(" verdict=never_reset"), std::string::npos) << line;
   EXPECT_EQ(line.find("hits="), std::string::npos) << "not a headline field: " << line;
   // Callbacks still get the whole message, cause included.
-  EXPECT_NE(r.text().find("ran 41 times"), std::string::npos) << r.text();
+  EXPECT_NE(r.text().find("while 41 steps ran"), std::string::npos) << r.text();
 }
 
 TEST(HumanLine, LongSentenceIsCutAtAWordAndMarked) {

@@ -15,7 +15,8 @@ import os
 import threading
 
 from . import constants as C
-from ._structs import (LIVE_BLOCK_FN, LOG_FN, BlockC, Config, FreeItem, Region, Stats)
+from ._structs import (LIVE_BLOCK_FN, LOG_FN, BlockC, Config, DiagnosisC, FreeItem, Region,
+                       Stats)
 from .errors import UnsupportedError, error_class
 
 SONAME = f"libzarena.so.{C.ABI_MAJOR}"
@@ -90,6 +91,8 @@ _SIGNATURES_1_1 = {
     "zarena_region_info": (_i32, [_vp, ctypes.POINTER(Region)]),
     "zarena_contains": (ctypes.c_int, [_vp, _vp]),
     "zarena_step_begin": (_i32, [_vp]),
+    "zarena_diagnose": (_i32, [_vp, ctypes.POINTER(DiagnosisC)]),
+    "zarena_log_flush": (None, []),
     "zarena_set_capture_active": (_i32, [_vp, ctypes.c_int]),
     "zarena_set_stream": (_i32, [_vp, _vp]),
     "zarena_set_poison": (_i32, [_vp, ctypes.c_int, _u32]),

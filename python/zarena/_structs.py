@@ -62,7 +62,9 @@ STATS_FIELDS = (
     # 1.1
     "pinned_bytes pinned_blocks pin_retained_bytes deferred_frees overflow_deferred_gives "
     "poison_fills poison_skipped top_bytes committed_bytes commit_events trim_events "
-    "commit_failures"
+    "commit_failures "
+    # 1.1: diagnosis
+    "steps epoch_steps overflow_epochs overflow_records overflow_summaries needed_bytes"
 ).split()
 
 # What repr() shows: the figures that answer "how full, how much churn, anything wrong".
@@ -216,10 +218,44 @@ class LiveBlockC(ctypes.Structure):
     ]
 
 
+class DiagnosisC(ctypes.Structure):
+    """zarena_diagnosis (zarena_diagnose)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("overflowed", ctypes.c_uint32),
+        ("verdict", ctypes.c_char_p),
+        ("advice", ctypes.c_char_p),
+        ("cause", ctypes.c_char_p),
+    ] + [(n, ctypes.c_uint64) for n in ("epoch", "resets", "steps")] + [
+        ("steps_explicit", ctypes.c_uint32),
+        ("warned", ctypes.c_uint32),
+    ] + [(n, ctypes.c_uint64) for n in (
+        "kept_bytes steps_to_full capacity_bytes top_bytes floor_bytes live_bytes "
+        "overflow_live_bytes epoch_allocs epoch_peak_bytes prior_epochs prior_peak_bytes "
+        "prior_allocs overflow_epochs needed_bytes requested_bytes").split()]
+
+    def to_dict(self):
+        """Every field; the sentences as str, the flags as bool."""
+        d = {}
+        for name, _ in self._fields_:
+            if name == "struct_size":
+                continue
+            value = getattr(self, name)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            elif value is None:
+                value = ""
+            elif name in ("overflowed", "steps_explicit", "warned"):
+                value = bool(value)
+            d[name] = value
+        return d
+
+
 LIVE_BLOCK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(LiveBlockC))
 
 # The ctypes mirror of each C struct, by C name (tests/python/test_layout.py checks them all).
 C_STRUCTS = {"zarena_config": Config, "zarena_stats": Stats, "zarena_log_field": LogField,
              "zarena_log_record": LogRecordC, "zarena_block": BlockC,
              "zarena_free_item": FreeItem, "zarena_region": Region,
-             "zarena_live_block": LiveBlockC}
+             "zarena_live_block": LiveBlockC, "zarena_diagnosis": DiagnosisC}

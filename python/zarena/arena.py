@@ -6,7 +6,7 @@ import sys
 from . import _args
 from . import constants as C
 from ._library import check, error, function, library
-from ._structs import LIVE_BLOCK_FN, BlockC, Config, FreeItem, Region, Stats
+from ._structs import LIVE_BLOCK_FN, BlockC, Config, DiagnosisC, FreeItem, Region, Stats
 from .blocks import Block, LiveBlock, live_blocks_json
 from .errors import InvalidArgumentError
 
@@ -24,6 +24,15 @@ def _stream_handle(stream):
     if stream is not None and not isinstance(stream, int) and hasattr(stream, "cuda_stream"):
         stream = stream.cuda_stream
     return _args.pointer(stream, "stream")
+
+
+def _flush_queued_records(lib):
+    """zarena_log_flush (1.1; nothing to flush with an older library)."""
+    fn = getattr(lib, "zarena_log_flush", None)
+    if fn is not None:
+        fn.restype = None
+        fn.argtypes = []
+        fn()
 
 
 class Arena:
@@ -145,6 +154,15 @@ class Arena:
     def step_begin(self):
         """Marks the start of a training step (the diagnosis counts steps as facts)."""
         check(function("zarena_step_begin")(self._handle()), "zarena_step_begin")
+
+    def diagnose(self):
+        """zarena_diagnose as a dict: verdict ("ok" when nothing is wrong), advice, cause,
+        overflowed, warned, and the facts behind them (steps, kept_bytes, steps_to_full,
+        needed_bytes, ...). The same verdict a failing allocation's error carries."""
+        out = DiagnosisC()
+        out.struct_size = ctypes.sizeof(DiagnosisC)
+        check(function("zarena_diagnose")(self._handle(), ctypes.byref(out)), "zarena_diagnose")
+        return out.to_dict()
 
     # --- 1.1: capture, stream, poison ---------------------------------------------------
 
@@ -271,6 +289,10 @@ class Arena:
     def close(self):
         """Destroys the arena (when owned); every pointer it handed out becomes invalid.
         Idempotent."""
+        if getattr(self, "_h", None) is not None and self._owned:
+            # Records zarena's reporter thread still holds (overflows that succeeded) may
+            # call back into this arena: deliver them while it is still open.
+            _flush_queued_records(self._lib)
         h, self._h = getattr(self, "_h", None), None
         if h is not None and self._owned:
             check(self._lib.zarena_destroy(h), "zarena_destroy")

@@ -47,8 +47,8 @@ LIVE_PERSISTENT = 0x2
 LIVE_FREED = 0x4
 
 # The diagnosis's verdict names (arena.first_overflow, the exceptions' .verdict)
-VERDICTS = ("never_reset", "runaway_buffer", "working_set_full", "fragmentation",
-            "capture_refused")
+VERDICTS = ("never_reset", "reset_stopped", "runaway_buffer", "working_set_full",
+            "fragmentation", "capture_refused", "commit_failed")
 
 LOG_TRACE = 0
 LOG_DEBUG = 1

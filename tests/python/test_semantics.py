@@ -408,5 +408,42 @@ class ConfigFieldsTest(Quiet):
             self.assertGreaterEqual(a.stats().committed_bytes, 3 * MiB)
 
 
+class DiagnoseTest(Quiet):
+    def test_steps_that_keep_memory_without_reset_are_diagnosed(self):
+        with host_arena(capacity_bytes=4 * MiB,
+                        overflow_policy=zarena.OVERFLOW_REFUSE, name="py-diag") as a:
+            self.assertEqual(a.diagnose()["verdict"], "ok")
+            kept = []
+            for _ in range(3):
+                a.step_begin()
+                kept.append(a.alloc(256 * 1024))  # one block kept per step, never reset
+            d = a.diagnose()
+            self.assertEqual(d["verdict"], "never_reset")
+            self.assertTrue(d["warned"])
+            self.assertTrue(d["steps_explicit"])
+            self.assertEqual(d["steps"], 3)
+            self.assertGreater(d["kept_bytes"], 0)
+            self.assertIn("zarena_reset", d["advice"])
+            with self.assertRaises(zarena.OutOfMemoryError) as cm:
+                while True:
+                    a.step_begin()
+                    kept.append(a.alloc(256 * 1024))
+            self.assertEqual(cm.exception.verdict, "never_reset")
+            self.assertTrue(a.diagnose()["overflowed"])
+            self.assertEqual(a.stats().overflow_epochs, 1)
+            self.assertGreater(a.stats().needed_bytes, 0)
+
+    def test_a_loop_that_resets_is_ok(self):
+        with host_arena(capacity_bytes=4 * MiB, name="py-diag-ok") as a:
+            for _ in range(5):
+                a.step_begin()
+                a.alloc(256 * 1024)
+                a.reset()
+            d = a.diagnose()
+            self.assertEqual(d["verdict"], "ok")
+            self.assertEqual(d["advice"], "")
+            self.assertFalse(d["warned"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -136,6 +136,9 @@ class Replayer {
     const zarena_status st = mapped != tag_map_.end()
                                  ? ext::alloc_tagged(a_, e.size, mapped->second, &p)
                                  : zarena_alloc(a_, e.size, &p);
+    // An overflow that succeeded has its record delivered by zarena's reporter thread:
+    // wait for it, so the live verdict is placed at this event.
+    if (capture_) zarena_log_flush();
     if (e.size == 0) return after_other(i, 0, 0);
     ++r_.allocs;
     const uint64_t aligned = align_up(e.size, c_.alignment);

@@ -7,8 +7,8 @@
  *   An arena reserves one large region from a backend (CUDA device memory, or host
  *   memory) at create. zarena_alloc hands out aligned blocks of it: first from blocks
  *   freed earlier in the same epoch (good fit from an O(1) two-level segregated-fit
- *   index; freed neighbours coalesce), otherwise by bumping a top offset. zarena_reset rewinds the arena to its
- *   floor in O(1) and starts a new epoch: every block allocated above the floor since
+ *   index; freed neighbours coalesce), otherwise by bumping a top offset. zarena_reset rewinds the
+ * arena to its floor in O(1) and starts a new epoch: every block allocated above the floor since
  *   the last reset is reclaimed at once. zarena_mark_step_boundary raises the floor to
  *   the current top, so what was allocated so far (weights, uploaded samples) survives
  *   later resets. When the region is exhausted, an allocation spills into an overflow
@@ -16,10 +16,12 @@
  *
  *   A training loop therefore looks like:
  *       upload weights (zarena_alloc ...); zarena_mark_step_boundary(a);
- *       for each step: allocations and frees ...; zarena_reset(a);
+ *       for each step: zarena_step_begin(a); allocations and frees ...; zarena_reset(a);
  *   A loop that never resets grows until it overflows; zarena says so in its log
- *   (event "arena.reset_cadence" before, "arena.first_overflow" with verdict
- *   "never_reset" when it happens), on stderr when no log callback is registered.
+ *   (event "arena.reset_cadence" before, at the second step, "arena.first_overflow" with
+ *   verdict "never_reset" when it happens), on stderr when no log callback is registered,
+ *   and in the error: the failing call's zarena_last_error() ends with
+ *   "verdict=never_reset; fix: call zarena_reset after every step ..." (see "Diagnosis").
  *
  * CONVENTIONS
  *   - Every function that can fail returns zarena_status. ZARENA_OK is 0. On failure a
@@ -153,6 +155,10 @@ ZARENA_API const char* zarena_last_error(void);
 /* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
  * reuse and overflow. Off by default: a training loop resets thousands of times */
 #define ZARENA_FLAG_STEP_RECORDS 0x40u
+
+/* The first this many epochs whose region is exhausted are logged one by one
+ * ("arena.first_overflow"); later ones are summarised ("arena.overflow_summary"). */
+#define ZARENA_OVERFLOW_RECORDS 3
 
 /* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
 #define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
@@ -422,6 +428,15 @@ typedef struct zarena_stats {
   uint64_t commit_events;           /* expandable: successful commits */
   uint64_t trim_events;             /* expandable: decommits at reset */
   uint64_t commit_failures;         /* expandable: commits the backend refused */
+  /* --- 1.1: diagnosis (see zarena_diagnose) --- */
+  uint64_t steps;              /* zarena_step_begin calls since create */
+  uint64_t epoch_steps;        /* zarena_step_begin calls since the last reset */
+  uint64_t overflow_epochs;    /* epochs in which the region was exhausted at least once */
+  uint64_t overflow_records;   /* of those, the ones reported one by one
+                                  ("arena.first_overflow": the first ZARENA_OVERFLOW_RECORDS) */
+  uint64_t overflow_summaries; /* "arena.overflow_summary" records (the later epochs) */
+  uint64_t needed_bytes;       /* the capacity the workload needed so far: the highest, over
+                                  the epochs, of the top plus the live overflow bytes */
 } zarena_stats;
 
 /* Fills *out with a consistent snapshot (all fields from one instant). Set
@@ -535,10 +550,106 @@ ZARENA_API zarena_status zarena_region_info(const zarena* a, zarena_region* out)
 ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
 
 /* Marks the start of a step (an engine calls it at the top of every training step; Go's
- * Arena.Step does). The arena counts steps; the diagnosis uses them as facts rather than
- * guesses (see "arena.reset_cadence"). Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT
- * for NULL. Thread-safe; O(1), no lock. */
+ * Arena.Step does). It turns the diagnosis from a guess into a fact: when a step begins
+ * and no zarena_reset came since the step before, and the live bytes (region and
+ * overflow) grew over that step, the early warning "arena.reset_cadence" is logged at
+ * once (verdict never_reset, or reset_stopped when the arena was reset before), at the
+ * second step. Steps that give back what they allocate (live bytes do not grow) are not
+ * warned about. Once an arena has seen zarena_step_begin, the guessing detector (which
+ * recognises steps by their repeating request sizes) is switched off for it, and the
+ * steps in "arena.first_overflow", zarena_diagnose and zarena_stats are the counted ones.
+ * A zarena_mark_step_boundary before the second step of an epoch ends the set-up: the
+ * step after it is compared with the ones that follow (weights uploaded after the first
+ * call are not what a step kept). Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for
+ * NULL. Thread-safe; takes the whole-arena lock briefly (as zarena_get_stats does). */
 ZARENA_API zarena_status zarena_step_begin(zarena* a);
+/* ---------------------------------------------------------------------------------
+ * Diagnosis (1.1)
+ *
+ * VERDICTS. When the region cannot serve a request, zarena names the likely cause (a
+ * verdict) and the fix (one sentence of advice) from its counters:
+ *   capture_refused   overflow refused during CUDA graph capture;
+ *   runaway_buffer    the request, or the step's largest, is at least half the space above
+ *                     the floor, or cannot fit at all;
+ *   never_reset       no reset ever, steps repeated (zarena_step_begin, or the request
+ *                     sizes of a step recurring) and kept live bytes step over step;
+ *   reset_stopped     the same after resets: the loop reset after each step, then stopped
+ *                     (also when an epoch has 3x the requests and 2x the peak of at least
+ *                     three consistent epochs before it, whose steps open differently);
+ *   fragmentation     enough bytes free, no block big enough;
+ *   working_set_full  one step needs more than the arena. When its steps repeated and
+ *                     gave back what they allocated, the advice says a reset would not help
+ *                     (zarena never advises only a larger capacity to an arena whose
+ *                     repeated steps kept memory and were never reset);
+ *   commit_failed     an expandable arena could not commit memory for the request: the
+ *                     device is full, not the arena.
+ * Steps that give back what they allocate (every block freed, live bytes flat) are never
+ * told to reset.
+ *
+ * THE ERROR CARRIES IT. The zarena_last_error() message of every call that fails because
+ * the region was full (ZARENA_E_OUT_OF_MEMORY, ZARENA_E_CAPTURE_UNSAFE, ZARENA_E_BACKEND
+ * from zarena_alloc, zarena_alloc_ex, the batches) ends with
+ *     ". verdict=<name>; fix: <advice>"
+ * <name> is one of the verdicts above ([a-z_]+); <advice> is the sentence, up to the end of
+ * the message (it contains no ';'). The regular expression
+ *     verdict=([a-z_]+); fix: (.*)$
+ * extracts both; this format is stable. When the call is the epoch's first overflow and a
+ * record is due, its "arena.first_overflow" record is emitted before the call returns.
+ *
+ * OFF THE LATENCY. An overflow that succeeds (ASYNC or SYNC) only captures the facts (one
+ * snapshot, like zarena_get_stats); the record is built and emitted by a process-wide
+ * thread that zarena starts for arenas whose policy is not REFUSE. Records are never lost:
+ * zarena_destroy delivers the arena's records first, zarena_log_flush waits for all, and
+ * the process exit delivers what is queued (for up to 2 seconds: a callback that never
+ * returns cannot hang the exit).
+ *
+ * REPEATED OVERFLOW. The first ZARENA_OVERFLOW_RECORDS epochs whose region is exhausted get
+ * an "arena.first_overflow" record each; later ones are counted and summarised in an
+ * "arena.overflow_summary" record at most once a minute ("overflowed in 200 of 200
+ * epochs, verdict ..."), and at zarena_destroy for the epochs not reported yet. Counts:
+ * zarena_stats.overflow_epochs, overflow_records, overflow_summaries.
+ * ------------------------------------------------------------------------------- */
+typedef struct zarena_diagnosis {
+  uint32_t struct_size; /* set by the caller to sizeof(zarena_diagnosis) */
+  uint32_t overflowed;  /* 1: this epoch's region was exhausted; the verdict is that one's */
+  /* The verdict: a name of the list above, or "ok" (no overflow in this epoch and no sign
+   * of a missing reset). Before an overflow, never_reset / reset_stopped are what the
+   * steps seen so far predict (the early warning's verdict). Static storage. */
+  const char* verdict;
+  /* One sentence naming the fix ("" for "ok"), and what the counters show. Valid until
+   * the calling thread's next zarena_diagnose. */
+  const char* advice;
+  const char* cause;
+  /* --- the facts behind them --- */
+  uint64_t epoch;
+  uint64_t resets;
+  uint64_t steps;          /* steps of this epoch as the loop counts them (0: none seen):
+                              zarena_step_begin calls, else those recognised */
+  uint32_t steps_explicit; /* 1: counted by zarena_step_begin */
+  uint32_t warned;         /* 1: the arena logged its early warning ("arena.reset_cadence") */
+  uint64_t kept_bytes;     /* live bytes the steps of this epoch kept (growth since the first) */
+  uint64_t steps_to_full;  /* at the rate the steps grow the top, steps left (0: unknown) */
+  uint64_t capacity_bytes;
+  uint64_t top_bytes;
+  uint64_t floor_bytes;
+  uint64_t live_bytes; /* region and overflow */
+  uint64_t overflow_live_bytes;
+  uint64_t epoch_allocs;
+  uint64_t epoch_peak_bytes; /* this epoch's highest top above the floor */
+  uint64_t prior_epochs;     /* earlier epochs compared (up to 8; epoch 0 not counted) */
+  uint64_t prior_peak_bytes; /* the highest of their peaks above the floor */
+  uint64_t prior_allocs;     /* the most requests one of them made */
+  uint64_t overflow_epochs;  /* as zarena_stats.overflow_epochs */
+  uint64_t needed_bytes;     /* the capacity the workload needed so far */
+  uint64_t requested_bytes;  /* the request that first overflowed this epoch (0: none) */
+} zarena_diagnosis;
+
+/* Fills *out with the diagnosis now (set out->struct_size first; at most that many bytes
+ * are written, a larger size gets its unknown tail zeroed; the three sentences at least
+ * must fit). Any time, from any thread; also from inside a log callback.
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size too small). */
+ZARENA_API zarena_status zarena_diagnose(zarena* a, zarena_diagnosis* out);
+
 
 /* ---------------------------------------------------------------------------------
  * Capture, stream and poison (1.1)
@@ -666,14 +777,16 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * "..." if it must be, followed by the record's few headline fields; callbacks always get
  * the whole message and every field. With ZARENA_LOG_FORMAT=json each record is instead
  * one JSON object per line: {"time" (ISO 8601 UTC), "level", "event", "arena", "message",
- * "fields": {every field, as a JSON number, boolean or string}}. With a callback registered, records go to the callback instead, and to stderr as
- * well when the environment has ZARENA_LOG_STDERR=1 (for host programs whose logger
- * discards them). Thresholds: the callback receives records at or above the min_level it
- * was registered with; stderr receives those at or above ZARENA_LOG_LEVEL (trace, debug,
- * info, warn, error, off; default info), read once when zarena first logs (as is
- * ZARENA_LOG_STDERR and ZARENA_LOG_FORMAT), and replaced by zarena_set_log_callback(NULL, NULL, level). A
- * record no sink wants is not built. Records are emitted after the arena's lock is
- * released, never on the allocation fast path.
+ * "fields": {every field, as a JSON number, boolean or string}}. With a callback registered,
+ * records go to the callback instead, and to stderr as well when the environment has
+ * ZARENA_LOG_STDERR=1 (for host programs whose logger discards them). Thresholds: the callback
+ * receives records at or above the min_level it was registered with; stderr receives those at or
+ * above ZARENA_LOG_LEVEL (trace, debug, info, warn, error, off; default info), read once when
+ * zarena first logs (as is ZARENA_LOG_STDERR and ZARENA_LOG_FORMAT), and replaced by
+ * zarena_set_log_callback(NULL, NULL, level). A record no sink wants is not built. Records are
+ * emitted after the arena's lock is released, never on the allocation fast path. The
+ * records of an overflow that succeeds are built and emitted by zarena's reporter thread,
+ * off the call (see "Diagnosis"); zarena_log_flush waits for them.
  *
  * Rate limiting: the warnings that can repeat ("overflow.slow", "arena.reset_cadence",
  * "arena.commit_failed") are limited per event name, process-wide: a burst of 5, then
@@ -708,24 +821,37 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  *     (a valid value).
  *   config.unknown_variable (warn, likewise): a ZARENA_* variable zarena does not know.
  *     Fields (STRING): variable, value, closest (the known name nearest to it).
- *   arena.reset_cadence (warn, early warning, at most once per arena): no reset has
- *     happened and the request sequence that opened the epoch (or followed the step
- *     boundary) has started over twice, each time with the top higher, and the steps
- *     have added at least 1/64 of the capacity. Fields: step_repeats, step_allocs,
- *     step_bytes, grown_bytes, offset_bytes, capacity_bytes, fill_percent (DOUBLE),
- *     steps_to_full, epoch_allocs, resets, verdict ("never_reset"), advice (STRING).
- *   arena.first_overflow (warn, once per epoch, when the region first cannot serve a
- *     request): path (STRING: async, sync, refused, limit, capture_refused),
- *     requested_bytes, aligned_bytes, capacity_bytes, offset_bytes (the top),
- *     epoch_allocs, epoch_max_alloc_bytes, hits, misses, reuses, resets, free_list_len,
- *     verdict and advice (STRING). Verdicts: "never_reset" (no reset ever, and the
- *     epoch's opening sequence repeated), "runaway_buffer" (the request, or the step's
- *     largest, is at least half the space above the floor, or cannot fit at all),
- *     "fragmentation" (enough bytes free, no block big enough), "working_set_full" (one
- *     step needs more than the arena), "capture_refused" (overflow refused during CUDA
- *     graph capture), "commit_failed" (an expandable arena could not commit memory for
- *     the request: the device is full, not the arena). The advice is one sentence naming
- *     the fix.
+ *   arena.reset_cadence (warn, early warning, at most once per arena): steps are running
+ *     without a reset and keep memory. With zarena_step_begin: at the second step that
+ *     began with no reset since the one before, when the live bytes grew over it. Without
+ *     it, a guess: the request sequence that opened the epoch (or followed the step
+ *     boundary, or the epoch's first free) recurs, the lowest live bytes of each step rose
+ *     over two consecutive steps, and by at least 1/64 of the capacity in all (so eight
+ *     requests into the fourth step of the textbook per-sample loop); after resets, an
+ *     epoch that grows well past the peaks of the epochs before it is watched for their
+ *     opening recurring likewise (verdict reset_stopped). Fields: step_repeats (steps - 1),
+ *     step_allocs, step_bytes (live bytes kept per step), grown_bytes (kept since the first
+ *     step), offset_bytes (the top), capacity_bytes, fill_percent (DOUBLE), steps_to_full
+ *     (at the rate the top grows per step; 0 unknown), epoch_allocs, resets, verdict
+ *     ("never_reset" or "reset_stopped") and advice (STRING), steps (as the loop counts
+ *     them), steps_explicit (BOOL).
+ *   arena.first_overflow (warn, for the first ZARENA_OVERFLOW_RECORDS epochs in which the
+ *     region cannot serve a request, at the first such request; see "Diagnosis"): path
+ *     (STRING: async, sync, refused, limit, capture_refused), requested_bytes,
+ *     aligned_bytes, capacity_bytes, offset_bytes (the top), epoch_allocs,
+ *     epoch_max_alloc_bytes, hits, misses, reuses, resets, free_list_len, verdict and advice
+ *     (STRING; the verdicts are listed under "Diagnosis"), epoch, steps, steps_explicit
+ *     (BOOL), kept_bytes, and top_tags (STRING, only when tagged blocks of the epoch are
+ *     live: the three tags holding the most live bytes, "matmul.grad 38.0 GiB, ..."; the
+ *     human line shows it too).
+ *   arena.overflow_summary (warn, at most once a minute, and at destroy): the epochs that
+ *     overflowed after those. Fields: overflow_epochs, epochs, unreported_epochs (since
+ *     the last record), epoch (of the facts), path, requested_bytes, capacity_bytes,
+ *     verdict and advice (STRING).
+ *   arena.step (info, at every zarena_reset, with ZARENA_FLAG_STEP_RECORDS): the epoch it
+ *     ends. Fields: epoch, steps (zarena_step_begin calls), allocs, reuses, peak_bytes
+ *     (the top above the floor), floor_bytes, capacity_bytes, overflow_allocs,
+ *     overflow_peak_bytes, needed_bytes (top plus overflow at their highest).
  *   arena.commit_failed (warn, rate-limited like overflow.slow): an expandable arena could
  *     not commit memory; the request went to the overflow route. Fields: committed_bytes,
  *     reason (STRING: the backend call that failed and why).
@@ -733,7 +859,8 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  *     was active.
  *   overflow.slow (warn): an overflow allocation took longer than overflow_slow_ns.
  *     Fields: duration_ns, threshold_ns, bytes, path (STRING).
- *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...).
+ *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...,
+ *     needed_bytes: the capacity the workload needed, as zarena_stats.needed_bytes).
  * ------------------------------------------------------------------------------- */
 #define ZARENA_LOG_TRACE 0
 #define ZARENA_LOG_DEBUG 1
@@ -771,7 +898,8 @@ typedef void (*zarena_log_fn)(void* user_data, const zarena_log_record* rec);
 /* Registers the process-wide log callback. fn NULL restores the default sink (stderr).
  * min_level: with fn, records below it are not delivered to fn (ZARENA_LOG_OFF: none);
  * with fn NULL, it replaces the ZARENA_LOG_LEVEL threshold of the stderr sink.
- * Registering replaces the previous callback; there is one per process.
+ * Registering replaces the previous callback; there is one per process. Records the
+ * reporter thread still holds are delivered first, to the sink they were made under.
  * Rules for the callback:
  *   - it may be called on any thread, also threads the host program did not create,
  *     and from several threads at once;
@@ -787,6 +915,13 @@ typedef void (*zarena_log_fn)(void* user_data, const zarena_log_record* rec);
  * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for a min_level out of range. */
 ZARENA_API zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_data,
                                                  int32_t min_level);
+/* Waits until every record queued so far has been delivered (records of overflows that
+ * succeeded are delivered by zarena's reporter thread, see "Diagnosis"). Call it before a
+ * program exits by a path that skips exit handlers (Go's os.Exit, _exit), and where a
+ * test wants the records of the calls it made. Not from inside a log callback (it returns
+ * at once on the reporter thread). Thread-safe. */
+ZARENA_API void zarena_log_flush(void);
+
 
 /* ---------------------------------------------------------------------------------
  * Testing and introspection. Stable since 1.0.0 (symbol version ZARENA_1): they shipped

@@ -1,0 +1,516 @@
+// The diagnosis for the loop shapes people write (issue 11), through the C API: for each
+// shape the early warning (whether and when, before 90 % full), the verdict and advice at
+// the overflow, the message of the failing call, and zarena_diagnose. Shapes: explicit
+// steps (zarena_step_begin) never reset, reset every step, freeing everything, reset for
+// ten steps and then stopped; the same without zarena_step_begin; a loop that keeps one or
+// two same-size blocks per step; a general-purpose (PyTorch-style) workload that frees
+// every block, shapes varying, never reset.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "log.h"
+#include "log_capture.h"
+
+using zarena_test::kKiB;
+using zarena_test::kMiB;
+using zarena_test::kPassAllocs;
+using zarena_test::LogCapture;
+using zarena_test::make_host_arena;
+using zarena_test::Record;
+using zarena_test::sample_pass;
+using zarena_test::stats_of;
+
+namespace {
+
+// Each test starts with a fresh log rate limiter: "arena.reset_cadence" is limited
+// process-wide (a burst of 5), and these tests warn on purpose, one after another.
+struct FreshLimiter : ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override {
+    zarena_core::log_set_clock_for_testing(nullptr);
+  }
+};
+const bool kFreshLimiter = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new FreshLimiter);
+  return true;
+}();
+
+struct Parsed {
+  bool ok = false;
+  std::string verdict, advice;
+};
+
+// The documented format: the message ends with "verdict=<name>; fix: <advice>".
+Parsed parse_error(const std::string& msg) {
+  static const std::regex re("verdict=([a-z_]+); fix: (.*)$");
+  std::smatch m;
+  Parsed p;
+  if (std::regex_search(msg, m, re)) {
+    p.ok = true;
+    p.verdict = m[1];
+    p.advice = m[2];
+  }
+  return p;
+}
+
+zarena_diagnosis diagnose(zarena* a) {
+  zarena_diagnosis d;
+  d.struct_size = sizeof d;
+  EXPECT_EQ(zarena_diagnose(a, &d), ZARENA_OK) << zarena_last_error();
+  return d;
+}
+
+double fill(const Record& r) {
+  const zarena_test::Field* f = r.field("fill_percent");
+  EXPECT_NE(f, nullptr);
+  return f == nullptr ? 100.0 : f->f;
+}
+
+bool has(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// "When resets == 0 at an overflow and steps repeat, never advise raising the capacity
+// alone": the advice then names the reset, or says why a reset would not help.
+void expect_not_capacity_alone(const std::string& advice) {
+  EXPECT_TRUE(has(advice, "zarena_reset") || has(advice, "reset would not help")) << advice;
+}
+
+uint64_t lcg(uint64_t* s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 33;
+}
+
+// --- explicit steps -------------------------------------------------------------------
+
+TEST(ExplicitSteps, NeverResetWarnsAtTheSecondStep) {
+  LogCapture cap;
+  zarena* a = make_host_arena(16 * kMiB, "explicit-never");
+  void* w = nullptr;
+  ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);  // weights
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  int step = 0;
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK && step < 1000) {
+    ++step;
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    if (step == 1) {
+      EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+    }
+    if (step == 2) {
+      const auto warn = cap.of("arena.reset_cadence");
+      ASSERT_EQ(warn.size(), 1u) << "the warning comes at the second step";
+      EXPECT_EQ(warn[0].str("verdict"), "never_reset");
+      EXPECT_EQ(warn[0].u("steps"), 2u);
+      EXPECT_EQ(warn[0].field("steps_explicit")->i, 1);
+      EXPECT_LT(fill(warn[0]), 90.0);
+      EXPECT_TRUE(has(warn[0].str("advice"), "zarena_reset after every step"));
+      EXPECT_GT(warn[0].u("steps_to_full"), 5u);
+      const zarena_diagnosis d = diagnose(a);
+      EXPECT_STREQ(d.verdict, "never_reset");
+      EXPECT_EQ(d.overflowed, 0u);
+      EXPECT_EQ(d.warned, 1u);
+      EXPECT_EQ(d.steps, 2u);
+      EXPECT_EQ(d.steps_explicit, 1u);
+    }
+    st = sample_pass(a, 16 * kKiB);
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const Parsed p = parse_error(zarena_last_error());
+  ASSERT_TRUE(p.ok) << zarena_last_error();
+  EXPECT_EQ(p.verdict, "never_reset");
+  EXPECT_TRUE(has(p.advice, "call zarena_reset after every step")) << p.advice;
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset");
+  EXPECT_EQ(over[0].u("steps"), static_cast<uint64_t>(step)) << "the loop's own count";
+  EXPECT_EQ(cap.of("arena.reset_cadence").size(), 1u);
+  const zarena_diagnosis d = diagnose(a);
+  EXPECT_EQ(d.overflowed, 1u);
+  EXPECT_STREQ(d.verdict, "never_reset");
+  EXPECT_EQ(d.steps, static_cast<uint64_t>(step));
+  EXPECT_EQ(std::string(d.advice), p.advice);
+  EXPECT_GT(d.kept_bytes, 8 * kMiB);
+  const zarena_stats s = stats_of(a);
+  EXPECT_EQ(s.steps, static_cast<uint64_t>(step));
+  EXPECT_EQ(s.epoch_steps, static_cast<uint64_t>(step));
+  zarena_destroy(a);
+}
+
+TEST(ExplicitSteps, OneSameSizeBlockKeptPerStepWarnsAtTheSecondStep) {
+  // A constant-size stream: no guess can tell it from one big step; the step calls can.
+  LogCapture cap;
+  zarena* a = make_host_arena(4 * kMiB, "explicit-one-block");
+  void* p = nullptr;
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    ASSERT_EQ(zarena_alloc(a, 4 * kKiB, &p), ZARENA_OK);
+  }
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_EQ(warn[0].u("steps"), 2u);
+  EXPECT_EQ(warn[0].u("step_bytes"), 4 * kKiB);
+  zarena_destroy(a);
+}
+
+TEST(ExplicitSteps, ResettingEveryStepIsQuiet) {
+  LogCapture cap;
+  zarena* a = make_host_arena(4 * kMiB, "explicit-reset");
+  for (int step = 0; step < 100; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    ASSERT_EQ(sample_pass(a, 16 * kKiB), ZARENA_OK);
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  }
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  const zarena_diagnosis d = diagnose(a);
+  EXPECT_STREQ(d.verdict, "ok");
+  EXPECT_STREQ(d.advice, "");
+  EXPECT_EQ(d.warned, 0u);
+  EXPECT_EQ(stats_of(a).steps, 100u);
+  EXPECT_EQ(stats_of(a).epoch_steps, 0u);
+  zarena_destroy(a);
+}
+
+TEST(ExplicitSteps, StepsThatFreeEverythingWithoutResetAreQuiet) {
+  LogCapture cap;
+  zarena* a = make_host_arena(8 * kMiB, "explicit-free");
+  uint64_t seed = 3;
+  for (int step = 0; step < 200; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    std::vector<void*> live;
+    const int n = 10 + static_cast<int>(lcg(&seed) % 20);
+    for (int i = 0; i < n; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(a, (1 + lcg(&seed) % 64) * kKiB, &p), ZARENA_OK);
+      live.push_back(p);
+    }
+    for (void* p : live) ASSERT_EQ(zarena_free(a, p), ZARENA_OK);
+  }
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  const zarena_diagnosis d = diagnose(a);
+  EXPECT_STREQ(d.verdict, "ok") << d.cause;
+  EXPECT_EQ(d.steps, 200u);
+  EXPECT_EQ(d.kept_bytes, 0u);
+  zarena_destroy(a);
+}
+
+TEST(ExplicitSteps, ResetForTenStepsThenStopped) {
+  LogCapture cap;
+  zarena* a = make_host_arena(16 * kMiB, "explicit-stopped");
+  void* w = nullptr;
+  ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  int step = 0;
+  zarena_status st = ZARENA_OK;
+  for (; step < 10; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    ASSERT_EQ(sample_pass(a, 16 * kKiB), ZARENA_OK);
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);  // the reset, until it moved under a condition
+  }
+  int since = 0;
+  while (st == ZARENA_OK && since < 1000) {
+    ++since;
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    EXPECT_EQ(cap.of("arena.reset_cadence").size(), since >= 2 ? 1u : 0u) << since;
+    st = sample_pass(a, 16 * kKiB);
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_EQ(warn[0].str("verdict"), "reset_stopped");
+  EXPECT_EQ(warn[0].u("steps"), 2u);
+  EXPECT_LT(fill(warn[0]), 90.0);
+  EXPECT_TRUE(has(warn[0].str("advice"), "again")) << warn[0].str("advice");
+  const Parsed p = parse_error(zarena_last_error());
+  ASSERT_TRUE(p.ok) << zarena_last_error();
+  EXPECT_EQ(p.verdict, "reset_stopped");
+  EXPECT_FALSE(has(p.advice, "capacity")) << p.advice;
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "reset_stopped");
+  EXPECT_EQ(over[0].u("steps"), static_cast<uint64_t>(since));
+  zarena_destroy(a);
+}
+
+// --- without zarena_step_begin ----------------------------------------------------------
+
+TEST(GuessedSteps, ResetForTenStepsThenStopped) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "stopped");
+  void* w = nullptr;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(sample_pass(a, 16 * kKiB), ZARENA_OK);
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  }
+  int since = 0;
+  int warned_in = 0;
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK && since < 10000) {
+    ++since;
+    st = sample_pass(a, 16 * kKiB);
+    if (warned_in == 0 && !cap.of("arena.reset_cadence").empty()) warned_in = since;
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u) << "no early warning for a loop that stopped resetting";
+  EXPECT_EQ(warn[0].str("verdict"), "reset_stopped");
+  EXPECT_EQ(warn[0].u("steps"), static_cast<uint64_t>(warned_in)) << "the loop's count";
+  EXPECT_LE(warned_in, 8);
+  EXPECT_LT(fill(warn[0]), 50.0);
+  EXPECT_GT(since, 3 * warned_in);
+  const Parsed p = parse_error(zarena_last_error());
+  ASSERT_TRUE(p.ok) << zarena_last_error();
+  EXPECT_EQ(p.verdict, "reset_stopped");
+  EXPECT_TRUE(has(p.advice, "zarena_reset after every step again")) << p.advice;
+  EXPECT_FALSE(has(p.advice, "capacity")) << "the exact wrong advice: " << p.advice;
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "reset_stopped");
+  EXPECT_EQ(over[0].u("steps"), static_cast<uint64_t>(since));
+  EXPECT_EQ(over[0].u("resets"), 10u);
+  const zarena_diagnosis d = diagnose(a);
+  EXPECT_STREQ(d.verdict, "reset_stopped");
+  EXPECT_EQ(d.prior_allocs, kPassAllocs);
+  zarena_destroy(a);
+}
+
+TEST(GuessedSteps, ResetForTenStepsThenStoppedWithShapesThatVary) {
+  // Each step opens with a different input size: no repeat can be seen, only counts.
+  LogCapture cap;
+  zarena* a = make_host_arena(8 * kMiB, "stopped-varied");
+  void* w = nullptr;
+  ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  int n = 0;
+  auto step = [&](bool reset) {
+    void* p = nullptr;
+    ++n;
+    zarena_status st = zarena_alloc(a, (8 + n % 13) * kKiB, &p);  // the input, its size varies
+    for (int l = 0; l < 8 && st == ZARENA_OK; ++l) st = zarena_alloc(a, 32 * kKiB, &p);
+    if (reset) {
+      EXPECT_EQ(zarena_reset(a), ZARENA_OK);
+    }
+    return st;
+  };
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(step(true), ZARENA_OK);
+  int since = 0;
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK && since < 1000) {
+    ++since;
+    st = step(false);
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const Parsed p = parse_error(zarena_last_error());
+  EXPECT_EQ(p.verdict, "reset_stopped") << zarena_last_error();
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].u("steps"), static_cast<uint64_t>(since));
+  zarena_destroy(a);
+}
+
+TEST(GuessedSteps, TwoSameSizeBlocksKeptPerStep) {
+  // Weights without a boundary; each iteration allocates temporaries of varied sizes,
+  // keeps two blocks of one size, and frees the temporaries.
+  LogCapture cap;
+  const uint64_t capacity = 16 * kMiB;
+  zarena* a = make_host_arena(capacity, "kept-two");
+  void* w = nullptr;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  const uint64_t temps[6] = {3, 7, 2, 5, 9, 4};
+  int iter = 0;
+  int warned_at = 0;
+  uint64_t steps_to_full = 0;
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK && iter < 10000) {
+    ++iter;
+    std::vector<void*> tmp;
+    for (int k = 0; k < 6 && st == ZARENA_OK; ++k) {
+      void* p = nullptr;
+      st = zarena_alloc(a, temps[k] * 16 * kKiB, &p);
+      if (st == ZARENA_OK) tmp.push_back(p);
+      if (k == 1 || k == 4) {  // the two kept blocks
+        void* kept = nullptr;
+        if (st == ZARENA_OK) st = zarena_alloc(a, 64 * kKiB, &kept);
+      }
+    }
+    if (st != ZARENA_OK) break;
+    for (void* p : tmp) ASSERT_EQ(zarena_free(a, p), ZARENA_OK);
+    if (warned_at == 0) {
+      const auto warn = cap.of("arena.reset_cadence");
+      if (!warn.empty()) {
+        warned_at = iter;
+        EXPECT_EQ(warn[0].str("verdict"), "never_reset");
+        EXPECT_EQ(warn[0].u("steps"), static_cast<uint64_t>(iter)) << "the loop's count";
+        EXPECT_LT(fill(warn[0]), 90.0);
+        steps_to_full = warn[0].u("steps_to_full");
+      }
+    }
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  ASSERT_GT(warned_at, 0) << "no early warning";
+  // "About N more steps" is about right: within a fifth of what was left.
+  const uint64_t left = static_cast<uint64_t>(iter - warned_at);
+  EXPECT_GE(steps_to_full, left * 4 / 5) << left;
+  EXPECT_LE(steps_to_full, left * 6 / 5 + 1) << left;
+  const Parsed p = parse_error(zarena_last_error());
+  ASSERT_TRUE(p.ok) << zarena_last_error();
+  EXPECT_EQ(p.verdict, "never_reset");
+  expect_not_capacity_alone(p.advice);
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset");
+  EXPECT_EQ(over[0].u("steps"), static_cast<uint64_t>(iter)) << "the loop's count";
+  zarena_destroy(a);
+}
+
+TEST(GuessedSteps, TextbookPerSampleLoopCountsItsSteps) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "textbook");
+  void* w = nullptr;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  int iter = 0;
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK) {
+    ++iter;
+    st = sample_pass(a, 16 * kKiB);
+  }
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset");
+  EXPECT_EQ(over[0].u("steps"), static_cast<uint64_t>(iter));
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_LT(fill(warn[0]), 25.0);
+  expect_not_capacity_alone(parse_error(zarena_last_error()).advice);
+  zarena_destroy(a);
+}
+
+// A general-purpose workload as PyTorch drives an allocator: per step an input whose size
+// varies, a forward pass keeping activations (sizes follow the input), a backward pass
+// freeing them in reverse with temporaries, the previous step's loss freed late; every
+// block is freed, nothing is ever reset.
+zarena_status free_everything_step(zarena* a, uint64_t len, void** loss) {
+  std::vector<void*> acts;
+  void* p = nullptr;
+  zarena_status st = zarena_alloc(a, len * 4 * kKiB, &p);
+  if (st != ZARENA_OK) return st;
+  acts.push_back(p);
+  for (int l = 0; l < 12; ++l) {
+    if ((st = zarena_alloc(a, len * (8 + l % 3) * kKiB, &p)) != ZARENA_OK) return st;
+    acts.push_back(p);
+  }
+  if (*loss != nullptr && (st = zarena_free(a, *loss)) != ZARENA_OK) return st;
+  if ((st = zarena_alloc(a, 256, loss)) != ZARENA_OK) return st;
+  while (!acts.empty()) {
+    void* tmp = nullptr;
+    if ((st = zarena_alloc(a, len * 6 * kKiB, &tmp)) != ZARENA_OK) return st;
+    if ((st = zarena_free(a, tmp)) != ZARENA_OK) return st;
+    if ((st = zarena_free(a, acts.back())) != ZARENA_OK) return st;
+    acts.pop_back();
+  }
+  return ZARENA_OK;
+}
+
+TEST(GuessedSteps, FreeEverythingWorkloadNeverWarns) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "pytorch");
+  void* weights = nullptr;
+  ASSERT_EQ(zarena_alloc(a, 8 * kMiB, &weights), ZARENA_OK);
+  uint64_t seed = 11;
+  void* loss = nullptr;
+  for (int step = 0; step < 400; ++step) {
+    const uint64_t len = step % 50 < 40 ? 4 : 1 + lcg(&seed) % 8;  // mostly one shape
+    ASSERT_EQ(free_everything_step(a, len, &loss), ZARENA_OK) << step;
+  }
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty()) << cap.of("arena.reset_cadence")[0].message;
+  const zarena_diagnosis d = diagnose(a);
+  EXPECT_STREQ(d.verdict, "ok") << d.cause;
+  EXPECT_GT(d.steps, 1u) << "it saw the repeated steps, yet no warning";
+  EXPECT_EQ(d.kept_bytes, 0u);
+  zarena_destroy(a);
+}
+
+TEST(GuessedSteps, FreeEverythingWorkloadThatOverflowsIsNotToldToReset) {
+  LogCapture cap;
+  zarena* a = make_host_arena(4 * kMiB, "pytorch-small");
+  uint64_t seed = 5;
+  void* loss = nullptr;
+  for (int step = 0; step < 300; ++step) {
+    ASSERT_EQ(free_everything_step(a, 1 + lcg(&seed) % 8, &loss), ZARENA_OK) << step;
+  }
+  EXPECT_EQ(free_everything_step(a, 64, &loss), ZARENA_E_OUT_OF_MEMORY);  // a long input
+  const Parsed p = parse_error(zarena_last_error());
+  ASSERT_TRUE(p.ok) << zarena_last_error();
+  EXPECT_NE(p.verdict, "never_reset");
+  EXPECT_FALSE(has(p.advice, "call zarena_reset")) << p.advice;
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), p.verdict);
+  zarena_destroy(a);
+}
+
+// --- the message carries the verdict ----------------------------------------------------
+
+TEST(ErrorMessage, EveryFailingOverflowNamesTheVerdictAndTheFix) {
+  struct Case {
+    const char* verdict;
+    uint64_t request;
+  } cases[] = {{"runaway_buffer", 8 * kMiB}, {"working_set_full", 64 * kKiB}};
+  for (const Case& c : cases) {
+    zarena* a = make_host_arena(1 * kMiB, "msg");
+    void* p = nullptr;
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+    zarena_status st = ZARENA_OK;
+    for (int i = 0; i < 100 && st == ZARENA_OK; ++i) st = zarena_alloc(a, c.request, &p);
+    ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+    const std::string msg = zarena_last_error();
+    const Parsed parsed = parse_error(msg);
+    ASSERT_TRUE(parsed.ok) << msg;
+    EXPECT_EQ(parsed.verdict, c.verdict) << msg;
+    EXPECT_FALSE(parsed.advice.empty());
+    EXPECT_EQ(parsed.advice.find(';'), std::string::npos) << parsed.advice;
+    // Every later failure in the epoch carries it too.
+    EXPECT_EQ(zarena_alloc(a, c.request, &p), ZARENA_E_OUT_OF_MEMORY);
+    EXPECT_EQ(parse_error(zarena_last_error()).verdict, c.verdict);
+    zarena_destroy(a);
+  }
+  // A request no arena can serve.
+  zarena* a = make_host_arena(1 * kMiB, "msg-huge");
+  void* p = nullptr;
+  EXPECT_EQ(zarena_alloc(a, 1ull << 63, &p), ZARENA_E_OUT_OF_MEMORY);
+  EXPECT_EQ(parse_error(zarena_last_error()).verdict, "runaway_buffer");
+  zarena_destroy(a);
+}
+
+TEST(Diagnose, ArgumentsAndVersionedSize) {
+  zarena* a = make_host_arena(1 * kMiB, "diag-args");
+  zarena_diagnosis d;
+  d.struct_size = sizeof d;
+  EXPECT_EQ(zarena_diagnose(nullptr, &d), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_diagnose(a, nullptr), ZARENA_E_INVALID_ARGUMENT);
+  d.struct_size = 8;
+  EXPECT_EQ(zarena_diagnose(a, &d), ZARENA_E_INVALID_ARGUMENT);
+  // An older, shorter struct gets its prefix and nothing beyond.
+  struct {
+    zarena_diagnosis head;
+    unsigned char guard[16];
+  } mem;
+  std::memset(&mem, 0xAB, sizeof mem);
+  mem.head.struct_size = offsetof(zarena_diagnosis, epoch);
+  ASSERT_EQ(zarena_diagnose(a, &mem.head), ZARENA_OK);
+  EXPECT_STREQ(mem.head.verdict, "ok");
+  const unsigned char* tail =
+      reinterpret_cast<const unsigned char*>(&mem.head) + offsetof(zarena_diagnosis, epoch);
+  EXPECT_EQ(tail[0], 0xAB) << "written past struct_size";
+  zarena_destroy(a);
+}
+
+}  // namespace
