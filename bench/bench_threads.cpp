@@ -46,7 +46,13 @@ struct Rng {
 
 zarena* g_arena = nullptr;
 
-void SetupShared(const benchmark::State&) { g_arena = make_arena(kCapacity); }
+// One reset first, as a training loop makes every step: the reset-cadence detector exists
+// for programs that never reset and stops at the first reset (BM_PairZarenaNeverReset
+// shows what it costs until then).
+void SetupShared(const benchmark::State&) {
+  g_arena = make_arena(kCapacity);
+  zarena_reset(g_arena);
+}
 void TeardownShared(const benchmark::State&) {
   zarena_destroy(g_arena);
   g_arena = nullptr;
@@ -90,9 +96,11 @@ void BM_ThreadsMalloc(benchmark::State& state) {
 }
 BENCHMARK(BM_ThreadsMalloc)->ThreadRange(1, 16)->UseRealTime();
 
-// The hot pair: the same size allocated and freed again (a tensor's life in a step).
-void BM_PairZarena(benchmark::State& state) {
+// The hot pair: the same size allocated and freed again (a tensor's life in a step), in
+// an arena reset once before (as a training loop's is).
+void pair_loop(benchmark::State& state, bool reset_first) {
   zarena* a = make_arena(1ull << 30);
+  if (reset_first) zarena_reset(a);
   void* guard = nullptr;
   zarena_alloc(a, 256, &guard);
   for (auto _ : state) {
@@ -104,7 +112,12 @@ void BM_PairZarena(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   zarena_destroy(a);
 }
+void BM_PairZarena(benchmark::State& state) { pair_loop(state, true); }
 BENCHMARK(BM_PairZarena);
+// The same in an arena never reset: the reset-cadence detector reads every request of the
+// thread it follows (its cost in programs that never reset).
+void BM_PairZarenaNeverReset(benchmark::State& state) { pair_loop(state, false); }
+BENCHMARK(BM_PairZarenaNeverReset);
 
 void BM_PairMalloc(benchmark::State& state) {
   for (auto _ : state) {

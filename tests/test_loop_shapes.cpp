@@ -12,6 +12,7 @@
 #include <cstring>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "log.h"
@@ -389,6 +390,51 @@ TEST(GuessedSteps, TextbookPerSampleLoopCountsItsSteps) {
   ASSERT_EQ(warn.size(), 1u);
   EXPECT_LT(fill(warn[0]), 25.0);
   expect_not_capacity_alone(parse_error(zarena_last_error()).advice);
+  zarena_destroy(a);
+}
+
+// The guess follows one thread: a loop that runs on a thread of its own (not the one that
+// created the arena) is recognised like any other.
+TEST(GuessedSteps, TextbookLoopOnAWorkerThreadWarns) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "worker-loop");
+  int iter = 0;
+  std::thread([&] {
+    zarena_status st = ZARENA_OK;
+    while (st == ZARENA_OK) {
+      ++iter;
+      st = sample_pass(a, 16 * kKiB);
+    }
+  }).join();
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_LT(fill(warn[0]), 25.0);
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset");
+  zarena_destroy(a);
+}
+
+// One thread allocates every step's blocks, another frees them all (a finalizer, a queue
+// of frees): nothing is kept, nothing may be reported, although the allocating thread
+// alone never frees.
+TEST(GuessedSteps, BlocksFreedByAnotherThreadNeverWarn) {
+  LogCapture cap;
+  zarena* a = make_host_arena(16 * kMiB, "cross-thread-frees");
+  for (int step = 0; step < 200; ++step) {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 12; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(a, (4 + i % 5) * 16 * kKiB, &p), ZARENA_OK) << zarena_last_error();
+      blocks.push_back(p);
+    }
+    std::thread([&] {
+      for (void* p : blocks) EXPECT_EQ(zarena_free(a, p), ZARENA_OK);
+    }).join();
+  }
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  EXPECT_TRUE(cap.of("arena.first_overflow").empty());
+  EXPECT_STREQ(diagnose(a).verdict, "ok");
   zarena_destroy(a);
 }
 
