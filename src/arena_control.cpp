@@ -25,8 +25,9 @@ void Arena::reset() {
     overflow_.reclaim(region_.epoch(), &doomed);
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
     if (expandable_ && cfg_.trim_keep_bytes != 0) trim_w();
+    // Under the locks, so a stats snapshot sees the epoch and the count move together.
+    resets_.fetch_add(1, std::memory_order_relaxed);
   }
-  resets_.fetch_add(1, std::memory_order_relaxed);
   epoch_steps_.store(0, std::memory_order_relaxed);
   if (cadence_armed_.load(std::memory_order_relaxed)) {
     // The detector exists for programs that never reset; after the first reset it has
