@@ -38,6 +38,7 @@ constexpr uint64_t kOverflowLimit = 2 * 1024 * 1024;
 constexpr uint64_t kMaxBlock = 6 * 1024;
 constexpr int kWorkers = 3;
 constexpr int kItersPerWorker = 12000 / zarena_test::kSanitizerSlowdown;
+constexpr uint64_t kMinResets = 25;
 
 struct Held {
   char* ptr;
@@ -166,7 +167,9 @@ TEST_F(ArenaThreads, ResetsRacingEveryCallKeepTheEpochContract) {
   });
 
   std::thread observer([&] {
-    while (running.load() > 0) {
+    // Until the workers are done, and at least a few walks in any case (a loaded machine
+    // may give this thread little time while they run).
+    while (running.load() > 0 || t.walks.load() < 4) {
       zarena_stats s;
       std::memset(&s, 0, sizeof s);
       s.struct_size = sizeof s;
@@ -194,7 +197,7 @@ TEST_F(ArenaThreads, ResetsRacingEveryCallKeepTheEpochContract) {
         ++t.pinned_checks;
         if (!stamp_intact(w)) t.violation("a block below the floor was overwritten");
       }
-      if (t.stats_reads % 64 == 0) {
+      if (t.stats_reads % 16 == 1) {
         // One snapshot: region blocks in address order must not overlap, and no block is
         // from an epoch that has not begun.
         struct Walk {
@@ -235,7 +238,9 @@ TEST_F(ArenaThreads, ResetsRacingEveryCallKeepTheEpochContract) {
       std::vector<Held> mine;  // blocks of this thread (maybe reclaimed since: see epoch)
       uint64_t serial = 0;
       const std::string who = "worker " + std::to_string(id);
-      for (int i = 0; i < kItersPerWorker; ++i) {
+      // At least kItersPerWorker operations, and on until the resetter has had its turns
+      // (a loaded machine may starve it while the workers run).
+      for (int i = 0; i < kItersPerWorker || t.resets.load() < kMinResets; ++i) {
         const unsigned op = rng() % 16;
         if (op < 7 || mine.empty()) {
           // Allocate, racing the resets; the block's epoch is at least the one seen before.
@@ -385,7 +390,7 @@ TEST_F(ArenaThreads, ResetsRacingEveryCallKeepTheEpochContract) {
   for (const std::string& s : t.stories) ADD_FAILURE() << s;
   EXPECT_EQ(t.violations.load(), 0u);
   // The race really happened, in every direction the test looks at.
-  EXPECT_GT(t.resets.load(), 20u);
+  EXPECT_GE(t.resets.load(), kMinResets);
   EXPECT_GT(t.overflow_allocs.load(), 0u) << "overflow was never in play";
   EXPECT_GT(t.checked_live.load(), 100u);
   EXPECT_GT(t.frees_stale.load(), 0u) << "no free ever raced a reset";
@@ -440,11 +445,11 @@ TEST_F(ArenaThreads, StatsSeeEpochAndResetsMoveTogether) {
       ++reads;
     }
   });
-  for (int i = 0; i < kResets; ++i) ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  // At least kResets resets, and on until the reader has taken its snapshots.
+  for (int i = 0; i < kResets || reads.load() < 2000; ++i) ASSERT_EQ(zarena_reset(a), ZARENA_OK);
   done = true;
   reader.join();
   EXPECT_EQ(torn.load(), 0u) << "of " << reads.load() << " snapshots";
-  EXPECT_GT(reads.load(), 100u);
 }
 
 }  // namespace
