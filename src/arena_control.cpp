@@ -48,7 +48,11 @@ void Arena::trim_w() {
   bool trimmed = false;
   while (!commits_.empty() && commits_.back().first >= keep) {
     const auto range = commits_.back();
-    if (!backend_->decommit(range.first, range.second).is_ok()) break;
+    const Result r = backend_->decommit(range.first, range.second);
+    if (!r.is_ok()) {
+      notes_.add(PendingNotes::kTrimFailed, r.message);
+      break;
+    }
     commits_.pop_back();
     committed_ = range.first;
     trimmed = true;
@@ -159,6 +163,7 @@ void Arena::set_capture_active(bool active) {
     std::vector<OverflowBlock> none;
     give_back(none);  // frees deferred during the capture go back now
   }
+  after_op();
 }
 
 Result Arena::set_stream(void* stream) {
@@ -207,7 +212,18 @@ Result Arena::destroy() {
     trace_ = nullptr;
     tracer_.reset();
   }
-  Result r1 = overflow_.release_all();
+  std::string recovered;
+  Result r1 = overflow_.release_all(&recovered);
+  if (!recovered.empty() && log_enabled(ZARENA_LOG_WARN)) {
+    LogRecord rec(ZARENA_LOG_WARN, "overflow.give_failed", name_);
+    rec.message(
+        fmt::format("could not give an overflow block back to the backend at destroy "
+                    "({}); the second try did",
+                    recovered));
+    rec.add_string("reason", recovered);
+    rec.rate_limited();
+    log_emit(rec);
+  }
   Result r2 = backend_->release_region();
   if (log_enabled(ZARENA_LOG_INFO)) {
     log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, overflow_epochs_.load()}, name_));

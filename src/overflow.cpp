@@ -234,7 +234,17 @@ Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturin
   for (const OverflowBlock& b : blocks) {
     if (fill != nullptr) (void)fill(ctx, b.ptr, b.bytes);
     const Result r = backend_.overflow_free(b);
-    if (!r.is_ok() && first.is_ok()) first = r;
+    if (r.is_ok()) continue;
+    if (first.is_ok()) first = r;
+    // Not given back: it waits with the deferred blocks and is tried again at the next
+    // give-back point (and at destroy), rather than leaking.
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      deferred_.push_back(b);
+    } catch (...) {
+      first.message += " (and out of host memory keeping it: the block is lost)";
+    }
+    stats_.deferred_gives = deferred_.size();
   }
   return first;
 }
@@ -254,7 +264,7 @@ Result OverflowPool::flush_deferred(FillFn fill, void* ctx) {
   return give_back(blocks, false, fill, ctx);
 }
 
-Result OverflowPool::release_all() {
+Result OverflowPool::release_all(std::string* recovered) {
   std::vector<OverflowBlock> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -269,7 +279,19 @@ Result OverflowPool::release_all() {
     stats_.deferred_gives = 0;
     reserved_bytes_ = 0;
   }
-  return give_back(all, false, nullptr, nullptr);
+  const Result first = give_back(all, false, nullptr, nullptr);
+  if (first.is_ok()) return first;
+  // One more try for the blocks the backend refused (a transient failure); what still
+  // fails is lost, and destroy reports it.
+  const Result again = flush_deferred(nullptr, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    deferred_.clear();
+    stats_.deferred_gives = 0;
+  }
+  if (!again.is_ok()) return again;
+  if (recovered != nullptr) *recovered = first.message;
+  return Result::ok();
 }
 
 OverflowStats OverflowPool::stats() const {

@@ -311,8 +311,11 @@ ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
  * device memory the arena took is given back). Every pointer
  * the arena handed out becomes invalid. NULL is accepted and returns ZARENA_OK.
  * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary.
+ * Using the handle afterwards is undefined behaviour: it is not reliably detected (memory
+ * not yet reused reads as "not a live arena handle", ZARENA_E_INVALID_ARGUMENT, by luck).
  * Returns ZARENA_OK, or ZARENA_E_BACKEND when the backend reported an error while
- * releasing (the arena is destroyed anyway; the handle is invalid afterwards). */
+ * releasing (an overflow block it refuses is tried once more; the arena is destroyed
+ * anyway; the handle is invalid afterwards). */
 ZARENA_API zarena_status zarena_destroy(zarena* a);
 
 /* ---------------------------------------------------------------------------------
@@ -707,6 +710,18 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  *     graph capture). The advice is one sentence naming the fix.
  *   overflow.slow (warn): an overflow allocation took longer than overflow_slow_ns.
  *     Fields: duration_ns, threshold_ns, bytes, path (STRING).
+ *   Backend failures that no call returns (warn, rate-limited like overflow.slow; field
+ *   "reason" (STRING): the backend's message). The call that met them still succeeds:
+ *     overflow.give_failed: an overflow block could not be given back (free, reset,
+ *       unpin); it waits with the deferred gives (stats.overflow_deferred_gives) and is
+ *       tried again at the next overflow call, free, reset or capture end, and at destroy;
+ *     poison.failed: a poison fill failed (the block is freed unpoisoned; poison_fills
+ *       counts fills attempted);
+ *     arena.capture_query_failed: the backend could not say whether a capture is active;
+ *       the arena acts as if one were;
+ *     arena.trim_failed: a decommit at reset failed; the memory stays committed;
+ *     arena.commit_failed (not rate-limited; also committed_bytes): an expandable arena
+ *       could not commit more memory; the request is served by overflow, or refused.
  *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...).
  * ------------------------------------------------------------------------------- */
 #define ZARENA_LOG_TRACE 0
