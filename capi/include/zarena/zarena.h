@@ -27,7 +27,9 @@
  *     until the next failing call on the same thread, and no state has changed: a
  *     failed call leaves the arena exactly as it was, except the counters in
  *     zarena_stats that exist to count such failures (invalid_frees, stale_frees,
- *     misses, overflow_failures, and epoch_allocs for a request that failed).
+ *     misses, overflow_failures, and epoch_allocs for a request that failed), and
+ *     overflow_max_latency_ns when the failed request reached the backend (the watchdog
+ *     times every backend call, failed ones too).
  *   - No C++ exception ever leaves this library; allocation failures inside the library
  *     are reported as ZARENA_E_OUT_OF_MEMORY or ZARENA_E_INTERNAL.
  *   - Output pointers are written only on ZARENA_OK (out_ptr of zarena_alloc is set to
