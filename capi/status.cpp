@@ -19,7 +19,8 @@ zarena_status report(const Result& r) noexcept {
 Arena* reject_handle(const ::zarena* a, const char* fn) noexcept {
   fail(Status::kInvalidArgument,
        std::string(fn) + (a == nullptr ? ": arena handle is NULL"
-                                       : ": not a live arena handle (destroyed or corrupted)"));
+                                       : ": not a live arena handle (a corrupted pointer; a handle used after "
+                                         "zarena_destroy is undefined and not reliably detected)"));
   return nullptr;
 }
 

@@ -198,7 +198,9 @@ RegionHooks::Fill Arena::fill_policy() noexcept {
 }
 
 void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
-  (void)backend_->fill32(base_ + offset, bytes, poison_word_.load(std::memory_order_relaxed));
+  const Result r =
+      backend_->fill32(base_ + offset, bytes, poison_word_.load(std::memory_order_relaxed));
+  if (!r.is_ok()) note(PendingNotes::kPoisonFailed, r.message);
 }
 
 bool Arena::ensure_committed(uint64_t end) noexcept {
@@ -241,29 +243,88 @@ bool Arena::capturing() {
   if (capture_flag_.load(std::memory_order_relaxed)) return true;
   bool c = false;
   const Result r = backend_->capture_status(&c);
-  return !r.is_ok() || c;  // when the backend cannot tell, act as if it were capturing
+  if (!r.is_ok()) {
+    // When the backend cannot tell, act as if it were capturing (and say why, later).
+    note(PendingNotes::kCaptureQueryFailed, r.message);
+    return true;
+  }
+  return c;
 }
 
 Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
   Arena* a = static_cast<Arena*>(ctx);
   a->overflow_fills_.fetch_add(1, std::memory_order_relaxed);
-  return a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_word_.load());
+  Result r = a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_word_.load());
+  if (!r.is_ok()) a->note(PendingNotes::kPoisonFailed, r.message);
+  return r;
 }
 
+// No lock held. Blocks waiting from before (a capture, or a give-back that failed) go
+// first, so a block that fails now waits for the next give-back point instead of being
+// retried at once.
 void Arena::give_back(std::vector<OverflowBlock>& blocks) {
   const bool cap = capturing();
   const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
-  // Older blocks first: those a capture (or a refusal) held back, then these.
-  if (!cap && overflow_.has_deferred()) {
-    (void)overflow_.flush_deferred(poison ? &Arena::fill_overflow : nullptr, this);
+  OverflowPool::FillFn fill = poison ? &Arena::fill_overflow : nullptr;
+  Result r;
+  if (!cap && overflow_.has_deferred()) r = overflow_.flush_deferred(fill, this);
+  const Result now = overflow_.give_back(blocks, cap, fill, this);
+  if (r.is_ok()) r = now;
+  if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
+    LogRecord rec(ZARENA_LOG_WARN, "overflow.give_failed", name_);
+    rec.message(
+        fmt::format("could not give an overflow block back to the backend ({}); it is "
+                    "kept and tried again at the next overflow call, free, reset or "
+                    "destroy",
+                    r.message));
+    rec.add_string("reason", r.message);
+    rec.rate_limited();
+    log_emit(rec);
   }
-  (void)overflow_.give_back(blocks, cap, poison ? &Arena::fill_overflow : nullptr, this);
+  if (notes_.any()) emit_notes();
+}
+
+void Arena::emit_notes() {
+  for (auto& [kind, why] : notes_.take()) {
+    if (!log_enabled(ZARENA_LOG_WARN)) continue;
+    const char* event = "";
+    std::string message;
+    switch (kind) {
+      case PendingNotes::kPoisonFailed:
+        event = "poison.failed";
+        message = fmt::format("a poison fill failed ({}); that block was not poisoned", why);
+        break;
+      case PendingNotes::kCaptureQueryFailed:
+        event = "arena.capture_query_failed";
+        message = fmt::format(
+            "could not ask the backend whether a capture is active ({}); the "
+            "arena acts as if one were (poison skipped, overflow gives "
+            "deferred, SYNC overflow refused)",
+            why);
+        break;
+      case PendingNotes::kTrimFailed:
+        event = "arena.trim_failed";
+        message = fmt::format(
+            "could not decommit memory of the expandable arena at a reset "
+            "({}); it stays committed and the next reset tries again",
+            why);
+        break;
+      default:
+        continue;
+    }
+    LogRecord rec(ZARENA_LOG_WARN, event, name_);
+    rec.message(std::move(message));
+    rec.add_string("reason", why);
+    rec.rate_limited();
+    log_emit(rec);
+  }
 }
 
 void Arena::after_op() {
   if (extras_.load(std::memory_order_relaxed) & kExtraNote) {
     extras_.fetch_and(~kExtraNote, std::memory_order_relaxed);
   }
+  if (notes_.any()) emit_notes();
   if (poison_skip_note_.load(std::memory_order_relaxed) &&
       poison_skip_note_.exchange(false, std::memory_order_relaxed) &&
       !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "arena_notes.h"
 #include "backend.h"
 #include "backend_faults.h"
 #include "cadence.h"
@@ -106,8 +107,14 @@ class Arena final : private RegionHooks {
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   void give_back(std::vector<OverflowBlock>& blocks);
-  bool capturing();  // the engine's flag, else the backend's answer
-  void after_op();   // emits records queued under locks (poison skipped, commit failed)
+  bool capturing();   // the engine's flag, else the backend's answer
+  void after_op();    // emits records queued under locks (poison skipped, commit failed)
+  void emit_notes();  // emits notes_ (no lock held)
+  // Queues a backend failure met under a lock; after_op logs it.
+  void note(PendingNotes::Kind kind, const std::string& why) noexcept {
+    notes_.add(kind, why);
+    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
+  }
   void fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const OverflowStats& o) const;
 
   // Diagnosis (arena_diagnosis.cpp). The diagnosis lock (diag_mu_) guards everything in
@@ -180,6 +187,7 @@ class Arena final : private RegionHooks {
   std::atomic<bool> poison_skip_note_{false};  // a fill was skipped: warn once per capture
   std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
   std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
+  PendingNotes notes_;  // backend failures met under locks, logged by after_op
 
   // Expandable regions (guarded by the region's central lock: ensure_committed runs there).
   const uint64_t commit_granularity_;

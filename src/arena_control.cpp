@@ -39,8 +39,9 @@ void Arena::reset() {
     overflow_.reclaim(region_.epoch(), &doomed);
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
     if (expandable_ && cfg_.trim_keep_bytes != 0) trim_w();
+    // Under the locks, so a stats snapshot sees the epoch and the count move together.
+    resets_.fetch_add(1, std::memory_order_relaxed);
   }
-  resets_.fetch_add(1, std::memory_order_relaxed);
   epoch_steps_.store(0, std::memory_order_relaxed);
   diag_on_reset(end);
   give_back(doomed);
@@ -56,7 +57,11 @@ void Arena::trim_w() {
   bool trimmed = false;
   while (!commits_.empty() && commits_.back().first >= keep) {
     const auto range = commits_.back();
-    if (!backend_->decommit(range.first, range.second).is_ok()) break;
+    const Result r = backend_->decommit(range.first, range.second);
+    if (!r.is_ok()) {
+      note(PendingNotes::kTrimFailed, r.message);
+      break;
+    }
     commits_.pop_back();
     committed_ = range.first;
     trimmed = true;
@@ -171,6 +176,7 @@ void Arena::set_capture_active(bool active) {
     std::vector<OverflowBlock> none;
     give_back(none);  // frees deferred during the capture go back now
   }
+  after_op();
 }
 
 Result Arena::set_stream(void* stream) {
@@ -225,7 +231,18 @@ Result Arena::destroy() {
     trace_ = nullptr;
     tracer_.reset();
   }
-  Result r1 = overflow_.release_all();
+  std::string recovered;
+  Result r1 = overflow_.release_all(&recovered);
+  if (!recovered.empty() && log_enabled(ZARENA_LOG_WARN)) {
+    LogRecord rec(ZARENA_LOG_WARN, "overflow.give_failed", name_);
+    rec.message(
+        fmt::format("could not give an overflow block back to the backend at destroy "
+                    "({}); the second try did",
+                    recovered));
+    rec.add_string("reason", recovered);
+    rec.rate_limited();
+    log_emit(rec);
+  }
   Result r2 = backend_->release_region();
   if (log_enabled(ZARENA_LOG_INFO)) {
     log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, s.overflow_epochs, s.needed_bytes},

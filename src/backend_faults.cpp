@@ -76,7 +76,10 @@ Status default_fault_status(FaultSite site) noexcept {
 
 FaultInjectingBackend::FaultInjectingBackend(std::unique_ptr<Backend> inner)
     : inner_(std::move(inner)) {
-  if (std::optional<FaultPlan> plan = take_next_create_plan()) apply(*plan);
+  if (std::optional<FaultPlan> plan = take_next_create_plan()) {
+    tally_ = plan->tally;
+    apply(*plan);
+  }
 }
 
 void FaultInjectingBackend::arm(FaultSite site, uint64_t nth, Status status,
@@ -113,8 +116,14 @@ bool FaultInjectingBackend::fires(FaultSite site, uint64_t* call_number) noexcep
   Counter& c = counters_[static_cast<int>(site)];
   const uint64_t n = ++c.calls;
   if (call_number != nullptr) *call_number = n;
+  if (tally_) tally_->calls[static_cast<int>(site)].fetch_add(1);
   const uint64_t at = c.fail_at.load();
   return at != 0 && n >= at && n - at < c.fail_count.load();
+}
+
+Result FaultInjectingBackend::passed(FaultSite site, Result r) noexcept {
+  if (tally_ && r.is_ok()) tally_->ok[static_cast<int>(site)].fetch_add(1);
+  return r;
 }
 
 Result FaultInjectingBackend::injected(FaultSite site, const std::string& detail) const {
@@ -128,19 +137,19 @@ Result FaultInjectingBackend::reserve_region(const RegionRequest& req, RegionInf
   if (fires(FaultSite::kReserve))
     return injected(FaultSite::kReserve,
                     fmt::format(" ({} bytes{})", req.bytes, req.expandable ? ", expandable" : ""));
-  return inner_->reserve_region(req, out);
+  return passed(FaultSite::kReserve, inner_->reserve_region(req, out));
 }
 
 Result FaultInjectingBackend::commit(uint64_t offset, uint64_t bytes) noexcept {
   if (fires(FaultSite::kCommit))
     return injected(FaultSite::kCommit, fmt::format(" ([{}, +{}))", offset, bytes));
-  return inner_->commit(offset, bytes);
+  return passed(FaultSite::kCommit, inner_->commit(offset, bytes));
 }
 
 Result FaultInjectingBackend::decommit(uint64_t offset, uint64_t bytes) noexcept {
   if (fires(FaultSite::kDecommit))
     return injected(FaultSite::kDecommit, fmt::format(" ([{}, +{}))", offset, bytes));
-  return inner_->decommit(offset, bytes);
+  return passed(FaultSite::kDecommit, inner_->decommit(offset, bytes));
 }
 
 Result FaultInjectingBackend::overflow_alloc(uint64_t bytes, uint64_t alignment,
@@ -155,31 +164,31 @@ Result FaultInjectingBackend::overflow_alloc(uint64_t bytes, uint64_t alignment,
     return injected(FaultSite::kOverflowAlloc, fmt::format(" ({} bytes aligned to {}, {} route)",
                                                            bytes, alignment, route_name(route)));
   }
-  return inner_->overflow_alloc(bytes, alignment, route, out);
+  return passed(FaultSite::kOverflowAlloc, inner_->overflow_alloc(bytes, alignment, route, out));
 }
 
 Result FaultInjectingBackend::overflow_free(const OverflowBlock& block) noexcept {
   if (fires(FaultSite::kOverflowFree))
     return injected(FaultSite::kOverflowFree, fmt::format(" ({}, {} bytes, {} route)", block.ptr,
                                                           block.bytes, route_name(block.route)));
-  return inner_->overflow_free(block);
+  return passed(FaultSite::kOverflowFree, inner_->overflow_free(block));
 }
 
 Result FaultInjectingBackend::capture_status(bool* capturing) noexcept {
   if (fires(FaultSite::kCaptureStatus)) return injected(FaultSite::kCaptureStatus, std::string());
-  return inner_->capture_status(capturing);
+  return passed(FaultSite::kCaptureStatus, inner_->capture_status(capturing));
 }
 
 Result FaultInjectingBackend::set_stream(void* stream) noexcept {
   if (fires(FaultSite::kSetStream))
     return injected(FaultSite::kSetStream, fmt::format(" ({})", stream));
-  return inner_->set_stream(stream);
+  return passed(FaultSite::kSetStream, inner_->set_stream(stream));
 }
 
 Result FaultInjectingBackend::fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept {
   if (fires(FaultSite::kFill32))
     return injected(FaultSite::kFill32, fmt::format(" ({}, {} bytes)", ptr, bytes));
-  return inner_->fill32(ptr, bytes, word);
+  return passed(FaultSite::kFill32, inner_->fill32(ptr, bytes, word));
 }
 
 }  // namespace zarena_core

@@ -44,6 +44,16 @@ const char* fault_site_name(FaultSite site) noexcept;
 // ZARENA_E_BACKEND, and bindings test for it).
 Status default_fault_status(FaultSite site) noexcept;
 
+// Per-site counts that outlive the backend (FaultPlan::tally): a test reads them after
+// zarena_destroy, to see that every overflow block the wrapped backend handed out was
+// given back. calls: every call of that kind; ok: calls the wrapped backend completed.
+struct FaultTally {
+  std::array<std::atomic<uint64_t>, kFaultSiteCount> calls{};
+  std::array<std::atomic<uint64_t>, kFaultSiteCount> ok{};
+  uint64_t calls_at(FaultSite s) const { return calls[static_cast<int>(s)].load(); }
+  uint64_t ok_at(FaultSite s) const { return ok[static_cast<int>(s)].load(); }
+};
+
 // A set of faults to arm at once (also the process-wide "next create" plan, see
 // backend_faults_testing.h). Status kOk means "the site's default".
 struct FaultPlan {
@@ -54,6 +64,8 @@ struct FaultPlan {
   std::array<Site, kFaultSiteCount> sites{};
   uint64_t overflow_delay_nth = 0;  // see delay_overflow_alloc
   uint64_t overflow_delay_ns = 0;
+  // The backend that consumes this plan at its construction also counts into *tally.
+  std::shared_ptr<FaultTally> tally;
 };
 
 class FaultInjectingBackend final : public Backend {
@@ -99,9 +111,12 @@ class FaultInjectingBackend final : public Backend {
   // Counts one call of that kind (its number into *call_number); true when it is the
   // armed one. Cheap: the message is built only for the call that fails.
   bool fires(FaultSite site, uint64_t* call_number = nullptr) noexcept;
+  // Counts a call the wrapped backend completed (for the tally); returns r.
+  Result passed(FaultSite site, Result r) noexcept;
   Result injected(FaultSite site, const std::string& detail) const;
 
   std::unique_ptr<Backend> inner_;
+  std::shared_ptr<FaultTally> tally_;  // set at construction only (no lock needed)
   std::array<Counter, kFaultSiteCount> counters_;
   std::atomic<uint64_t> delay_at_{0};     // absolute overflow_alloc call that sleeps
   std::atomic<uint64_t> delay_every_{0};  // 1: every overflow_alloc sleeps

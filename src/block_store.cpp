@@ -2,13 +2,22 @@
 
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <new>
+#include <type_traits>
 
 namespace zarena_core {
 
-BlockStore::BlockStore() : segments_(new std::atomic<Segment*>[kMaxSegments]) {
-  for (uint32_t i = 0; i < kMaxSegments; ++i) segments_[i].store(nullptr, std::memory_order_relaxed);
+BlockStore::BlockStore()
+    : segments_(static_cast<std::atomic<Segment*>*>(
+          std::calloc(kMaxSegments, sizeof(std::atomic<Segment*>)))) {
+  static_assert(sizeof(std::atomic<Segment*>) == sizeof(Segment*) &&
+                    std::is_trivially_destructible_v<std::atomic<Segment*>>,
+                "all-zero bytes are a table of null pointers");
+  if (!segments_) throw std::bad_alloc();
 }
+
+void BlockStore::FreeTable::operator()(std::atomic<Segment*>* p) const noexcept { std::free(p); }
 
 BlockStore::~BlockStore() {
   for (uint32_t i = 0; i < segment_count_; ++i) delete segments_[i].load(std::memory_order_relaxed);

@@ -237,14 +237,22 @@ Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturin
       if (r.is_ok()) continue;
       // Refused (a capture no query could see, or a transient failure): the block is
       // still the backend's to take back, so it waits with the deferred ones and is
-      // retried at the next safe point, and at destroy. Never dropped.
+      // retried at the next give-back point, and at destroy. Never dropped.
       if (first.is_ok()) first = r;
-      kept.push_back(b);
+      try {
+        kept.push_back(b);
+      } catch (...) {
+        first.message += " (and out of host memory keeping it: the block is lost)";
+      }
     }
   }
   if (!kept.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
-    deferred_.insert(deferred_.end(), kept.begin(), kept.end());
+    try {
+      deferred_.insert(deferred_.end(), kept.begin(), kept.end());
+    } catch (...) {
+      first.message += " (and out of host memory keeping it: the block is lost)";
+    }
     stats_.deferred_gives = deferred_.size();
   }
   return first;
@@ -265,7 +273,7 @@ Result OverflowPool::flush_deferred(FillFn fill, void* ctx) {
   return give_back(blocks, false, fill, ctx);
 }
 
-Result OverflowPool::release_all() {
+Result OverflowPool::release_all(std::string* recovered) {
   std::vector<OverflowBlock> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -280,13 +288,19 @@ Result OverflowPool::release_all() {
     stats_.deferred_gives = 0;
     reserved_bytes_ = 0;
   }
-  // The last chance: a block the backend refuses now is reported, not kept.
-  Result first;
-  for (const OverflowBlock& b : all) {
-    const Result r = backend_.overflow_free(b);
-    if (!r.is_ok() && first.is_ok()) first = r;
+  const Result first = give_back(all, false, nullptr, nullptr);
+  if (first.is_ok()) return first;
+  // One more try for the blocks the backend refused (a transient failure); what still
+  // fails is lost, and destroy reports it.
+  const Result again = flush_deferred(nullptr, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    deferred_.clear();
+    stats_.deferred_gives = 0;
   }
-  return first;
+  if (!again.is_ok()) return again;
+  if (recovered != nullptr) *recovered = first.message;
+  return Result::ok();
 }
 
 OverflowStats OverflowPool::stats() const {

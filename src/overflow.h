@@ -97,16 +97,18 @@ class OverflowPool {
   void mark_step_boundary();
 
   // Gives blocks back to the backend (no lock held): at once, or, while `capturing`,
-  // into the deferred list; a block the backend refuses joins the deferred list too (it
-  // is retried, never dropped). fill (may be null) poisons each block first when not
-  // capturing. Returns the first backend error.
+  // into the deferred list. fill (may be null) poisons each block first when not
+  // capturing. Returns the first backend error; a block the backend refused joins the
+  // deferred list (tried again at the next give-back point, and at destroy), never dropped.
   using FillFn = Result (*)(void* ctx, void* ptr, uint64_t bytes);
   Result give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill, void* ctx);
   bool has_deferred() const;
   // Gives back the deferred blocks (call when no capture is active).
   Result flush_deferred(FillFn fill, void* ctx);
-  // Frees everything (destroy). Returns the first backend error, if any.
-  Result release_all();
+  // Frees everything (destroy); a block the backend refuses is tried once more. Returns
+  // the error of a block that failed twice (it is lost); *recovered (may be null) gets
+  // the first failure's message when the second try gave everything back.
+  Result release_all(std::string* recovered = nullptr);
 
   OverflowStats stats() const;
   void live_blocks(std::vector<OverflowBlockView>* out) const;

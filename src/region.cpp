@@ -176,15 +176,22 @@ void Region::retire_moved(uint32_t rec) {
 // never an error that would be wrong to act on, and no state changes either way.
 FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const {
   const uint64_t target = store_[rec].off();
-  // Free space that was never a block here (a reset's hole, a split's remainder): the
-  // caller's pointer is from an earlier epoch. Likewise a block a reset reclaimed.
-  if (store_[rec].epoch.load(std::memory_order_relaxed) == kNeverLive ||
-      (Word::flags(w) & kFlagReclaimed)) {
+  const uint64_t e = epoch();
+  // A block a reset reclaimed, or any record of an earlier epoch: a reset emptied every
+  // index since, so its bytes may lie inside a block handed out later, and its history
+  // proves nothing now. The caller's pointer is from an earlier epoch.
+  const bool long_lived =
+      (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
+  if ((Word::flags(w) & kFlagReclaimed) ||
+      (!long_lived && store_[rec].stamp.load(std::memory_order_relaxed) != e)) {
     return FreeOutcome::kStale;
   }
-  const FreeOutcome freed = FreeOutcome::kDoubleFree;
+  // Free space that was never a block here (a reset's hole, a split's remainder): still
+  // free, the pointer is from an earlier epoch; merged into a block live now, it is that
+  // block's interior (not owned).
+  const bool never_live = store_[rec].epoch.load(std::memory_order_relaxed) == kNeverLive;
+  const FreeOutcome freed = never_live ? FreeOutcome::kStale : FreeOutcome::kDoubleFree;
   if (Word::state(w) == BlockState::kFree) return freed;
-  const uint64_t e = epoch();
   auto covering = [&](uint32_t r, uint64_t rw) -> int {  // 1 free, 0 live, -1 unknown
     const Block& b = store_[r];
     if (target < b.off() || target >= b.end()) return -1;
@@ -211,8 +218,14 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const
     bool pseudo = into == top_rec_;
     for (uint32_t i = 0; !pseudo && i < slots_.size(); ++i) pseudo = slots_[i].slack_rec == into;
     if (pseudo) {
-      // The bump space or another slot's span: free as long as nothing was bumped since.
-      return Word::gen(iw) == gen ? freed : FreeOutcome::kNotOwned;
+      // The bump space or another slot's span: free as long as nothing was bumped since
+      // (and, for the bump space, the target still lies above the top).
+      bool unused = Word::gen(iw) == gen;
+      if (unused && into == top_rec_) {
+        std::lock_guard<SpinLock> lock(central_);
+        unused = target >= top_;
+      }
+      return unused ? freed : FreeOutcome::kNotOwned;
     }
     r = into;
     cw = iw;
@@ -223,6 +236,11 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const
   if (rs != BlockState::kFree && rs != BlockState::kLive && rs != BlockState::kDeferred) {
     return FreeOutcome::kNotOwned;
   }
+  // A record of an earlier epoch (the chain left the floor's history): no proof either way.
+  const bool now = rs == BlockState::kFree ? (Word::owner(rw) == kOwnerFloor ||
+                                              store_[r].stamp.load(std::memory_order_relaxed) == e)
+                                           : is_current(rw, store_[r]);
+  if (!now) return FreeOutcome::kNotOwned;
   const int c = covering(r, rw);
   if (c >= 0) return c == 1 ? freed : FreeOutcome::kNotOwned;
   // The record shrank (it was carved): the target is in one of the blocks after it.

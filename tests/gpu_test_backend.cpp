@@ -22,7 +22,7 @@
 
 #include "backend.h"
 #include "cuda_driver.h"
-#include "log_capture.h"
+#include "support.h"
 #include "zarena/zarena.h"
 
 namespace {

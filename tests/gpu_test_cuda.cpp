@@ -23,10 +23,10 @@
 #include "../capi/handle.h"
 #include "backend.h"
 #include "backend_cuda_testing.h"
-#include "overflow_test_util.h"
+#include "support.h"
 #include "zarena/zarena.h"
 
-using zarena_test::LogCollector;
+using zarena_test::LogCapture;
 using zarena_test::stats_of;
 
 namespace {
@@ -211,7 +211,7 @@ TEST(CudaBackend, AsyncOverflow200RoundsLatencyThresholdAndGiveBack) {
   constexpr uint64_t kRetain = 1024 * kMiB;
   auto size_of = [](int i) { return (64 + 64 * (i % 5)) * 1024ull; };  // 64..320 KiB
 
-  LogCollector log;  // keeps 200 first-overflow records off stderr
+  LogCapture log;  // keeps 200 first-overflow records off stderr
   const zarena_core::CudaCallCounters c0 = zarena_core::cuda_call_counters();
   cudaMemPool_t default_pool;
   CUDA_OK(cudaDeviceGetDefaultMemPool(&default_pool, 0));
@@ -406,7 +406,7 @@ TEST(CudaBackend, ReleaseThresholdDefaultsToCapacityAtLeast64MiBAndPrewarmMakesI
 
 TEST(CudaBackend, SyncOverflowDuringCaptureIsRefusedAndCaptureSurvives) {
   REQUIRE_DEVICE();
-  LogCollector log;
+  LogCapture log;
   cudaStream_t s;
   CUDA_OK(cudaStreamCreate(&s));
   void* scratch = nullptr;
@@ -443,10 +443,10 @@ TEST(CudaBackend, SyncOverflowDuringCaptureIsRefusedAndCaptureSurvives) {
 
     EXPECT_EQ(zarena_core::cuda_call_counters().mallocs, before.mallocs)
         << "no cudaMalloc may be issued during the capture";
-    auto ev = log.events("arena.first_overflow");
+    auto ev = log.of("arena.first_overflow");
     ASSERT_EQ(ev.size(), 1u);
-    EXPECT_EQ(ev[0].strings["path"], "capture_refused");
-    EXPECT_EQ(ev[0].strings["verdict"], "capture_refused");
+    EXPECT_EQ(ev[0].str("path"), "capture_refused");
+    EXPECT_EQ(ev[0].str("verdict"), "capture_refused");
     // Outside the capture the same request succeeds through cudaMalloc.
     ASSERT_EQ(zarena_alloc(a, 256 * 1024, &p), ZARENA_OK) << zarena_last_error();
     EXPECT_EQ(zarena_core::cuda_call_counters().mallocs, before.mallocs + 1);

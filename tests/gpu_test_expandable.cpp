@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gpu_util.h"
-#include "log_capture.h"
+#include "support.h"
 
 namespace {
 

@@ -23,7 +23,7 @@
 #include "../capi/handle.h"
 #include "backend_cuda_testing.h"
 #include "gpu_util.h"
-#include "log_capture.h"
+#include "support.h"
 
 namespace {
 

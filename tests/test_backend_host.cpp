@@ -18,7 +18,7 @@
 #include "backend.h"
 #include "backend_faults.h"
 #include "backend_faults_testing.h"
-#include "log_capture.h"
+#include "support.h"
 #include "zarena/zarena.h"
 
 namespace {

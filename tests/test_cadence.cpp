@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cadence.h"
-#include "log_capture.h"
+#include "support.h"
 
 using zarena_core::CadenceDetector;
 using zarena_test::kKiB;

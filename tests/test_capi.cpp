@@ -8,7 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "support.h"
 #include "zarena/zarena.h"
+
+using zarena_test::ArenaHolder;
+using zarena_test::stats_of;
 
 namespace {
 
@@ -21,22 +25,6 @@ zarena_config host_config(uint64_t capacity, uint64_t alignment = 256) {
   c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
   c.name = "capi-test";
   return c;
-}
-
-struct ArenaGuard {
-  zarena* a = nullptr;
-  explicit ArenaGuard(const zarena_config& c) {
-    EXPECT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
-  }
-  ~ArenaGuard() { EXPECT_EQ(zarena_destroy(a), ZARENA_OK); }
-};
-
-zarena_stats stats_of(const zarena* a) {
-  zarena_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  EXPECT_EQ(zarena_get_stats(a, &s), ZARENA_OK) << zarena_last_error();
-  return s;
 }
 
 bool same_stats(zarena_stats x, zarena_stats y) { return std::memcmp(&x, &y, sizeof x) == 0; }
@@ -124,7 +112,7 @@ TEST_F(CApi, InvalidArgumentsAreRejectedWithMessages) {
   EXPECT_EQ(zarena_get_stats(nullptr, &s), ZARENA_E_INVALID_ARGUMENT);
   EXPECT_EQ(zarena_set_log_callback(nullptr, nullptr, 17), ZARENA_E_INVALID_ARGUMENT);
 
-  ArenaGuard g(host_config(1 << 20));
+  ArenaHolder g(host_config(1 << 20));
   EXPECT_EQ(zarena_alloc(g.a, 16, nullptr), ZARENA_E_INVALID_ARGUMENT);
   EXPECT_EQ(zarena_get_stats(g.a, nullptr), ZARENA_E_INVALID_ARGUMENT);
   s.struct_size = 8;
@@ -143,7 +131,7 @@ TEST_F(CApi, AutoBackendWithoutDeviceFallsBackToHost) {
 
 TEST_F(CApi, EveryPointerIsAligned) {
   for (uint64_t align : {8ull, 64ull, 256ull, 4096ull, 1ull << 16}) {
-    ArenaGuard g(host_config(16 << 20, align));
+    ArenaHolder g(host_config(16 << 20, align));
     std::vector<void*> ptrs;
     for (uint64_t i = 1; i < 300; ++i) {
       void* p = nullptr;
@@ -159,7 +147,7 @@ TEST_F(CApi, EveryPointerIsAligned) {
 }
 
 TEST_F(CApi, SizeZeroAllocatesNothingAndFreeNullIsNoOp) {
-  ArenaGuard g(host_config(1 << 20));
+  ArenaHolder g(host_config(1 << 20));
   const zarena_stats before = stats_of(g.a);
   void* p = reinterpret_cast<void*>(0x1);
   EXPECT_EQ(zarena_alloc(g.a, 0, &p), ZARENA_OK);
@@ -169,7 +157,7 @@ TEST_F(CApi, SizeZeroAllocatesNothingAndFreeNullIsNoOp) {
 }
 
 TEST_F(CApi, FreeErrorsReturnTheirStatusAndChangeNoState) {
-  ArenaGuard g(host_config(1 << 20));
+  ArenaHolder g(host_config(1 << 20));
   void *a = nullptr, *b = nullptr;
   ASSERT_EQ(zarena_alloc(g.a, 1000, &a), ZARENA_OK);
   ASSERT_EQ(zarena_alloc(g.a, 1000, &b), ZARENA_OK);
@@ -195,7 +183,7 @@ TEST_F(CApi, FreeErrorsReturnTheirStatusAndChangeNoState) {
 }
 
 TEST_F(CApi, NothingIsHandedOutTwice) {
-  ArenaGuard g(host_config(1 << 20));
+  ArenaHolder g(host_config(1 << 20));
   void *a = nullptr, *b = nullptr;
   ASSERT_EQ(zarena_alloc(g.a, 512, &a), ZARENA_OK);
   ASSERT_EQ(zarena_alloc(g.a, 512, &b), ZARENA_OK);
@@ -211,7 +199,7 @@ TEST_F(CApi, NothingIsHandedOutTwice) {
 }
 
 TEST_F(CApi, OnePebibyteRequestIsOutOfMemory) {
-  ArenaGuard g(host_config(1 << 20));
+  ArenaHolder g(host_config(1 << 20));
   void* p = reinterpret_cast<void*>(0x1);
   EXPECT_EQ(zarena_alloc(g.a, 1ull << 50, &p), ZARENA_E_OUT_OF_MEMORY);
   EXPECT_EQ(p, nullptr);
@@ -224,7 +212,7 @@ TEST_F(CApi, OnePebibyteRequestIsOutOfMemory) {
 }
 
 TEST_F(CApi, FullArenaReportsSizesAndRecovers) {
-  ArenaGuard g(host_config(64 << 10));
+  ArenaHolder g(host_config(64 << 10));
   std::vector<void*> ptrs;
   void* p = nullptr;
   zarena_status st;
@@ -241,7 +229,7 @@ TEST_F(CApi, FullArenaReportsSizesAndRecovers) {
 }
 
 TEST_F(CApi, ResetAndFloorSemantics) {
-  ArenaGuard g(host_config(1 << 20));
+  ArenaHolder g(host_config(1 << 20));
   void* w = nullptr;
   ASSERT_EQ(zarena_alloc(g.a, 4096, &w), ZARENA_OK);
   ASSERT_EQ(zarena_mark_step_boundary(g.a), ZARENA_OK);
@@ -266,7 +254,7 @@ TEST_F(CApi, ResetAndFloorSemantics) {
 }
 
 TEST_F(CApi, StatsAreExact) {
-  ArenaGuard g(host_config(1 << 20));
+  ArenaHolder g(host_config(1 << 20));
   zarena_stats s = stats_of(g.a);
   EXPECT_EQ(s.struct_size, sizeof(zarena_stats));
   EXPECT_EQ(s.capacity_bytes, 1u << 20);
@@ -330,7 +318,7 @@ TEST_F(CApi, StatsAreExact) {
 TEST_F(CApi, PoisonFillsFreedAndReclaimedBlocks) {
   zarena_config c = host_config(1 << 20);
   c.flags |= ZARENA_FLAG_POISON;
-  ArenaGuard g(c);
+  ArenaHolder g(c);
   unsigned char *a = nullptr, *b = nullptr;
   ASSERT_EQ(zarena_alloc(g.a, 256, reinterpret_cast<void**>(&a)), ZARENA_OK);
   ASSERT_EQ(zarena_alloc(g.a, 256, reinterpret_cast<void**>(&b)), ZARENA_OK);
@@ -359,7 +347,7 @@ TEST_F(CApi, PoisonFillsFreedAndReclaimedBlocks) {
 TEST_F(CApi, ManyFreeBlocksKeepAllocationCheap) {
   // 10k free blocks of varied size: alloc/free must not scan them (checked by stats
   // staying coherent here; the cost is measured in bench/bench_arena).
-  ArenaGuard g(host_config(256 << 20));
+  ArenaHolder g(host_config(256 << 20));
   std::vector<void*> ptrs;
   for (int i = 0; i < 20000; ++i) {
     void* p = nullptr;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "config.h"
-#include "log_capture.h"
+#include "support.h"
 
 using zarena_core::ConfigProblem;
 using zarena_core::ResolvedConfig;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "diagnostics.h"
-#include "log_capture.h"
+#include "support.h"
 
 using zarena_test::kKiB;
 using zarena_test::kMiB;

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "log.h"
-#include "log_capture.h"
+#include "support.h"
 
 extern char** environ;
 

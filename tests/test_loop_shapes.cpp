@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "log.h"
-#include "log_capture.h"
+#include "support.h"
 
 using zarena_test::kKiB;
 using zarena_test::kMiB;

@@ -15,7 +15,7 @@
 
 #include "diagnostics.h"
 #include "log.h"
-#include "log_capture.h"
+#include "support.h"
 #include "reporter.h"
 
 using zarena_test::kKiB;

@@ -21,7 +21,7 @@
 
 #include "../capi/handle.h"
 #include "backend_faults.h"
-#include "log_capture.h"
+#include "support.h"
 #include "zarena/zarena.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "chrome_trace.h"
-#include "log_capture.h"
+#include "support.h"
 #include "replay.h"
 #include "rmm_csv.h"
 #include "sizing.h"

@@ -29,7 +29,11 @@
  *     until the next failing call on the same thread, and no state has changed: a
  *     failed call leaves the arena exactly as it was, except the counters in
  *     zarena_stats that exist to count such failures (invalid_frees, stale_frees,
- *     misses, overflow_failures, and epoch_allocs for a request that failed).
+ *     misses, overflow_failures, and epoch_allocs for a request that failed), the
+ *     diagnosis counters a refused request feeds (overflow_epochs, overflow_records,
+ *     overflow_summaries; the diagnosis itself, zarena_diagnose), and
+ *     overflow_max_latency_ns when the failed request reached the backend (the watchdog
+ *     times every backend call, failed ones too).
  *   - No C++ exception ever leaves this library; allocation failures inside the library
  *     are reported as ZARENA_E_OUT_OF_MEMORY or ZARENA_E_INTERNAL.
  *   - Output pointers are written only on ZARENA_OK (out_ptr of zarena_alloc is set to
@@ -322,8 +326,11 @@ ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
  * device memory the arena took is given back). Every pointer
  * the arena handed out becomes invalid. NULL is accepted and returns ZARENA_OK.
  * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary.
+ * Using the handle afterwards is undefined behaviour: it is not reliably detected (memory
+ * not yet reused reads as "not a live arena handle", ZARENA_E_INVALID_ARGUMENT, by luck).
  * Returns ZARENA_OK, or ZARENA_E_BACKEND when the backend reported an error while
- * releasing (the arena is destroyed anyway; the handle is invalid afterwards). */
+ * releasing (an overflow block it refuses is tried once more; the arena is destroyed
+ * anyway; the handle is invalid afterwards). */
 ZARENA_API zarena_status zarena_destroy(zarena* a);
 
 /* ---------------------------------------------------------------------------------
@@ -859,6 +866,16 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  *     was active.
  *   overflow.slow (warn): an overflow allocation took longer than overflow_slow_ns.
  *     Fields: duration_ns, threshold_ns, bytes, path (STRING).
+ *   Backend failures that no call returns (warn, rate-limited like overflow.slow; field
+ *   "reason" (STRING): the backend's message). The call that met them still succeeds:
+ *     overflow.give_failed: an overflow block could not be given back (free, reset,
+ *       unpin); it waits with the deferred gives (stats.overflow_deferred_gives) and is
+ *       tried again at the next overflow call, free, reset or capture end, and at destroy;
+ *     poison.failed: a poison fill failed (the block is freed unpoisoned; poison_fills
+ *       counts fills attempted);
+ *     arena.capture_query_failed: the backend could not say whether a capture is active;
+ *       the arena acts as if one were;
+ *     arena.trim_failed: a decommit at reset failed; the memory stays committed;
  *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...,
  *     needed_bytes: the capacity the workload needed, as zarena_stats.needed_bytes).
  * ------------------------------------------------------------------------------- */

@@ -1,12 +1,15 @@
-// Test helpers for the process-wide log sink: a callback that copies every record it
-// receives (thread-safe), restored to the default sink when the capture goes out of
-// scope, and small arena helpers shared by the logging/diagnostics/cadence suites.
+// Helpers every C API suite shares: one RAII arena holder, one capture of the
+// process-wide log sink, one stats_of, and the workload the diagnostics suites replay.
+// (Before this header there were two of each: log_capture.h's LogCapture and
+// overflow_test_util.h's LogCollector, test_capi.cpp's ArenaGuard and test_overflow.cpp's
+// ArenaHolder, and two stats_of.)
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,6 +20,22 @@ namespace zarena_test {
 
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
+
+// Stress loops divide their iteration counts by this under a sanitizer (5-15x slower), so
+// the sanitizer builds of scripts/test.sh stay within the CI budget.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr int kSanitizerSlowdown = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr int kSanitizerSlowdown = 4;
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+#endif
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+#endif
+
+// --- the log sink --------------------------------------------------------------------
 
 struct Field {
   std::string key;
@@ -66,7 +85,9 @@ inline Record copy_record(const zarena_log_record* r) {
   return out;
 }
 
-// Registers itself as the log callback for its lifetime.
+// Registers itself as the log callback for its lifetime (copying every record it
+// receives, thread-safe), so records reach the test instead of stderr; restores the
+// default sink at the end. LogCapture(ZARENA_LOG_OFF) just keeps a test quiet.
 class LogCapture {
  public:
   explicit LogCapture(int32_t min_level = ZARENA_LOG_TRACE) {
@@ -92,6 +113,7 @@ class LogCapture {
     }
     return out;
   }
+  size_t count(const std::string& event) const { return of(event).size(); }
   void clear() {
     std::lock_guard<std::mutex> lock(mu_);
     records_.clear();
@@ -109,6 +131,20 @@ class LogCapture {
   std::vector<Record> records_;
 };
 
+// --- arenas --------------------------------------------------------------------------
+
+// Creates the arena (the test fails if it cannot) and destroys it at scope exit,
+// expecting ZARENA_OK from both.
+struct ArenaHolder {
+  zarena* a = nullptr;
+  explicit ArenaHolder(const zarena_config& c) {
+    EXPECT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  }
+  ~ArenaHolder() { EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error(); }
+  ArenaHolder(const ArenaHolder&) = delete;
+  ArenaHolder& operator=(const ArenaHolder&) = delete;
+};
+
 inline zarena* make_host_arena(uint64_t capacity, const char* name,
                                int32_t policy = ZARENA_OVERFLOW_REFUSE) {
   zarena_config cfg;
@@ -123,12 +159,16 @@ inline zarena* make_host_arena(uint64_t capacity, const char* name,
   return a;
 }
 
+// The whole current stats layout (zeroed first, so a failed call compares as zeros).
 inline zarena_stats stats_of(const zarena* a) {
   zarena_stats s;
+  std::memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
-  EXPECT_EQ(zarena_get_stats(a, &s), ZARENA_OK);
+  EXPECT_EQ(zarena_get_stats(a, &s), ZARENA_OK) << zarena_last_error();
   return s;
 }
+
+// --- workloads -----------------------------------------------------------------------
 
 // A per-sample pass with the shape of the original failure: an input upload, forward
 // activations (scratch freed at once), backward gradients (temporaries freed), the rest
