@@ -122,6 +122,7 @@ void Arena::fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const Overfl
   s->commit_events = commit_events_.load(std::memory_order_relaxed);
   s->trim_events = trim_events_.load(std::memory_order_relaxed);
   s->commit_failures = commit_failures_.load(std::memory_order_relaxed);
+  s->used_peak_bytes = r.used_peak;
 }
 
 void Arena::stats(zarena_stats* out) {
@@ -129,6 +130,12 @@ void Arena::stats(zarena_stats* out) {
   RegionSnapshot r;
   region_.snapshot_w(&r);
   fill_snapshot(out, r, overflow_.stats());
+}
+
+void Arena::reset_peak_stats() {
+  Region::WriterLock w(region_);
+  region_.reset_peak_w();
+  overflow_.reset_peak();  // its lock nests inside the writer lock, as in stats()
 }
 
 void Arena::region_info(zarena_region* out) {
@@ -176,11 +183,12 @@ void Arena::set_poison(bool enabled, uint32_t word) {
   poison_on_.store(enabled, std::memory_order_relaxed);
 }
 
-void Arena::live_blocks(std::vector<LiveBlock>* out) {
+void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
   std::vector<BlockView> region;
   std::vector<OverflowBlockView> over;
   {
     Region::WriterLock w(region_);
+    if (epoch != nullptr) *epoch = region_.epoch();
     region_.live_blocks_w(&region);
     overflow_.live_blocks(&over);
   }

@@ -167,6 +167,7 @@ void Region::make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, ui
   if (s != nullptr) {
     s->c.live_bytes += static_cast<int64_t>(aligned);
     ++s->c.live_count;
+    if (s->c.live_bytes > s->c.live_peak) s->c.live_peak = s->c.live_bytes;
     const uint64_t end = b.end();
     if (end > s->c.high_water) s->c.high_water = end;
     if (end > s->c.epoch_high_water) s->c.epoch_high_water = end;
