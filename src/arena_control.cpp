@@ -212,6 +212,7 @@ Result Arena::destroy() {
   if (tracer_) {
     rt = tracer_->close();
     trace_ = nullptr;
+    region_.set_order_counter(nullptr);
     tracer_.reset();
   }
   Result r1 = overflow_.release_all();

@@ -12,7 +12,7 @@ constexpr uint64_t kMaxSpanBytes = 1ull << 20;
 constexpr uint64_t kMinSlotBudget = 64ull << 10;
 constexpr uint32_t kGoneChainHops = 8;
 
-using Guard = std::lock_guard<SpinLock>;
+using Guard = std::lock_guard<CentralLock>;
 
 bool cas(Block& b, uint64_t& expected, uint64_t desired) {
   return b.word.compare_exchange_weak(expected, desired, std::memory_order_acq_rel,
@@ -798,7 +798,7 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
       continue;
     }
     // The last pin: under the central lock (the pinned set), and a deferred free completes.
-    std::unique_lock<SpinLock> g(central_);
+    std::unique_lock<CentralLock> g(central_);
     w = b.load_word();
     if (Word::pins(w) != 1 || (Word::state(w) != BlockState::kLive &&
                                Word::state(w) != BlockState::kDeferred)) {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "block_store.h"
+#include "central_lock.h"
 #include "free_index.h"
 #include "slots.h"
 #include "spin_lock.h"
@@ -172,6 +173,9 @@ class Region {
   uint64_t granule() const { return cfg_.granule; }
   uint32_t slot_count() const { return slots_.size(); }
   uint64_t span_bytes() const { return cfg_.span_bytes; }
+  // A trace's order counter, advanced at every central-lock acquisition (central_lock.h);
+  // null: none. Set while no thread uses the region.
+  void set_order_counter(std::atomic<uint64_t>* c) { central_.set_order_counter(c); }
 
  private:
   friend class WriterLock;
@@ -234,7 +238,7 @@ class Region {
   mutable BlockStore store_;
   BlockMap map_;
   mutable SlotSet slots_;
-  mutable SpinLock central_;
+  mutable CentralLock central_;
 
   std::atomic<uint64_t> epoch_{0};
   uint64_t floor_ = 0;  // changed under every lock; read under any slot lock
