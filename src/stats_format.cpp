@@ -44,8 +44,11 @@ std::string human(const StatsField& f, const zarena_stats& s) {
 }  // namespace
 
 std::string stats_text(const zarena_stats& s, std::string_view arena_name) {
-  size_t width = 0;
-  for (const StatsField& f : kStatsFields) width = std::max(width, std::string_view(f.name).size());
+  size_t width = 0, digits = 1;
+  for (const StatsField& f : kStatsFields) {
+    width = std::max(width, std::string_view(f.name).size());
+    digits = std::max(digits, fmt::formatted_size("{}", s.*f.member));
+  }
   std::string out = fmt::format("zarena stats, arena '{}'\n", arena_name);
   constexpr size_t kGroups = sizeof(kStatsGroupTitles) / sizeof(kStatsGroupTitles[0]);
   for (size_t g = 0; g < kGroups; ++g) {
@@ -55,9 +58,9 @@ std::string stats_text(const zarena_stats& s, std::string_view arena_name) {
       if (static_cast<size_t>(f.group) != g) continue;
       const std::string h = human(f, s);
       if (h.empty()) {
-        out += fmt::format("  {:<{}}  {:>20}\n", f.name, width, s.*f.member);
+        out += fmt::format("  {:<{}}  {:>{}}\n", f.name, width, s.*f.member, digits);
       } else {
-        out += fmt::format("  {:<{}}  {:>20}  {}\n", f.name, width, s.*f.member, h);
+        out += fmt::format("  {:<{}}  {:>{}}  {}\n", f.name, width, s.*f.member, digits, h);
       }
     }
   }

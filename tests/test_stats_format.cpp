@@ -3,6 +3,7 @@
 // too small, exact fit) and argument checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -144,6 +145,21 @@ TEST_F(StatsFormat, TextShowsEveryFieldOnceWithItsValue) {
   EXPECT_NE(text.find("1.0 MiB"), std::string::npos) << "capacity in binary units";
   EXPECT_NE(text.find("% of capacity"), std::string::npos);
   EXPECT_NE(text.find("\noverflow\n"), std::string::npos) << "group titles";
+
+  // One value column, right-aligned, as wide as the longest number: no fixed 20 columns.
+  size_t name_width = 0, digits = 0;
+  for (const auto& f : kStatsFields) {
+    name_width = std::max(name_width, std::string(f.name).size());
+    digits = std::max(digits, std::to_string(s.*f.member).size());
+  }
+  std::istringstream again(text);
+  while (std::getline(again, line)) {
+    if (line.rfind("  ", 0) != 0) continue;
+    const size_t value_start = line.find_first_not_of(' ', line.find(' ', 2));
+    const size_t value_end = line.find_first_not_of("0123456789", value_start);
+    EXPECT_EQ(value_end == std::string::npos ? line.size() : value_end, 2 + name_width + 2 + digits)
+        << line;
+  }
 }
 
 TEST_F(StatsFormat, BufferProtocol) {
