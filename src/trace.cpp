@@ -206,8 +206,9 @@ Tracer::ThreadBuffer* Tracer::attach_thread() {
       auto owned = std::make_unique<ThreadBuffer>();
       owned->data = take_chunk();
       owned->cap = impl_->chunk_bytes;
-      // Saturates rather than wraps: the field is 16 bits.
-      owned->thread = static_cast<uint16_t>(std::min<uint32_t>(impl_->next_thread++, 0xFFFF));
+      // Saturates rather than wraps, below kLaneThread (the field's top bit marks lanes).
+      owned->thread =
+          static_cast<uint16_t>(std::min<uint32_t>(impl_->next_thread++, kLaneThread - 1));
       b = owned.get();
       impl_->buffers.push_back(std::move(owned));
     }
@@ -324,7 +325,10 @@ Result Tracer::finish(bool at_exit) {
     for (size_t at = 0; at + sizeof(RecordHeader) <= n;) {
       const auto* h = reinterpret_cast<const RecordHeader*>(b.data + at);
       if (h->words == 0) break;
-      if (h->kind != static_cast<uint8_t>(Kind::kLaneTime)) ++records;
+      if (h->kind != static_cast<uint8_t>(Kind::kLaneTime) &&
+          h->kind != static_cast<uint8_t>(Kind::kLaneOrder)) {
+        ++records;
+      }
       at += size_t{h->words} * 8;
     }
     impl_->write_chunk(Impl::Chunk{b.data, n, records}, path_);

@@ -101,21 +101,20 @@ class Tracer {
   // An allocation the region served (bump or reuse) at region offset `offset`; call it
   // after the allocation, before the slot lock is released. (The record leaves out what a
   // reader derives: the aligned size, the epoch, the status.)
-  void slot_alloc(uint32_t slot, uint64_t request_bytes, uint64_t offset, bool reused,
-                  uint32_t tag) {
+  __attribute__((always_inline)) void slot_alloc(uint32_t slot, uint64_t request_bytes,
+                                                 uint64_t offset, bool reused, uint32_t tag) {
     Lane& l = lanes_[slot];
     const uint64_t g = order_.load(std::memory_order_relaxed);
     l.owned[(offset >> granule_shift_) & kOwnedMask] = Owned{offset, g};
-    LaneAllocRecord* r = lane_space<LaneAllocRecord>(l);
-    r->h.key = lane_key(g, slot);
-    r->h.offset = offset;
-    set_kind(&r->h, l, Kind::kLaneAlloc, sizeof(LaneAllocRecord), tag);
+    LaneAllocRecord* r = lane_space<LaneAllocRecord>(l, lane_key(g, slot));
+    r->offset = offset;
     r->request = request_bytes | (reused ? kLaneReused : 0);
+    set_tail(&r->t, l, Kind::kLaneAlloc, sizeof(LaneAllocRecord), tag);
     lane_commit(l, r, sizeof(LaneAllocRecord));
   }
   // The key of a free of region offset `offset`: call it before the free (which may give
   // the space to other slots), and pass the result to slot_free.
-  uint64_t slot_free_key(uint32_t slot, uint64_t offset) {
+  __attribute__((always_inline)) uint64_t slot_free_key(uint32_t slot, uint64_t offset) {
     Lane& l = lanes_[slot];
     const Owned& o = l.owned[(offset >> granule_shift_) & kOwnedMask];
     const uint64_t g = order_.load(std::memory_order_relaxed);
@@ -127,19 +126,20 @@ class Tracer {
     return take_key();
   }
   // The free of region offset `offset`, keyed by slot_free_key; arguments as on_free's.
-  void slot_free(uint32_t slot, uint64_t key, uint64_t offset, int32_t status, uint64_t freed_bytes,
-                 bool epoch_checked, uint64_t epoch_arg) {
+  __attribute__((always_inline)) void slot_free(uint32_t slot, uint64_t key, uint64_t offset,
+                                                int32_t status, uint64_t freed_bytes,
+                                                bool epoch_checked, uint64_t epoch_arg) {
     Lane& l = lanes_[slot];
     if (__builtin_expect(epoch_checked, 0)) {
-      LaneFreeAtRecord* r = lane_space<LaneFreeAtRecord>(l);
-      fill_free(&r->f, l, key, offset, status, freed_bytes, sizeof(LaneFreeAtRecord));
+      LaneFreeAtRecord* r = lane_space<LaneFreeAtRecord>(l, key);
+      fill_free(&r->f, l, offset, status, freed_bytes, sizeof(LaneFreeAtRecord));
       r->epoch_arg = epoch_arg;
-      l.odd_bytes += sizeof(LaneFreeAtRecord) - sizeof(LaneFreeRecord);
+      ++l.long_frees;
       lane_commit(l, r, sizeof(LaneFreeAtRecord));
       return;
     }
-    LaneFreeRecord* r = lane_space<LaneFreeRecord>(l);
-    fill_free(r, l, key, offset, status, freed_bytes, sizeof(LaneFreeRecord));
+    LaneFreeRecord* r = lane_space<LaneFreeRecord>(l, key);
+    fill_free(r, l, offset, status, freed_bytes, sizeof(LaneFreeRecord));
     lane_commit(l, r, sizeof(LaneFreeRecord));
   }
   // A key of its own, for a generic event whose operation must be ordered before it is
@@ -263,10 +263,11 @@ class Tracer {
   struct alignas(64) Lane {
     ThreadBuffer buf;
     Owned* owned = nullptr;           // kOwnedEntries
+    uint64_t key = ~uint64_t{0};      // the order key the lane's last lane-order record gave
     uint64_t time_ns = ~uint64_t{0};  // the time the lane's last lane-time record gave
-    // Bytes of the chunk not in 32-byte event records (lane-time records, the longer
-    // epoch-checked frees): what lane_records() needs to count them.
-    uint64_t odd_bytes = 0;
+    // In the current chunk: marks (24-byte records that are no events) and epoch-checked
+    // frees (8 bytes longer): what lane_records() needs to count the events.
+    uint64_t marks = 0, long_frees = 0;
   };
 
   static void stamp(RecordHeader* h, uint64_t key, Kind kind, size_t bytes, uint32_t aux,
@@ -277,61 +278,69 @@ class Tracer {
     h->aux = aux;
     h->thread = thread;
   }
-  // kind, words and aux: bytes 16-23 of every record, one store.
-  static void set_kind(LaneHead* h, const Lane& l, Kind kind, size_t bytes, uint32_t aux) {
-    static_assert(offsetof(LaneHead, aux) == offsetof(LaneHead, thread) + 4, "layout");
+  // thread, kind, words and aux: bytes 16-23 of every record, one store.
+  static void set_tail(LaneTail* t, const Lane& l, Kind kind, size_t bytes, uint32_t aux) {
     const uint64_t w = uint64_t{l.buf.thread} | uint64_t{static_cast<uint8_t>(kind)} << 16 |
                        uint64_t{bytes / 8} << 24 | uint64_t{aux} << 32;
-    std::memcpy(&h->thread, &w, sizeof w);  // little-endian: thread, kind, words, aux
+    std::memcpy(t, &w, sizeof w);  // little-endian: thread, kind, words, aux
   }
-  static void fill_free(LaneFreeRecord* r, const Lane& l, uint64_t key, uint64_t offset,
-                        int32_t status, uint64_t freed_bytes, size_t bytes) {
-    r->h.key = key;
-    r->h.offset = offset;
-    set_kind(&r->h, l, Kind::kLaneFree, bytes, static_cast<uint32_t>(status));
+  static void fill_free(LaneFreeRecord* r, const Lane& l, uint64_t offset, int32_t status,
+                        uint64_t freed_bytes, size_t bytes) {
+    r->offset = offset;
     r->freed_bytes = freed_bytes;
+    set_tail(&r->t, l, Kind::kLaneFree, bytes, static_cast<uint32_t>(status));
   }
-  // Room for a record of type R in the lane's buffer. Lane records carry no time: when
-  // the clock has moved since the lane's last record, a lane-time record goes first.
+  // Room for a record of type R with order key `key` in the lane's buffer. Lane records
+  // carry neither key nor time: a lane-order record goes first when the key differs from
+  // the lane's last one, a lane-time record when the clock has moved since its last one.
   // A lane's write position is its committed mark (one store per record); buf.pos is
   // brought up to date only for rotate().
   template <typename R>
-  R* lane_space(Lane& l) {
+  __attribute__((always_inline)) R* lane_space(Lane& l, uint64_t key) {
     const uint64_t now = now_ns();
-    const size_t need = sizeof(R) + (now != l.time_ns ? sizeof(LaneTimeRecord) : 0);
     size_t pos = l.buf.committed.load(std::memory_order_relaxed);
-    if (__builtin_expect(pos + need > l.buf.cap, 0)) {
-      l.buf.pos = pos;
-      l.buf.records = lane_records(l);
-      rotate(&l.buf);
-      l.odd_bytes = 0;
-      pos = 0;
-      l.time_ns = ~uint64_t{0};  // a new chunk starts with the time (a reader may start there)
+    if (__builtin_expect(key != l.key || now != l.time_ns || pos + sizeof(R) > l.buf.cap, 0)) {
+      pos = lane_marks(l, pos, sizeof(R), key, now);
     }
-    if (__builtin_expect(now != l.time_ns, 0)) pos = lane_time(l, pos, now);
     char* p = l.buf.data + pos;
     // Fetch the lines a few records ahead for writing: the engine's next lock exchange
     // waits for these stores to drain, so they should not wait for a line from memory.
     __builtin_prefetch(p + kPrefetchAhead, 1);
     return reinterpret_cast<R*>(p);
   }
-  size_t lane_time(Lane& l, size_t pos, uint64_t now) {
-    LaneTimeRecord* t = reinterpret_cast<LaneTimeRecord*>(l.buf.data + pos);
-    t->time_ns = now;
-    t->reserved = 0;
-    t->thread = l.buf.thread;
-    t->kind = static_cast<uint8_t>(Kind::kLaneTime);
-    t->words = sizeof(LaneTimeRecord) / 8;
-    t->aux = 0;
-    l.time_ns = now;
-    l.odd_bytes += sizeof(LaneTimeRecord);
-    return pos + sizeof(LaneTimeRecord);
+  // Out of line: the marks a record needs first, and a new chunk when they or it do not fit.
+  // Returns where the record goes.
+  __attribute__((noinline)) size_t lane_marks(Lane& l, size_t pos, size_t bytes, uint64_t key,
+                                              uint64_t now) {
+    if (pos + bytes + 2 * sizeof(LaneMarkRecord) > l.buf.cap) pos = lane_rotate(l, pos);
+    if (key != l.key) pos = lane_mark(l, pos, Kind::kLaneOrder, key, &l.key);
+    if (now != l.time_ns) pos = lane_mark(l, pos, Kind::kLaneTime, now, &l.time_ns);
+    return pos;
   }
-  // Event records a lane made: those handed to the writer, and those in its chunk (the
-  // chunk's bytes less its odd bytes are 32-byte records; no count on the hot path).
+  // A full chunk goes to the writer; a new chunk starts with both marks (a reader may
+  // start there). Returns the new position (0).
+  size_t lane_rotate(Lane& l, size_t pos) {
+    l.buf.pos = pos;
+    l.buf.records = lane_records(l);
+    rotate(&l.buf);
+    l.marks = l.long_frees = 0;
+    l.key = l.time_ns = ~uint64_t{0};
+    return 0;
+  }
+  size_t lane_mark(Lane& l, size_t pos, Kind kind, uint64_t value, uint64_t* state) {
+    LaneMarkRecord* m = reinterpret_cast<LaneMarkRecord*>(l.buf.data + pos);
+    m->value = value;
+    m->reserved = 0;
+    set_tail(&m->t, l, kind, sizeof(LaneMarkRecord), 0);
+    *state = value;
+    ++l.marks;
+    return pos + sizeof(LaneMarkRecord);
+  }
+  // Event records a lane made: those handed to the writer, and those in its chunk (24
+  // bytes each, 32 for an epoch-checked free, marks left out; no count on the hot path).
   static uint64_t lane_records(const Lane& l) {
     const size_t pos = l.buf.committed.load(std::memory_order_relaxed);
-    return l.buf.queued_records + (pos - l.odd_bytes) / sizeof(LaneAllocRecord);
+    return l.buf.queued_records + (pos - 8 * l.long_frees) / sizeof(LaneAllocRecord) - l.marks;
   }
   // r: the record lane_space returned, now complete.
   void lane_commit(Lane& l, const void* r, size_t bytes) {

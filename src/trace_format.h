@@ -81,6 +81,7 @@ enum class Kind : uint8_t {
   kLaneAlloc = 12,
   kLaneFree = 13,
   kLaneTime = 14,
+  kLaneOrder = 15,
 };
 
 // What an allocation became.
@@ -162,48 +163,47 @@ static_assert(sizeof(TagRecordHead) == 32, "TagRecordHead is part of the file fo
 // Longest tag name a record carries (longer names are cut): words is a uint8_t.
 inline constexpr size_t kMaxTagNameBytes = 255 * 8 - sizeof(TagRecordHead);
 
-// Slot-lane records (2.0) are compact: no time (a lane-time record sets the time of the
-// lane's records that follow it in the file) and nothing a reader can derive. Bytes 0-7
-// are the order key, bytes 16-23 are laid out as in RecordHeader (thread, kind, words,
-// aux), so every record has its kind at byte 18 and its length at byte 19.
-struct LaneHead {
-  uint64_t key;
-  uint64_t offset;  // the block's offset in the region
+// Slot-lane records (2.0) are compact: no key and no time of their own (a lane-order
+// record gives the key, a lane-time record the time, of the lane's records that follow it
+// in the file, until the next one), and nothing a reader can derive. Bytes 16-23 are laid
+// out as in RecordHeader (thread, kind, words, aux), so every record has its kind at byte
+// 18 and its length at byte 19.
+struct LaneTail {
   uint16_t thread;  // kLaneThread | slot
   uint8_t kind;
   uint8_t words;
-  uint32_t aux;  // alloc: tag id; free: zarena_status
+  uint32_t aux;  // alloc: tag id; free: zarena_status; marks: 0
 };
-static_assert(sizeof(LaneHead) == 24, "LaneHead is part of the file format");
+static_assert(sizeof(LaneTail) == 8, "LaneTail is part of the file format");
 // An allocation the region served: aligned size = request rounded up to the alignment,
 // epoch = the arena's epoch then (the last reset before it), status OK.
 struct LaneAllocRecord {
-  LaneHead h;
+  uint64_t offset;   // the block's offset in the region
   uint64_t request;  // bit 63: served by a freed block (reuse), else bumped
+  LaneTail t;
 };
-static_assert(sizeof(LaneAllocRecord) == 32, "LaneAllocRecord is part of the file format");
+static_assert(sizeof(LaneAllocRecord) == 24, "LaneAllocRecord is part of the file format");
 inline constexpr uint64_t kLaneReused = uint64_t{1} << 63;
-// A free of a region block; 5 words when epoch-checked (zarena_free_at).
+// A free of a region block; 4 words when epoch-checked (zarena_free_at).
 struct LaneFreeRecord {
-  LaneHead h;
+  uint64_t offset;
   uint64_t freed_bytes;  // the block's aligned size when it was freed, else 0
+  LaneTail t;
 };
-static_assert(sizeof(LaneFreeRecord) == 32, "LaneFreeRecord is part of the file format");
+static_assert(sizeof(LaneFreeRecord) == 24, "LaneFreeRecord is part of the file format");
 struct LaneFreeAtRecord {
   LaneFreeRecord f;
   uint64_t epoch_arg;
 };
-static_assert(sizeof(LaneFreeAtRecord) == 40, "LaneFreeAtRecord is part of the file format");
-// Not an event: the time (ns since the trace was opened) of the lane's following records.
-struct LaneTimeRecord {
-  uint64_t time_ns;
+static_assert(sizeof(LaneFreeAtRecord) == 32, "LaneFreeAtRecord is part of the file format");
+// Not events: the order key (lane-order) or the time in ns since the trace was opened
+// (lane-time) of the lane's following records.
+struct LaneMarkRecord {
+  uint64_t value;
   uint64_t reserved;
-  uint16_t thread;
-  uint8_t kind;
-  uint8_t words;
-  uint32_t aux;
+  LaneTail t;
 };
-static_assert(sizeof(LaneTimeRecord) == 24, "LaneTimeRecord is part of the file format");
+static_assert(sizeof(LaneMarkRecord) == 24, "LaneMarkRecord is part of the file format");
 
 struct EndRecord {  // aux: kEnd* flags
   RecordHeader h;

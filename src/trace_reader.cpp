@@ -37,7 +37,8 @@ size_t min_record_bytes(Kind k) {
     case Kind::kLaneFree:
       return sizeof(LaneFreeRecord);
     case Kind::kLaneTime:
-      return sizeof(LaneTimeRecord);
+    case Kind::kLaneOrder:
+      return sizeof(LaneMarkRecord);
   }
   return 0;  // unknown
 }
@@ -99,8 +100,13 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
 
   ReadSummary& sum = out->summary;
   uint64_t declared = 0;
-  // Slot lanes (2.x): each lane's time, as its last lane-time record gave it.
-  std::unordered_map<uint16_t, uint64_t> lane_time;
+  // Slot lanes (2.x): each lane's order key and time, as its last marks gave them.
+  std::unordered_map<uint16_t, uint64_t> lane_time, lane_key;
+  // A lane's chunk starts with its marks: a lane record before any is damage.
+  auto no_order_mark = [&](size_t at) {
+    return fail(error, "malformed record at byte " + std::to_string(at) +
+                           ": slot-lane record before its lane's order mark");
+  };
   const uint64_t align = h.alignment != 0 ? h.alignment : 1;
   size_t pos = h.header_bytes;
   while (pos < size) {
@@ -191,26 +197,33 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
         break;
       }
       case Kind::kLaneTime:
-        lane_time[rh.thread] = load<LaneTimeRecord>(r).time_ns;
+        lane_time[rh.thread] = load<LaneMarkRecord>(r).value;
+        continue;  // not an event
+      case Kind::kLaneOrder:
+        lane_key[rh.thread] = load<LaneMarkRecord>(r).value;
         continue;  // not an event
       case Kind::kLaneAlloc: {
+        if (!lane_key.count(rh.thread)) return no_order_mark(pos - bytes);
         const auto a = load<LaneAllocRecord>(r);
         e.kind = Kind::kAlloc;
+        e.seq = lane_key[rh.thread];
         e.time_ns = lane_time[rh.thread];
         e.tag = rh.aux;
         e.size = a.request & ~kLaneReused;
         e.aligned = (e.size + align - 1) / align * align;
-        e.addr = a.h.offset;
+        e.addr = a.offset;
         e.outcome =
             (a.request & kLaneReused) != 0 ? AllocOutcome::kRegionReuse : AllocOutcome::kRegionBump;
         e.flags = kLaneEpochUnset;  // the epoch is filled in once the order is known
         break;
       }
       case Kind::kLaneFree: {
+        if (!lane_key.count(rh.thread)) return no_order_mark(pos - bytes);
         const auto f = load<LaneFreeRecord>(r);
         e.kind = Kind::kFree;
+        e.seq = lane_key[rh.thread];
         e.time_ns = lane_time[rh.thread];
-        e.addr = f.h.offset;
+        e.addr = f.offset;
         e.size = f.freed_bytes;
         e.status = static_cast<int32_t>(rh.aux);
         if (bytes >= sizeof(LaneFreeAtRecord)) {

@@ -125,6 +125,7 @@ class Replayer {
       case Kind::kLaneAlloc:  // the reader gives these as kAlloc / kFree; times are no events
       case Kind::kLaneFree:
       case Kind::kLaneTime:
+      case Kind::kLaneOrder:
         return;
     }
   }
