@@ -42,13 +42,15 @@ std::string trace_path() {
   return p != nullptr ? p : "/dev/null";
 }
 
-std::unique_ptr<Tracer> open_tracer(bool precise) {
+std::unique_ptr<Tracer> open_tracer(bool precise, size_t buffer_bytes = 256 * 1024) {
   zarena_trace::TraceHeader h;
   h.arena_name = "bench";
   h.capacity_bytes = 1ull << 30;
   h.alignment = 256;
   zarena_trace::TraceOptions o;
   o.precise_clock = precise;
+  o.slots = 4;
+  o.buffer_bytes = buffer_bytes;
   zarena_core::Result err;
   auto t = Tracer::open(trace_path(), h, &err, o);
   if (!t) std::abort();
@@ -107,6 +109,22 @@ void BM_TraceEvent(benchmark::State& state) {
 }
 BENCHMARK(BM_TraceEvent)->Arg(0)->Arg(1);
 BENCHMARK(BM_TraceEvent)->Arg(0)->Threads(2);
+
+// The engine's hot pair as it traces it: an allocation and the free of that block in the
+// slot's lane (the free only reads the order counter). Arg: thread buffer KiB.
+void BM_SlotLanePair(benchmark::State& state) {
+  auto t = open_tracer(false, static_cast<size_t>(state.range(0)) * 1024);
+  uint64_t i = 0;
+  for (auto _ : state) {
+    const uint64_t off = (i++ & 63) * 4096;
+    t->slot_alloc(1, 4000, off, false, 0);
+    const uint64_t key = t->slot_free_key(1, off);
+    t->slot_free(1, key, off, 0, 4096, false, 0);
+  }
+  state.SetItemsProcessed(state.iterations());
+  close_tracer(std::move(t));
+}
+BENCHMARK(BM_SlotLanePair)->Arg(16)->Arg(64)->Arg(256);
 
 }  // namespace
 

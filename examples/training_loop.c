@@ -22,6 +22,14 @@
  * GPU when there is one (ZARENA_BACKEND_AUTO), host memory otherwise.
  *
  * No log callback is registered: the diagnosis reaches stderr on its own.
+ *
+ * With a file name argument, phase 1 records a trace of every arena event into it
+ * (cfg.trace_file, as ZARENA_TRACE_FILE does); `zarena-replay FILE` then says how big
+ * the arena would have had to be and what a reset per sample would change, and
+ * `zarena-replay FILE --svg arena.svg` draws it. Buffers carry tags (weights, act, ...),
+ * which the live-block listing and the picture show.
+ * With --expandable instead: a fixed arena sized too small overflowing in every step,
+ * then an expandable arena growing instead.
  * Build and run: ./scripts/demo.sh  (or ./scripts/demo.sh --expandable)
  */
 #include <inttypes.h>
@@ -43,7 +51,20 @@ static void check(zarena_status s, const char* what) {
   }
 }
 
-static zarena* new_arena(const char* name) {
+/* Tags name what each buffer is for (registered once; the hot path stores an integer). */
+enum { TAG_WEIGHTS, TAG_GRADS, TAG_INPUT, TAG_ACT, TAG_SCRATCH, TAG_GRAD_ACT, TAG_GRAD_W, TAGS };
+static const char* const tag_names[TAGS] = {"weights", "grads",    "input", "act",
+                                            "scratch", "grad.act", "grad.w"};
+static uint32_t tags[TAGS];
+
+static zarena_status alloc_tagged(zarena* arena, uint64_t size, int tag, void** out) {
+  zarena_block b;
+  zarena_status s = zarena_alloc_ex(arena, size, tags[tag], &b);
+  *out = b.ptr;
+  return s;
+}
+
+static zarena* new_arena(const char* name, const char* trace_file) {
   zarena_config cfg;
   zarena* arena = NULL;
   zarena_config_init(&cfg);
@@ -51,6 +72,7 @@ static zarena* new_arena(const char* name) {
   cfg.capacity_bytes = 64 * MIB;
   cfg.overflow_policy = ZARENA_OVERFLOW_REFUSE; /* fail cleanly instead of spilling */
   cfg.name = name;
+  cfg.trace_file = trace_file; /* "" or NULL: no trace */
   check(zarena_create(&cfg, &arena), "zarena_create");
   return arena;
 }
@@ -59,8 +81,8 @@ static zarena* new_arena(const char* name) {
 static void upload_weights(zarena* arena, void* weights[LAYERS], void* grads[LAYERS]) {
   int l;
   for (l = 0; l < LAYERS; ++l) {
-    check(zarena_alloc(arena, 512 * KIB, &weights[l]), "zarena_alloc(weights)");
-    check(zarena_alloc(arena, 512 * KIB, &grads[l]), "zarena_alloc(gradients)");
+    check(alloc_tagged(arena, 512 * KIB, TAG_WEIGHTS, &weights[l]), "zarena_alloc(weights)");
+    check(alloc_tagged(arena, 512 * KIB, TAG_GRADS, &grads[l]), "zarena_alloc(gradients)");
   }
   check(zarena_mark_step_boundary(arena), "zarena_mark_step_boundary");
 }
@@ -79,41 +101,67 @@ static zarena_status run_sample(zarena* arena) {
   zarena_status s;
   int l;
 
-  if ((s = zarena_alloc(arena, 96 * KIB, &input)) != ZARENA_OK) return s; /* the sample */
-  for (l = 0; l < LAYERS; ++l) {                                          /* forward */
-    if ((s = zarena_alloc(arena, 64 * KIB, &scratch)) != ZARENA_OK) return s;
-    if ((s = zarena_alloc(arena, (uint64_t)(160 + 32 * l) * KIB, &act[l])) != ZARENA_OK) return s;
+  if ((s = alloc_tagged(arena, 96 * KIB, TAG_INPUT, &input)) != ZARENA_OK) return s;
+  for (l = 0; l < LAYERS; ++l) { /* forward */
+    if ((s = alloc_tagged(arena, 64 * KIB, TAG_SCRATCH, &scratch)) != ZARENA_OK) return s;
+    if ((s = alloc_tagged(arena, (uint64_t)(160 + 32 * l) * KIB, TAG_ACT, &act[l])) != ZARENA_OK)
+      return s;
     check(zarena_free(arena, scratch), "zarena_free(scratch)");
   }
-  if ((s = zarena_alloc(arena, 4 * KIB, &loss)) != ZARENA_OK) return s;
+  if ((s = alloc_tagged(arena, 4 * KIB, TAG_ACT, &loss)) != ZARENA_OK) return s;
   for (l = LAYERS - 1; l >= 0; --l) { /* backward */
-    if ((s = zarena_alloc(arena, (uint64_t)(160 + 32 * l) * KIB, &grad_act)) != ZARENA_OK) return s;
-    if ((s = zarena_alloc(arena, 512 * KIB, &grad_w)) != ZARENA_OK) return s;
+    if ((s = alloc_tagged(arena, (uint64_t)(160 + 32 * l) * KIB, TAG_GRAD_ACT, &grad_act)) !=
+        ZARENA_OK)
+      return s;
+    if ((s = alloc_tagged(arena, 512 * KIB, TAG_GRAD_W, &grad_w)) != ZARENA_OK) return s;
     /* ... accumulate grad_w into grads[l] ... then the temporary goes back */
     check(zarena_free(arena, grad_w), "zarena_free(grad_w)");
   }
   return ZARENA_OK;
 }
 
+/* zarena_format_* write into a caller's buffer; the size can grow between asking and
+ * writing (other threads allocate), so ask again until it fits. Returns malloc'ed text. */
+static char* format_text(zarena* arena, int live_blocks) {
+  size_t need = 0;
+  char* buf = NULL;
+  zarena_status s;
+  for (;;) {
+    size_t cap = need + need / 4;
+    free(buf);
+    buf = cap > 0 ? malloc(cap) : NULL;
+    if (cap > 0 && buf == NULL) return NULL;
+    s = live_blocks ? zarena_format_live_blocks(arena, ZARENA_FORMAT_TEXT, buf, cap, &need)
+                    : zarena_format_stats(arena, ZARENA_FORMAT_TEXT, buf, cap, &need);
+    if (s == ZARENA_OK && buf != NULL) return buf;
+    if (s != ZARENA_OK && need <= cap) {
+      check(s, "zarena_format");
+    }
+  }
+}
+
+/* The library's own stats table (ZARENA_FORMAT_JSON gives the same fields as JSON). */
 static void print_stats(const char* title, zarena* arena) {
-  zarena_stats st;
-  st.struct_size = sizeof st;
-  check(zarena_get_stats(arena, &st), "zarena_get_stats");
-  printf("\n%s\n", title);
-  printf("  capacity         %8.1f MiB\n", (double)st.capacity_bytes / MIB);
-  printf("  in use           %8.1f MiB  (%" PRIu64 " live blocks)\n", (double)st.used_bytes / MIB,
-         st.live_allocs);
-  printf("  floor (weights)  %8.1f MiB\n", (double)st.floor_bytes / MIB);
-  printf("  high water       %8.1f MiB  (%.0f%% of capacity)\n", (double)st.high_water_bytes / MIB,
-         100.0 * st.high_water_bytes / st.capacity_bytes);
-  printf("  resets           %8" PRIu64 "     (epoch %" PRIu64 ")\n", st.resets, st.epoch);
-  printf("  allocations      %8" PRIu64 "     served by the region; %" PRIu64
-         " reused a freed block\n",
-         st.hits, st.reuses);
-  printf("  misses           %8" PRIu64 "     (region full)\n", st.misses);
-  printf("  overflows        %8" PRIu64 "     (overflow allocations)\n", st.overflow_allocs);
-  printf("  free list        %8" PRIu64 "     blocks, %.1f MiB\n\n", st.free_list_len,
-         (double)st.free_list_bytes / MIB);
+  char* text = format_text(arena, 0);
+  printf("\n%s\n%s\n", title, text != NULL ? text : "(out of memory)");
+  free(text);
+}
+
+/* The first lines of the live-block listing: what is still allocated, and what for. */
+static void print_live_blocks(zarena* arena, int lines) {
+  char* text = format_text(arena, 1);
+  char* p = text;
+  int n = 0;
+  if (text == NULL) return;
+  while (*p != '\0' && n < lines) {
+    char* nl = strchr(p, '\n');
+    if (nl == NULL) break;
+    printf("%.*s\n", (int)(nl - p), p);
+    p = nl + 1;
+    ++n;
+  }
+  if (*p != '\0') printf("  ...\n");
+  free(text);
 }
 
 /* Prints s indented, broken at blanks into lines of at most `width` characters. */
@@ -207,18 +255,22 @@ int main(int argc, char** argv) {
   void* weights[LAYERS];
   void* grads[LAYERS];
   zarena* arena;
-  int sample;
+  int sample, t;
   zarena_status s = ZARENA_OK;
+  const char* trace_file = argc > 1 ? argv[1] : NULL;
 
   /* Keep stdout and zarena's stderr lines in order when both go to a pipe. */
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc > 1 && strcmp(argv[1], "--expandable") == 0) return expandable_demo();
+  for (t = 0; t < TAGS; ++t)
+    check(zarena_tag_register(tag_names[t], &tags[t]), "zarena_tag_register");
+  if (trace_file != NULL && strcmp(trace_file, "--expandable") == 0) return expandable_demo();
 
   printf(
       "zarena writes its diagnostics to stderr (the lines with a timestamp): this program\n"
       "registers no log callback, like a host whose logger discards them.\n\n");
   printf("=== phase 1: per-sample passes, no zarena_reset (the bug) ===\n");
-  arena = new_arena("phase1");
+  if (trace_file != NULL) printf("recording a trace of phase 1 into %s\n", trace_file);
+  arena = new_arena("phase1", trace_file);
   upload_weights(arena, weights, grads);
   for (sample = 1; sample <= 1000; ++sample) {
     check(zarena_step_begin(arena), "zarena_step_begin"); /* an engine's step starts here */
@@ -243,26 +295,22 @@ int main(int argc, char** argv) {
         "never_reset when it was full; and the error above carries the same verdict.\n",
         sample - 1);
   }
-  print_stats("phase 1 stats:", arena);
+  print_stats("phase 1 stats (zarena_format_stats):", arena);
+  printf("what is still live (zarena_format_live_blocks), first lines:\n");
+  print_live_blocks(arena, 8);
   check(zarena_destroy(arena), "zarena_destroy");
 
-  printf("=== phase 2: the fix: zarena_reset after every sample ===\n");
-  arena = new_arena("phase2");
+  printf("\n=== phase 2: the fix: zarena_reset after every sample ===\n");
+  arena = new_arena("phase2", NULL);
   upload_weights(arena, weights, grads);
+  check(zarena_reset_peak_stats(arena), "zarena_reset_peak_stats"); /* measure the loop */
   for (sample = 1; sample <= PHASE2_SAMPLES; ++sample) {
     check(zarena_step_begin(arena), "zarena_step_begin");
     check(run_sample(arena), "run_sample");
     check(zarena_reset(arena), "zarena_reset"); /* weights and gradients stay: floor */
   }
   printf("%d samples done, arena high water %.0f%%\n", PHASE2_SAMPLES, fill_percent(arena));
-  print_stats("phase 2 stats:", arena);
-  {
-    zarena_stats st;
-    st.struct_size = sizeof st;
-    check(zarena_get_stats(arena, &st), "zarena_get_stats");
-    printf("phase 2 finished with %" PRIu64 " overflows and %" PRIu64 " misses.\n",
-           st.overflow_allocs, st.misses);
-  }
+  print_stats("phase 2 stats (zarena_format_stats):", arena);
   check(zarena_destroy(arena), "zarena_destroy");
   return 0;
 }

@@ -57,6 +57,7 @@ type Stats struct {
 	OverflowRecords       uint64 `json:"overflow_records"`         // of those, reported one by one (arena.first_overflow)
 	OverflowSummaries     uint64 `json:"overflow_summaries"`       // arena.overflow_summary records (the later epochs)
 	NeededBytes           uint64 `json:"needed_bytes"`             // the capacity the workload needed so far
+	UsedPeakBytes         uint64 `json:"used_peak_bytes"`          // highest UsedBytes since create or ResetPeakStats
 }
 
 func statsFromC(s *C.zarena_stats) Stats {
@@ -103,6 +104,7 @@ func statsFromC(s *C.zarena_stats) Stats {
 		OverflowRecords:       uint64(s.overflow_records),
 		OverflowSummaries:     uint64(s.overflow_summaries),
 		NeededBytes:           uint64(s.needed_bytes),
+		UsedPeakBytes:         uint64(s.used_peak_bytes),
 	}
 }
 

@@ -19,7 +19,7 @@ func TestStatsJSONKeysAreTheCFieldNames(t *testing.T) {
 		"deferred_frees", "overflow_deferred_gives", "poison_fills", "poison_skipped",
 		"top_bytes", "committed_bytes", "commit_events", "trim_events", "commit_failures",
 		"steps", "epoch_steps", "overflow_epochs", "overflow_records", "overflow_summaries",
-		"needed_bytes"}
+		"needed_bytes", "used_peak_bytes"}
 	st := reflect.TypeOf(Stats{})
 	if st.NumField() != len(want) {
 		t.Fatalf("Stats has %d fields, zarena_stats %d", st.NumField(), len(want))

@@ -118,9 +118,12 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     th.region_base = reinterpret_cast<uintptr_t>(a.base_);
     th.overflow_limit_bytes = rc.cfg.overflow_limit_bytes;
     Result err;
-    a.tracer_ = zarena_trace::Tracer::open(rc.trace_file, th, &err);
+    zarena_trace::TraceOptions to;
+    to.slots = a.region_.slot_count();  // the hot events go into their slot's lane
+    a.tracer_ = zarena_trace::Tracer::open(rc.trace_file, th, &err, to);
     if (a.tracer_) {
       a.trace_ = a.tracer_.get();
+      a.region_.set_order_counter(a.trace_->order_counter());
       a.extras_.fetch_or(kExtraTrace, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
     } else if (log_enabled(ZARENA_LOG_WARN)) {
@@ -386,10 +389,7 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
     const uint64_t epoch = region_.epoch();
     const uint32_t extras = extras_.load(std::memory_order_relaxed);
     if (__builtin_expect(extras & kExtraTrace, 0)) {
-      trace_->on_alloc(size, aligned, zarena_trace::TraceAddr::region(p.offset),
-                       p.reused ? zarena_trace::AllocOutcome::kRegionReuse
-                                : zarena_trace::AllocOutcome::kRegionBump,
-                       ZARENA_OK, epoch, tag);
+      trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
     }
     region_.leave(s);
     out->ptr = base_ + p.offset;
@@ -518,6 +518,10 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
     const uint64_t off = static_cast<uint64_t>(p - base_);
     Slot& s = region_.enter();
+    // The key is taken before the free, which may hand the space to other slots.
+    const uint32_t extras = extras_.load(std::memory_order_relaxed);
+    const uint64_t key =
+        __builtin_expect(extras & kExtraTrace, 0) ? trace_->slot_free_key(s.id, off) : 0;
     uint64_t size = 0;
     FreeOutcome o;
     try {
@@ -526,14 +530,13 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
       region_.leave(s);
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
     }
-    const uint32_t extras = extras_.load(std::memory_order_relaxed);
     if (__builtin_expect(extras & kExtraTrace, 0)) {
-      trace_->on_free(zarena_trace::TraceAddr::region(off),
-                      o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
-                          ? ZARENA_OK
-                          : static_cast<int32_t>(status_of(o, want_epoch, region_.epoch())),
-                      o == FreeOutcome::kOk ? size : 0, want_epoch != kAnyEpoch,
-                      want_epoch == kAnyEpoch ? 0 : want_epoch);
+      trace_->slot_free(s.id, key, off,
+                        o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
+                            ? ZARENA_OK
+                            : static_cast<int32_t>(status_of(o, want_epoch, region_.epoch())),
+                        o == FreeOutcome::kOk ? size : 0, want_epoch != kAnyEpoch,
+                        want_epoch == kAnyEpoch ? 0 : want_epoch);
     }
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
@@ -698,6 +701,8 @@ Result Arena::unpin(void* ptr) {
   if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_unpin: ptr is NULL");
   const char* p = static_cast<const char*>(ptr);
   Slot& s = region_.enter();
+  // Before the unpin: the last one completes a deferred free (space to other slots).
+  const uint64_t key = trace_ != nullptr ? trace_->take_key() : 0;
   PinOutcome o;
   OverflowBlock block;
   uint64_t freed = 0;
@@ -711,7 +716,7 @@ Result Arena::unpin(void* ptr) {
   if (trace_ != nullptr) {
     trace_->on_unpin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
                                  : zarena_trace::TraceAddr::pointer(ptr),
-                     static_cast<int32_t>(pin_error(o, ptr, "zarena_unpin").status));
+                     static_cast<int32_t>(pin_error(o, ptr, "zarena_unpin").status), key);
   }
   region_.leave(s);
   if (o == PinOutcome::kOk && freed != 0 && !contains(p)) {

@@ -56,6 +56,8 @@ class Arena final : private RegionHooks {
   uint64_t epoch() const { return region_.epoch(); }
   // Fills the full current stats layout from one consistent snapshot.
   void stats(zarena_stats* out);
+  // Restarts the epoch-independent peaks (high water, used and overflow peaks) from now.
+  void reset_peak_stats();
   void region_info(zarena_region* out);
   bool contains(const void* p) const {
     return static_cast<const char*>(p) >= base_ && static_cast<const char*>(p) < base_ + capacity_;
@@ -80,8 +82,9 @@ class Arena final : private RegionHooks {
   void diagnose_now(Diagnosis* out);
   Result set_stream(void* stream);
   void set_poison(bool enabled, uint32_t word);
-  // Live blocks (region and overflow) from one snapshot, in address order for the region.
-  void live_blocks(std::vector<LiveBlock>* out);
+  // Live blocks (region and overflow) from one snapshot, in address order for the region;
+  // *epoch (may be null): the epoch at that instant.
+  void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
   // Releases region and overflow blocks and logs "arena.destroy".
   Result destroy();
 
@@ -90,6 +93,7 @@ class Arena final : private RegionHooks {
   // The fault injector wrapping a host backend (nullptr for CUDA).
   FaultInjectingBackend* fault_injector();
   const std::string& name() const { return name_; }
+  const void* region_base() const { return base_; }
   // For tests: the region's layout invariants ("" when sound).
   std::string check_invariants();
 

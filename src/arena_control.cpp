@@ -139,6 +139,7 @@ void Arena::fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const Overfl
   s->epoch_steps = epoch_steps_.load(std::memory_order_relaxed);
   s->needed_bytes =
       r.sum.epoch_high_water + o.epoch_peak_bytes;  // this epoch; stats() adds earlier ones
+  s->used_peak_bytes = r.used_peak;
 }
 
 void Arena::stats(zarena_stats* out) {
@@ -153,6 +154,12 @@ void Arena::stats(zarena_stats* out) {
   out->overflow_records = overflow_records_;
   out->overflow_summaries = overflow_summaries_;
   out->needed_bytes = std::max(out->needed_bytes, needed_bytes_);
+}
+
+void Arena::reset_peak_stats() {
+  Region::WriterLock w(region_);
+  region_.reset_peak_w();
+  overflow_.reset_peak();  // its lock nests inside the writer lock, as in stats()
 }
 
 void Arena::region_info(zarena_region* out) {
@@ -196,11 +203,12 @@ void Arena::set_poison(bool enabled, uint32_t word) {
   region_.set_fill_enabled(enabled);
 }
 
-void Arena::live_blocks(std::vector<LiveBlock>* out) {
+void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
   std::vector<BlockView> region;
   std::vector<OverflowBlockView> over;
   {
     Region::WriterLock w(region_);
+    if (epoch != nullptr) *epoch = region_.epoch();
     region_.live_blocks_w(&region);
     overflow_.live_blocks(&over);
   }
@@ -229,6 +237,7 @@ Result Arena::destroy() {
     rt = tracer_->close();
     extras_.fetch_and(~kExtraTrace, std::memory_order_relaxed);
     trace_ = nullptr;
+    region_.set_order_counter(nullptr);
     tracer_.reset();
   }
   std::string recovered;

@@ -308,6 +308,11 @@ OverflowStats OverflowPool::stats() const {
   return stats_;
 }
 
+void OverflowPool::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_bytes = stats_.live_bytes;
+}
+
 void OverflowPool::live_blocks(std::vector<OverflowBlockView>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [p, e] : blocks_) {

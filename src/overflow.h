@@ -111,6 +111,8 @@ class OverflowPool {
   Result release_all(std::string* recovered = nullptr);
 
   OverflowStats stats() const;
+  // peak_bytes restarts from live_bytes.
+  void reset_peak();
   void live_blocks(std::vector<OverflowBlockView>* out) const;
 
  private:

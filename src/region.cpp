@@ -13,7 +13,7 @@ constexpr uint64_t kMaxSpanBytes = 1ull << 20;
 constexpr uint64_t kMinSlotBudget = 64ull << 10;
 constexpr uint32_t kGoneChainHops = 8;
 
-using Guard = std::lock_guard<SpinLock>;
+using Guard = std::lock_guard<CentralLock>;
 
 bool cas(Block& b, uint64_t& expected, uint64_t desired) {
   return b.word.compare_exchange_weak(expected, desired, std::memory_order_acq_rel,
@@ -222,7 +222,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const
       // (and, for the bump space, the target still lies above the top).
       bool unused = Word::gen(iw) == gen;
       if (unused && into == top_rec_) {
-        std::lock_guard<SpinLock> lock(central_);
+        std::lock_guard<CentralLock> lock(central_);
         unused = target >= top_;
       }
       return unused ? freed : FreeOutcome::kNotOwned;
@@ -624,7 +624,7 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
       continue;
     }
     // The last pin: under the central lock (the pinned set), and a deferred free completes.
-    std::unique_lock<SpinLock> g(central_);
+    std::unique_lock<CentralLock> g(central_);
     w = b.load_word();
     if (Word::pins(w) != 1 || (Word::state(w) != BlockState::kLive &&
                                Word::state(w) != BlockState::kDeferred)) {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "block_store.h"
+#include "central_lock.h"
 #include "free_index.h"
 #include "slots.h"
 #include "spin_lock.h"
@@ -86,6 +87,10 @@ struct RegionSnapshot {
   uint64_t pinned_bytes = 0, pinned_blocks = 0;
   uint64_t pin_retained_bytes = 0;  // at the last reset: unpinned bytes under the raised top
   uint64_t deferred_frees = 0;
+  // Highest live_bytes since create or the last peak reset: exact while one slot makes
+  // every allocation and free; with several it may exceed the true peak (never below it),
+  // and it never exceeds sum.high_water (live blocks lie below the top).
+  uint64_t used_peak = 0;
   SlotCounters sum;  // slot counters added up (maxima: the max)
 };
 
@@ -155,6 +160,8 @@ class Region {
   // Gives every slot's cached free blocks and span leftovers to the central index.
   void drain_w();
   void snapshot_w(RegionSnapshot* out) const;
+  // Restarts the epoch-independent peaks (high water, used peak) from the state now.
+  void reset_peak_w();
   uint64_t frontier_w() const;
   uint64_t floor_w() const { return floor_; }
   SlotCounters& slot_counters_w(uint32_t i) { return slots_[i].c; }
@@ -176,6 +183,9 @@ class Region {
   uint64_t granule() const { return cfg_.granule; }
   uint32_t slot_count() const { return slots_.size(); }
   uint64_t span_bytes() const { return cfg_.span_bytes; }
+  // A trace's order counter, advanced at every central-lock acquisition (central_lock.h);
+  // null: none. Set while no thread uses the region.
+  void set_order_counter(std::atomic<uint64_t>* c) { central_.set_order_counter(c); }
 
  private:
   friend class WriterLock;
@@ -210,6 +220,10 @@ class Region {
   bool is_current(uint64_t w, const Block& b) const;
   // A free of a block that is no longer live: double, stale or not a block start.
   FreeOutcome classify_dead(const Slot& s, uint32_t rec, uint64_t w) const;
+  // The peaks of the current window: the highest block end since the last peak reset,
+  // and the used-bytes peak the slots' maxima allow (clamped by that high water).
+  uint64_t window_high_water_w() const;
+  uint64_t window_used_peak_w() const;
 
   // Writer helpers.
   // Copies rec into `into` (a fresh record), retags it and leaves rec "moved" to it.
@@ -235,7 +249,7 @@ class Region {
   mutable BlockStore store_;
   BlockMap map_;
   mutable SlotSet slots_;
-  mutable SpinLock central_;
+  mutable CentralLock central_;
 
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> fill_on_{false};
@@ -262,6 +276,8 @@ class Region {
   uint64_t live_base_bytes_ = 0, live_base_count_ = 0;    // live at the last reset
   uint64_t pin_retained_bytes_ = 0;
   uint64_t epoch_hw_base_ = 0;  // the top right after the last reset
+  uint64_t hw_base_ = 0;        // the top at the last peak reset
+  uint64_t used_peak_ = 0;      // used-bytes peak folded in at resets and peak resets
   SlotCounters central_c_;      // counters of writer operations (poison at reset)
 };
 

@@ -36,6 +36,7 @@ __attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t r
   if (s != nullptr) {
     s->c.live_bytes += static_cast<int64_t>(aligned);
     ++s->c.live_count;
+    if (s->c.live_bytes > s->c.live_peak) s->c.live_peak = s->c.live_bytes;
     const uint64_t end = b.end();
     if (end > s->c.epoch_high_water) s->c.epoch_high_water = end;
   }
@@ -245,7 +246,7 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
     return FreeOutcome::kOk;
   }
   {
-    std::lock_guard<SpinLock> g(central_);
+    std::lock_guard<CentralLock> g(central_);
     finish_floor_free(s, r, flags, *size);
   }
   return FreeOutcome::kOk;

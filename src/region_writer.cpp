@@ -110,6 +110,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   const uint64_t old_frontier = frontier_w();
   int64_t live_before = static_cast<int64_t>(live_base_bytes_);
   for (uint32_t i = 0; i < locked_; ++i) live_before += slots_[i].c.live_bytes;
+  // The slots' live counters restart below: what they say about the peak is kept first.
+  used_peak_ = std::max(used_peak_, window_used_peak_w());
 
   // Everything that needs host memory first, so that nothing fails half-way.
   std::vector<uint32_t> survivors;
@@ -147,6 +149,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
                      std::memory_order_release);
     retire_slot_pages(s);
     s.c.live_bytes = 0;
+    s.c.live_peak = 0;
     s.c.live_count = 0;
     s.c.epoch_allocs = 0;
     s.c.epoch_max_alloc = 0;
@@ -413,6 +416,39 @@ void Region::drain_w() {
   }
 }
 
+uint64_t Region::window_high_water_w() const {
+  uint64_t hw = hw_base_;
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    hw = std::max({hw, slots_[i].c.high_water, slots_[i].c.epoch_high_water});
+  }
+  return hw;
+}
+
+// Each slot's maximum of its own live counter: live bytes at any instant are the base plus
+// the slots' counters, each at most its maximum, so base + the sum of the maxima bounds
+// the peak (the maxima may come from different instants when threads free each other's
+// blocks). Live blocks also lie below the top, so the high water bounds it too.
+uint64_t Region::window_used_peak_w() const {
+  int64_t bound = static_cast<int64_t>(live_base_bytes_);
+  for (uint32_t i = 0; i < slots_.size(); ++i) bound += slots_[i].c.live_peak;
+  if (bound < 0) return 0;
+  return std::min(static_cast<uint64_t>(bound), window_high_water_w());
+}
+
+void Region::reset_peak_w() {
+  int64_t live = static_cast<int64_t>(live_base_bytes_);
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    SlotCounters& c = slots_[i].c;
+    live += c.live_bytes;
+    c.live_peak = c.live_bytes;
+    // The epoch's high water stays exact through epoch_hw_base_; the window restarts.
+    epoch_hw_base_ = std::max(epoch_hw_base_, c.epoch_high_water);
+    c.high_water = c.epoch_high_water = 0;
+  }
+  used_peak_ = live > 0 ? static_cast<uint64_t>(live) : 0;
+  hw_base_ = frontier_w();
+}
+
 void Region::snapshot_w(RegionSnapshot* out) const {
   RegionSnapshot s;
   s.capacity = cfg_.capacity;
@@ -448,7 +484,9 @@ void Region::snapshot_w(RegionSnapshot* out) const {
     if (static_cast<int32_t>(i) != top_slot_) s.slack_bytes += sl.span_end - sl.span_cur;
   }
   t.epoch_high_water = std::max(t.epoch_high_water, epoch_hw_base_);
+  t.high_water = std::max(t.high_water, hw_base_);
   s.live_bytes = static_cast<uint64_t>(live_bytes);
+  s.used_peak = std::max({used_peak_, window_used_peak_w(), s.live_bytes});
   s.live_count = static_cast<uint64_t>(live_count);
   s.deferred_frees = static_cast<uint64_t>(deferred);
   s.sum.deferred_frees = deferred;

@@ -26,6 +26,9 @@ namespace zarena_core {
 // undone by a free on another.
 struct SlotCounters {
   int64_t live_bytes = 0, live_count = 0;  // region blocks
+  // Highest live_bytes since the slot's peak window began (create, a reset, a peak reset).
+  // The sum over slots bounds the arena's peak from above (exact while one slot is used).
+  int64_t live_peak = 0;
   uint64_t hits = 0, misses = 0, reuses = 0;
   uint64_t epoch_allocs = 0;
   uint64_t epoch_max_alloc = 0, step_max_alloc = 0;

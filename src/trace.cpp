@@ -43,6 +43,7 @@ struct Tracer::Impl {
   struct Chunk {
     char* data;
     size_t bytes;
+    uint64_t records;
   };
 
   int fd = -1;
@@ -58,9 +59,10 @@ struct Tracer::Impl {
   std::vector<char*> pool;  // empty chunks
   std::vector<std::unique_ptr<ThreadBuffer>> buffers;
   uint32_t next_thread = 0;
-  bool stopping = false;  // the writer drains the queue and exits
-  bool closed = false;    // the file is final: records appended now are dropped
-  Result write_result;    // the first write error
+  bool stopping = false;         // the writer drains the queue and exits
+  bool closed = false;           // the file is final: records appended now are dropped
+  Result write_result;           // the first write error
+  uint64_t written_records = 0;  // event records written to the file
   std::thread writer;
 
   std::mutex close_mu;  // serialises close() / the exit flush
@@ -69,6 +71,12 @@ struct Tracer::Impl {
     for (char* c : pool) delete[] c;
     for (auto& b : buffers) delete[] b->data;
     for (auto& c : queue) delete[] c.data;
+  }
+
+  // Writes a chunk of `records` whole records (counted for the end record).
+  void write_chunk(const Chunk& c, const std::string& path) {
+    written_records += c.records;
+    write_all(c.data, c.bytes, path);
   }
 
   // Writes all of [p, p+n) unless an earlier write failed; records the first error.
@@ -94,6 +102,9 @@ std::unique_ptr<Tracer> Tracer::open(const std::string& path, const TraceHeader&
     return nullptr;
   }
   std::unique_ptr<Tracer> t(new Tracer(path, fd, opts));
+  while (t->granule_shift_ < 63 && (uint64_t{1} << (t->granule_shift_ + 1)) <= header.alignment) {
+    ++t->granule_shift_;
+  }
 
   FileHeader h;
   std::memset(&h, 0, sizeof h);
@@ -147,11 +158,35 @@ Tracer::Tracer(const std::string& path, int fd, const TraceOptions& opts)
   impl_->chunk_bytes = (std::max(opts.buffer_bytes, min_chunk) + 63) / 64 * 64;
   impl_->max_queued_bytes = std::max(opts.max_queued_bytes, impl_->chunk_bytes);
   impl_->tick_ns = opts.tick_ns == 0 ? 1'000'000 : opts.tick_ns;
+  // Slot lanes: buffers the tracer owns (their chunk is taken at the first event), each
+  // with its table of blocks the slot allocated.
+  lane_count_ = std::min<uint32_t>(opts.slots, 128);
+  if (lane_count_ > 0) {
+    lanes_.reset(new Lane[lane_count_]);
+    for (uint32_t i = 0; i < lane_count_; ++i) {
+      Lane& l = lanes_[i];
+      l.owned = new Owned[kOwnedEntries];
+      for (size_t k = 0; k < kOwnedEntries; ++k) l.owned[k] = Owned{kNotOwned, 0};
+      l.buf.thread = static_cast<uint16_t>(kLaneThread | i);
+    }
+  }
 }
 
 Tracer::~Tracer() {
   registry_remove(id_);
   (void)close();
+  for (uint32_t i = 0; i < lane_count_; ++i) {
+    delete[] lanes_[i].owned;
+    delete[] lanes_[i].buf.data;
+  }
+}
+
+uint64_t Tracer::events() const {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < lane_count_; ++i) n += lane_records(lanes_[i]);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const auto& b : impl_->buffers) n += b->records;
+  return n;
 }
 
 char* Tracer::take_chunk() {
@@ -171,8 +206,9 @@ Tracer::ThreadBuffer* Tracer::attach_thread() {
       auto owned = std::make_unique<ThreadBuffer>();
       owned->data = take_chunk();
       owned->cap = impl_->chunk_bytes;
-      // Saturates rather than wraps: the field is 16 bits.
-      owned->thread = static_cast<uint16_t>(std::min<uint32_t>(impl_->next_thread++, 0xFFFF));
+      // Saturates rather than wraps, below kLaneThread (the field's top bit marks lanes).
+      owned->thread =
+          static_cast<uint16_t>(std::min<uint32_t>(impl_->next_thread++, kLaneThread - 1));
       b = owned.get();
       impl_->buffers.push_back(std::move(owned));
     }
@@ -195,7 +231,8 @@ void Tracer::rotate(ThreadBuffer* b) {
     b->committed.store(0, std::memory_order_release);
     return;
   }
-  impl_->queue.push_back({b->data, b->pos});
+  impl_->queue.push_back({b->data, b->pos, b->records - b->queued_records});
+  b->queued_records = b->records;
   impl_->queued_bytes += b->pos;
   impl_->work_cv.notify_one();
   impl_->space_cv.wait(
@@ -209,7 +246,8 @@ void Tracer::detach(ThreadBuffer* b) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->closed || b->data == nullptr) return;
   if (b->pos > 0) {
-    impl_->queue.push_back({b->data, b->pos});
+    impl_->queue.push_back({b->data, b->pos, b->records - b->queued_records});
+    b->queued_records = b->records;
     impl_->queued_bytes += b->pos;
     impl_->work_cv.notify_one();
   } else {
@@ -251,7 +289,7 @@ void Tracer::writer_loop() {
       impl_->queue.pop_front();
       // Written without the lock, so producers can hand off meanwhile.
       lock.unlock();
-      impl_->write_all(c.data, c.bytes, path_);
+      impl_->write_chunk(c, path_);
       lock.lock();
       impl_->queued_bytes -= c.bytes;
       impl_->pool.push_back(c.data);
@@ -275,25 +313,32 @@ Result Tracer::finish(bool at_exit) {
   if (impl_->writer.joinable()) impl_->writer.join();
 
   std::lock_guard<std::mutex> lock(impl_->mu);
-  // Taken before the buffers are read: every sequence number below it belongs to a
-  // record that is complete now, or (only at exit, with threads still running) to the
-  // one record each such thread is writing at this instant.
-  const uint64_t handed_out = seq_.load(std::memory_order_acquire);
   // The writer is gone, so write_result and the file are this thread's now. A buffer
   // handed off while it was stopping is still queued.
-  for (const auto& c : impl_->queue) impl_->write_all(c.data, c.bytes, path_);
-  // Records
-  // beyond a buffer's committed mark are being written right now by a thread that
-  // outlives the exit flush; they are not complete, so they are not written.
-  for (auto& b : impl_->buffers) {
-    if (b->data == nullptr) continue;
-    const size_t n = b->committed.load(std::memory_order_acquire);
-    impl_->write_all(b->data, n, path_);
-  }
+  for (const auto& c : impl_->queue) impl_->write_chunk(c, path_);
+  // Records beyond a buffer's committed mark are being written right now by a thread
+  // that outlives the exit flush; they are not complete, so they are not written.
+  const auto write_buffer = [&](ThreadBuffer& b) {
+    if (b.data == nullptr) return;
+    const size_t n = b.committed.load(std::memory_order_acquire);
+    uint64_t records = 0;  // counted from the records themselves: `records` may be ahead
+    for (size_t at = 0; at + sizeof(RecordHeader) <= n;) {
+      const auto* h = reinterpret_cast<const RecordHeader*>(b.data + at);
+      if (h->words == 0) break;
+      if (h->kind != static_cast<uint8_t>(Kind::kLaneTime) &&
+          h->kind != static_cast<uint8_t>(Kind::kLaneOrder)) {
+        ++records;
+      }
+      at += size_t{h->words} * 8;
+    }
+    impl_->write_chunk(Impl::Chunk{b.data, n, records}, path_);
+  };
+  for (auto& b : impl_->buffers) write_buffer(*b);
+  for (uint32_t i = 0; i < lane_count_; ++i) write_buffer(lanes_[i].buf);
   EndRecord end;
   std::memset(&end, 0, sizeof end);
-  end.events = handed_out;
-  end.h.seq = end.events;
+  end.events = impl_->written_records;
+  end.h.seq = own_key(order_.load(std::memory_order_relaxed) + 1);
   end.h.time_ns = static_cast<uint64_t>(steady_ns() - start_steady_ns_);
   end.h.kind = static_cast<uint8_t>(Kind::kEnd);
   end.h.words = sizeof end / 8;

@@ -13,10 +13,30 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the trace format is little-endian and records are written as they lie in memory");
 
 inline constexpr char kMagic[8] = {'Z', 'A', 'R', 'E', 'N', 'A', 'T', 'R'};
-inline constexpr uint16_t kFormatMajor = 1;  // a reader refuses other majors
-inline constexpr uint16_t kFormatMinor = 1;  // a reader accepts any minor of its major
+// 2.0: `seq` is an order key (below), no longer a dense sequence number. Readers of 2.x
+// also read 1.x files (whose seq is dense and unique).
+inline constexpr uint16_t kFormatMajor = 2;  // a reader refuses majors it does not know
+inline constexpr uint16_t kFormatMinor = 0;  // a reader accepts any minor of its major
+inline constexpr uint16_t kOldestMajor = 1;  // the oldest major this reader still reads
 // fixed_bytes of format 1.0 headers (1.1 appended overflow_limit_bytes).
 inline constexpr uint32_t kFixedBytes_1_0 = 80;
+
+// Order keys (RecordHeader::seq in 2.x). The tracer keeps one order counter g per trace.
+// An event that can be the second half of a dependency between threads takes a number of
+// its own from it (one atomic increment): key g << 8. An arena's own allocations and the
+// frees of blocks its slot allocated since g last moved only read g (no atomic write, the
+// hot path): key g << 8 | 0x80 | slot, written into that slot's lane. Every hand-over of a
+// block between slots moves g (the engine's central lock does, and a free from another
+// slot takes its own number), so sorting by key, equal keys in file order, gives an order
+// the engine could have executed (docs/TRACE.md). Equal keys only ever come from one lane.
+inline constexpr uint64_t kKeyLane = 0x80;
+inline constexpr uint64_t own_key(uint64_t g) { return g << 8; }
+inline constexpr uint64_t lane_key(uint64_t g, uint32_t slot) {
+  return (g << 8) | kKeyLane | (slot & 0x7F);
+}
+inline constexpr bool is_lane_key(uint64_t key) { return (key & kKeyLane) != 0; }
+// RecordHeader::thread of a slot lane's records: kLaneThread | slot (2.x).
+inline constexpr uint16_t kLaneThread = 0x8000;
 
 // header.trace_flags
 inline constexpr uint32_t kTraceCoarseClock = 0x1;  // time_ns comes from a ticker
@@ -57,6 +77,11 @@ enum class Kind : uint8_t {
   kTag = 9,
   kCapture = 10,
   kEnd = 11,
+  // 2.0: the compact records of a slot lane (the engine's hot path).
+  kLaneAlloc = 12,
+  kLaneFree = 13,
+  kLaneTime = 14,
+  kLaneOrder = 15,
 };
 
 // What an allocation became.
@@ -77,9 +102,9 @@ inline constexpr uint32_t kEndAtExit = 0x1;  // written by the exit flush, not c
 // Every record starts with this. words is the record's whole length in 8-byte words,
 // so a reader skips kinds it does not know.
 struct RecordHeader {
-  uint64_t seq;      // global order across threads, from 0, no gaps when nothing is lost
+  uint64_t seq;      // 2.x: the order key (above); 1.x: dense sequence number from 0
   uint64_t time_ns;  // since the trace was opened
-  uint16_t thread;   // small per-trace thread number, from 0 in order of first event
+  uint16_t thread;   // per-trace thread number from 0 (first event order), or a slot lane
   uint8_t kind;      // Kind
   uint8_t words;
   uint32_t aux;  // per kind (see each record)
@@ -138,11 +163,52 @@ static_assert(sizeof(TagRecordHead) == 32, "TagRecordHead is part of the file fo
 // Longest tag name a record carries (longer names are cut): words is a uint8_t.
 inline constexpr size_t kMaxTagNameBytes = 255 * 8 - sizeof(TagRecordHead);
 
+// Slot-lane records (2.0) are compact: no key and no time of their own (a lane-order
+// record gives the key, a lane-time record the time, of the lane's records that follow it
+// in the file, until the next one), and nothing a reader can derive. Bytes 16-23 are laid
+// out as in RecordHeader (thread, kind, words, aux), so every record has its kind at byte
+// 18 and its length at byte 19.
+struct LaneTail {
+  uint16_t thread;  // kLaneThread | slot
+  uint8_t kind;
+  uint8_t words;
+  uint32_t aux;  // alloc: tag id; free: zarena_status; marks: 0
+};
+static_assert(sizeof(LaneTail) == 8, "LaneTail is part of the file format");
+// An allocation the region served: aligned size = request rounded up to the alignment,
+// epoch = the arena's epoch then (the last reset before it), status OK.
+struct LaneAllocRecord {
+  uint64_t offset;   // the block's offset in the region
+  uint64_t request;  // bit 63: served by a freed block (reuse), else bumped
+  LaneTail t;
+};
+static_assert(sizeof(LaneAllocRecord) == 24, "LaneAllocRecord is part of the file format");
+inline constexpr uint64_t kLaneReused = uint64_t{1} << 63;
+// A free of a region block; 4 words when epoch-checked (zarena_free_at).
+struct LaneFreeRecord {
+  uint64_t offset;
+  uint64_t freed_bytes;  // the block's aligned size when it was freed, else 0
+  LaneTail t;
+};
+static_assert(sizeof(LaneFreeRecord) == 24, "LaneFreeRecord is part of the file format");
+struct LaneFreeAtRecord {
+  LaneFreeRecord f;
+  uint64_t epoch_arg;
+};
+static_assert(sizeof(LaneFreeAtRecord) == 32, "LaneFreeAtRecord is part of the file format");
+// Not events: the order key (lane-order) or the time in ns since the trace was opened
+// (lane-time) of the lane's following records.
+struct LaneMarkRecord {
+  uint64_t value;
+  uint64_t reserved;
+  LaneTail t;
+};
+static_assert(sizeof(LaneMarkRecord) == 24, "LaneMarkRecord is part of the file format");
+
 struct EndRecord {  // aux: kEnd* flags
   RecordHeader h;
-  uint64_t events;  // sequence numbers handed out before the final flush: every number
-                    // below it is in the file unless lost (at exit, threads still running
-                    // may add higher ones)
+  uint64_t events;  // 2.x: event records in the file before it; 1.x: sequence numbers
+                    // handed out before the final flush
 };
 static_assert(sizeof(EndRecord) == 32, "EndRecord is part of the file format");
 

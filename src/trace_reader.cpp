@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <unordered_map>
 
 namespace zarena_trace {
 
@@ -31,6 +32,13 @@ size_t min_record_bytes(Kind k) {
       return sizeof(TagRecordHead);
     case Kind::kEnd:
       return sizeof(EndRecord);
+    case Kind::kLaneAlloc:
+      return sizeof(LaneAllocRecord);
+    case Kind::kLaneFree:
+      return sizeof(LaneFreeRecord);
+    case Kind::kLaneTime:
+    case Kind::kLaneOrder:
+      return sizeof(LaneMarkRecord);
   }
   return 0;  // unknown
 }
@@ -41,6 +49,10 @@ T load(const char* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
+
+// Event::flags of a lane allocation until the sorted pass gives it its epoch (a value no
+// record's flags take).
+constexpr uint8_t kLaneEpochUnset = 0x80;
 
 bool fail(std::string* error, std::string msg) {
   *error = std::move(msg);
@@ -56,10 +68,11 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
   }
   const auto major = load<uint16_t>(data + 8);
   const auto minor = load<uint16_t>(data + 10);
-  if (major != kFormatMajor) {
+  if (major < kOldestMajor || major > kFormatMajor) {
     return fail(error, "trace format " + std::to_string(major) + "." + std::to_string(minor) +
-                           " is not readable by this reader (format " +
-                           std::to_string(kFormatMajor) + ".x)");
+                           " is not readable by this reader (formats " +
+                           std::to_string(kOldestMajor) + ".x to " + std::to_string(kFormatMajor) +
+                           ".x)");
   }
   if (size < kFixedBytes_1_0) return fail(error, "trace header cut short");
   // Fields a 1.0 writer did not have read as zero.
@@ -87,6 +100,14 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
 
   ReadSummary& sum = out->summary;
   uint64_t declared = 0;
+  // Slot lanes (2.x): each lane's order key and time, as its last marks gave them.
+  std::unordered_map<uint16_t, uint64_t> lane_time, lane_key;
+  // A lane's chunk starts with its marks: a lane record before any is damage.
+  auto no_order_mark = [&](size_t at) {
+    return fail(error, "malformed record at byte " + std::to_string(at) +
+                           ": slot-lane record before its lane's order mark");
+  };
+  const uint64_t align = h.alignment != 0 ? h.alignment : 1;
   size_t pos = h.header_bytes;
   while (pos < size) {
     if (size - pos < sizeof(RecordHeader)) {
@@ -175,6 +196,42 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
         out->tags[rh.aux].assign(r + sizeof t, t.name_bytes);
         break;
       }
+      case Kind::kLaneTime:
+        lane_time[rh.thread] = load<LaneMarkRecord>(r).value;
+        continue;  // not an event
+      case Kind::kLaneOrder:
+        lane_key[rh.thread] = load<LaneMarkRecord>(r).value;
+        continue;  // not an event
+      case Kind::kLaneAlloc: {
+        if (!lane_key.count(rh.thread)) return no_order_mark(pos - bytes);
+        const auto a = load<LaneAllocRecord>(r);
+        e.kind = Kind::kAlloc;
+        e.seq = lane_key[rh.thread];
+        e.time_ns = lane_time[rh.thread];
+        e.tag = rh.aux;
+        e.size = a.request & ~kLaneReused;
+        e.aligned = (e.size + align - 1) / align * align;
+        e.addr = a.offset;
+        e.outcome =
+            (a.request & kLaneReused) != 0 ? AllocOutcome::kRegionReuse : AllocOutcome::kRegionBump;
+        e.flags = kLaneEpochUnset;  // the epoch is filled in once the order is known
+        break;
+      }
+      case Kind::kLaneFree: {
+        if (!lane_key.count(rh.thread)) return no_order_mark(pos - bytes);
+        const auto f = load<LaneFreeRecord>(r);
+        e.kind = Kind::kFree;
+        e.seq = lane_key[rh.thread];
+        e.time_ns = lane_time[rh.thread];
+        e.addr = f.offset;
+        e.size = f.freed_bytes;
+        e.status = static_cast<int32_t>(rh.aux);
+        if (bytes >= sizeof(LaneFreeAtRecord)) {
+          e.flags = kFreeEpochChecked;
+          e.epoch = load<LaneFreeAtRecord>(r).epoch_arg;
+        }
+        break;
+      }
       case Kind::kEnd:
         sum.complete = true;
         sum.ended_at_exit = (rh.aux & kEndAtExit) != 0;
@@ -184,8 +241,35 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
     out->events.push_back(e);
   }
 
-  // Each thread's records are in order, but threads' buffers interleave in the file.
   auto& ev = out->events;
+  if (major >= 2) {
+    // Order keys: sort by key; equal keys (one slot lane's events between two moves of
+    // the order counter) keep their file order, which is their lane's order.
+    std::stable_sort(ev.begin(), ev.end(),
+                     [](const Event& a, const Event& b) { return a.seq < b.seq; });
+    for (size_t i = 1; i < ev.size(); ++i) {
+      if (ev[i].seq == ev[i - 1].seq &&
+          (!is_lane_key(ev[i].seq) || ev[i].thread != ev[i - 1].thread)) {
+        return fail(error, "duplicate sequence number " + std::to_string(ev[i].seq));
+      }
+    }
+    // A lane allocation belongs to the epoch the last reset before it started.
+    uint64_t epoch = 0;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      Event& e = ev[i];
+      e.seq = i;
+      if (e.kind == Kind::kReset) epoch = e.epoch;
+      if (e.kind == Kind::kAlloc && e.flags == kLaneEpochUnset) {
+        e.flags = 0;
+        e.epoch = epoch;
+      }
+    }
+    // The end record counts the records written before it.
+    sum.missing = sum.complete && declared > ev.size() ? declared - ev.size() : 0;
+    return true;
+  }
+  // 1.x: dense sequence numbers. Each thread's records are in order, but threads' buffers
+  // interleave in the file.
   std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
   for (size_t i = 1; i < ev.size(); ++i) {
     if (ev[i].seq == ev[i - 1].seq) {

@@ -13,7 +13,7 @@ namespace zarena_trace {
 
 // One record, decoded. Fields a kind does not use are 0.
 struct Event {
-  uint64_t seq = 0;
+  uint64_t seq = 0;  // position in the order (0, 1, 2, ...; the file's keys are sorted)
   uint64_t time_ns = 0;
   uint64_t addr = 0;     // alloc, free, pin, unpin: offset or raw pointer (kAddrRaw)
   uint64_t size = 0;     // alloc: request bytes; free: freed bytes
@@ -22,7 +22,7 @@ struct Event {
   uint64_t value = 0;    // boundary: top; set floor: offset; capture: 1 on / 0 off
   uint32_t tag = 0;      // alloc: tag id; tag: the id registered
   int32_t status = 0;    // alloc, free, set floor, pin, unpin
-  uint16_t thread = 0;
+  uint16_t thread = 0;   // thread number, or kLaneThread | slot (a slot lane, 2.x)
   Kind kind = Kind::kEnd;
   uint8_t flags = 0;  // kAddrRaw, kFreeEpochChecked
   AllocOutcome outcome = AllocOutcome::kRegionBump;
@@ -49,7 +49,7 @@ struct ReadSummary {
   bool ended_at_exit = false;    // ... written by the exit flush, not close()
   bool truncated = false;        // the file ends inside a record
   uint64_t unknown_skipped = 0;  // records of kinds this reader does not know
-  uint64_t missing = 0;          // sequence numbers handed out but not in the file
+  uint64_t missing = 0;          // events the end record counts but the file lacks
 };
 
 struct Trace {
@@ -59,9 +59,10 @@ struct Trace {
   ReadSummary summary;
 };
 
-// Parses a whole trace held in memory. Returns false with *error set when the bytes are
-// not a readable trace (bad magic, other major version, malformed header or record,
-// duplicate sequence numbers). A file cut short is not an error (summary.truncated).
+// Parses a whole trace (format 1.x or 2.x) held in memory. Returns false with *error set
+// when the bytes are not a readable trace (bad magic, unknown major version, malformed
+// header or record, duplicate order keys). A file cut short is not an error
+// (summary.truncated).
 bool parse_trace(const char* data, size_t size, Trace* out, std::string* error);
 // The same, from a file.
 bool read_trace_file(const std::string& path, Trace* out, std::string* error);

@@ -13,7 +13,9 @@ namespace {
 // Leaked on purpose: it must outlive every static destructor and thread exit that may
 // still consult it.
 struct Registry {
-  std::mutex mu;
+  // Recursive: broadcast_tag writes into tracers while holding it, and a thread's first
+  // event in a tracer registers its buffer here (registry_note_thread_buffer).
+  std::recursive_mutex mu;
   std::unordered_map<uint64_t, Tracer*> open;
   bool atexit_installed = false;
 };
@@ -28,7 +30,7 @@ Registry& registry() {
 // away mid-flush (its destructor waits in registry_remove).
 void finish_all_at_exit() {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::lock_guard<std::recursive_mutex> lock(r.mu);
   for (auto& entry : r.open) TracerAccess::finish_at_exit(*entry.second);
 }
 
@@ -37,7 +39,7 @@ struct ThreadHook {
   std::vector<std::pair<uint64_t, Tracer::ThreadBuffer*>> buffers;
   ~ThreadHook() {
     Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
+    std::lock_guard<std::recursive_mutex> lock(r.mu);
     for (auto& [id, buf] : buffers) {
       auto it = r.open.find(id);
       if (it != r.open.end()) TracerAccess::detach(*it->second, buf);
@@ -54,7 +56,7 @@ ThreadHook& thread_hook() {
 
 void registry_add(uint64_t id, Tracer* t) {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::lock_guard<std::recursive_mutex> lock(r.mu);
   r.open.emplace(id, t);
   if (!r.atexit_installed) {
     r.atexit_installed = true;
@@ -64,13 +66,13 @@ void registry_add(uint64_t id, Tracer* t) {
 
 void broadcast_tag(uint32_t id, std::string_view name) {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::lock_guard<std::recursive_mutex> lock(r.mu);
   for (auto& entry : r.open) entry.second->on_tag(id, name);
 }
 
 void registry_remove(uint64_t id) {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::lock_guard<std::recursive_mutex> lock(r.mu);
   r.open.erase(id);
 }
 
@@ -80,7 +82,7 @@ void registry_note_thread_buffer(uint64_t id, Tracer::ThreadBuffer* b) {
     // A long-lived thread that traces many short-lived arenas would otherwise collect
     // an entry per arena.
     Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
+    std::lock_guard<std::recursive_mutex> lock(r.mu);
     auto& v = hook.buffers;
     for (size_t i = 0; i < v.size();) {
       if (r.open.count(v[i].first) == 0) {

@@ -64,7 +64,9 @@ STATS_FIELDS = (
     "poison_fills poison_skipped top_bytes committed_bytes commit_events trim_events "
     "commit_failures "
     # 1.1: diagnosis
-    "steps epoch_steps overflow_epochs overflow_records overflow_summaries needed_bytes"
+    "steps epoch_steps overflow_epochs overflow_records overflow_summaries needed_bytes "
+    # 1.1: observation
+    "used_peak_bytes"
 ).split()
 
 # What repr() shows: the figures that answer "how full, how much churn, anything wrong".

@@ -273,6 +273,9 @@ class DemoTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("epoch 8", out.stdout)
         self.assertIn("refused as expected", out.stdout)
+        # The stats table is the library's (zarena_format_stats), with its field names.
+        self.assertIn("zarena stats, arena 'python-demo'", out.stdout)
+        self.assertRegex(out.stdout, r"\n  used_peak_bytes +\d+")
 
 
 if __name__ == "__main__":

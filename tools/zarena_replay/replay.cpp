@@ -122,6 +122,10 @@ class Replayer {
         // graph capture to refuse anyway.
         return skip("capture");
       case Kind::kEnd:
+      case Kind::kLaneAlloc:  // the reader gives these as kAlloc / kFree; times are no events
+      case Kind::kLaneFree:
+      case Kind::kLaneTime:
+      case Kind::kLaneOrder:
         return;
     }
   }

@@ -19,10 +19,20 @@ uint64_t fragmentation_pct(const EpochStats& e) {
   return 100 - (100 * e.largest_free_at_peak) / e.free_bytes_at_peak;
 }
 
-size_t thread_count(const zarena_trace::Trace& t) {
-  std::set<uint16_t> th;
-  for (const auto& e : t.events) th.insert(e.thread);
-  return th.size();
+// "3 thread(s)"; a 2.x trace's allocations and frees come from the engine's slot lanes
+// (threads map to slots), its other events from threads: "2 slot(s), 1 thread(s)".
+std::string writers(const zarena_trace::Trace& t) {
+  std::set<uint16_t> threads, slots;
+  for (const auto& e : t.events) {
+    if (e.thread & zarena_trace::kLaneThread) {
+      slots.insert(e.thread);
+    } else {
+      threads.insert(e.thread);
+    }
+  }
+  std::string out;
+  if (!slots.empty()) out = std::to_string(slots.size()) + " slot(s), ";
+  return out + std::to_string(threads.size()) + " thread(s)";
 }
 
 void print_epoch_row(std::ostream& out, const EpochStats& e) {
@@ -153,7 +163,7 @@ void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
   const auto& t = *r.trace;
   const auto& m = r.main;
   out << "zarena-replay: " << r.input << " (" << t.info.source << ", arena '" << t.info.arena_name
-      << "', " << t.events.size() << " events, " << thread_count(t) << " thread(s), "
+      << "', " << t.events.size() << " events, " << writers(t) << ", "
       << (t.summary.complete ? (t.summary.ended_at_exit ? "flushed at exit" : "complete")
                              : (t.summary.truncated ? "truncated" : "no end record"))
       << ")\n";

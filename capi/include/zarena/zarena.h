@@ -396,7 +396,8 @@ typedef struct zarena_stats {
   uint64_t capacity_bytes;           /* region size */
   uint64_t used_bytes;               /* bytes in live region blocks (aligned sizes) */
   uint64_t floor_bytes;              /* floor offset (survives resets below it) */
-  uint64_t high_water_bytes;         /* highest top offset since create */
+  uint64_t high_water_bytes;         /* highest top offset since create (or the last
+                                        zarena_reset_peak_stats) */
   uint64_t epoch;                    /* resets since create */
   uint64_t epoch_allocs;             /* allocation requests (size > 0) this epoch */
   uint64_t epoch_max_alloc_bytes;    /* largest request this epoch */
@@ -413,7 +414,8 @@ typedef struct zarena_stats {
   uint64_t invalid_frees;            /* ... answered NOT_OWNED or DOUBLE_FREE */
   uint64_t overflow_allocs;          /* successful overflow allocations since create */
   uint64_t overflow_live_bytes;      /* bytes in live overflow blocks */
-  uint64_t overflow_peak_bytes;      /* highest overflow_live_bytes since create */
+  uint64_t overflow_peak_bytes;      /* highest overflow_live_bytes since create (or
+                                        the last zarena_reset_peak_stats) */
   uint64_t overflow_max_latency_ns;  /* slowest overflow backend allocation */
   /* --- extensions: written only when the caller's struct_size covers them --- */
   uint64_t overflow_reclaimed; /* overflow blocks reclaimed by resets */
@@ -444,6 +446,9 @@ typedef struct zarena_stats {
   uint64_t overflow_summaries; /* "arena.overflow_summary" records (the later epochs) */
   uint64_t needed_bytes;       /* the capacity the workload needed so far: the highest, over
                                   the epochs, of the top plus the live overflow bytes */
+  /* --- 1.1: observation (see zarena_reset_peak_stats) --- */
+  uint64_t used_peak_bytes;         /* highest used_bytes since create or the last
+                                       zarena_reset_peak_stats (see there) */
 } zarena_stats;
 
 /* Fills *out with a consistent snapshot (all fields from one instant). Set
@@ -771,6 +776,64 @@ ZARENA_API zarena_status zarena_for_each_live_block(zarena* a, zarena_live_block
 ZARENA_API zarena_status zarena_tag_register(const char* name, uint32_t* id);
 /* The name of a registered tag, or "" for 0 and unknown ids. Static storage. */
 ZARENA_API const char* zarena_tag_name(uint32_t id);
+
+/* ---------------------------------------------------------------------------------
+ * Readable stats, peaks and live-block dumps (1.1)
+ *
+ * TEXT is for people (aligned columns, sizes also in KiB/MiB/GiB); JSON is for programs
+ * and uses the same names everywhere: the stats object's keys are exactly the field names
+ * of zarena_stats above (struct_size left out), in struct order, with integer values; the
+ * Go and Python bindings use the same keys.
+ *
+ * Buffers: the caller passes buf/cap; the text and its terminating NUL are written when
+ * they fit. *needed (may be NULL, except for a size query) receives the bytes required,
+ * NUL included. A size query (buf NULL, cap 0) returns ZARENA_OK and only sets *needed.
+ * When the text does not fit, buf gets "" (when cap > 0), *needed is set and the call
+ * returns ZARENA_E_INVALID_ARGUMENT. Each call takes a new snapshot, so the size can grow
+ * between a size query and the call that follows (other threads allocate): loop until
+ * ZARENA_OK, with some room to spare (see examples/training_loop.c).
+ * ------------------------------------------------------------------------------- */
+#define ZARENA_FORMAT_TEXT 0 /* a table for people; ends with a newline */
+#define ZARENA_FORMAT_JSON 1 /* one JSON object on one line (no trailing newline) */
+
+/* Formats one consistent stats snapshot (as zarena_get_stats takes it).
+ * TEXT: a titled table, one field a line, grouped (region, requests, free index,
+ *   overflow, pins and poison, expandable); `name  value  (human value)`.
+ * JSON: {"capacity_bytes": ..., "used_bytes": ..., ...}: every zarena_stats field.
+ * Returns as described above; ZARENA_E_INVALID_ARGUMENT also for a NULL or closed arena,
+ * an unknown format, or buf NULL with cap > 0. Thread-safe (takes the whole-arena lock
+ * briefly, as zarena_get_stats does); allocates host memory for the text. */
+ZARENA_API zarena_status zarena_format_stats(const zarena* a, int32_t format, char* buf, size_t cap,
+                                             size_t* needed);
+
+/* Restarts the epoch-independent peaks from the arena's state now, as PyTorch's
+ * reset_peak_memory_stats does: high_water_bytes becomes the current top,
+ * overflow_peak_bytes the current overflow_live_bytes, used_peak_bytes the current
+ * used_bytes; each then rises again as the arena is used. Epoch figures (epoch_*) are
+ * left alone (a reset restarts them). Use: measure one step's peak with a peak reset
+ * before it and a snapshot after it.
+ * used_peak_bytes is kept without a shared counter (each thread's slot records its own
+ * maximum; a snapshot combines them): it is exact when one thread makes all allocations
+ * and frees; with several threads it can read higher than the true peak (each slot's own
+ * maximum counts, though they may come from different instants), never lower, and never
+ * above high_water_bytes. Returns ZARENA_OK or ZARENA_E_INVALID_ARGUMENT (NULL or closed
+ * arena). Thread-safe (whole-arena lock). */
+ZARENA_API zarena_status zarena_reset_peak_stats(zarena* a);
+
+/* Formats the live blocks (region blocks in address order, then overflow blocks) from one
+ * snapshot, safe while other threads allocate and free (as zarena_for_each_live_block).
+ * JSON: {"arena": name, "epoch": E, "count": N, "bytes": B, "blocks": [
+ *          {"address": "0x7f3a00000000", "offset": 0 (region) or null (overflow),
+ *           "size": S, "epoch": E, "pins": P, "pinned": bool, "overflow": bool,
+ *           "persistent": bool, "freed": bool, "tag_id": T, "tag": "name" or null}, ...]}
+ *   address is a hexadecimal string (exact in every JSON reader); size is the block's
+ *   aligned size; persistent: below the floor or kept by a step boundary; freed: freed
+ *   while pinned, goes at its last unpin.
+ * TEXT: a title line (count, bytes, epoch), then one line per block: address, offset
+ *   (or "overflow"), size, epoch, pins, flags, tag.
+ * Returns as described above. Thread-safe; O(live blocks); allocates host memory. */
+ZARENA_API zarena_status zarena_format_live_blocks(zarena* a, int32_t format, char* buf, size_t cap,
+                                                   size_t* needed);
 
 /* ---------------------------------------------------------------------------------
  * Logging
