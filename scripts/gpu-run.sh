@@ -41,6 +41,9 @@ for part in $parts; do
       for b in bench_arena bench_expandable bench_trace; do
         [ -x "$G/bin/$b" ] && "$G/bin/$b" --benchmark_min_time=0.2 >>"$OUT/bench.txt" 2>&1
       done
+      # What a trace costs the pair (interleaved traced/untraced batches, medians).
+      [ -x "$G/bin/bench_trace_api" ] && "$G/bin/bench_trace_api" --benchmark_filter=Overhead \
+        --benchmark_repetitions=5 --benchmark_report_aggregates_only=true >>"$OUT/bench.txt" 2>&1
       ;;
     go)
       [ -x "$G/bin/zarena-go.test" ] && (cd "$G/bin" && ./zarena-go.test -test.run '^$' \
