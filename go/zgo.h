@@ -427,6 +427,65 @@ static inline zgo_tag_result zgo_tag_register(const char* name) {
   return r;
 }
 
+/* ---- readable stats, peaks, live-block dumps ---- */
+
+/* zarena_reset_peak_stats after the queued frees (the peaks restart from the state those
+ * frees leave). */
+static inline zgo_result zgo_reset_peak_stats(zarena* a, const zgo_free_item* q, size_t nq,
+                                              zarena_status* qs) {
+  const uint32_t failed = zgo_apply(a, q, nq, qs);
+  return zgo_wrap_q(zarena_reset_peak_stats(a), failed);
+}
+
+/* The text of zarena_format_stats (what = 0) or zarena_format_live_blocks (what = 1), as
+ * one malloc'ed string (freed by Go with free): the queued frees, a size query, then the
+ * call, again with the new size while the text grew in between (other threads allocate);
+ * all in one crossing, so the error text is the failing call's. */
+typedef struct {
+  zarena_status status;
+  uint32_t qfailed;
+  char* err;
+  char* text;
+  size_t len;
+} zgo_text_result;
+
+static inline zarena_status zgo_format_call(zarena* a, int what, int32_t format, char* buf,
+                                            size_t cap, size_t* needed) {
+  return what == 0 ? zarena_format_stats(a, format, buf, cap, needed)
+                   : zarena_format_live_blocks(a, format, buf, cap, needed);
+}
+
+static inline zgo_text_result zgo_format(zarena* a, const zgo_free_item* q, size_t nq,
+                                         zarena_status* qs, int what, int32_t format) {
+  zgo_text_result r;
+  r.qfailed = zgo_apply(a, q, nq, qs);
+  r.err = NULL;
+  r.text = NULL;
+  r.len = 0;
+  size_t need = 0;
+  r.status = zgo_format_call(a, what, format, NULL, 0, &need);
+  while (r.status == ZARENA_OK) {
+    const size_t cap = need + need / 4 + 64;
+    char* buf = (char*)malloc(cap);
+    if (buf == NULL) {
+      r.status = ZARENA_E_OUT_OF_MEMORY;
+      r.err = strdup("zarena_format: out of host memory for the text");
+      return r;
+    }
+    r.status = zgo_format_call(a, what, format, buf, cap, &need);
+    if (r.status == ZARENA_OK) {
+      r.text = buf;
+      r.len = strlen(buf);
+      return r;
+    }
+    free(buf);
+    if (need <= cap) break; /* refused for another reason than the size */
+    r.status = ZARENA_OK;   /* the text grew meanwhile: again, with the new size */
+  }
+  r.err = zgo_last_error(r.status);
+  return r;
+}
+
 static inline zgo_result zgo_inject_overflow_fault(zarena* a, uint64_t fail_nth,
                                                    uint64_t delay_nth, uint64_t delay_ns) {
   return zgo_wrap(zarena_debug_inject_overflow_fault(a, fail_nth, delay_nth, delay_ns));

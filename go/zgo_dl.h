@@ -31,6 +31,9 @@
   X(zarena_log_flush)                      \
   X(zarena_epoch)                          \
   X(zarena_get_stats)                      \
+  X(zarena_format_stats)                   \
+  X(zarena_reset_peak_stats)               \
+  X(zarena_format_live_blocks)             \
   X(zarena_pin)                            \
   X(zarena_unpin)                          \
   X(zarena_set_floor)                      \
@@ -71,6 +74,9 @@ int zgo_dl_load(const char* path, const char** err, int* err_owned, const char**
 #define zarena_step_begin (*zgo_dl_zarena_step_begin)
 #define zarena_epoch (*zgo_dl_zarena_epoch)
 #define zarena_get_stats (*zgo_dl_zarena_get_stats)
+#define zarena_format_stats (*zgo_dl_zarena_format_stats)
+#define zarena_reset_peak_stats (*zgo_dl_zarena_reset_peak_stats)
+#define zarena_format_live_blocks (*zgo_dl_zarena_format_live_blocks)
 #define zarena_pin (*zgo_dl_zarena_pin)
 #define zarena_unpin (*zgo_dl_zarena_unpin)
 #define zarena_set_floor (*zgo_dl_zarena_set_floor)

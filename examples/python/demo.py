@@ -4,7 +4,6 @@ per-sample activations that are freed or reclaimed by a reset after each sample.
 
     python3 examples/python/demo.py   # after a build into build/ (or set ZARENA_LIBRARY)
 """
-import ctypes
 import os
 import random
 import sys
@@ -17,26 +16,6 @@ if os.path.isdir(_CHECKOUT_PACKAGE):
 import zarena  # noqa: E402
 
 MiB = 1 << 20
-FORMAT_TEXT, FORMAT_JSON = 0, 1  # zarena.h: ZARENA_FORMAT_TEXT, ZARENA_FORMAT_JSON
-
-
-def library_format(arena, fmt=FORMAT_TEXT, live_blocks=False):
-    """The library's own stats table (zarena_format_stats) or live-block listing
-    (zarena_format_live_blocks), through the C call: the same text the C demo prints,
-    JSON keys equal to the zarena_stats field names."""
-    lib = zarena.library()
-    fn = lib.zarena_format_live_blocks if live_blocks else lib.zarena_format_stats
-    fn.restype = ctypes.c_int32
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t,
-                   ctypes.POINTER(ctypes.c_size_t)]
-    need = ctypes.c_size_t(0)
-    while True:  # the size can grow between asking and writing while others allocate
-        buf = ctypes.create_string_buffer(need.value + need.value // 4 + 1)
-        status = fn(arena.handle, fmt, buf, len(buf), ctypes.byref(need))
-        if status == 0:
-            return buf.value.decode()
-        if need.value <= len(buf):
-            raise zarena.error_class(status)(status, zarena.last_error(), fn.__name__)
 
 
 def main(samples=8, layers=12):
@@ -58,7 +37,7 @@ def main(samples=8, layers=12):
         print(f"zarena {zarena.version_string()}: {len(weights)} weight buffers, "
               f"{samples} samples, epoch {arena.epoch}")
         print(f"  {s!r}")
-        print(library_format(arena), end="")
+        print(arena.format_stats(), end="")  # the library's table (zarena_format_stats)
         try:
             arena.free(weights[0] + 8)
         except zarena.NotOwnedError as e:

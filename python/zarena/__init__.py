@@ -13,7 +13,10 @@
 The 1.1 calls keep their C names: alloc_ex (a Block with ptr, epoch, size, flags, tag),
 free_at (epoch-checked), pin/unpin, set_floor, region_info, contains, step_begin,
 set_capture_active, set_stream, set_poison, free_batch/alloc_batch, live_blocks (LiveBlock
-rows; live_blocks_json), and zarena.tag_register/tag_name.
+rows; live_blocks_json), and zarena.tag_register/tag_name. The library's own text:
+format_stats(json=False) (zarena_format_stats; JSON keys are Stats' fields),
+format_live_blocks(json=False), and reset_peak_stats() (a step's peak: reset before it,
+stats() after it).
 
 Finding the library: $ZARENA_LIBRARY, then a copy next to this package, then a source
 checkout's build tree, then the system loader (zarena._library has the details;

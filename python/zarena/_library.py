@@ -103,6 +103,11 @@ _SIGNATURES_1_1 = {
     "zarena_for_each_live_block": (_i32, [_vp, LIVE_BLOCK_FN, _vp]),
     "zarena_tag_register": (_i32, [ctypes.c_char_p, ctypes.POINTER(_u32)]),
     "zarena_tag_name": (ctypes.c_char_p, [_u32]),
+    "zarena_format_stats": (_i32, [_vp, _i32, ctypes.c_char_p, ctypes.c_size_t,
+                                   ctypes.POINTER(ctypes.c_size_t)]),
+    "zarena_reset_peak_stats": (_i32, [_vp]),
+    "zarena_format_live_blocks": (_i32, [_vp, _i32, ctypes.c_char_p, ctypes.c_size_t,
+                                         ctypes.POINTER(ctypes.c_size_t)]),
 }
 
 

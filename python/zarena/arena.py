@@ -278,6 +278,47 @@ class Arena:
         check(self._lib.zarena_get_stats(self._handle(), ctypes.byref(s)), "zarena_get_stats")
         return s
 
+    # --- 1.1: readable stats, peaks, live-block dumps ------------------------------------
+
+    def _format(self, name, json):
+        """The text of zarena_format_stats / zarena_format_live_blocks: a size query, then
+        the call, again with the new size while the text grew in between (other threads
+        allocate)."""
+        fmt = C.FORMAT_JSON if json else C.FORMAT_TEXT
+        fn = function(name)
+        handle = self._handle()
+        need = ctypes.c_size_t(0)
+        check(fn(handle, fmt, None, 0, ctypes.byref(need)), name)
+        while True:
+            buf = ctypes.create_string_buffer(need.value + need.value // 4 + 64)
+            status = fn(handle, fmt, buf, len(buf), ctypes.byref(need))
+            if status == C.OK:
+                return buf.value.decode("utf-8", "replace")
+            if need.value <= len(buf):  # failed for another reason than the size
+                raise error(status, name)
+
+    def format_stats(self, json=False):
+        """zarena_format_stats: one stats snapshot as the library's table for people
+        (json=False; every zarena_stats field by name, grouped, sizes also in KiB/MiB/GiB,
+        ends with a newline), or as one JSON object (json=True) whose keys are exactly the
+        Stats field names, in struct order."""
+        return self._format("zarena_format_stats", json)
+
+    def reset_peak_stats(self):
+        """zarena_reset_peak_stats: restarts high_water_bytes (from the top now),
+        overflow_peak_bytes (from overflow_live_bytes) and used_peak_bytes (from used_bytes);
+        epoch_* figures are left alone. A peak reset before a step and stats() after it give
+        that step's peak."""
+        check(function("zarena_reset_peak_stats")(self._handle()), "zarena_reset_peak_stats")
+
+    def format_live_blocks(self, json=False):
+        """zarena_format_live_blocks: the live blocks from one snapshot as the library's
+        listing (json=False: a title line, then one line per block), or one JSON object
+        (json=True): {"arena", "epoch", "count", "bytes", "blocks": [{"address" (a hex
+        string), "offset" (null for overflow), "size", "epoch", "pins", "pinned",
+        "overflow", "persistent", "freed", "tag_id", "tag"}, ...]}."""
+        return self._format("zarena_format_live_blocks", json)
+
     def debug_inject_overflow_fault(self, fail_nth=0, delay_nth=0, delay_ns=0):
         """Fault injection on a HOST arena's overflow path (zarena.h)."""
         args = [_args.unsigned(v, n) for v, n in ((fail_nth, "fail_nth"),

@@ -46,6 +46,10 @@ LIVE_OVERFLOW = 0x1
 LIVE_PERSISTENT = 0x2
 LIVE_FREED = 0x4
 
+# zarena_format_stats / zarena_format_live_blocks (Arena.format_stats, format_live_blocks)
+FORMAT_TEXT = 0  # a table for people; ends with a newline
+FORMAT_JSON = 1  # one JSON object on one line
+
 # The diagnosis's verdict names (arena.first_overflow, the exceptions' .verdict)
 VERDICTS = ("never_reset", "reset_stopped", "runaway_buffer", "working_set_full",
             "fragmentation", "capture_refused", "commit_failed")

@@ -4,6 +4,7 @@ Run by CTest (tests/python.cmake) with ZARENA_LIBRARY set to the built library:
     ZARENA_LIBRARY=build/capi/libzarena.so.1 python3 -m unittest discover -s tests/python
 """
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -196,6 +197,162 @@ class ErrorTest(Quiet):
                 a.alloc(2 * MiB)
             self.assertIn(cm.exception.status, (zarena.E_OUT_OF_MEMORY, zarena.E_BACKEND))
             a.free(big)
+
+
+class FormatAndPeakTest(Quiet):
+    """format_stats, format_live_blocks and reset_peak_stats (the 1.1 observation calls)."""
+
+    def test_format_stats_text_names_every_field(self):
+        with host_arena(name="fmt-text") as a:
+            a.alloc(3000)
+            text = a.format_stats()
+            self.assertIsInstance(text, str)
+            self.assertTrue(text.endswith("\n"))
+            self.assertIn("fmt-text", text)
+            for name in zarena.Stats().to_dict():
+                self.assertRegex(text, rf"(?m)^\s*{name}\s", name)
+            self.assertEqual(text, a.format_stats(json=False))
+
+    def test_format_stats_json_keys_are_the_stats_fields(self):
+        with host_arena() as a:
+            p = a.alloc(3000)
+            got = json.loads(a.format_stats(json=True))
+            s = a.stats()
+            self.assertEqual(list(got), [n for n, _ in zarena.Stats._fields_[1:]])
+            self.assertEqual(list(got), list(s.to_dict()))
+            self.assertTrue(all(isinstance(v, int) for v in got.values()))
+            self.assertEqual(got, s.to_dict())  # nothing moved in between (one thread)
+            self.assertEqual(got["used_bytes"], 3072)
+            a.free(p)
+            self.assertEqual(json.loads(a.format_stats(True))["live_allocs"], 0)
+
+    def test_format_live_blocks(self):
+        tag = zarena.tag_register("py.format_live")
+        with host_arena(name="fmt-live") as a:
+            b = a.alloc_ex(1000, tag=tag)
+            a.alloc(5000)
+            doc = json.loads(a.format_live_blocks(json=True))
+            self.assertEqual((doc["arena"], doc["epoch"], doc["count"], doc["bytes"]),
+                             ("fmt-live", 0, 2, 1024 + 5120))
+            first = doc["blocks"][0]
+            self.assertEqual(int(first["address"], 16), b.ptr)
+            self.assertEqual((first["offset"], first["size"], first["tag"], first["tag_id"]),
+                             (0, 1024, "py.format_live", tag))
+            self.assertEqual([int(x["address"], 16) for x in doc["blocks"]],
+                             [r.ptr for r in a.live_blocks()])
+            text = a.format_live_blocks()
+            self.assertIn("py.format_live", text)
+            self.assertIn(f"{b.ptr:x}", text.lower())
+            a.reset()
+            self.assertEqual(json.loads(a.format_live_blocks(True))["count"], 0)
+
+    def test_format_long_listing(self):
+        with host_arena(capacity_bytes=16 * MiB) as a:
+            for _ in range(2000):
+                a.alloc(256)
+            doc = json.loads(a.format_live_blocks(json=True))
+            self.assertEqual(doc["count"], 2000)
+
+    def test_format_while_other_threads_allocate(self):
+        # The text can grow between the size query and the call: format asks again.
+        stop, errors = threading.Event(), []
+        with host_arena(capacity_bytes=64 * MiB) as a:
+            def churn():
+                mine = []
+                try:
+                    while not stop.is_set():
+                        if len(mine) < 500:
+                            mine.append(a.alloc(256))
+                        else:
+                            for p in mine:
+                                a.free(p)
+                            mine.clear()
+                finally:
+                    for p in mine:
+                        a.free(p)
+
+            ts = [threading.Thread(target=churn) for _ in range(2)]
+            for t in ts:
+                t.start()
+            try:
+                for i in range(40):
+                    text = a.format_live_blocks(json=bool(i % 2))
+                    if i % 2:
+                        json.loads(text)
+                    a.format_stats(json=bool(i % 2))
+            except Exception as e:  # surfaced below, after the threads stop
+                errors.append(e)
+            stop.set()
+            for t in ts:
+                t.join()
+            self.assertEqual(errors, [])
+            self.assertEqual(a.stats().live_allocs, 0)
+
+    def test_reset_peak_stats_restarts_the_peaks(self):
+        with host_arena(capacity_bytes=4 * MiB, overflow_policy=zarena.OVERFLOW_REFUSE) as a:
+            big = a.alloc(3 * MiB)
+            small = a.alloc(100 * 1024)
+            a.free(big)
+            s = a.stats()
+            self.assertEqual(s.used_peak_bytes, 3 * MiB + 100 * 1024)
+            self.assertGreaterEqual(s.high_water_bytes, 3 * MiB + 100 * 1024)
+            epoch_hw, epoch_max = s.epoch_high_water_bytes, s.epoch_max_alloc_bytes
+
+            a.reset_peak_stats()
+            s = a.stats()
+            self.assertEqual(s.used_bytes, 100 * 1024)
+            self.assertEqual(s.used_peak_bytes, s.used_bytes, "restarted from used_bytes now")
+            self.assertEqual(s.high_water_bytes, s.top_bytes)
+            self.assertEqual((s.epoch_high_water_bytes, s.epoch_max_alloc_bytes),
+                             (epoch_hw, epoch_max), "epoch figures are left alone")
+
+            p = a.alloc(512 * 1024)  # rises again from there
+            a.free(p)
+            a.free(small)
+            self.assertEqual(a.stats().used_peak_bytes, 612 * 1024, "a peak does not fall")
+            a.reset()
+            s = a.stats()
+            self.assertEqual(s.used_peak_bytes, 612 * 1024, "nor at an epoch reset")
+            before_hw = s.high_water_bytes
+
+            a.reset_peak_stats()
+            s = a.stats()
+            self.assertEqual((s.used_bytes, s.used_peak_bytes, s.top_bytes), (0, 0, 0))
+            self.assertEqual(s.high_water_bytes, 0)
+            self.assertLess(s.high_water_bytes, before_hw)
+            self.assertEqual(s.overflow_peak_bytes, 0)
+            self.assertEqual(json.loads(a.format_stats(json=True))["used_peak_bytes"], 0)
+
+    def test_per_step_peak(self):
+        with host_arena(capacity_bytes=16 * MiB) as a:
+            for step in range(1, 4):
+                a.reset_peak_stats()
+                blocks = [a.alloc(MiB) for _ in range(step)]
+                for p in blocks:
+                    a.free(p)
+                a.alloc(256 * 1024)
+                a.reset()
+                self.assertEqual(a.stats().used_peak_bytes, step * MiB, f"step {step}")
+
+    def test_closed_arena_raises(self):
+        a = host_arena()
+        a.close()
+        for call in (a.format_stats, lambda: a.format_stats(json=True), a.reset_peak_stats,
+                     a.format_live_blocks, lambda: a.format_live_blocks(json=True)):
+            with self.assertRaises(zarena.InvalidArgumentError):
+                call()
+
+    def test_borrowed_handle(self):
+        with host_arena() as owner:
+            borrowed = zarena.Arena.from_handle(owner.handle)
+            owner.alloc(1000)
+            self.assertEqual(json.loads(borrowed.format_stats(json=True))["live_allocs"], 1)
+            borrowed.reset_peak_stats()
+            self.assertEqual(owner.stats().used_peak_bytes, 1024)
+            borrowed.close()  # forgets the handle only
+            with self.assertRaises(zarena.InvalidArgumentError):
+                borrowed.format_live_blocks()
+            self.assertEqual(json.loads(owner.format_live_blocks(json=True))["count"], 1)
 
 
 class LogTest(Quiet):
