@@ -519,9 +519,10 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     const uint64_t off = static_cast<uint64_t>(p - base_);
     Slot& s = region_.enter();
     // The key is taken before the free, which may hand the space to other slots.
-    const uint32_t extras = extras_.load(std::memory_order_relaxed);
     const uint64_t key =
-        __builtin_expect(extras & kExtraTrace, 0) ? trace_->slot_free_key(s.id, off) : 0;
+        __builtin_expect(extras_.load(std::memory_order_relaxed) & kExtraTrace, 0)
+            ? trace_->slot_free_key(s.id, off)
+            : 0;
     uint64_t size = 0;
     FreeOutcome o;
     try {
@@ -530,6 +531,8 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
       region_.leave(s);
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
     }
+    // Loaded after the free: the free may have queued a note (a poison fill skipped).
+    const uint32_t extras = extras_.load(std::memory_order_relaxed);
     if (__builtin_expect(extras & kExtraTrace, 0)) {
       trace_->slot_free(s.id, key, off,
                         o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
