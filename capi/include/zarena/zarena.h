@@ -44,7 +44,12 @@
  *
  * THREADS
  *   zarena_alloc, zarena_free, zarena_get_stats, zarena_epoch and zarena_mark_step_boundary
- *   may be called on one arena from any number of threads at once.
+ *   may be called on one arena from any number of threads at once (and every other call
+ *   whose comment says "Thread-safe"). Allocations and frees of different threads do not
+ *   wait for each other: each thread works in its own slot (free blocks, a span of the
+ *   region, counters); a block may be freed by any thread. Calls that act on the whole
+ *   arena (reset, stats, region info, live-block walks, boundaries, floors) take every
+ *   slot in turn, so what they see is one consistent instant. docs/CONCURRENCY.md.
  *   zarena_reset may be called concurrently with the others (it is serialised
  *   internally), but the caller must make sure no other thread still uses a block that
  *   the reset reclaims: the reset invalidates every block allocated above the floor.
@@ -349,7 +354,8 @@ ZARENA_API zarena_status zarena_destroy(zarena* a);
  *   message names requested size, used, capacity and the overflow route);
  *   ZARENA_E_CAPTURE_UNSAFE (SYNC overflow needed while the stream is being captured);
  *   ZARENA_E_BACKEND (overflow allocation failed in the backend).
- * Thread-safe. The region path makes no backend call and takes one short lock. */
+ * Thread-safe. The region path makes no backend call and takes only the calling thread's
+ * slot lock (uncontended unless threads outnumber the slots). */
 ZARENA_API zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr);
 
 /* Returns a block to the arena; the size is tracked, not passed. NULL is a no-op (OK).
