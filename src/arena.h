@@ -145,9 +145,10 @@ class Arena final : private RegionHooks {
   // The first overflow of an epoch: counts it and decides what is logged.
   Report claim_overflow_epoch(uint64_t epoch, const char* path, uint64_t size, uint64_t aligned,
                               bool commit_failed);
-  // Builds and emits the record of a report (any thread, no lock held).
+  // Builds and emits the record of a report (any thread, no lock held). epochs: how many
+  // epochs the arena had begun when the report was due (a summary's "N of M epochs").
   void emit_report(Report kind, const ExhaustionFacts& f, uint64_t unreported,
-                   uint64_t overflow_epochs);
+                   uint64_t overflow_epochs, uint64_t epochs);
   static void run_report_job(void* self, const void* job);
   // Returns the verdict the failing call's message carries; emits its record when due.
   Verdict report_failure(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,

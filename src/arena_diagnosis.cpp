@@ -363,7 +363,7 @@ std::string Arena::top_tags(uint64_t epoch) {
 }
 
 void Arena::emit_report(Report kind, const ExhaustionFacts& f, uint64_t unreported,
-                        uint64_t overflow_epochs) {
+                        uint64_t overflow_epochs, uint64_t epochs) {
   if (kind == Report::kNone || !log_enabled(ZARENA_LOG_WARN)) return;
   if (kind == Report::kRecord) {
     log_emit(first_overflow_record(f, name_, top_tags(f.epoch)));
@@ -372,7 +372,9 @@ void Arena::emit_report(Report kind, const ExhaustionFacts& f, uint64_t unreport
   OverflowSummaryFacts sf;
   sf.last = f;
   sf.overflow_epochs = overflow_epochs;
-  sf.epochs = f.epoch + 1;
+  // Not f.epoch + 1: the facts may be of an earlier epoch (those of the epochs not
+  // reported one by one are not captured), the count is of every epoch so far.
+  sf.epochs = std::max(epochs, f.epoch + 1);
   sf.unreported = unreported;
   log_emit(overflow_summary_record(sf, name_));
 }
@@ -381,7 +383,7 @@ void Arena::run_report_job(void* self, const void* payload) {
   Arena* a = static_cast<Arena*>(self);
   ReportJob job;
   std::memcpy(&job, payload, sizeof job);
-  a->emit_report(job.kind, job.facts, job.unreported, job.overflow_epochs);
+  a->emit_report(job.kind, job.facts, job.unreported, job.overflow_epochs, job.facts.epoch + 1);
   if (job.slow && log_enabled(ZARENA_LOG_WARN)) {
     log_emit(overflow_slow_record(job.latency_ns, a->cfg_.overflow_slow_ns, job.aligned, job.path,
                                   a->name_));
@@ -432,7 +434,7 @@ Verdict Arena::report_failure(const OverflowAttempt& a, uint64_t size, uint64_t 
   // Records the reporter still holds for this arena go first; this one is out before the
   // call returns.
   Reporter::flush(this);
-  emit_report(kind, f, unreported, overflow_epochs);
+  emit_report(kind, f, unreported, overflow_epochs, f.epoch + 1);
   return diagnose(f);
 }
 
@@ -447,7 +449,9 @@ void Arena::flush_summary() {
     overflow_epochs = overflow_epochs_;
     ++overflow_summaries_;
   }
-  emit_report(Report::kSummary, f, unreported, overflow_epochs);
+  // Counted up to the latest epoch that overflowed (first_overflow_epoch_ holds it).
+  emit_report(Report::kSummary, f, unreported, overflow_epochs,
+              first_overflow_epoch_.load(std::memory_order_relaxed) + 1);
 }
 
 void Arena::emit_step_record(const EpochEnd& e) {

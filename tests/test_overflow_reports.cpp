@@ -193,6 +193,33 @@ TEST_F(Summary, TheFirstFewEpochsOneByOneThenASummary) {
   EXPECT_EQ(destroy[0].u("overflow_epochs"), 200u);
 }
 
+// A SYNC overflow that succeeds captures the facts only of the epochs it reports one by
+// one: the summary at destroy still counts every epoch ("8 of 3 epochs" was printed).
+TEST_F(Summary, SucceedingOverflowsCountEveryEpoch) {
+  LogCapture cap;
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = 64 * kKiB;
+  c.overflow_policy = ZARENA_OVERFLOW_SYNC;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
+  c.name = "repeat-sync";
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  for (int e = 0; e < 8; ++e) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 128 * kKiB, &p), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  }
+  ASSERT_EQ(zarena_destroy(a), ZARENA_OK);
+  const auto sum = cap.of("arena.overflow_summary");
+  ASSERT_EQ(sum.size(), 1u);
+  EXPECT_EQ(sum[0].u("overflow_epochs"), 8u);
+  EXPECT_EQ(sum[0].u("epochs"), 8u);
+  EXPECT_NE(sum[0].message.find("overflowed in 8 of 8 epochs"), std::string::npos)
+      << sum[0].message;
+}
+
 TEST_F(Summary, AtABoundedRate) {
   LogCapture cap;
   zarena* a = make_host_arena(64 * kKiB, "repeat-rate");
