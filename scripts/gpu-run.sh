@@ -28,7 +28,7 @@ for part in $parts; do
         ZARENA_TEST_HELPER=$t timeout 240 "$t" --gtest_color=no >"$OUT/$n.log" 2>&1
         r=$?
         echo "$n rc=$r $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$n.log" | tr '\n' ' ')" >>"$summary"
-        [ $r -eq 0 ] || rc=1
+        [ $r -eq 0 ] || [ $r -eq 77 ] || rc=1  # 77: every test skipped (gpu_main.cpp)
       done
       cat "$OUT"/gpu_test_*.log >"$OUT/gpu_tests.log" && rm -f "$OUT"/gpu_test_*.log
       "$G/bin/training_loop" >"$OUT/demo.txt" 2>&1

@@ -133,7 +133,8 @@ TEST(CudaBackend, NoDeviceMeansNoDeviceAndAutoFallsBack) {
     ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
     EXPECT_EQ(zarena_backend(a), ZARENA_BACKEND_HOST);
     EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
-    return;
+    // The no-device half ran (a failure above still fails); the device half needs a GPU.
+    GTEST_SKIP() << "no CUDA device: NO_DEVICE and the AUTO fallback checked, the rest skipped";
   }
   c.device = n;  // one past the last ordinal
   EXPECT_EQ(zarena_create(&c, &a), ZARENA_E_NO_DEVICE);
