@@ -31,13 +31,7 @@ zarena_config expandable(uint64_t max, uint64_t trim_keep = 0,
   return c;
 }
 
-zarena_region region_of(zarena* a) {
-  zarena_region r;
-  std::memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
-  EXPECT_EQ(zarena_region_info(a, &r), ZARENA_OK) << zarena_last_error();
-  return r;
-}
+using zarena_test::region_of;
 
 // The first and last 4 KiB of a block hold its byte.
 ::testing::AssertionResult block_holds(const void* p, uint64_t bytes, unsigned char v) {

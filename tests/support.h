@@ -134,13 +134,18 @@ class LogCapture {
 // --- arenas --------------------------------------------------------------------------
 
 // Creates the arena (the test fails if it cannot) and destroys it at scope exit,
-// expecting ZARENA_OK from both.
+// expecting ZARENA_OK from both (nothing to destroy when the create failed).
 struct ArenaHolder {
   zarena* a = nullptr;
   explicit ArenaHolder(const zarena_config& c) {
     EXPECT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
   }
-  ~ArenaHolder() { EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error(); }
+  ~ArenaHolder() {
+    if (a != nullptr) {
+      EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+    }
+  }
+  operator zarena*() const { return a; }
   ArenaHolder(const ArenaHolder&) = delete;
   ArenaHolder& operator=(const ArenaHolder&) = delete;
 };
@@ -166,6 +171,15 @@ inline zarena_stats stats_of(const zarena* a) {
   s.struct_size = sizeof s;
   EXPECT_EQ(zarena_get_stats(a, &s), ZARENA_OK) << zarena_last_error();
   return s;
+}
+
+// Where the region lies and how it is used (zarena_region_info), zeroed first.
+inline zarena_region region_of(zarena* a) {
+  zarena_region r;
+  std::memset(&r, 0, sizeof r);
+  r.struct_size = sizeof r;
+  EXPECT_EQ(zarena_region_info(a, &r), ZARENA_OK) << zarena_last_error();
+  return r;
 }
 
 // --- workloads -----------------------------------------------------------------------

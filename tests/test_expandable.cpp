@@ -41,27 +41,13 @@ zarena_config expandable(uint64_t max, int32_t policy = ZARENA_OVERFLOW_REFUSE,
   return c;
 }
 
-struct Arena {
-  zarena* a = nullptr;
-  explicit Arena(const zarena_config& c) {
-    EXPECT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
-  }
-  ~Arena() {
-    if (a != nullptr) {
-      EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
-    }
-  }
-  operator zarena*() const { return a; }
+// An arena of the host backend, whose fault injector the tests drive.
+struct Arena : zarena_test::ArenaHolder {
+  using ArenaHolder::ArenaHolder;
   FaultInjectingBackend& faults() const { return *a->arena->fault_injector(); }
 };
 
-zarena_region region_of(zarena* a) {
-  zarena_region r;
-  std::memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
-  EXPECT_EQ(zarena_region_info(a, &r), ZARENA_OK) << zarena_last_error();
-  return r;
-}
+using zarena_test::region_of;
 
 ::testing::AssertionResult holds(const void* p, uint64_t n, unsigned char v) {
   const auto* b = static_cast<const unsigned char*>(p);

@@ -12,11 +12,13 @@
 #include <thread>
 #include <vector>
 
+#include "support.h"
 #include "zarena/zarena.h"
 
 namespace {
 
-constexpr uint64_t kKiB = 1024, kMiB = 1024 * kKiB;
+using zarena_test::kKiB;
+using zarena_test::kMiB;
 
 struct Arena {
   zarena* a = nullptr;
@@ -34,13 +36,7 @@ struct Arena {
     EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
     zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_INFO);
   }
-  zarena_stats stats() const {
-    zarena_stats s;
-    std::memset(&s, 0, sizeof s);
-    s.struct_size = sizeof s;
-    EXPECT_EQ(zarena_get_stats(a, &s), ZARENA_OK);
-    return s;
-  }
+  zarena_stats stats() const { return zarena_test::stats_of(a); }
   void* alloc(uint64_t n) {
     void* p = nullptr;
     EXPECT_EQ(zarena_alloc(a, n, &p), ZARENA_OK) << zarena_last_error();

@@ -46,17 +46,9 @@ zarena_config host_config(uint64_t capacity, int32_t policy = ZARENA_OVERFLOW_RE
   return c;
 }
 
-struct Arena {
-  zarena* a = nullptr;
-  explicit Arena(const zarena_config& c) {
-    EXPECT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
-  }
-  ~Arena() {
-    if (a != nullptr) {
-      EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
-    }
-  }
-  operator zarena*() const { return a; }
+// An arena of the host backend, whose fault injector the tests drive.
+struct Arena : zarena_test::ArenaHolder {
+  using ArenaHolder::ArenaHolder;
   FaultInjectingBackend& faults() const { return *a->arena->fault_injector(); }
   uint64_t calls(FaultSite s) const { return faults().calls(s); }
 };
@@ -68,13 +60,7 @@ zarena_block alloc_ex(zarena* a, uint64_t size) {
   return b;
 }
 
-zarena_region region_of(zarena* a) {
-  zarena_region r;
-  std::memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
-  EXPECT_EQ(zarena_region_info(a, &r), ZARENA_OK) << zarena_last_error();
-  return r;
-}
+using zarena_test::region_of;
 
 uint64_t offset_of(zarena* a, const void* p) {
   return static_cast<uint64_t>(static_cast<const char*>(p) -

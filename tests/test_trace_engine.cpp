@@ -19,7 +19,9 @@
 #include "replay.h"
 #include "stats_fields.h"
 #include "trace.h"
+#include "support.h"
 #include "trace_reader.h"
+#include "trace_test_support.h"
 #include "zarena/zarena.h"
 
 namespace {
@@ -29,10 +31,14 @@ using zarena_replay::ReplayResult;
 using zarena_trace::Kind;
 using zarena_trace::Trace;
 
-constexpr uint64_t kKiB = 1024, kMiB = 1024 * kKiB;
+using zarena_test::kKiB;
+using zarena_test::kMiB;
+
+using zarena_test::read_or_die;
+using zarena_test::stats_of;
 
 std::string temp_path(const std::string& stem) {
-  return ::testing::TempDir() + "zarena_engine_" + stem + "_" + std::to_string(getpid()) + ".zat";
+  return zarena_test::trace_temp_path("zarena_engine_", stem);
 }
 
 zarena* traced_arena(const std::string& path, uint64_t capacity, const char* name) {
@@ -50,32 +56,8 @@ zarena* traced_arena(const std::string& path, uint64_t capacity, const char* nam
   return a;
 }
 
-zarena_stats stats_of(const zarena* a) {
-  zarena_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  EXPECT_EQ(zarena_get_stats(a, &s), ZARENA_OK);
-  return s;
-}
-
-Trace read_or_die(const std::string& path) {
-  Trace t;
-  std::string err;
-  EXPECT_TRUE(zarena_trace::read_trace_file(path, &t, &err)) << err;
-  return t;
-}
-
 ReplayResult replay_exact(const Trace& t) {
-  ReplayConfig c;
-  c.name = t.info.arena_name;
-  c.capacity_bytes = t.info.capacity_bytes;
-  c.alignment = t.info.alignment;
-  c.overflow_policy = t.info.overflow_policy;
-  c.overflow_limit_bytes = zarena_replay::limit_for(t.info);
-  ReplayResult r;
-  std::string err;
-  EXPECT_TRUE(zarena_replay::replay(t, c, &r, &err)) << err;
-  return r;
+  return zarena_test::replay_or_die(t, zarena_test::config_of(t));
 }
 
 void* alloc(zarena* a, uint64_t n, uint32_t tag = 0) {

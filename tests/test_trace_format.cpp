@@ -19,6 +19,7 @@
 
 #include "trace.h"
 #include "trace_reader.h"
+#include "trace_test_support.h"
 #include "zarena/zarena.h"
 
 namespace {
@@ -34,7 +35,7 @@ using zarena_trace::TraceOptions;
 using zarena_trace::Tracer;
 
 std::string temp_path(const std::string& stem) {
-  return ::testing::TempDir() + "zarena_" + stem + "_" + std::to_string(getpid()) + ".zat";
+  return zarena_test::trace_temp_path("zarena_", stem);
 }
 
 TraceHeader header(const std::string& name = "fmt") {
@@ -57,12 +58,7 @@ std::unique_ptr<Tracer> open_or_die(const std::string& path, const TraceOptions&
   return t;
 }
 
-Trace read_or_die(const std::string& path) {
-  Trace t;
-  std::string err;
-  EXPECT_TRUE(zarena_trace::read_trace_file(path, &t, &err)) << err;
-  return t;
-}
+using zarena_test::read_or_die;
 
 std::vector<char> file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -18,6 +18,7 @@
 #include "svg.h"
 #include "trace_reader.h"
 #include "trace_recording.h"
+#include "trace_test_support.h"
 
 namespace {
 
@@ -30,32 +31,12 @@ using zarena_test::RecordedArena;
 using zarena_trace::Kind;
 using zarena_trace::Trace;
 
+using zarena_test::config_of;
+using zarena_test::read_or_die;
+using zarena_test::replay_or_die;
+
 std::string temp_path(const std::string& stem) {
-  return ::testing::TempDir() + "zarena_replay_" + stem + "_" + std::to_string(getpid()) + ".zat";
-}
-
-Trace read_or_die(const std::string& path) {
-  Trace t;
-  std::string err;
-  EXPECT_TRUE(zarena_trace::read_trace_file(path, &t, &err)) << err;
-  return t;
-}
-
-ReplayConfig config_of(const Trace& t) {
-  ReplayConfig c;
-  c.name = t.info.arena_name;
-  c.capacity_bytes = t.info.capacity_bytes;
-  c.alignment = t.info.alignment;
-  c.overflow_policy = t.info.overflow_policy;
-  c.overflow_limit_bytes = zarena_replay::limit_for(t.info);
-  return c;
-}
-
-ReplayResult replay_or_die(const Trace& t, const ReplayConfig& c) {
-  ReplayResult r;
-  std::string err;
-  EXPECT_TRUE(zarena_replay::replay(t, c, &r, &err)) << err;
-  return r;
+  return zarena_test::trace_temp_path("zarena_replay_", stem);
 }
 
 void expect_same_stats(const zarena_stats& a, const zarena_stats& b) {
