@@ -227,29 +227,26 @@ Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturin
                                void* ctx) {
   if (blocks.empty()) return Result::ok();
   Result first;
-  std::vector<OverflowBlock> kept;
-  if (capturing) {
-    kept.swap(blocks);
-  } else {
-    for (const OverflowBlock& b : blocks) {
+  // The blocks that wait with the deferred ones are moved to the front of `blocks`: all of
+  // them while capturing; else those the backend refused (a capture no query could see,
+  // or a transient failure: still the backend's to take back, so retried at the next
+  // give-back point, and at destroy; never dropped).
+  size_t kept = blocks.size();
+  if (!capturing) {
+    kept = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const OverflowBlock& b = blocks[i];
       if (fill != nullptr) (void)fill(ctx, b.ptr, b.bytes);
       const Result r = backend_.overflow_free(b);
       if (r.is_ok()) continue;
-      // Refused (a capture no query could see, or a transient failure): the block is
-      // still the backend's to take back, so it waits with the deferred ones and is
-      // retried at the next give-back point, and at destroy. Never dropped.
       if (first.is_ok()) first = r;
-      try {
-        kept.push_back(b);
-      } catch (...) {
-        first.message += " (and out of host memory keeping it: the block is lost)";
-      }
+      blocks[kept++] = b;
     }
   }
-  if (!kept.empty()) {
+  if (kept > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     try {
-      deferred_.insert(deferred_.end(), kept.begin(), kept.end());
+      deferred_.insert(deferred_.end(), blocks.begin(), blocks.begin() + kept);
     } catch (...) {
       first.message += " (and out of host memory keeping it: the block is lost)";
     }

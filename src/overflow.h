@@ -100,6 +100,7 @@ class OverflowPool {
   // into the deferred list. fill (may be null) poisons each block first when not
   // capturing. Returns the first backend error; a block the backend refused joins the
   // deferred list (tried again at the next give-back point, and at destroy), never dropped.
+  // `blocks` is used up (its contents are left unspecified).
   using FillFn = Result (*)(void* ctx, void* ptr, uint64_t bytes);
   Result give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill, void* ctx);
   bool has_deferred() const;
