@@ -373,8 +373,8 @@ void Arena::emit_report(Report kind, const ExhaustionFacts& f, uint64_t unreport
   sf.last = f;
   sf.overflow_epochs = overflow_epochs;
   // Not f.epoch + 1: the facts may be of an earlier epoch (those of the epochs not
-  // reported one by one are not captured), the count is of every epoch so far.
-  sf.epochs = std::max(epochs, f.epoch + 1);
+  // reported one by one are not captured); the caller counts every epoch so far.
+  sf.epochs = epochs;
   sf.unreported = unreported;
   log_emit(overflow_summary_record(sf, name_));
 }
