@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "trace.h"
+#include "trace/trace.h"
 #include "zarena/zarena.h"
 
 namespace {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "config.h"
+#include "config/config.h"
 #include "handle.h"
 
 using zarena_core::Arena;

@@ -2,8 +2,8 @@
 #include <string>
 
 #include "handle.h"
-#include "log.h"
-#include "reporter.h"
+#include "log/log.h"
+#include "log/reporter.h"
 
 extern "C" zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_data,
                                                  int32_t min_level) {

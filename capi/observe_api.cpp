@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "handle.h"
-#include "live_blocks_format.h"
-#include "stats_format.h"
+#include "format/live_blocks_format.h"
+#include "format/stats_format.h"
 #include "text_out.h"
 
 using zarena_core::Arena;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "handle.h"
-#include "tags.h"
+#include "engine/tags.h"
 
 using zarena_core::Arena;
 using zarena_core::guarded;

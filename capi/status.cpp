@@ -2,7 +2,7 @@
 #include <string>
 
 #include "handle.h"
-#include "last_error.h"
+#include "base/last_error.h"
 
 namespace zarena_core {
 

@@ -1,4 +1,4 @@
-# The Go mirror and the README's configuration table are printed from src/config_fields.h;
+# The Go mirror and the README's configuration table are printed from src/config/config_fields.h;
 # CTest fails when the committed copies differ, and the zarena_config_gen target rewrites
 # them.
 add_executable(config_gen ${CMAKE_CURRENT_SOURCE_DIR}/config_gen.cpp)

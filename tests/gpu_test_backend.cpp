@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "backend.h"
-#include "cuda_driver.h"
+#include "backend/backend.h"
+#include "backend/cuda_driver.h"
 #include "support.h"
 #include "zarena/zarena.h"
 

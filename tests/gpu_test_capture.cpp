@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "../capi/handle.h"
-#include "backend_cuda_testing.h"
+#include "backend/backend_cuda_testing.h"
 #include "gpu_util.h"
 #include "support.h"
 

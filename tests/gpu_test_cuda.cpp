@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "../capi/handle.h"
-#include "backend.h"
-#include "backend_cuda_testing.h"
+#include "backend/backend.h"
+#include "backend/backend_cuda_testing.h"
 #include "support.h"
 #include "zarena/zarena.h"
 

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "backend.h"
-#include "cuda_driver.h"
+#include "backend/backend.h"
+#include "backend/cuda_driver.h"
 #include "zarena/zarena.h"
 
 namespace zarena_gpu {

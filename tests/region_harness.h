@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "region.h"
+#include "region/region.h"
 
 namespace zarena_test {
 

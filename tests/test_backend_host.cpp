@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "backend.h"
-#include "backend_faults.h"
-#include "backend_faults_testing.h"
+#include "backend/backend.h"
+#include "backend/backend_faults.h"
+#include "backend/backend_faults_testing.h"
 #include "support.h"
 #include "zarena/zarena.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cadence.h"
+#include "diagnosis/cadence.h"
 #include "support.h"
 
 using zarena_core::CadenceDetector;

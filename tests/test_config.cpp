@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "config.h"
+#include "config/config.h"
 #include "support.h"
 
 using zarena_core::ConfigProblem;

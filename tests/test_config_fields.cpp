@@ -1,4 +1,4 @@
-// The configuration table itself (src/config_fields.h): it covers every field of
+// The configuration table itself (src/config/config_fields.h): it covers every field of
 // zarena_config, its variable names are unique and zarena's, each example it shows in a
 // warning is a valid value, and its names match the header's numbers.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "config/config.h"
 
 using zarena_core::FieldSpec;
 using zarena_core::kConfigFields;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "config_parse.h"
+#include "config/config_parse.h"
 
 using zarena_core::parse_value;
 using zarena_core::Syntax;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "diagnostics.h"
+#include "diagnosis/diagnostics.h"
 #include "support.h"
 
 using zarena_test::kKiB;

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "../capi/handle.h"
-#include "backend_faults.h"
-#include "backend_faults_testing.h"
-#include "log.h"
+#include "backend/backend_faults.h"
+#include "backend/backend_faults_testing.h"
+#include "log/log.h"
 #include "support.h"
 #include "zarena/zarena.h"
 

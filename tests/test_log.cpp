@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "log.h"
+#include "log/log.h"
 #include "support.h"
 
 extern char** environ;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "diagnostics.h"
-#include "log.h"
+#include "diagnosis/diagnostics.h"
+#include "log/log.h"
 
 using nlohmann::json;
 using zarena_core::LogRecord;

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "log.h"
+#include "log/log.h"
 #include "support.h"
 
 using zarena_test::kKiB;

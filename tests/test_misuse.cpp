@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "../capi/handle.h"
-#include "backend.h"
+#include "backend/backend.h"
 #include "support.h"
 #include "zarena/zarena.h"
 

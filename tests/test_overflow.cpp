@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "log.h"
+#include "log/log.h"
 #include "support.h"
 #include "zarena/zarena.h"
 

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "diagnostics.h"
-#include "log.h"
+#include "diagnosis/diagnostics.h"
+#include "log/log.h"
 #include "support.h"
-#include "reporter.h"
+#include "log/reporter.h"
 
 using zarena_test::kKiB;
 using zarena_test::kMiB;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "../capi/handle.h"
-#include "backend_faults.h"
+#include "backend/backend_faults.h"
 #include "support.h"
 #include "zarena/zarena.h"
 

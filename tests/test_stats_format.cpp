@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "stats_fields.h"
+#include "format/stats_fields.h"
 #include "zarena/zarena.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "arena.h"
+#include "engine/arena.h"
 #include "zarena/zarena.h"
 
 namespace {

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "replay.h"
-#include "stats_fields.h"
-#include "trace.h"
+#include "format/stats_fields.h"
+#include "trace/trace.h"
 #include "support.h"
-#include "trace_reader.h"
+#include "trace/trace_reader.h"
 #include "trace_test_support.h"
 #include "zarena/zarena.h"
 

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "trace.h"
-#include "trace_reader.h"
+#include "trace/trace.h"
+#include "trace/trace_reader.h"
 #include "trace_test_support.h"
 #include "zarena/zarena.h"
 

@@ -16,7 +16,7 @@
 #include "sizing.h"
 #include "steps.h"
 #include "svg.h"
-#include "trace_reader.h"
+#include "trace/trace_reader.h"
 #include "trace_recording.h"
 #include "trace_test_support.h"
 

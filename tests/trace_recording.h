@@ -12,7 +12,7 @@
 #include <string>
 
 #include "epoch_stats.h"
-#include "trace.h"
+#include "trace/trace.h"
 #include "zarena/zarena.h"
 
 namespace zarena_test {

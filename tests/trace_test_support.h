@@ -8,7 +8,7 @@
 #include <string>
 
 #include "replay.h"
-#include "trace_reader.h"
+#include "trace/trace_reader.h"
 
 namespace zarena_test {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "epoch_stats.h"
-#include "trace_reader.h"
+#include "trace/trace_reader.h"
 #include "verdict_capture.h"
 #include "zarena/zarena.h"
 

@@ -7,7 +7,7 @@
 #include <istream>
 #include <string>
 
-#include "trace_reader.h"
+#include "trace/trace_reader.h"
 
 namespace zarena_replay {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "trace_reader.h"
+#include "trace/trace_reader.h"
 
 namespace zarena_replay {
 

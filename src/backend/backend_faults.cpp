@@ -1,0 +1,194 @@
+#include "backend/backend_faults.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "backend/backend_faults_testing.h"
+
+namespace zarena_core {
+
+namespace {
+
+// The "next create" plan: rare (tests only), so a mutex is fine; it is taken once per
+// wrapped backend, at create.
+std::mutex g_next_mu;
+std::optional<FaultPlan> g_next_plan;
+
+std::optional<FaultPlan> take_next_create_plan() noexcept {
+  std::lock_guard<std::mutex> lock(g_next_mu);
+  std::optional<FaultPlan> p = std::move(g_next_plan);
+  g_next_plan.reset();
+  return p;
+}
+
+const char* route_name(OverflowRoute r) { return r == OverflowRoute::kAsync ? "async" : "sync"; }
+
+}  // namespace
+
+void arm_faults_for_next_create(const FaultPlan& plan) noexcept {
+  std::lock_guard<std::mutex> lock(g_next_mu);
+  g_next_plan = plan;
+}
+
+void disarm_faults_for_next_create() noexcept {
+  std::lock_guard<std::mutex> lock(g_next_mu);
+  g_next_plan.reset();
+}
+
+const char* fault_site_name(FaultSite site) noexcept {
+  switch (site) {
+    case FaultSite::kReserve:
+      return "reserve";
+    case FaultSite::kCommit:
+      return "commit";
+    case FaultSite::kDecommit:
+      return "decommit";
+    case FaultSite::kOverflowAlloc:
+      return "overflow_alloc";
+    case FaultSite::kOverflowFree:
+      return "overflow_free";
+    case FaultSite::kFill32:
+      return "fill32";
+    case FaultSite::kCaptureStatus:
+      return "capture_status";
+    case FaultSite::kSetStream:
+      return "set_stream";
+  }
+  return "unknown";
+}
+
+Status default_fault_status(FaultSite site) noexcept {
+  switch (site) {
+    case FaultSite::kReserve:
+    case FaultSite::kCommit:
+      return Status::kOutOfMemory;
+    case FaultSite::kSetStream:
+      return Status::kInvalidArgument;
+    default:
+      return Status::kBackend;
+  }
+}
+
+FaultInjectingBackend::FaultInjectingBackend(std::unique_ptr<Backend> inner)
+    : inner_(std::move(inner)) {
+  if (std::optional<FaultPlan> plan = take_next_create_plan()) {
+    tally_ = plan->tally;
+    apply(*plan);
+  }
+}
+
+void FaultInjectingBackend::arm(FaultSite site, uint64_t nth, Status status,
+                                uint64_t repeat) noexcept {
+  Counter& c = counters_[static_cast<int>(site)];
+  if (status == Status::kOk) status = default_fault_status(site);
+  c.status.store(static_cast<int32_t>(status));
+  c.fail_nth.store(nth);
+  c.fail_count.store(repeat == 0 ? 1 : repeat);
+  // Counting restarts here, so 1 means the next call.
+  c.fail_at.store(nth == 0 ? 0 : c.calls.load() + nth);
+}
+
+void FaultInjectingBackend::delay_overflow_alloc(uint64_t delay_nth, uint64_t delay_ns) noexcept {
+  const uint64_t base = counters_[static_cast<int>(FaultSite::kOverflowAlloc)].calls.load();
+  delay_ns_.store(0);  // no call sleeps on a half-written plan
+  delay_every_.store(delay_nth == 0 ? 1 : 0);
+  delay_at_.store(delay_nth == 0 ? 0 : base + delay_nth);
+  delay_ns_.store(delay_ns);
+}
+
+void FaultInjectingBackend::apply(const FaultPlan& plan) noexcept {
+  for (int i = 0; i < kFaultSiteCount; ++i) {
+    arm(static_cast<FaultSite>(i), plan.sites[i].fail_nth, plan.sites[i].status);
+  }
+  delay_overflow_alloc(plan.overflow_delay_nth, plan.overflow_delay_ns);
+}
+
+uint64_t FaultInjectingBackend::calls(FaultSite site) const noexcept {
+  return counters_[static_cast<int>(site)].calls.load();
+}
+
+bool FaultInjectingBackend::fires(FaultSite site, uint64_t* call_number) noexcept {
+  Counter& c = counters_[static_cast<int>(site)];
+  const uint64_t n = ++c.calls;
+  if (call_number != nullptr) *call_number = n;
+  if (tally_) tally_->calls[static_cast<int>(site)].fetch_add(1);
+  const uint64_t at = c.fail_at.load();
+  return at != 0 && n >= at && n - at < c.fail_count.load();
+}
+
+Result FaultInjectingBackend::passed(FaultSite site, Result r) noexcept {
+  if (tally_ && r.is_ok()) tally_->ok[static_cast<int>(site)].fetch_add(1);
+  return r;
+}
+
+Result FaultInjectingBackend::injected(FaultSite site, const std::string& detail) const {
+  const Counter& c = counters_[static_cast<int>(site)];
+  return Result::fail(static_cast<Status>(c.status.load()),
+                      fmt::format("injected fault: {} call #{}{}", fault_site_name(site),
+                                  c.fail_nth.load(), detail));
+}
+
+Result FaultInjectingBackend::reserve_region(const RegionRequest& req, RegionInfo* out) noexcept {
+  if (fires(FaultSite::kReserve))
+    return injected(FaultSite::kReserve,
+                    fmt::format(" ({} bytes{})", req.bytes, req.expandable ? ", expandable" : ""));
+  return passed(FaultSite::kReserve, inner_->reserve_region(req, out));
+}
+
+Result FaultInjectingBackend::commit(uint64_t offset, uint64_t bytes) noexcept {
+  if (fires(FaultSite::kCommit))
+    return injected(FaultSite::kCommit, fmt::format(" ([{}, +{}))", offset, bytes));
+  return passed(FaultSite::kCommit, inner_->commit(offset, bytes));
+}
+
+Result FaultInjectingBackend::decommit(uint64_t offset, uint64_t bytes) noexcept {
+  if (fires(FaultSite::kDecommit))
+    return injected(FaultSite::kDecommit, fmt::format(" ([{}, +{}))", offset, bytes));
+  return passed(FaultSite::kDecommit, inner_->decommit(offset, bytes));
+}
+
+Result FaultInjectingBackend::overflow_alloc(uint64_t bytes, uint64_t alignment,
+                                             OverflowRoute route, OverflowBlock* out) noexcept {
+  uint64_t n = 0;
+  const bool fire = fires(FaultSite::kOverflowAlloc, &n);
+  const uint64_t ns = delay_ns_.load();
+  if (ns != 0 && (delay_every_.load() != 0 || n == delay_at_.load())) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+  }
+  if (fire) {
+    return injected(FaultSite::kOverflowAlloc, fmt::format(" ({} bytes aligned to {}, {} route)",
+                                                           bytes, alignment, route_name(route)));
+  }
+  return passed(FaultSite::kOverflowAlloc, inner_->overflow_alloc(bytes, alignment, route, out));
+}
+
+Result FaultInjectingBackend::overflow_free(const OverflowBlock& block) noexcept {
+  if (fires(FaultSite::kOverflowFree))
+    return injected(FaultSite::kOverflowFree, fmt::format(" ({}, {} bytes, {} route)", block.ptr,
+                                                          block.bytes, route_name(block.route)));
+  return passed(FaultSite::kOverflowFree, inner_->overflow_free(block));
+}
+
+Result FaultInjectingBackend::capture_status(bool* capturing) noexcept {
+  if (fires(FaultSite::kCaptureStatus)) return injected(FaultSite::kCaptureStatus, std::string());
+  return passed(FaultSite::kCaptureStatus, inner_->capture_status(capturing));
+}
+
+Result FaultInjectingBackend::set_stream(void* stream) noexcept {
+  if (fires(FaultSite::kSetStream))
+    return injected(FaultSite::kSetStream, fmt::format(" ({})", stream));
+  return passed(FaultSite::kSetStream, inner_->set_stream(stream));
+}
+
+Result FaultInjectingBackend::fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept {
+  if (fires(FaultSite::kFill32))
+    return injected(FaultSite::kFill32, fmt::format(" ({}, {} bytes)", ptr, bytes));
+  return passed(FaultSite::kFill32, inner_->fill32(ptr, bytes, word));
+}
+
+}  // namespace zarena_core

@@ -1,0 +1,322 @@
+#include "overflow/overflow.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace zarena_core {
+
+OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t alignment,
+                           uint64_t limit_bytes, uint64_t slow_ns)
+    : backend_(backend),
+      policy_(policy),
+      alignment_(alignment),
+      limit_bytes_(limit_bytes),
+      slow_ns_(slow_ns) {}
+
+OverflowPool::~OverflowPool() = default;
+
+OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
+  OverflowAttempt a;
+  if (policy_ == ZARENA_OVERFLOW_REFUSE) {
+    a.path = "refused";
+    a.result = Result::fail(Status::kOutOfMemory, "overflow policy is REFUSE");
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.failures;
+    return a;
+  }
+  const OverflowRoute route =
+      policy_ == ZARENA_OVERFLOW_ASYNC ? OverflowRoute::kAsync : OverflowRoute::kSync;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (limit_bytes_ != 0 && (size > limit_bytes_ || reserved_bytes_ > limit_bytes_ - size)) {
+      a.path = "limit";
+      a.result = Result::fail(
+          Status::kOutOfMemory,
+          fmt::format("overflow limit reached: {} live + {} requested > limit {} bytes",
+                      reserved_bytes_, size, limit_bytes_));
+      ++stats_.failures;
+      return a;
+    }
+    reserved_bytes_ += size;  // hold the bytes while the backend call runs unlocked
+  }
+  auto unreserve_failure = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_bytes_ -= size;
+    ++stats_.failures;
+  };
+  if (route == OverflowRoute::kSync) {
+    // Decide before calling: a synchronous allocation during graph capture fails and
+    // invalidates the host program's capture (or hangs some drivers).
+    bool capturing = capture_active;
+    Result qerr;
+    if (!capturing) qerr = backend_.capture_status(&capturing);
+    if (!qerr.is_ok() || capturing) {
+      unreserve_failure();
+      a.path = "capture_refused";
+      a.result = capturing
+                     ? Result::fail(Status::kCaptureUnsafe,
+                                    capture_active
+                                        ? "the engine marked a CUDA graph capture as active; a "
+                                          "synchronous overflow allocation now would break it"
+                                        : "the arena's stream is being captured into a CUDA "
+                                          "graph; a synchronous overflow allocation now would "
+                                          "break the capture")
+                     : Result::fail(Status::kCaptureUnsafe,
+                                    "could not query the stream's capture status: " + qerr.message);
+      return a;
+    }
+  }
+  a.path = route == OverflowRoute::kAsync ? "async" : "sync";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = backend_.overflow_alloc(size, alignment_, route, &a.block);
+  const auto t1 = std::chrono::steady_clock::now();
+  a.latency_ns =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+  a.slow = a.latency_ns > slow_ns_;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (a.latency_ns > stats_.max_latency_ns) stats_.max_latency_ns = a.latency_ns;
+  if (!r.is_ok()) {
+    reserved_bytes_ -= size;
+    ++stats_.failures;
+    a.result = r;
+    // A capture the pre-check could not see (another thread's global-mode capture)
+    // still makes the backend refuse; name it as the refusal it is.
+    if (a.result.status == Status::kCaptureUnsafe) a.path = "capture_refused";
+  }
+  return a;
+}
+
+void OverflowPool::track(const OverflowAttempt& a, uint64_t size, uint64_t epoch, uint32_t tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blocks_[a.block.ptr] = Entry{a.block, size, epoch, epoch, State::kLive, false, 0, tag};
+  ++stats_.allocs;
+  ++stats_.live_count;
+  stats_.live_bytes += size;
+  if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
+  if (stats_.live_bytes > stats_.epoch_peak_bytes) stats_.epoch_peak_bytes = stats_.live_bytes;
+}
+
+void OverflowPool::untrack_failed(const OverflowAttempt& a, uint64_t size) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_bytes_ -= size;
+    ++stats_.failures;
+  }
+  (void)backend_.overflow_free(a.block);
+}
+
+bool OverflowPool::owns(void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocks_.count(ptr) != 0;
+}
+
+FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
+                               uint64_t* size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end()) return FreeOutcome::kNotOwned;
+  Entry& e = it->second;
+  // An epoch-checked free names one incarnation: another block at this address is not
+  // the caller's, whatever state it is in.
+  if (want_epoch != kAnyEpoch && e.epoch != want_epoch) return FreeOutcome::kStale;
+  switch (e.state) {
+    case State::kFreed:
+    case State::kDeferred:
+      return FreeOutcome::kDoubleFree;
+    case State::kReclaimed:
+      return FreeOutcome::kStale;
+    case State::kLive:
+      break;
+  }
+  if (!e.persistent && e.keep_epoch != epoch) return FreeOutcome::kStale;
+  *size = e.size;
+  if (e.pins > 0) {
+    e.state = State::kDeferred;
+    ++stats_.deferred_frees;
+    return FreeOutcome::kDeferred;
+  }
+  // The backend may hand this address out again; until then a second free is "double".
+  e.state = State::kFreed;
+  e.keep_epoch = epoch;
+  *out = e.block;
+  --stats_.live_count;
+  stats_.live_bytes -= e.size;
+  reserved_bytes_ -= e.size;
+  return FreeOutcome::kOk;
+}
+
+PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end()) return PinOutcome::kNotOwned;
+  Entry& e = it->second;
+  if (e.state == State::kReclaimed) return PinOutcome::kStale;
+  if (e.state != State::kLive) return PinOutcome::kFreed;
+  if (!e.persistent && e.keep_epoch != epoch) return PinOutcome::kStale;
+  if (e.pins == 0xFFFF) return PinOutcome::kTooMany;
+  if (e.pins++ == 0) {
+    ++stats_.pinned_blocks;
+    stats_.pinned_bytes += e.size;
+  }
+  return PinOutcome::kOk;
+}
+
+PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size) {
+  *freed_size = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end()) return PinOutcome::kNotOwned;
+  Entry& e = it->second;
+  if (e.state == State::kReclaimed) return PinOutcome::kStale;
+  if (e.state == State::kFreed) return PinOutcome::kFreed;
+  if (!e.persistent && e.keep_epoch != epoch) return PinOutcome::kStale;
+  if (e.pins == 0) return PinOutcome::kNotPinned;
+  if (--e.pins > 0) return PinOutcome::kOk;
+  --stats_.pinned_blocks;
+  stats_.pinned_bytes -= e.size;
+  if (e.state == State::kDeferred) {
+    e.state = State::kFreed;
+    e.keep_epoch = epoch;
+    *out = e.block;
+    *freed_size = e.size;
+    --stats_.deferred_frees;
+    --stats_.live_count;
+    stats_.live_bytes -= e.size;
+    reserved_bytes_ -= e.size;
+  }
+  return PinOutcome::kOk;
+}
+
+void OverflowPool::reclaim(uint64_t new_epoch, std::vector<OverflowBlock>* doomed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    Entry& e = it->second;
+    if (e.state == State::kLive || e.state == State::kDeferred) {
+      if (e.pins > 0) {
+        e.keep_epoch = new_epoch;  // pinned: kept, valid in the new epoch too
+      } else if (!e.persistent && e.keep_epoch < new_epoch) {
+        doomed->push_back(e.block);
+        e.state = State::kReclaimed;
+        e.keep_epoch = new_epoch;  // remembered as stale through the new epoch
+        --stats_.live_count;
+        stats_.live_bytes -= e.size;
+        reserved_bytes_ -= e.size;
+        ++stats_.reclaimed;
+      }
+      ++it;
+    } else if (e.keep_epoch + 1 < new_epoch) {
+      // History older than the previous epoch: forget it. A pointer reclaimed or freed
+      // by the reset before the last one reads "not owned", as region pointers may.
+      it = blocks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  stats_.epoch_peak_bytes = stats_.live_bytes;
+}
+
+void OverflowPool::mark_step_boundary() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [p, e] : blocks_) {
+    if (e.state == State::kLive || e.state == State::kDeferred) e.persistent = true;
+  }
+}
+
+Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill,
+                               void* ctx) {
+  if (blocks.empty()) return Result::ok();
+  Result first;
+  // The blocks that wait with the deferred ones are moved to the front of `blocks`: all of
+  // them while capturing; else those the backend refused (a capture no query could see,
+  // or a transient failure: still the backend's to take back, so retried at the next
+  // give-back point, and at destroy; never dropped).
+  size_t kept = blocks.size();
+  if (!capturing) {
+    kept = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const OverflowBlock& b = blocks[i];
+      if (fill != nullptr) (void)fill(ctx, b.ptr, b.bytes);
+      const Result r = backend_.overflow_free(b);
+      if (r.is_ok()) continue;
+      if (first.is_ok()) first = r;
+      blocks[kept++] = b;
+    }
+  }
+  if (kept > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      deferred_.insert(deferred_.end(), blocks.begin(), blocks.begin() + kept);
+    } catch (...) {
+      first.message += " (and out of host memory keeping it: the block is lost)";
+    }
+    stats_.deferred_gives = deferred_.size();
+  }
+  return first;
+}
+
+bool OverflowPool::has_deferred() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !deferred_.empty();
+}
+
+Result OverflowPool::flush_deferred(FillFn fill, void* ctx) {
+  std::vector<OverflowBlock> blocks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks.swap(deferred_);
+    stats_.deferred_gives = 0;
+  }
+  return give_back(blocks, false, fill, ctx);
+}
+
+Result OverflowPool::release_all(std::string* recovered) {
+  std::vector<OverflowBlock> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [p, e] : blocks_) {
+      if (e.state == State::kLive || e.state == State::kDeferred) all.push_back(e.block);
+    }
+    all.insert(all.end(), deferred_.begin(), deferred_.end());
+    deferred_.clear();
+    blocks_.clear();
+    stats_.live_count = 0;
+    stats_.live_bytes = 0;
+    stats_.deferred_gives = 0;
+    reserved_bytes_ = 0;
+  }
+  const Result first = give_back(all, false, nullptr, nullptr);
+  if (first.is_ok()) return first;
+  // One more try for the blocks the backend refused (a transient failure); what still
+  // fails is lost, and destroy reports it.
+  const Result again = flush_deferred(nullptr, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    deferred_.clear();
+    stats_.deferred_gives = 0;
+  }
+  if (!again.is_ok()) return again;
+  if (recovered != nullptr) *recovered = first.message;
+  return Result::ok();
+}
+
+OverflowStats OverflowPool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void OverflowPool::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_bytes = stats_.live_bytes;
+}
+
+void OverflowPool::live_blocks(std::vector<OverflowBlockView>* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [p, e] : blocks_) {
+    if (e.state != State::kLive && e.state != State::kDeferred) continue;
+    out->push_back(OverflowBlockView{p, e.size, e.epoch, e.pins, e.tag, e.persistent,
+                                     e.state == State::kDeferred});
+  }
+}
+
+}  // namespace zarena_core

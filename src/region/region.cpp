@@ -1,0 +1,700 @@
+// Per-thread paths of the region: allocate, free, pin, unpin (region.h explains the
+// design; region_whole.cpp has the whole-region operations).
+#include "region/region.h"
+#include "region/region_fast.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace zarena_core {
+
+namespace {
+constexpr uint64_t kMaxSpanBytes = 1ull << 20;
+constexpr uint64_t kMinSlotBudget = 64ull << 10;
+constexpr uint32_t kGoneChainHops = 8;
+
+using Guard = std::lock_guard<CentralLock>;
+
+bool cas(Block& b, uint64_t& expected, uint64_t desired) {
+  return b.word.compare_exchange_weak(expected, desired, std::memory_order_acq_rel,
+                                      std::memory_order_acquire);
+}
+}  // namespace
+
+Region::Region(const RegionConfig& cfg, RegionHooks* hooks)
+    : cfg_(cfg),
+      hooks_(hooks),
+      map_(cfg.capacity, cfg.granule),
+      slots_(cfg.slots != 0 ? cfg.slots : SlotSet::default_count(), cfg.granule),
+      central_index_(cfg.granule),
+      floor_index_(cfg.granule) {
+  const uint64_t g = cfg_.granule;
+  if (cfg_.span_bytes == 0) {
+    uint64_t span = cfg_.capacity / (uint64_t{8} * slots_.size());
+    span = std::min(span, kMaxSpanBytes);
+    cfg_.span_bytes = std::max(g, span - span % g);
+  }
+  if (cfg_.slot_budget == 0) {
+    cfg_.slot_budget = std::max(kMinSlotBudget, cfg_.capacity / (uint64_t{8} * slots_.size()));
+  }
+  top_rec_ = store_.take_long_lived();
+  store_[top_rec_].word.store(Word::make(BlockState::kFree, kFlagLongLived, kOwnerNone, 0, 1));
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    const uint32_t r = store_.take_long_lived();
+    store_[r].word.store(Word::make(BlockState::kFree, kFlagLongLived, kOwnerNone, 0, 1));
+    slots_[i].slack_rec = r;
+  }
+}
+
+Region::~Region() = default;
+
+// Every active slot, in index order, then the central lock. A slot activated while we were
+// taking them (activation needs the central lock, so it happened before we got it) is
+// taken as well before we proceed: drop the central lock, take the new slots (they come
+// after every slot we hold, so the order holds), take it again.
+void Region::lock_all() {
+  uint32_t n = 0;
+  for (;;) {
+    const uint32_t want = slots_.active();
+    for (; n < want; ++n) slots_[n].lock.lock();
+    central_.lock();
+    if (slots_.active() == n) break;
+    central_.unlock();
+  }
+  locked_ = n;
+}
+
+void Region::unlock_all() {
+  const uint32_t n = locked_;
+  central_.unlock();
+  for (uint32_t i = n; i-- > 0;) slots_[i].lock.unlock();
+}
+
+void Region::activate(Slot& s) {
+  Guard g(central_);
+  if (s.id >= slots_.active()) slots_.set_active(s.id + 1u);
+}
+
+// --- records --------------------------------------------------------------------------
+
+uint32_t Region::acquire_slot_record(Slot& s) {
+  if (s.free_recs != kNil) {
+    const uint32_t r = s.free_recs;
+    s.free_recs = store_[r].next;
+    store_.reinit(r, 0);
+    return r;
+  }
+  if (s.page_left == 0) {
+    uint32_t p;
+    {
+      Guard g(central_);
+      p = store_.take_page();
+    }
+    if (s.page_tail == kNil) {
+      s.page_head = p;
+    } else {
+      store_.page_next(s.page_tail) = p;
+    }
+    s.page_tail = p;
+    s.page_cursor = p;
+    s.page_left = BlockStore::kPageRecords;
+  }
+  const uint32_t r = s.page_cursor++;
+  --s.page_left;
+  store_.reinit(r, 0);
+  return r;
+}
+
+uint32_t Region::acquire_central_record() {
+  if (central_free_recs_ != kNil) {
+    const uint32_t r = central_free_recs_;
+    central_free_recs_ = store_[r].next;
+    store_.reinit(r, 0);
+    return r;
+  }
+  if (central_left_ == 0) {
+    const uint32_t p = store_.take_page();
+    if (central_page_tail_ == kNil) {
+      central_page_head_ = p;
+    } else {
+      store_.page_next(central_page_tail_) = p;
+    }
+    central_page_tail_ = p;
+    central_cursor_ = p;
+    central_left_ = BlockStore::kPageRecords;
+  }
+  const uint32_t r = central_cursor_++;
+  --central_left_;
+  store_.reinit(r, 0);
+  return r;
+}
+
+uint32_t Region::acquire_record_like(Slot* s, uint32_t model) {
+  if (Word::flags(store_[model].load_word()) & kFlagLongLived) return store_.take_long_lived();
+  return s != nullptr ? acquire_slot_record(*s) : acquire_central_record();
+}
+
+void Region::retire_record(Slot* s, uint32_t rec) {
+  if (s == nullptr) {
+    retire_central(rec);
+    return;
+  }
+  const uint32_t out = s->quarantine.push(rec);
+  if (out != kNil) {
+    store_[out].next = s->free_recs;
+    s->free_recs = out;
+  }
+}
+
+void Region::retire_central(uint32_t rec) {
+  const uint32_t out = central_q_.push(rec);
+  if (out == kNil) return;
+  if (Word::flags(store_[out].load_word()) & kFlagLongLived) {
+    store_.give_long_lived(out);
+  } else {
+    store_[out].next = central_free_recs_;
+    central_free_recs_ = out;
+  }
+}
+
+void Region::retire_moved(uint32_t rec) {
+  // Epoch records go with their page; long-lived ones wait on a list until the reset after
+  // next.
+  if (!(Word::flags(store_[rec].load_word()) & kFlagLongLived)) return;
+  store_[rec].next = moved_long_;
+  moved_long_ = rec;
+}
+
+// --- blocks ---------------------------------------------------------------------------
+
+// A free of a pointer whose block is no longer live. A free block (still in an index)
+// was freed before: a double free (or stale, when a reset reclaimed it rather than its
+// user). An absorbed record was merged into a neighbour: follow where its bytes went. If
+// they are still free, it is a double free; if they now lie inside a live block, the
+// pointer is not the start of a block. Where that cannot be proven cheaply (the bytes went
+// back to bump space that has since been bumped into again), the answer is "not owned":
+// never an error that would be wrong to act on, and no state changes either way.
+FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const {
+  const uint64_t target = store_[rec].off();
+  const uint64_t e = epoch();
+  // A block a reset reclaimed, or any record of an earlier epoch: a reset emptied every
+  // index since, so its bytes may lie inside a block handed out later, and its history
+  // proves nothing now. The caller's pointer is from an earlier epoch.
+  const bool long_lived =
+      (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
+  if ((Word::flags(w) & kFlagReclaimed) ||
+      (!long_lived && store_[rec].stamp.load(std::memory_order_relaxed) != e)) {
+    return FreeOutcome::kStale;
+  }
+  // Free space that was never a block here (a reset's hole, a split's remainder): still
+  // free, the pointer is from an earlier epoch; merged into a block live now, it is that
+  // block's interior (not owned).
+  const bool never_live = store_[rec].epoch.load(std::memory_order_relaxed) == kNeverLive;
+  const FreeOutcome freed = never_live ? FreeOutcome::kStale : FreeOutcome::kDoubleFree;
+  if (Word::state(w) == BlockState::kFree) return freed;
+  auto covering = [&](uint32_t r, uint64_t rw) -> int {  // 1 free, 0 live, -1 unknown
+    const Block& b = store_[r];
+    if (target < b.off() || target >= b.end()) return -1;
+    const BlockState st = Word::state(rw);
+    if (st == BlockState::kFree) return 1;
+    if (st == BlockState::kLive || st == BlockState::kDeferred) return 0;
+    return -1;
+  };
+  uint32_t r = rec;
+  uint64_t cw = w;
+  for (uint32_t hop = 0;; ++hop) {
+    const BlockState cs = Word::state(cw);
+    if (cs != BlockState::kAbsorbed && cs != BlockState::kMoved) break;
+    if (hop == kGoneChainHops) return FreeOutcome::kNotOwned;
+    const Block& b = store_[r];
+    const uint32_t into = b.absorbed_into.load(std::memory_order_relaxed);
+    const uint32_t gen = b.absorbed_gen.load(std::memory_order_relaxed);
+    if (into == kNil) return FreeOutcome::kNotOwned;
+    const uint64_t iw = store_[into].load_word();
+    if (into == s.slack_rec) {
+      // This slot's span (we hold its lock): free while the target is still unused.
+      return target >= s.span_cur && target < s.span_end ? freed : FreeOutcome::kNotOwned;
+    }
+    bool pseudo = into == top_rec_;
+    for (uint32_t i = 0; !pseudo && i < slots_.size(); ++i) pseudo = slots_[i].slack_rec == into;
+    if (pseudo) {
+      // The bump space or another slot's span: free as long as nothing was bumped since
+      // (and, for the bump space, the target still lies above the top).
+      bool unused = Word::gen(iw) == gen;
+      if (unused && into == top_rec_) {
+        std::lock_guard<CentralLock> lock(central_);
+        unused = target >= top_;
+      }
+      return unused ? freed : FreeOutcome::kNotOwned;
+    }
+    r = into;
+    cw = iw;
+  }
+  // r is a record that describes a block now (or nothing): find what covers the target.
+  const uint64_t rw = store_[r].load_word();
+  const BlockState rs = Word::state(rw);
+  if (rs != BlockState::kFree && rs != BlockState::kLive && rs != BlockState::kDeferred) {
+    return FreeOutcome::kNotOwned;
+  }
+  // A record of an earlier epoch (the chain left the floor's history): no proof either way.
+  const bool now = rs == BlockState::kFree ? (Word::owner(rw) == kOwnerFloor ||
+                                              store_[r].stamp.load(std::memory_order_relaxed) == e)
+                                           : is_current(rw, store_[r]);
+  if (!now) return FreeOutcome::kNotOwned;
+  const int c = covering(r, rw);
+  if (c >= 0) return c == 1 ? freed : FreeOutcome::kNotOwned;
+  // The record shrank (it was carved): the target is in one of the blocks after it.
+  uint64_t o = store_[r].end();
+  for (uint32_t step = 0; step < 64 && o <= target; ++step) {
+    const uint32_t q = map_.at(o);
+    if (q == kNil || store_[q].off() != o) return FreeOutcome::kNotOwned;
+    const uint64_t qw = store_[q].load_word();
+    const BlockState qs = Word::state(qw);
+    const bool current = qs == BlockState::kFree
+                             ? (Word::owner(qw) == kOwnerFloor ||
+                                store_[q].stamp.load(std::memory_order_relaxed) == e)
+                             : is_current(qw, store_[q]);
+    if (!current) return FreeOutcome::kNotOwned;
+    const int cq = covering(q, qw);
+    if (cq >= 0) return cq == 1 ? freed : FreeOutcome::kNotOwned;
+    o = store_[q].end();
+  }
+  return FreeOutcome::kNotOwned;
+}
+
+void Region::fill(uint64_t offset, uint64_t bytes, Slot* s) {
+  switch (hooks_->fill_policy()) {
+    case RegionHooks::Fill::kOff:
+      return;
+    case RegionHooks::Fill::kNow:
+      hooks_->fill(offset, bytes);
+      ++(s != nullptr ? s->c : central_c_).poison_fills;
+      return;
+    case RegionHooks::Fill::kSkip:
+      ++(s != nullptr ? s->c : central_c_).poison_skipped;
+      return;
+  }
+}
+
+// --- allocation ----------------------------------------------------------------------
+
+bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+  if (aligned > cfg_.capacity) return false;
+  // A record for a bump, taken before any change (it may need host memory).
+  uint32_t fresh = acquire_slot_record(s);
+  auto give_back_fresh = [&] {
+    store_[fresh].next = s.free_recs;
+    s.free_recs = fresh;
+  };
+  auto bump = [&] {
+    Block& b = store_[fresh];
+    b.offset.store(s.span_cur, std::memory_order_relaxed);
+    b.size.store(aligned, std::memory_order_relaxed);
+    map_.tag(s.span_cur, aligned, fresh);
+    s.span_cur += aligned;
+    s.note_cached();
+    Block& slack = store_[s.slack_rec];
+    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
+                     std::memory_order_release);
+    make_live(&s, fresh, aligned, tag, 0);
+    out->offset = b.off();
+    out->size = aligned;
+    out->reused = false;
+  };
+  bool drained = false;
+  for (;;) {
+    // The slot's own index first (a thread sharing the slot may have freed into it).
+    uint32_t r = s.index.find(store_, aligned);
+    if (r != kNil) {
+      s.index.remove(store_, r);
+      store_[fresh].next = s.free_recs;  // carve() takes the spare record from here
+      s.free_recs = fresh;
+      carve(&s, r, aligned, s.id);
+      make_live(&s, r, aligned, tag, 0);
+      out->offset = store_[r].off();
+      out->size = aligned;
+      out->reused = true;
+        return true;
+    }
+    {
+      Guard g(central_);
+      r = central_index_.find(store_, aligned);
+      if (r != kNil) {
+        if (store_[r].len() > aligned && central_free_recs_ == kNil && central_left_ == 0) {
+          const uint32_t spare = acquire_central_record();
+          store_[spare].next = central_free_recs_;
+          central_free_recs_ = spare;
+        }
+        central_index_.remove(store_, r);
+        carve(nullptr, r, aligned, kOwnerCentral);
+        make_live(&s, r, aligned, tag, 0);
+        out->offset = store_[r].off();
+        out->size = aligned;
+        out->reused = true;
+        give_back_fresh();
+            return true;
+      }
+      if (s.span_end - s.span_cur >= aligned || take_span(s, aligned)) {
+        bump();
+        return true;
+      }
+      r = floor_index_.find(store_, aligned);
+      if (r != kNil) {
+        store_.reserve_long_lived(1);  // carve's record, before the block leaves the index
+        floor_index_.remove(store_, r);
+        carve(nullptr, r, aligned, kOwnerFloor);
+        make_live(&s, r, aligned, tag, kFlagBorrowed);
+        borrowed_push(r);
+        out->offset = store_[r].off();
+        out->size = aligned;
+        out->reused = true;
+        give_back_fresh();
+            return true;
+      }
+    }
+    if (drained) break;
+    // Before declaring the region full, let every slot give back what it holds (its
+    // cached free blocks coalesce with the central ones), when that can help at all.
+    uint64_t cached = 0;
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      cached += slots_[i].cached_hint.load(std::memory_order_relaxed);
+    }
+    if (cached == 0) break;
+    drained = true;
+    give_back_fresh();
+    leave(s);
+    {
+      WriterLock w(*this);
+      drain_w();
+    }
+    s.lock.lock();
+    fresh = acquire_slot_record(s);
+  }
+  give_back_fresh();
+  return false;
+}
+
+// Under the central lock: gives the slot room for `need` more bytes at the top of the bump
+// space (extending its span in place when it is the topmost one).
+bool Region::take_span(Slot& s, uint64_t need) {
+  const uint64_t cap = cfg_.capacity;
+  Block& top = store_[top_rec_];
+  if (top_slot_ == static_cast<int32_t>(s.id) && s.span_end == top_) {
+    const uint64_t have = s.span_end - s.span_cur;
+    const uint64_t missing = need - have;
+    if (cap - top_ < missing) return false;
+    uint64_t end = top_ + std::min(cap - top_, std::max(missing, cfg_.span_bytes));
+    if (!hooks_->ensure_committed(end)) {
+      end = top_ + missing;
+      if (!hooks_->ensure_committed(end)) return false;
+    }
+    s.span_end = top_ = end;
+    top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+    s.note_cached();
+    return true;
+  }
+  if (cap - top_ < need) return false;
+  uint64_t end = top_ + std::min(cap - top_, std::max(need, cfg_.span_bytes));
+  if (!hooks_->ensure_committed(end)) {
+    end = top_ + need;
+    if (!hooks_->ensure_committed(end)) return false;
+  }
+  close_span(s);
+  s.span_cur = top_;
+  s.span_end = end;
+  top_ = end;
+  top_slot_ = static_cast<int32_t>(s.id);
+  top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
+                 std::memory_order_release);
+  s.note_cached();
+  return true;
+}
+
+// Under the central lock: the slot's span leftovers go back (to the bump space when the
+// span is the topmost one, else to the central index).
+void Region::close_span(Slot& s) {
+  if (s.top_rec != kNil) {
+    retire_record(&s, s.top_rec);
+    s.top_rec = kNil;
+  }
+  Block& slack = store_[s.slack_rec];
+  slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+  if (s.span_cur < s.span_end) {
+    if (top_slot_ == static_cast<int32_t>(s.id) && s.span_end == top_) {
+      top_ = s.span_cur;
+      top_slot_ = -1;
+      // A central block may now end at the top: give it back too.
+      if (top_ > 0) {
+        const uint32_t p = map_.ending_at(top_);
+        if (p != kNil) {
+          const Block& pb = store_[p];
+          const uint64_t pw = pb.load_word();
+          if (Word::state(pw) == BlockState::kFree && Word::owner(pw) == kOwnerCentral &&
+              pb.end() == top_ && pb.stamp.load(std::memory_order_relaxed) == epoch()) {
+            central_index_.remove(store_, p);
+            give_back_top(p);
+          }
+        }
+      }
+      maybe_lower_floor();
+    } else {
+      const uint32_t r = acquire_central_record();
+      Block& b = store_[r];
+      b.offset.store(s.span_cur, std::memory_order_relaxed);
+      b.size.store(s.span_end - s.span_cur, std::memory_order_relaxed);
+      b.stamp.store(epoch(), std::memory_order_relaxed);
+      b.epoch.store(kNeverLive, std::memory_order_relaxed);
+      const uint64_t w = b.word.load(std::memory_order_relaxed);
+      b.word.store(Word::make(BlockState::kFree, Word::flags(w) & kFlagLongLived, kOwnerCentral, 0,
+                              Word::gen(w) + 1),
+                   std::memory_order_release);
+      map_.tag(b.off(), b.len(), r);
+      release_central(r);
+    }
+  } else if (top_slot_ == static_cast<int32_t>(s.id)) {
+    top_slot_ = -1;
+  }
+  s.span_cur = s.span_end = 0;
+}
+
+// Under the central lock: rec (kFree, ending at top_, nothing above) becomes bump space.
+void Region::give_back_top(uint32_t rec) {
+  Block& b = store_[rec];
+  top_ = b.off();
+  const uint64_t tw = store_[top_rec_].load_word();
+  b.absorbed_into.store(top_rec_, std::memory_order_relaxed);
+  b.absorbed_gen.store(Word::gen(tw), std::memory_order_relaxed);
+  b.word.store(Word::with_state(b.word.load(std::memory_order_relaxed), BlockState::kAbsorbed),
+               std::memory_order_release);
+  retire_central(rec);
+  maybe_lower_floor();
+}
+
+// Under the central lock: when nothing lies above the floor and the block just under it is
+// free, the floor and the top come down together (freeing the last weights returns them
+// to the bump space).
+void Region::maybe_lower_floor() {
+  while (top_slot_ < 0 && top_ == floor_ && floor_ > 0) {
+    const uint32_t p = map_.ending_at(floor_);
+    if (p == kNil) return;
+    Block& b = store_[p];
+    const uint64_t w = b.load_word();
+    if (Word::state(w) != BlockState::kFree || Word::owner(w) != kOwnerFloor || b.end() != floor_) {
+      return;
+    }
+    floor_index_.remove(store_, p);
+    floor_ = b.off();
+    give_back_top(p);
+  }
+}
+
+// --- frees -------------------------------------------------------------------------------
+
+void Region::flush_slot(Slot& s, uint64_t target_bytes) {
+  Guard g(central_);
+  while (s.index.bytes() > target_bytes) {
+    const uint32_t r = s.index.any_largest();
+    s.index.remove(store_, r);
+    Block& b = store_[r];
+    b.word.store(Word::with_owner(b.word.load(std::memory_order_relaxed), kOwnerCentral),
+                 std::memory_order_release);
+    release_central(r);
+  }
+}
+
+void Region::release_central(uint32_t rec) {
+  const uint64_t e = epoch();
+  const uint8_t owner = Word::owner(store_[rec].load_word());
+  FreeIndex& index = owner == kOwnerFloor ? floor_index_ : central_index_;
+  auto same = [&](uint32_t n) {
+    if (n == kNil) return false;
+    const Block& nb = store_[n];
+    const uint64_t w = nb.load_word();
+    return Word::state(w) == BlockState::kFree && Word::owner(w) == owner &&
+           (owner == kOwnerFloor || nb.stamp.load(std::memory_order_relaxed) == e);
+  };
+  const uint64_t off = store_[rec].off();
+  if (off > 0) {
+    const uint32_t p = map_.ending_at(off);
+    if (p != rec && same(p) && store_[p].end() == off) {
+      index.remove(store_, p);
+      absorb(p, rec);
+      retire_central(rec);
+      rec = p;
+    }
+  }
+  Block& b = store_[rec];
+  const uint64_t end = b.end();
+  if (owner == kOwnerCentral && end == top_ && top_slot_ < 0) {
+    give_back_top(rec);
+    return;
+  }
+  if (end < cfg_.capacity) {
+    const uint32_t n = map_.at(end);
+    if (n != rec && same(n) && store_[n].off() == end) {
+      index.remove(store_, n);
+      absorb(rec, n);
+      retire_central(n);
+    }
+  }
+  b.stamp.store(e, std::memory_order_relaxed);
+  index.insert(store_, rec);
+  if (owner == kOwnerFloor) maybe_lower_floor();
+}
+
+// Under the central lock: a block below the floor (weights, or a borrowed epoch block) was
+// freed; it is kFree with no owner yet ("in transit", so no neighbour merges it early).
+void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size) {
+  if (flags & kFlagBorrowed) {
+    borrowed_remove(rec);
+  } else {
+    floor_live_bytes_ -= size;
+    --floor_live_count_;
+    // Freeing weights with nothing above the floor but this slot's empty span: give the
+    // span back so that the floor can come down.
+    if (top_slot_ == static_cast<int32_t>(s.id) && s.span_cur == floor_) close_span(s);
+  }
+  Block& b = store_[rec];
+  b.word.store(Word::with_owner(b.word.load(std::memory_order_relaxed), kOwnerFloor),
+               std::memory_order_release);
+  release_central(rec);
+}
+
+// --- pins --------------------------------------------------------------------------------
+
+PinOutcome Region::pin(Slot& s, uint64_t offset) {
+  const uint32_t r = map_.at(offset);
+  if (r == kNil) return PinOutcome::kNotOwned;
+  Block& b = store_[r];
+  uint64_t w = b.load_word();
+  for (;;) {
+    if (b.off() != offset) return PinOutcome::kNotOwned;
+    const BlockState st = Word::state(w);
+    if (st == BlockState::kFree || st == BlockState::kDeferred) return PinOutcome::kFreed;
+    if (st == BlockState::kAbsorbed || st == BlockState::kMoved) {
+      const FreeOutcome o = classify_dead(s, r, w);
+      return o == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
+             : o == FreeOutcome::kStale    ? PinOutcome::kStale
+                                           : PinOutcome::kNotOwned;
+    }
+    if (st != BlockState::kLive) return PinOutcome::kNotOwned;
+    if (!is_current(w, b)) return PinOutcome::kStale;
+    const uint32_t pins = Word::pins(w);
+    if (pins == Word::kMaxPins) return PinOutcome::kTooMany;
+    if (pins > 0) {
+      if (cas(b, w, Word::with_pins(w, pins + 1))) return PinOutcome::kOk;
+      continue;
+    }
+    // 0 -> 1 under the central lock, where the set of pinned blocks lives.
+    Guard g(central_);
+    w = b.load_word();
+    if (Word::state(w) != BlockState::kLive || Word::pins(w) != 0) continue;
+    pinned_add(r);  // may throw: nothing changed yet
+    if (!b.word.compare_exchange_strong(w, Word::with_pins(w, 1), std::memory_order_acq_rel)) {
+      pinned_remove(r);
+      continue;
+    }
+    return PinOutcome::kOk;
+  }
+}
+
+PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
+  *freed_size = 0;
+  const uint32_t r = map_.at(offset);
+  if (r == kNil) return PinOutcome::kNotOwned;
+  Block& b = store_[r];
+  uint64_t w = b.load_word();
+  for (;;) {
+    if (b.off() != offset) return PinOutcome::kNotOwned;
+    const BlockState st = Word::state(w);
+    if (st == BlockState::kAbsorbed || st == BlockState::kMoved || st == BlockState::kFree) {
+      const FreeOutcome o = classify_dead(s, r, w);
+      return o == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
+             : o == FreeOutcome::kStale    ? PinOutcome::kStale
+                                           : PinOutcome::kNotOwned;
+    }
+    if (st != BlockState::kLive && st != BlockState::kDeferred) return PinOutcome::kNotOwned;
+    if (!is_current(w, b)) return PinOutcome::kStale;
+    const uint32_t pins = Word::pins(w);
+    if (pins == 0) return PinOutcome::kNotPinned;
+    if (pins > 1) {
+      if (cas(b, w, Word::with_pins(w, pins - 1))) return PinOutcome::kOk;
+      continue;
+    }
+    // The last pin: under the central lock (the pinned set), and a deferred free completes.
+    std::unique_lock<CentralLock> g(central_);
+    w = b.load_word();
+    if (Word::pins(w) != 1 || (Word::state(w) != BlockState::kLive &&
+                               Word::state(w) != BlockState::kDeferred)) {
+      continue;
+    }
+    if (Word::state(w) == BlockState::kLive) {
+      if (!b.word.compare_exchange_strong(w, Word::with_pins(w, 0), std::memory_order_acq_rel)) {
+        continue;
+      }
+      pinned_remove(r);
+      return PinOutcome::kOk;
+    }
+    // Deferred: the free happens now, exactly as zarena_free would have done it.
+    const uint8_t flags = Word::flags(w);
+    const bool floor_side = goes_to_floor(flags);
+    const uint64_t nw = Word::with_pins(free_word(w, floor_side ? kOwnerNone : s.id), 0);
+    if (!b.word.compare_exchange_strong(w, nw, std::memory_order_acq_rel)) continue;
+    pinned_remove(r);
+    const uint64_t size = b.len();
+    *freed_size = size;
+    s.c.live_bytes -= static_cast<int64_t>(size);
+    --s.c.live_count;
+    --s.c.deferred_frees;
+    if (fill_on_.load(std::memory_order_relaxed)) fill(offset, size, &s);
+    if (!floor_side) {
+      g.unlock();
+      release_to_slot(s, r);
+      return PinOutcome::kOk;
+    }
+    finish_floor_free(s, r, flags, size);
+    g.unlock();
+    return PinOutcome::kOk;
+  }
+}
+
+void Region::borrowed_push(uint32_t rec) {
+  Block& b = store_[rec];
+  b.prev = kNil;
+  b.next = borrowed_head_;
+  if (borrowed_head_ != kNil) store_[borrowed_head_].prev = rec;
+  borrowed_head_ = rec;
+}
+
+void Region::borrowed_remove(uint32_t rec) {
+  Block& b = store_[rec];
+  if (b.prev != kNil) {
+    store_[b.prev].next = b.next;
+  } else {
+    borrowed_head_ = b.next;
+  }
+  if (b.next != kNil) store_[b.next].prev = b.prev;
+  b.prev = b.next = kNil;
+}
+
+}  // namespace zarena_core
+
+namespace zarena_core {
+
+void Region::pinned_add(uint32_t rec) {
+  pinned_.push_back(rec);
+  store_[rec].pin_pos = static_cast<uint32_t>(pinned_.size() - 1);
+}
+
+void Region::pinned_remove(uint32_t rec) {
+  const uint32_t pos = store_[rec].pin_pos;
+  const uint32_t last = pinned_.back();
+  pinned_[pos] = last;
+  store_[last].pin_pos = pos;
+  pinned_.pop_back();
+  store_[rec].pin_pos = kNil;
+}
+
+}  // namespace zarena_core

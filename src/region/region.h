@@ -1,0 +1,287 @@
+// The region allocator: offsets into one contiguous region, safe for many threads at
+// once, no memory touched (except through the hooks). docs/CONCURRENCY.md is the one-page
+// design; the essentials:
+//
+// Layout. [0, top) holds blocks (live or free) and the unused part of slot spans;
+// [top, capacity) is untouched bump space. The floor splits the region: blocks below it
+// survive resets ("persistent": weights), blocks above it belong to the current epoch.
+//
+// Who owns what. Each thread works in its slot (slots.h) under the slot's lock: it bumps
+// blocks out of its span and keeps the blocks it frees in its own free index, coalescing
+// them among themselves. Everything shared sits behind the central lock: the bump space
+// (spans are carved from it), a central index of epoch-side free blocks (blocks a slot
+// gave up: big ones, a slot over its budget, span leftovers, holes between pinned
+// survivors of a reset), the floor index (holes below the floor), pins, and the record
+// stores. Allocation order: the slot's index, the central index (when its bitmap hint
+// says a fit may be there), the slot's span, a new span from the bump space, a hole below
+// the floor (a "borrowed" block, reclaimed by the next reset); and only then, having
+// drained every slot into the central index, are the region's free bytes declared
+// exhausted. Records and the block map (block_store.h) let any thread validate a free in
+// O(1) without a shared lock; the state word's compare-and-swap decides races.
+//
+// Whole-arena operations (reset, floors, drain, snapshots, walks) run under every slot
+// lock plus the central lock (the caller takes them with WriterLock); they are O(slots)
+// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks).
+//
+// Pins: a pinned block survives resets (the top after the reset is the end of the highest
+// pinned block above the floor; the unpinned space below it becomes free holes); a free
+// of a pinned block is deferred to its last unpin. Epochs: every live block remembers the
+// epoch it was handed out in, so a free that names an epoch frees only that incarnation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "region/block_store.h"
+#include "region/central_lock.h"
+#include "region/free_index.h"
+#include "region/slots.h"
+#include "base/spin_lock.h"
+#include "base/status.h"
+
+namespace zarena_core {
+
+inline constexpr uint64_t kAnyEpoch = ~0ull;
+// Block::epoch of a record that was never handed out at its offset (free space that a
+// reset, a split or a span leftover created): a free of that address predates it.
+inline constexpr uint64_t kNeverLive = ~0ull;
+
+struct RegionConfig {
+  uint64_t capacity = 0;  // bytes, a multiple of granule
+  uint64_t granule = 256;
+  uint32_t slots = 0;        // 0 = SlotSet::default_count()
+  uint64_t span_bytes = 0;   // 0 = derived from the capacity and the slot count
+  uint64_t slot_budget = 0;  // free bytes a slot keeps before giving some back; 0 = derived
+};
+
+// What the region asks of the arena. Called with region locks held: must not call back
+// into the region, and must be quick.
+class RegionHooks {
+ public:
+  enum class Fill { kOff, kNow, kSkip };  // kSkip: poison wanted, but not now (capture)
+  virtual ~RegionHooks() = default;
+  virtual Fill fill_policy() noexcept = 0;
+  virtual void fill(uint64_t offset, uint64_t bytes) noexcept = 0;
+  // Expandable regions: make [0, end) usable. false: the memory is not there (the region
+  // then treats the bump space beyond the committed end as missing).
+  virtual bool ensure_committed(uint64_t end) noexcept = 0;
+};
+
+struct Placement {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  bool reused = false;
+};
+
+enum class FreeOutcome { kOk, kDeferred, kNotOwned, kDoubleFree, kStale };
+enum class PinOutcome { kOk, kNotOwned, kFreed, kStale, kNotPinned, kTooMany };
+
+struct RegionSnapshot {
+  uint64_t capacity = 0, top = 0, floor = 0, epoch = 0;
+  uint64_t live_bytes = 0, live_count = 0;
+  uint64_t floor_live_bytes = 0;
+  uint64_t free_count = 0, free_bytes = 0, largest_free = 0;
+  uint64_t slack_bytes = 0;  // unused parts of slot spans below the top
+  uint64_t pinned_bytes = 0, pinned_blocks = 0;
+  uint64_t pin_retained_bytes = 0;  // at the last reset: unpinned bytes under the raised top
+  uint64_t deferred_frees = 0;
+  // Highest live_bytes since create or the last peak reset: exact while one slot makes
+  // every allocation and free; with several it may exceed the true peak (never below it),
+  // and it never exceeds sum.high_water (live blocks lie below the top).
+  uint64_t used_peak = 0;
+  SlotCounters sum;  // slot counters added up (maxima: the max)
+};
+
+// A block as a walk sees it (live blocks, for dumps and tests).
+struct BlockView {
+  uint64_t offset, size, epoch;
+  uint32_t pins, tag;
+  bool persistent, borrowed, deferred;
+};
+
+class Region {
+ public:
+  Region(const RegionConfig& cfg, RegionHooks* hooks);
+  ~Region();
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  // --- per-thread operations: between enter() and leave() ------------------------------
+  Slot& enter() {
+    Slot& s = slots_.mine();
+    s.lock.lock();
+    if (__builtin_expect(s.id >= slots_.active(), 0)) activate(s);
+    return s;
+  }
+  void leave(Slot& s) { s.lock.unlock(); }
+  // Slot i instead of the calling thread's (tests drive several slots from one thread).
+  Slot& enter_slot(uint32_t i) {
+    Slot& s = slots_[i % slots_.size()];
+    s.lock.lock();
+    if (s.id >= slots_.active()) activate(s);
+    return s;
+  }
+
+  // aligned: > 0, a multiple of the granule. false: the region cannot serve it (every
+  // slot was drained first), nothing changed but counters. May release and retake the
+  // slot's lock (to drain). Throws std::bad_alloc (host memory for records), with no
+  // state changed.
+  bool alloc(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
+  FreeOutcome free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size);
+  PinOutcome pin(Slot& s, uint64_t offset);
+  // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
+  PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size);
+  // The epoch and floor as the caller's slot lock guarantees them.
+  uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+  uint64_t floor_locked() const { return floor_; }
+
+  // --- whole-region operations: under WriterLock ----------------------------------------
+  class WriterLock {
+   public:
+    explicit WriterLock(Region& r) : r_(r) { r_.lock_all(); }
+    ~WriterLock() { r_.unlock_all(); }
+    WriterLock(const WriterLock&) = delete;
+    WriterLock& operator=(const WriterLock&) = delete;
+
+   private:
+    Region& r_;
+  };
+  // Starts a new epoch: every block above the floor that is not pinned is reclaimed; the
+  // slots' caches are emptied. *reclaimed_bytes: live bytes reclaimed.
+  void reset_w(uint64_t* reclaimed_bytes);
+  // Moves the floor to `offset`: a block boundary between 0 and the top (granule
+  // multiple). Raising makes every block below it persistent; lowering makes the blocks
+  // between the new and the old floor belong to the current epoch.
+  Result set_floor_w(uint64_t offset);
+  void mark_step_boundary_w() { (void)set_floor_w(frontier_w()); }
+  // Gives every slot's cached free blocks and span leftovers to the central index.
+  void drain_w();
+  void snapshot_w(RegionSnapshot* out) const;
+  // Restarts the epoch-independent peaks (high water, used peak) from the state now.
+  void reset_peak_w();
+  uint64_t frontier_w() const;
+  uint64_t floor_w() const { return floor_; }
+  SlotCounters& slot_counters_w(uint32_t i) { return slots_[i].c; }
+  uint32_t locked_slots_w() const { return locked_; }  // slots [0, this) are held
+  // Live blocks in address order.
+  void live_blocks_w(std::vector<BlockView>* out) const;
+  // Adds the bytes of every live, tagged block handed out in `epoch` to (*bytes)[tag]
+  // (the diagnosis's "top tags"; nothing is copied per block). O(blocks).
+  void tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const;
+  // Layout invariants ("" when sound). O(blocks): for tests.
+  std::string check_invariants_w() const;
+  // What the maps and records say about an offset (for test failure messages).
+  std::string describe_w(uint64_t offset) const;
+
+  // Poison: whether frees and resets ask the hooks to fill at all (the arena switches it).
+  void set_fill_enabled(bool on) { fill_on_.store(on, std::memory_order_relaxed); }
+
+  uint64_t capacity() const { return cfg_.capacity; }
+  uint64_t granule() const { return cfg_.granule; }
+  uint32_t slot_count() const { return slots_.size(); }
+  uint64_t span_bytes() const { return cfg_.span_bytes; }
+  // A trace's order counter, advanced at every central-lock acquisition (central_lock.h);
+  // null: none. Set while no thread uses the region.
+  void set_order_counter(std::atomic<uint64_t>* c) { central_.set_order_counter(c); }
+
+ private:
+  friend class WriterLock;
+  void lock_all();
+  void unlock_all();
+  void activate(Slot& s);  // first use of s (its lock held): make writers see it
+
+  // Records.
+  uint32_t acquire_slot_record(Slot& s);  // an epoch record for a block owned by s
+  uint32_t acquire_central_record();       // an epoch record for a central block
+  uint32_t acquire_record_like(Slot* s, uint32_t model);  // same storage class as model
+  void retire_record(Slot* s, uint32_t rec);  // absorbed/moved: through a quarantine
+  void retire_central(uint32_t rec);
+  void retire_moved(uint32_t rec);  // writer: a record replaced by move_record
+
+  // Blocks.
+  bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  uint32_t bump_record(Slot& s, uint64_t aligned);
+  void make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags);
+  // Shrinks free block rec (already out of its index) to `size`; the rest goes back to
+  // rec's side, owned as `owner`.
+  void carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner);
+  void absorb(uint32_t keep, uint32_t gone);  // gone (just above keep) merges into keep
+  void release_to_slot(Slot& s, uint32_t rec);
+  void release_central(uint32_t rec);  // under the central lock; rec is kFree with its owner set
+  void flush_slot(Slot& s, uint64_t target_bytes);  // central lock taken inside
+  bool take_span(Slot& s, uint64_t need);  // under the central lock
+  void close_span(Slot& s);                // under the central lock: leftovers to central
+  void give_back_top(uint32_t rec);        // rec ends at top_, nothing above: top_ comes down
+  void maybe_lower_floor();
+  void fill(uint64_t offset, uint64_t bytes, Slot* s);
+  bool is_current(uint64_t w, const Block& b) const;
+  // A free of a block that is no longer live: double, stale or not a block start.
+  FreeOutcome classify_dead(const Slot& s, uint32_t rec, uint64_t w) const;
+  // The peaks of the current window: the highest block end since the last peak reset,
+  // and the used-bytes peak the slots' maxima allow (clamped by that high water).
+  uint64_t window_high_water_w() const;
+  uint64_t window_used_peak_w() const;
+
+  // Writer helpers.
+  // Copies rec into `into` (a fresh record), retags it and leaves rec "moved" to it.
+  void move_record(uint32_t rec, uint32_t into);
+  void retire_slot_pages(Slot& s);
+  void keep_borrowed_below_floor();
+  // Puts at least n records on the central free list (may throw; before changes).
+  void reserve_central_records(uint64_t n);
+  void retire_central_pages();
+  void borrowed_push(uint32_t rec);
+  void borrowed_remove(uint32_t rec);
+  void pinned_add(uint32_t rec);  // may throw; call before the change it records
+  void pinned_remove(uint32_t rec);
+  // Where a block freed by slot s goes: the slot, or (below the floor) the floor index.
+  static bool goes_to_floor(uint8_t flags) { return (flags & (kFlagPersistent | kFlagBorrowed)) != 0; }
+  uint64_t free_word(uint64_t w, uint8_t owner) const;
+  void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
+  template <typename Fn>
+  void walk_w(uint64_t from, uint64_t to, Fn&& fn) const;  // fn(rec) per block; spans skipped
+
+  RegionConfig cfg_;
+  RegionHooks* hooks_;
+  mutable BlockStore store_;
+  BlockMap map_;
+  mutable SlotSet slots_;
+  mutable CentralLock central_;
+
+  std::atomic<uint64_t> epoch_{0};
+  std::atomic<bool> fill_on_{false};
+  uint32_t locked_ = 0;  // slots the writer holds ([0, locked_)); writer operations visit these
+  uint64_t floor_ = 0;  // changed under every lock; read under any slot lock
+
+  // --- under the central lock ------------------------------------------------------------
+  uint64_t top_ = 0;
+  int32_t top_slot_ = -1;  // the slot whose span ends at top_
+  uint32_t top_rec_ = kNil;  // stands for the bump space (absorb target of given-back blocks)
+  FreeIndex central_index_;
+  FreeIndex floor_index_;
+  uint32_t central_page_head_ = kNil, central_page_tail_ = kNil;
+  uint32_t central_cursor_ = kNil, central_left_ = 0;
+  uint32_t central_free_recs_ = kNil;
+  Quarantine central_q_;
+  uint32_t retiring_head_ = kNil, retiring_tail_ = kNil;  // pages retired by the last reset
+  // Long-lived records replaced by a move (floor changes) in this epoch, and in the one
+  // before: given back two resets after, like pages, so their pointers keep their history.
+  uint32_t moved_long_ = kNil, moved_long_prev_ = kNil;
+  uint32_t borrowed_head_ = kNil;
+  std::vector<uint32_t> pinned_;  // region records with pins > 0 (Block::pin_pos: position)
+  uint64_t floor_live_bytes_ = 0, floor_live_count_ = 0;  // persistent live blocks
+  uint64_t live_base_bytes_ = 0, live_base_count_ = 0;    // live at the last reset
+  uint64_t pin_retained_bytes_ = 0;
+  uint64_t epoch_hw_base_ = 0;  // the top right after the last reset
+  uint64_t hw_base_ = 0;        // the top at the last peak reset
+  uint64_t used_peak_ = 0;      // used-bytes peak folded in at resets and peak resets
+  SlotCounters central_c_;      // counters of writer operations (poison at reset)
+};
+
+}  // namespace zarena_core
+
+// The per-thread fast paths, inline (see region_fast.h).
+#include "region/region_fast.h"  // IWYU pragma: export

@@ -1,0 +1,640 @@
+// Whole-region operations of the region: reset, floors, drain, snapshots and walks. Each
+// runs under every slot lock plus the central lock (Region::WriterLock), so it sees and
+// changes the region at one instant; none makes a backend call other than the poison
+// fill hook.
+#include <algorithm>
+#include <utility>
+
+#include "region/region.h"
+#include "region/region_fast.h"
+
+namespace zarena_core {
+
+namespace {
+constexpr uint32_t pages_for(uint64_t records) {
+  return static_cast<uint32_t>((records + BlockStore::kPageRecords - 1) / BlockStore::kPageRecords);
+}
+}  // namespace
+
+uint64_t Region::frontier_w() const {
+  return top_slot_ >= 0 ? slots_[static_cast<uint32_t>(top_slot_)].span_cur : top_;
+}
+
+template <typename Fn>
+void Region::walk_w(uint64_t from, uint64_t to, Fn&& fn) const {
+  // Unused parts of slot spans hold no blocks: skip them.
+  std::pair<uint64_t, uint64_t> spans[SlotSet::kMaxSlots];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < locked_; ++i) {
+    const Slot& s = slots_[i];
+    if (s.span_cur < s.span_end) spans[n++] = {s.span_cur, s.span_end};
+  }
+  std::sort(spans, spans + n);
+  uint32_t k = 0;
+  uint64_t o = from;
+  while (o < to) {
+    while (k < n && spans[k].first < o) ++k;
+    if (k < n && spans[k].first == o) {
+      o = spans[k].second;
+      continue;
+    }
+    const uint32_t r = map_.at(o);
+    if (r == kNil || store_[r].off() != o || store_[r].len() == 0) {
+      fn(kNil, o);
+      return;
+    }
+    const uint64_t next = store_[r].end();
+    fn(r, o);
+    o = next;
+  }
+}
+
+void Region::move_record(uint32_t rec, uint32_t into) {
+  Block& a = store_[rec];
+  Block& n = store_[into];
+  n.offset.store(a.off(), std::memory_order_relaxed);
+  n.size.store(a.len(), std::memory_order_relaxed);
+  n.epoch.store(a.epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  n.stamp.store(a.stamp.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  n.tag = a.tag;
+  n.pin_pos = a.pin_pos;
+  if (a.pin_pos != kNil) pinned_[a.pin_pos] = into;
+  a.pin_pos = kNil;
+  const uint64_t aw = a.word.load(std::memory_order_relaxed);
+  const uint64_t nw = n.word.load(std::memory_order_relaxed);
+  const uint64_t w =
+      Word::make(Word::state(aw),
+                 static_cast<uint8_t>((Word::flags(aw) & ~kFlagLongLived) |
+                                      (Word::flags(nw) & kFlagLongLived)),
+                 Word::owner(aw), Word::pins(aw), Word::gen(nw) + 1);
+  n.word.store(w, std::memory_order_release);
+  map_.tag(n.off(), n.len(), into);
+  a.absorbed_into.store(into, std::memory_order_relaxed);
+  a.absorbed_gen.store(Word::gen(w), std::memory_order_relaxed);
+  a.word.store(Word::with_state(aw, BlockState::kMoved), std::memory_order_release);
+}
+
+void Region::retire_slot_pages(Slot& s) {
+  if (s.page_head != kNil) {
+    if (retiring_tail_ == kNil) {
+      retiring_head_ = s.page_head;
+    } else {
+      store_.page_next(retiring_tail_) = s.page_head;
+    }
+    retiring_tail_ = s.page_tail;
+  }
+  s.page_head = s.page_tail = s.page_cursor = kNil;
+  s.page_left = 0;
+  s.free_recs = kNil;
+  s.quarantine.clear();
+}
+
+void Region::reserve_central_records(uint64_t n) {
+  for (uint32_t i = pages_for(n); i > 0; --i) {
+    const uint32_t p = store_.take_page();
+    if (central_page_tail_ == kNil) {
+      central_page_head_ = p;
+    } else {
+      store_.page_next(central_page_tail_) = p;
+    }
+    central_page_tail_ = p;
+    for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) {
+      store_[p + k].next = central_free_recs_;
+      central_free_recs_ = p + k;
+    }
+  }
+}
+
+void Region::reset_w(uint64_t* reclaimed_bytes) {
+  const uint64_t neu = epoch() + 1;
+  const uint64_t old_frontier = frontier_w();
+  int64_t live_before = static_cast<int64_t>(live_base_bytes_);
+  for (uint32_t i = 0; i < locked_; ++i) live_before += slots_[i].c.live_bytes;
+  // The slots' live counters restart below: what they say about the peak is kept first.
+  used_peak_ = std::max(used_peak_, window_used_peak_w());
+
+  // Everything that needs host memory first, so that nothing fails half-way.
+  std::vector<uint32_t> survivors;
+  survivors.reserve(pinned_.size());
+  for (uint32_t r : pinned_) {
+    if (!(Word::flags(store_[r].load_word()) & (kFlagPersistent | kFlagBorrowed))) {
+      survivors.push_back(r);
+    }
+  }
+  std::sort(survivors.begin(), survivors.end(),
+            [&](uint32_t a, uint32_t b) { return store_[a].off() < store_[b].off(); });
+  // Pages retired by the previous reset are free from now on (whatever happens next):
+  // recycle them first, so that the pages taken below come from them, not from a new
+  // segment.
+  store_.recycle_pages(retiring_head_, retiring_tail_);
+  retiring_head_ = retiring_tail_ = kNil;
+  uint32_t fresh_head = kNil, fresh_tail = kNil;
+  for (uint32_t i = survivors.empty() ? 0 : pages_for(2 * survivors.size() + 1); i > 0; --i) {
+    const uint32_t p = store_.take_page();
+    if (fresh_tail == kNil) {
+      fresh_head = p;
+    } else {
+      store_.page_next(fresh_tail) = p;
+    }
+    fresh_tail = p;
+  }
+
+  // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
+  for (uint32_t i = 0; i < locked_; ++i) {
+    Slot& s = slots_[i];
+    s.index.clear();
+    s.span_cur = s.span_end = 0;
+    Block& slack = store_[s.slack_rec];
+    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
+                     std::memory_order_release);
+    retire_slot_pages(s);
+    s.c.live_bytes = 0;
+    s.c.live_peak = 0;
+    s.c.live_count = 0;
+    s.c.epoch_allocs = 0;
+    s.c.epoch_max_alloc = 0;
+    s.c.step_max_alloc = 0;
+    s.c.high_water = std::max(s.c.high_water, s.c.epoch_high_water);
+    s.c.epoch_high_water = 0;
+    s.top_rec = kNil;  // its page retires with the others
+    s.cached_hint.store(0, std::memory_order_relaxed);
+  }
+  if (central_page_head_ != kNil) {
+    if (retiring_tail_ == kNil) {
+      retiring_head_ = central_page_head_;
+    } else {
+      store_.page_next(retiring_tail_) = central_page_head_;
+    }
+    retiring_tail_ = central_page_tail_;
+  }
+  central_index_.clear();
+  central_free_recs_ = kNil;
+  central_q_.drain([&](uint32_t r) {
+    if (Word::flags(store_[r].load_word()) & kFlagLongLived) store_.give_long_lived(r);
+  });
+  for (uint32_t r = moved_long_prev_; r != kNil;) {
+    const uint32_t next = store_[r].next;
+    store_.give_long_lived(r);
+    r = next;
+  }
+  moved_long_prev_ = moved_long_;
+  moved_long_ = kNil;
+  central_page_head_ = central_cursor_ = fresh_head;
+  central_page_tail_ = fresh_tail;
+  central_left_ = fresh_head == kNil ? 0 : BlockStore::kPageRecords;
+  // The pages are linked; the cursor walks only the first, so hand the rest out as free
+  // records.
+  for (uint32_t p = fresh_head == kNil ? kNil : store_.page_next(fresh_head); p != kNil;
+       p = store_.page_next(p)) {
+    for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) {
+      store_[p + k].next = central_free_recs_;
+      central_free_recs_ = p + k;
+    }
+  }
+
+  // Pinned blocks above the floor survive: copied into records of the new epoch. The top
+  // comes down to the end of the highest one; the unpinned space under it becomes holes.
+  epoch_.store(neu, std::memory_order_relaxed);
+  top_slot_ = -1;
+  uint64_t prev_end = floor_;
+  uint64_t survivor_bytes = 0, survivor_count = 0;
+  const bool fill_on = fill_on_.load(std::memory_order_relaxed);
+  auto hole = [&](uint64_t off, uint64_t len) {
+    if (fill_on) fill(off, len, nullptr);
+    const uint32_t h = acquire_central_record();
+    Block& b = store_[h];
+    b.offset.store(off, std::memory_order_relaxed);
+    b.size.store(len, std::memory_order_relaxed);
+    b.stamp.store(neu, std::memory_order_relaxed);
+    b.epoch.store(kNeverLive, std::memory_order_relaxed);
+    const uint64_t w = b.word.load(std::memory_order_relaxed);
+    b.word.store(Word::make(BlockState::kFree, 0, kOwnerCentral, 0, Word::gen(w) + 1),
+                 std::memory_order_release);
+    map_.tag(off, len, h);
+    central_index_.insert(store_, h);
+  };
+  for (uint32_t r : survivors) {
+    const uint32_t n = acquire_central_record();
+    move_record(r, n);
+    Block& b = store_[n];
+    b.stamp.store(neu, std::memory_order_relaxed);
+    if (b.off() > prev_end) hole(prev_end, b.off() - prev_end);
+    prev_end = b.end();
+    survivor_bytes += b.len();
+    ++survivor_count;
+  }
+  if (fill_on && old_frontier > prev_end) fill(prev_end, old_frontier - prev_end, nullptr);
+  top_ = prev_end;
+  Block& top = store_[top_rec_];
+  top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)), std::memory_order_release);
+
+  // Borrowed blocks (epoch blocks in holes below the floor) go back to the floor index,
+  // unless pinned.
+  uint64_t borrowed_bytes = 0, borrowed_count = 0;
+  for (uint32_t r = borrowed_head_; r != kNil;) {
+    Block& b = store_[r];
+    const uint32_t next = b.next;
+    const uint64_t w = b.load_word();
+    if (Word::pins(w) > 0) {
+      b.stamp.store(neu, std::memory_order_relaxed);
+      borrowed_bytes += b.len();
+      ++borrowed_count;
+    } else {
+      if (fill_on) fill(b.off(), b.len(), nullptr);
+      borrowed_remove(r);
+      const uint64_t fw = free_word(w, kOwnerFloor);
+      b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed), std::memory_order_release);
+      release_central(r);
+    }
+    r = next;
+  }
+
+  live_base_bytes_ = floor_live_bytes_ + survivor_bytes + borrowed_bytes;
+  live_base_count_ = floor_live_count_ + survivor_count + borrowed_count;
+  *reclaimed_bytes = live_before > static_cast<int64_t>(live_base_bytes_)
+                         ? static_cast<uint64_t>(live_before) - live_base_bytes_
+                         : 0;
+  pin_retained_bytes_ = (top_ - floor_) - survivor_bytes;
+  epoch_hw_base_ = top_;
+  maybe_lower_floor();
+}
+
+Result Region::set_floor_w(uint64_t offset) {
+  const uint64_t g = cfg_.granule;
+  const uint64_t frontier = frontier_w();
+  if (offset % g != 0 || offset > frontier) {
+    return Result::fail(Status::kInvalidArgument,
+                        "floor offset " + std::to_string(offset) +
+                            " must be a multiple of the alignment (" + std::to_string(g) +
+                            ") between 0 and the top (" + std::to_string(frontier) + ")");
+  }
+  auto valid = [&](uint32_t r) {
+    if (r == kNil) return false;
+    const uint64_t w = store_[r].load_word();
+    const BlockState st = Word::state(w);
+    if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, store_[r]);
+    if (st == BlockState::kFree) {
+      return Word::owner(w) == kOwnerFloor ||
+             store_[r].stamp.load(std::memory_order_relaxed) == epoch();
+    }
+    return false;
+  };
+  const bool boundary = offset == 0 || offset == frontier ||
+                        (valid(map_.at(offset)) && store_[map_.at(offset)].off() == offset) ||
+                        (valid(map_.ending_at(offset)) && store_[map_.ending_at(offset)].end() == offset);
+  if (!boundary) {
+    return Result::fail(Status::kInvalidArgument,
+                        "floor offset " + std::to_string(offset) +
+                            " is not a block boundary (it lies inside a block or unused span)");
+  }
+  if (offset >= floor_) {
+    // Raising: spans entirely below the new floor give their leftovers up first, so that
+    // [floor, offset) holds only blocks.
+    reserve_central_records(locked_);
+    for (uint32_t i = 0; i < locked_; ++i) {
+      Slot& s = slots_[i];
+      if (s.span_cur < s.span_end && s.span_end <= offset) close_span(s);
+    }
+    uint64_t count = 0;
+    walk_w(floor_, offset, [&](uint32_t, uint64_t) { ++count; });
+    store_.reserve_long_lived(static_cast<uint32_t>(count + 1));
+    std::vector<uint32_t> recs;
+    recs.reserve(count);
+    walk_w(floor_, offset, [&](uint32_t r, uint64_t) {
+      if (r != kNil) recs.push_back(r);
+    });
+    for (uint32_t r : recs) {
+      const uint64_t w = store_[r].load_word();
+      const BlockState st = Word::state(w);
+      const uint32_t n = store_.take_long_lived();
+      if (st == BlockState::kFree) {
+        const uint8_t owner = Word::owner(w);
+        if (owner == kOwnerCentral) {
+          central_index_.remove(store_, r);
+        } else if (owner < slots_.size()) {
+          slots_[owner].index.remove(store_, r);
+        }
+        move_record(r, n);
+        Block& b = store_[n];
+        const uint64_t bw = b.load_word();
+        b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerFloor),
+                                      Word::flags(bw) | kFlagPersistent),
+                     std::memory_order_release);
+        retire_moved(r);
+        release_central(n);
+      } else {
+        move_record(r, n);
+        Block& b = store_[n];
+        b.word.store(Word::with_flags(b.load_word(), Word::flags(b.load_word()) | kFlagPersistent),
+                     std::memory_order_release);
+        // Live totals do not change; the floor's share does (the next reset keeps it).
+        floor_live_bytes_ += b.len();
+        ++floor_live_count_;
+        retire_moved(r);
+      }
+    }
+    floor_ = offset;
+    keep_borrowed_below_floor();
+    return Result::ok();
+  }
+  // Lowering: the blocks in [offset, floor) join the current epoch.
+  uint64_t count = 0;
+  walk_w(offset, floor_, [&](uint32_t, uint64_t) { ++count; });
+  reserve_central_records(count + 1);
+  std::vector<uint32_t> recs;
+  recs.reserve(count);
+  walk_w(offset, floor_, [&](uint32_t r, uint64_t) {
+    if (r != kNil) recs.push_back(r);
+  });
+  const uint64_t e = epoch();
+  floor_ = offset;
+  for (uint32_t r : recs) {
+    const uint64_t w = store_[r].load_word();
+    const uint8_t flags = Word::flags(w);
+    const uint32_t n = acquire_central_record();
+    if (Word::state(w) == BlockState::kFree) {
+      floor_index_.remove(store_, r);
+      move_record(r, n);
+      Block& b = store_[n];
+      b.stamp.store(e, std::memory_order_relaxed);
+      const uint64_t bw = b.load_word();
+      b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerCentral),
+                                    Word::flags(bw) & (kFlagLongLived | kFlagReclaimed)),
+                   std::memory_order_release);
+      retire_moved(r);
+      release_central(n);
+      continue;
+    }
+    if (flags & kFlagBorrowed) borrowed_remove(r);
+    move_record(r, n);
+    Block& b = store_[n];
+    b.stamp.store(e, std::memory_order_relaxed);
+    b.word.store(Word::with_flags(b.load_word(), 0), std::memory_order_release);
+    if (flags & kFlagPersistent) {
+      floor_live_bytes_ -= b.len();
+      --floor_live_count_;
+    }
+    retire_moved(r);
+  }
+  keep_borrowed_below_floor();
+  return Result::ok();
+}
+
+// After a floor change every live block below the floor survives resets, the epoch blocks
+// borrowed from holes there included.
+void Region::keep_borrowed_below_floor() {
+  for (uint32_t r = borrowed_head_; r != kNil;) {
+    Block& b = store_[r];
+    const uint32_t next = b.next;
+    if (b.off() < floor_) {
+      borrowed_remove(r);
+      const uint64_t w = b.load_word();
+      b.word.store(Word::with_flags(w, (Word::flags(w) & ~kFlagBorrowed) | kFlagPersistent),
+                   std::memory_order_release);
+      floor_live_bytes_ += b.len();
+      ++floor_live_count_;
+    }
+    r = next;
+  }
+}
+
+void Region::drain_w() {
+  reserve_central_records(locked_);
+  std::vector<uint32_t> recs;
+  for (uint32_t i = 0; i < locked_; ++i) {
+    Slot& s = slots_[i];
+    recs.clear();
+    s.index.for_each(store_, [&](uint32_t r) { recs.push_back(r); });
+    for (uint32_t r : recs) {
+      s.index.remove(store_, r);
+      Block& b = store_[r];
+      b.word.store(Word::with_owner(b.load_word(), kOwnerCentral), std::memory_order_release);
+      release_central(r);
+    }
+    close_span(s);
+    s.cached_hint.store(0, std::memory_order_relaxed);
+  }
+}
+
+uint64_t Region::window_high_water_w() const {
+  uint64_t hw = hw_base_;
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    hw = std::max({hw, slots_[i].c.high_water, slots_[i].c.epoch_high_water});
+  }
+  return hw;
+}
+
+// Each slot's maximum of its own live counter: live bytes at any instant are the base plus
+// the slots' counters, each at most its maximum, so base + the sum of the maxima bounds
+// the peak (the maxima may come from different instants when threads free each other's
+// blocks). Live blocks also lie below the top, so the high water bounds it too.
+uint64_t Region::window_used_peak_w() const {
+  int64_t bound = static_cast<int64_t>(live_base_bytes_);
+  for (uint32_t i = 0; i < slots_.size(); ++i) bound += slots_[i].c.live_peak;
+  if (bound < 0) return 0;
+  return std::min(static_cast<uint64_t>(bound), window_high_water_w());
+}
+
+void Region::reset_peak_w() {
+  int64_t live = static_cast<int64_t>(live_base_bytes_);
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    SlotCounters& c = slots_[i].c;
+    live += c.live_bytes;
+    c.live_peak = c.live_bytes;
+    // The epoch's high water stays exact through epoch_hw_base_; the window restarts.
+    epoch_hw_base_ = std::max(epoch_hw_base_, c.epoch_high_water);
+    c.high_water = c.epoch_high_water = 0;
+  }
+  used_peak_ = live > 0 ? static_cast<uint64_t>(live) : 0;
+  hw_base_ = frontier_w();
+}
+
+void Region::snapshot_w(RegionSnapshot* out) const {
+  RegionSnapshot s;
+  s.capacity = cfg_.capacity;
+  s.top = frontier_w();
+  s.floor = floor_;
+  s.epoch = epoch();
+  int64_t live_bytes = static_cast<int64_t>(live_base_bytes_);
+  int64_t live_count = static_cast<int64_t>(live_base_count_);
+  int64_t deferred = 0;
+  SlotCounters& t = s.sum;
+  t = central_c_;
+  for (uint32_t i = 0; i < locked_; ++i) {
+    const Slot& sl = slots_[i];
+    const SlotCounters& c = sl.c;
+    live_bytes += c.live_bytes;
+    live_count += c.live_count;
+    deferred += c.deferred_frees;
+    t.hits += c.hits;
+    t.misses += c.misses;
+    t.reuses += c.reuses;
+    t.epoch_allocs += c.epoch_allocs;
+    t.epoch_max_alloc = std::max(t.epoch_max_alloc, c.epoch_max_alloc);
+    t.step_max_alloc = std::max(t.step_max_alloc, c.step_max_alloc);
+    t.stale_frees += c.stale_frees;
+    t.invalid_frees += c.invalid_frees;
+    t.high_water = std::max({t.high_water, c.high_water, c.epoch_high_water});
+    t.epoch_high_water = std::max(t.epoch_high_water, c.epoch_high_water);
+    t.poison_fills += c.poison_fills;
+    t.poison_skipped += c.poison_skipped;
+    s.free_count += sl.index.count();
+    s.free_bytes += sl.index.bytes();
+    s.largest_free = std::max(s.largest_free, sl.index.largest(store_));
+    if (static_cast<int32_t>(i) != top_slot_) s.slack_bytes += sl.span_end - sl.span_cur;
+  }
+  t.epoch_high_water = std::max(t.epoch_high_water, epoch_hw_base_);
+  t.high_water = std::max(t.high_water, hw_base_);
+  s.live_bytes = static_cast<uint64_t>(live_bytes);
+  s.used_peak = std::max({used_peak_, window_used_peak_w(), s.live_bytes});
+  s.live_count = static_cast<uint64_t>(live_count);
+  s.deferred_frees = static_cast<uint64_t>(deferred);
+  s.sum.deferred_frees = deferred;
+  s.floor_live_bytes = floor_live_bytes_;
+  s.free_count += central_index_.count() + floor_index_.count();
+  s.free_bytes += central_index_.bytes() + floor_index_.bytes();
+  s.largest_free = std::max({s.largest_free, central_index_.largest(store_),
+                             floor_index_.largest(store_)});
+  for (uint32_t r : pinned_) {
+    s.pinned_bytes += store_[r].len();
+    ++s.pinned_blocks;
+  }
+  s.pin_retained_bytes = pin_retained_bytes_;
+  *out = s;
+}
+
+void Region::live_blocks_w(std::vector<BlockView>* out) const {
+  walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
+    if (r == kNil) return;
+    const Block& b = store_[r];
+    const uint64_t w = b.load_word();
+    const BlockState st = Word::state(w);
+    if (st != BlockState::kLive && st != BlockState::kDeferred) return;
+    out->push_back(BlockView{b.off(), b.len(), b.epoch.load(std::memory_order_relaxed),
+                             Word::pins(w), b.tag, (Word::flags(w) & kFlagPersistent) != 0,
+                             (Word::flags(w) & kFlagBorrowed) != 0, st == BlockState::kDeferred});
+  });
+}
+
+void Region::tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const {
+  walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
+    if (r == kNil) return;
+    const Block& b = store_[r];
+    if (b.tag == 0 || b.epoch.load(std::memory_order_relaxed) != epoch) return;
+    const BlockState st = Word::state(b.load_word());
+    if (st == BlockState::kLive || st == BlockState::kDeferred) (*bytes)[b.tag] += b.len();
+  });
+}
+
+std::string Region::check_invariants_w() const {
+  const uint64_t g = cfg_.granule;
+  const uint64_t frontier = frontier_w();
+  std::string err;
+  uint64_t live_bytes = 0, live_count = 0;
+  uint64_t free_central = 0, free_floor = 0;
+  std::vector<uint64_t> free_slot(slots_.size(), 0);
+  uint32_t prev = kNil;
+  uint64_t prev_end = 0;
+  auto fail = [&](const std::string& what, uint64_t at) {
+    if (err.empty()) err = what + " at offset " + std::to_string(at);
+  };
+  walk_w(0, frontier, [&](uint32_t r, uint64_t o) {
+    if (!err.empty()) return;
+    if (r == kNil) return fail("no block record (gap or broken tag)", o);
+    const Block& b = store_[r];
+    const uint64_t w = b.load_word();
+    const uint64_t size = b.len();
+    if (size == 0 || size % g != 0 || o % g != 0 || o + size > cfg_.capacity)
+      return fail("misaligned or oversized block", o);
+    if (map_.ending_at(o + size) != r) return fail("end tag does not name the block", o);
+    if (o < floor_ && o + size > floor_) return fail("block straddles the floor", o);
+    const BlockState st = Word::state(w);
+    const uint8_t flags = Word::flags(w);
+    const bool below = o < floor_;
+    if (st == BlockState::kLive || st == BlockState::kDeferred) {
+      if (below && !(flags & (kFlagPersistent | kFlagBorrowed)))
+        return fail("live block below the floor is neither persistent nor borrowed", o);
+      if (!below && (flags & (kFlagPersistent | kFlagBorrowed)))
+        return fail("persistent or borrowed block above the floor", o);
+      if (!is_current(w, b)) return fail("live block of a past epoch in the layout", o);
+      if ((st == BlockState::kDeferred) != (Word::pins(w) > 0 && st == BlockState::kDeferred))
+        return fail("deferred block without a pin", o);
+      live_bytes += size;
+      ++live_count;
+    } else if (st == BlockState::kFree) {
+      const uint8_t owner = Word::owner(w);
+      if (below != (owner == kOwnerFloor)) return fail("free block on the wrong side", o);
+      if (below != ((flags & kFlagPersistent) != 0) || (flags & kFlagBorrowed))
+        return fail("free block with the wrong side flags", o);
+      if (owner == kOwnerFloor) {
+        ++free_floor;
+      } else {
+        if (b.stamp.load(std::memory_order_relaxed) != epoch())
+          return fail("free block of a past epoch in the layout", o);
+        if (owner == kOwnerCentral) {
+          ++free_central;
+        } else if (owner < slots_.size()) {
+          ++free_slot[owner];
+        } else {
+          return fail("free block with no owner", o);
+        }
+      }
+      if (prev != kNil && prev_end == o) {
+        const uint64_t pw = store_[prev].load_word();
+        if (Word::state(pw) == BlockState::kFree && Word::owner(pw) == owner)
+          return fail("uncoalesced free neighbours", o);
+      }
+    } else {
+      return fail("record in the layout is neither live nor free", o);
+    }
+    prev = r;
+    prev_end = o + size;
+  });
+  if (!err.empty()) return err;
+  if (floor_index_.count() != free_floor) return "floor index count disagrees with the layout";
+  if (central_index_.count() != free_central) return "central index count disagrees";
+  for (uint32_t i = 0; i < locked_; ++i) {
+    if (slots_[i].index.count() != free_slot[i]) {
+      return "slot " + std::to_string(i) + " index count disagrees";
+    }
+  }
+  RegionSnapshot snap;
+  snapshot_w(&snap);
+  if (snap.live_bytes != live_bytes || snap.live_count != live_count)
+    return "live counters disagree with the layout (" + std::to_string(snap.live_bytes) + " vs " +
+           std::to_string(live_bytes) + ")";
+  if (top_ > cfg_.capacity || floor_ > frontier || frontier > top_) return "top/floor out of range";
+  return "";
+}
+
+std::string Region::describe_w(uint64_t offset) const {
+  auto rec = [&](uint32_t r) {
+    if (r == kNil) return std::string("none");
+    const Block& b = store_[r];
+    const uint64_t w = b.load_word();
+    return "#" + std::to_string(r) + "{off " + std::to_string(b.off()) + " len " +
+           std::to_string(b.len()) + " state " + std::to_string(static_cast<int>(Word::state(w))) +
+           " flags " + std::to_string(Word::flags(w)) + " owner " + std::to_string(Word::owner(w)) +
+           " pins " + std::to_string(Word::pins(w)) + " gen " + std::to_string(Word::gen(w)) +
+           " epoch " + std::to_string(static_cast<int64_t>(b.epoch.load())) + " stamp " +
+           std::to_string(b.stamp.load()) + " into " +
+           std::to_string(static_cast<int32_t>(b.absorbed_into.load())) + "@" +
+           std::to_string(b.absorbed_gen.load()) + "}";
+  };
+  std::string out = "start " + rec(map_.at(offset)) + " end " + rec(map_.ending_at(offset));
+  const uint32_t r = map_.at(offset);
+  if (r != kNil) {
+    uint32_t x = r;
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t into = store_[x].absorbed_into.load();
+      if (into == kNil) break;
+      out += " -> " + rec(into);
+      x = into;
+    }
+  }
+  out += " epoch " + std::to_string(epoch()) + " floor " + std::to_string(floor_) + " top " +
+         std::to_string(top_);
+  return out;
+}
+
+}  // namespace zarena_core
