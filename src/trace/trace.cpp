@@ -59,7 +59,11 @@ struct Tracer::Impl {
   std::vector<char*> pool;  // empty chunks
   std::vector<std::unique_ptr<ThreadBuffer>> buffers;
   uint32_t next_thread = 0;
-  bool stopping = false;         // the writer drains the queue and exits
+  // The writer drains what was queued and exits; chunks filled after that are dropped
+  // (counted in dropped_records), so a thread that keeps tracing cannot hold up the
+  // close or the exit flush, nor grow the file, however long it runs.
+  bool stopping = false;
+  uint64_t dropped_records = 0;
   bool closed = false;           // the file is final: records appended now are dropped
   Result write_result;           // the first write error
   uint64_t written_records = 0;  // event records written to the file
@@ -220,7 +224,12 @@ Tracer::ThreadBuffer* Tracer::attach_thread() {
 
 void Tracer::rotate(ThreadBuffer* b) {
   std::unique_lock<std::mutex> lock(impl_->mu);
-  if (impl_->closed || b->data == nullptr) {
+  if (impl_->stopping && !impl_->closed && b->data != nullptr) {
+    impl_->dropped_records += b->records - b->queued_records;
+    b->queued_records = b->records;
+    b->dropped = true;
+  }
+  if (impl_->closed || impl_->stopping || b->data == nullptr) {
     // The file is final (a caller broke the close contract, or threads outlive the exit
     // flush): keep the process running, drop what cannot be written any more.
     if (b->data == nullptr) {
@@ -319,7 +328,7 @@ Result Tracer::finish(bool at_exit) {
   // Records beyond a buffer's committed mark are being written right now by a thread
   // that outlives the exit flush; they are not complete, so they are not written.
   const auto write_buffer = [&](ThreadBuffer& b) {
-    if (b.data == nullptr) return;
+    if (b.data == nullptr || b.dropped) return;
     const size_t n = b.committed.load(std::memory_order_acquire);
     uint64_t records = 0;  // counted from the records themselves: `records` may be ahead
     for (size_t at = 0; at + sizeof(RecordHeader) <= n;) {

@@ -228,6 +228,9 @@ class Tracer {
     uint64_t records = 0;              // records appended (the owner's count)
     uint64_t queued_records = 0;       // ... of which handed to the writer (under its lock)
     uint16_t thread = 0;
+    // A chunk of this buffer was dropped because the exit flush had begun: the rest of
+    // its records are dropped too (the file keeps no record after a gap).
+    bool dropped = false;
   };
 
  private:
