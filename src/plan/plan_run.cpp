@@ -1,0 +1,365 @@
+#include "plan/plan_run.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <new>
+
+namespace zarena_core {
+
+namespace {
+
+constexpr uint32_t kNone = ~0u;
+
+// Bytes of each array, laid out one after the other in 8-byte words.
+struct Carver {
+  uint64_t words = 0;
+  template <typename T>
+  uint64_t take(uint64_t count) {
+    const uint64_t at = words;
+    words += (count * sizeof(T) + 7) / 8;
+    return at;
+  }
+};
+
+template <typename T>
+T* at(uint64_t* base, uint64_t word) {
+  return reinterpret_cast<T*>(base + word);
+}
+
+uint32_t ceil_log2(uint64_t v) {
+  uint32_t s = 0;
+  while (s < 63 && (1ull << s) < v) ++s;
+  return s;
+}
+
+}  // namespace
+
+PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bound_bytes) {
+  const uint64_t n = l.n, inst = uint64_t{l.period} * l.n;
+  // Distinct offsets of the planned instances: a free finds its instance through them.
+  std::vector<uint64_t> distinct;
+  distinct.reserve(inst);
+  for (uint64_t id = 0; id < inst; ++id) {
+    if (l.item_planned[id % n]) distinct.push_back(l.offset[id]);
+  }
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const uint64_t d = distinct.size();
+  const uint64_t zone_bytes = std::max<uint64_t>(l.peak_bytes, 1);
+  // About one distinct offset per bucket.
+  const uint32_t shift =
+      std::max<uint32_t>(8, ceil_log2((zone_bytes + d) / std::max<uint64_t>(d, 1)));
+  const uint64_t buckets = (zone_bytes >> shift) + 1;
+
+  Carver c;
+  const uint64_t w_size = c.take<uint64_t>(n), w_tag = c.take<uint32_t>(n),
+                 w_planned = c.take<uint8_t>(n), w_offset = c.take<uint64_t>(inst),
+                 w_cbegin = c.take<uint32_t>(inst + 1),
+                 w_clist = c.take<uint32_t>(l.check_list.size()), w_dindex = c.take<uint32_t>(inst),
+                 w_doff = c.take<uint64_t>(d), w_bucket = c.take<uint32_t>(buckets + 1),
+                 w_words = c.take<uint64_t>(inst), w_born = c.take<uint64_t>(inst),
+                 w_dlast = c.take<uint32_t>(d);
+  c.words = (c.words + 7) / 8 * 8;  // the control words on a cache line of their own
+  const uint64_t w_ctl = c.take<uint64_t>(8);
+  mem_.reset(new uint64_t[c.words + 8]());
+  // 64-byte alignment for the control line: the array starts 8-byte aligned.
+  uint64_t* base = mem_.get();
+  while (reinterpret_cast<uintptr_t>(base + w_ctl) % 64 != 0) ++base;
+
+  std::copy(l.item_size.begin(), l.item_size.end(), at<uint64_t>(base, w_size));
+  std::copy(l.item_tag.begin(), l.item_tag.end(), at<uint32_t>(base, w_tag));
+  std::copy(l.item_planned.begin(), l.item_planned.end(), at<uint8_t>(base, w_planned));
+  std::copy(l.offset.begin(), l.offset.end(), at<uint64_t>(base, w_offset));
+  std::copy(l.check_begin.begin(), l.check_begin.end(), at<uint32_t>(base, w_cbegin));
+  std::copy(l.check_list.begin(), l.check_list.end(), at<uint32_t>(base, w_clist));
+  std::copy(distinct.begin(), distinct.end(), at<uint64_t>(base, w_doff));
+  uint32_t* dindex = at<uint32_t>(base, w_dindex);
+  for (uint64_t id = 0; id < inst; ++id) {
+    dindex[id] = l.item_planned[id % n]
+                     ? static_cast<uint32_t>(
+                           std::lower_bound(distinct.begin(), distinct.end(), l.offset[id]) -
+                           distinct.begin())
+                     : kNone;
+  }
+  uint32_t* bucket = at<uint32_t>(base, w_bucket);
+  for (uint64_t b = 0; b <= buckets; ++b) {
+    bucket[b] = static_cast<uint32_t>(
+        std::lower_bound(distinct.begin(), distinct.end(), b << shift) - distinct.begin());
+  }
+  uint32_t* dlast = at<uint32_t>(base, w_dlast);
+  std::fill(dlast, dlast + d, kNone);
+
+  uint64_t* ctl = at<uint64_t>(base, w_ctl);
+  lock_ = reinterpret_cast<uint32_t*>(&ctl[0]);
+  view_.struct_size = sizeof view_;
+  view_.version = ZARENA_PLAN_VIEW_VERSION;
+  view_.n = l.n;
+  view_.period = l.period;
+  view_.zone = zone;
+  view_.zone_bytes = l.peak_bytes;
+  view_.item_size = at<uint64_t>(base, w_size);
+  view_.item_tag = at<uint32_t>(base, w_tag);
+  view_.item_planned = at<uint8_t>(base, w_planned);
+  view_.offset = at<uint64_t>(base, w_offset);
+  view_.check_begin = at<uint32_t>(base, w_cbegin);
+  view_.check_list = at<uint32_t>(base, w_clist);
+  view_.dindex = dindex;
+  view_.doffset = at<uint64_t>(base, w_doff);
+  view_.bucket = bucket;
+  view_.distinct = static_cast<uint32_t>(d);
+  view_.buckets = static_cast<uint32_t>(buckets);
+  view_.bucket_shift = shift;
+  view_.words = at<uint64_t>(base, w_words);
+  view_.born = at<uint64_t>(base, w_born);
+  view_.dlast = dlast;
+  view_.lock = lock_;
+  view_.cursor = lock_ + 1;
+  view_.state = &ctl[1];
+  view_.epoch = &ctl[2];
+  view_.hits = &ctl[3];
+  view_.miss_index = &ctl[4];
+  view_.miss_reason = &ctl[5];
+}
+
+PlanRun::~PlanRun() = default;
+
+void PlanRun::lock() noexcept {
+  for (uint32_t spins = 0;; ++spins) {
+    uint32_t expected = 0;
+    if (__atomic_load_n(lock_, __ATOMIC_RELAXED) == 0 &&
+        __atomic_compare_exchange_n(lock_, &expected, 1u, false, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED)) {
+      return;
+    }
+    if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+    } else {
+      sched_yield();  // a holder that was preempted gets the core back
+    }
+  }
+}
+
+void PlanRun::deviate_locked(uint64_t reason, uint64_t index) noexcept {
+  __atomic_fetch_and(view_.state, ~uint64_t{ZARENA_PLAN_ENGAGED}, __ATOMIC_RELEASE);
+  __atomic_store_n(view_.miss_reason, reason, __ATOMIC_RELAXED);
+  __atomic_store_n(view_.miss_index, index, __ATOMIC_RELAXED);
+}
+
+PlanRun::Alloc PlanRun::alloc(uint64_t size, uint32_t tag, Block* out) noexcept {
+  if ((load(view_.state) & ZARENA_PLAN_ENGAGED) == 0) return Alloc::kLibrary;
+  lock();
+  const uint64_t st = load(view_.state);
+  if ((st & ZARENA_PLAN_ENGAGED) == 0) {
+    unlock();
+    return Alloc::kLibrary;
+  }
+  const uint32_t i = *view_.cursor;
+  uint64_t reason = ZARENA_PLAN_MISS_NONE;
+  if (i >= view_.n) {
+    reason = ZARENA_PLAN_MISS_EXTRA;
+  } else if (view_.item_size[i] != size) {
+    reason = ZARENA_PLAN_MISS_SIZE;
+  } else if (view_.item_tag[i] != tag) {
+    reason = ZARENA_PLAN_MISS_TAG;
+  }
+  if (__builtin_expect(reason != ZARENA_PLAN_MISS_NONE, 0)) {
+    deviate_locked(reason, i);
+    unlock();
+    return Alloc::kDeviation;
+  }
+  if (!view_.item_planned[i]) {
+    __atomic_store_n(view_.cursor, i + 1, __ATOMIC_RELAXED);
+    unlock();
+    return Alloc::kLibrary;
+  }
+  const uint64_t id = ((st >> 1) & 1) * view_.n + i;
+  const uint64_t e = cur_epoch();
+  bool clear = !plan_word::is_live(load(&view_.words[id]), e);
+  for (uint32_t k = view_.check_begin[id], end = view_.check_begin[id + 1]; clear && k < end; ++k) {
+    clear = !plan_word::is_live(load(&view_.words[view_.check_list[k]]), e);
+  }
+  if (__builtin_expect(!clear, 0)) {
+    deviate_locked(ZARENA_PLAN_MISS_LATE, i);
+    unlock();
+    return Alloc::kDeviation;
+  }
+  __atomic_store_n(&view_.born[id], e, __ATOMIC_RELAXED);
+  __atomic_store_n(&view_.words[id], plan_word::live_word(e), __ATOMIC_RELEASE);
+  __atomic_store_n(&view_.dlast[view_.dindex[id]], static_cast<uint32_t>(id), __ATOMIC_RELEASE);
+  __atomic_store_n(view_.cursor, i + 1, __ATOMIC_RELAXED);
+  __atomic_store_n(view_.hits, *view_.hits + 1, __ATOMIC_RELAXED);
+  unlock();
+  out->ptr = view_.zone + view_.offset[id];
+  out->size = size;
+  return Alloc::kServed;
+}
+
+uint32_t PlanRun::instance_at(uint64_t off) const noexcept {
+  const uint64_t b = off >> view_.bucket_shift;
+  if (b >= view_.buckets) return kNone;
+  for (uint32_t d = view_.bucket[b], end = view_.bucket[b + 1]; d < end; ++d) {
+    const uint64_t o = view_.doffset[d];
+    if (o == off) return __atomic_load_n(&view_.dlast[d], __ATOMIC_ACQUIRE);
+    if (o > off) break;
+  }
+  return kNone;
+}
+
+PlanRun::Free PlanRun::free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept {
+  const uint32_t id = instance_at(p - view_.zone);
+  if (id == kNone) return Free::kNotOwned;
+  uint64_t w = load(&view_.words[id]);
+  for (;;) {
+    if (plan_word::state(w) == plan_word::kFreed) return Free::kDoubleFree;
+    if (!plan_word::held(w)) return Free::kNotOwned;
+    if (!plan_word::is_live(w, cur_epoch())) return Free::kStale;
+    if (want_epoch != ZARENA_ANY_EPOCH &&
+        __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED) != want_epoch) {
+      return Free::kStale;
+    }
+    if (plan_word::state(w) == plan_word::kDeferred) return Free::kDoubleFree;
+    const uint64_t want = plan_word::pins(w) > 0 ? (w & ~plan_word::kState) | plan_word::kDeferred
+                                                 : (w & ~plan_word::kState) | plan_word::kFreed;
+    if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      *size = view_.item_size[id % view_.n];
+      return plan_word::pins(w) > 0 ? Free::kDeferred : Free::kOk;
+    }
+  }
+}
+
+PlanRun::Pin PlanRun::pin(uintptr_t p) noexcept {
+  const uint32_t id = instance_at(p - view_.zone);
+  if (id == kNone) return Pin::kNotOwned;
+  uint64_t w = load(&view_.words[id]);
+  for (;;) {
+    if (!plan_word::held(w))
+      return plan_word::state(w) == plan_word::kFreed ? Pin::kFreed : Pin::kNotOwned;
+    if (!plan_word::is_live(w, cur_epoch())) return Pin::kStale;
+    if (plan_word::state(w) == plan_word::kDeferred) return Pin::kFreed;
+    if (plan_word::pins(w) == plan_word::kMaxPins) return Pin::kTooMany;
+    if (__atomic_compare_exchange_n(&view_.words[id], &w, w + plan_word::kPinOne, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      if (plan_word::pins(w) == 0) __atomic_fetch_add(&pinned_, 1, __ATOMIC_RELAXED);
+      return Pin::kOk;
+    }
+  }
+}
+
+PlanRun::Pin PlanRun::unpin(uintptr_t p, uint64_t* freed_size) noexcept {
+  *freed_size = 0;
+  const uint32_t id = instance_at(p - view_.zone);
+  if (id == kNone) return Pin::kNotOwned;
+  uint64_t w = load(&view_.words[id]);
+  for (;;) {
+    if (!plan_word::held(w))
+      return plan_word::state(w) == plan_word::kFreed ? Pin::kFreed : Pin::kNotOwned;
+    if (!plan_word::is_live(w, cur_epoch())) return Pin::kStale;
+    if (plan_word::pins(w) == 0) return Pin::kNotPinned;
+    uint64_t want = w - plan_word::kPinOne;
+    const bool last = plan_word::pins(w) == 1;
+    const bool completes = last && plan_word::state(w) == plan_word::kDeferred;
+    if (completes) want = (want & ~plan_word::kState) | plan_word::kFreed;
+    if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      if (last) __atomic_fetch_sub(&pinned_, 1, __ATOMIC_RELAXED);
+      if (completes) *freed_size = view_.item_size[id % view_.n];
+      return Pin::kOk;
+    }
+  }
+}
+
+void PlanRun::engage() {
+  lock();
+  __atomic_store_n(view_.cursor, 0u, __ATOMIC_RELAXED);
+  const uint64_t steps = load(view_.state) >> 2;
+  __atomic_store_n(view_.state, (steps << 2) | ZARENA_PLAN_ENGAGED, __ATOMIC_RELEASE);
+  unlock();
+}
+
+bool PlanRun::end_step() {
+  lock();
+  const uint64_t st = load(view_.state);
+  const uint32_t i = *view_.cursor;
+  bool engaged = (st & ZARENA_PLAN_ENGAGED) != 0;
+  if (engaged && i != view_.n) {
+    deviate_locked(ZARENA_PLAN_MISS_SHORT, i);
+    engaged = false;
+  }
+  if (engaged) {
+    const uint64_t parity = view_.period == 2 ? ((st >> 1) & 1) ^ 1 : 0;
+    __atomic_store_n(view_.state, (((st >> 2) + 1) << 2) | (parity << 1) | ZARENA_PLAN_ENGAGED,
+                     __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(view_.cursor, 0u, __ATOMIC_RELAXED);
+  unlock();
+  return engaged;
+}
+
+void PlanRun::disengage(uint64_t reason, uint64_t index) {
+  lock();
+  if (engaged()) deviate_locked(reason, index);
+  unlock();
+}
+
+void PlanRun::set_epoch(uint64_t e) {
+  __atomic_store_n(view_.epoch, e, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&pinned_, __ATOMIC_RELAXED) == 0) return;
+  const uint64_t inst = uint64_t{view_.period} * view_.n;
+  for (uint64_t id = 0; id < inst; ++id) {
+    uint64_t w = load(&view_.words[id]);
+    while (plan_word::held(w) && plan_word::pins(w) > 0 &&
+           !__atomic_compare_exchange_n(&view_.words[id], &w, plan_word::with_epoch(w, e), false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+  }
+}
+
+bool PlanRun::any_live() const {
+  const uint64_t inst = uint64_t{view_.period} * view_.n, e = cur_epoch();
+  for (uint64_t id = 0; id < inst; ++id) {
+    if (plan_word::is_live(load(&view_.words[id]), e)) return true;
+  }
+  return false;
+}
+
+void PlanRun::live_totals(uint64_t* bytes, uint64_t* count) const {
+  const uint64_t inst = uint64_t{view_.period} * view_.n, e = cur_epoch();
+  *bytes = *count = 0;
+  for (uint64_t id = 0; id < inst; ++id) {
+    if (plan_word::is_live(load(&view_.words[id]), e)) {
+      *bytes += view_.item_size[id % view_.n];
+      ++*count;
+    }
+  }
+}
+
+void PlanRun::make_live_persistent() {
+  const uint64_t inst = uint64_t{view_.period} * view_.n, e = cur_epoch();
+  for (uint64_t id = 0; id < inst; ++id) {
+    uint64_t w = load(&view_.words[id]);
+    while (plan_word::is_live(w, e) && !(w & plan_word::kPersistent) &&
+           !__atomic_compare_exchange_n(&view_.words[id], &w, w | plan_word::kPersistent, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+  }
+}
+
+void PlanRun::live_instances(std::vector<LiveInstance>* out) const {
+  const uint64_t inst = uint64_t{view_.period} * view_.n, e = cur_epoch();
+  for (uint64_t id = 0; id < inst; ++id) {
+    const uint64_t w = load(&view_.words[id]);
+    if (!plan_word::is_live(w, e)) continue;
+    out->push_back(LiveInstance{view_.zone + view_.offset[id], view_.item_size[id % view_.n],
+                                __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED),
+                                static_cast<uint32_t>(plan_word::pins(w)),
+                                view_.item_tag[id % view_.n]});
+  }
+}
+
+}  // namespace zarena_core
