@@ -1,0 +1,308 @@
+#include "plan/step_plans.h"
+
+#include <chrono>
+#include <mutex>
+#include <new>
+
+namespace zarena_core {
+
+namespace {
+
+// Learning pauses after this many boundaries in a row at which the step had not repeated;
+// the pause doubles each time (up to kMaxPause steps), so a program whose steps never
+// repeat pays for learning only now and then.
+constexpr uint32_t kMissesBeforePause = 16;
+constexpr uint32_t kMaxPause = 1024;
+
+bool same_items(const std::vector<LearnedItem>& a, const std::vector<LearnedItem>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size != b[i].size || a[i].tag != b[i].tag || a[i].freed != b[i].freed ||
+        (a[i].freed != LearnedItem::Freed::kNotPlanned && a[i].before != b[i].before)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+StepPlans::StepPlans(bool enabled, uint64_t granule) : enabled_(enabled), granule_(granule) {
+  if (enabled_) start_learning();
+}
+
+StepPlans::~StepPlans() = default;
+
+void StepPlans::start_learning() {
+  learner_.clear();
+  learning_.store(true, std::memory_order_relaxed);
+}
+
+void StepPlans::stop_learning() {
+  learning_.store(false, std::memory_order_relaxed);
+  learner_.clear();
+}
+
+void StepPlans::learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag,
+                            uint32_t thread) noexcept {
+  try {
+    learner_.on_alloc(ptr, aligned, tag, thread);
+  } catch (...) {  // host memory: this step cannot be learned; the next boundary starts over
+    learner_.clear();
+  }
+}
+
+void StepPlans::learn_free(uintptr_t ptr) noexcept { learner_.on_free(ptr); }
+
+void StepPlans::learn_pin(uintptr_t ptr) noexcept { learner_.on_pin(ptr); }
+
+void StepPlans::set_threads(const LearnedStep& s) {
+  any_thread_.store(s.any_thread, std::memory_order_relaxed);
+  for (uint32_t t = 0; t < s.thread_count; ++t) {
+    threads_[t].store(s.threads[t], std::memory_order_relaxed);
+  }
+  thread_count_.store(s.thread_count, std::memory_order_release);
+}
+
+void StepPlans::on_reset_locked(uint64_t epoch) {
+  epoch_ = epoch;
+  for (PlanRun* r :
+       {engaged_.load(std::memory_order_relaxed), zone_run_.load(std::memory_order_relaxed)}) {
+    if (r != nullptr) r->set_epoch(epoch);
+  }
+}
+
+bool StepPlans::lay_out(const LearnedStep& s, PlanEvents* events, PlanLayout* out) {
+  const auto n = static_cast<uint32_t>(s.items.size());
+  std::vector<plan::StepItem> items(n);
+  uint32_t planned = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const LearnedItem& li = s.items[i];
+    switch (li.freed) {
+      case LearnedItem::Freed::kSameStep:
+        items[i] = plan::StepItem::same_step(li.size, li.before);
+        ++planned;
+        break;
+      case LearnedItem::Freed::kNextStep:
+        items[i] = plan::StepItem::next_step(li.size, li.before);
+        ++planned;
+        break;
+      default:
+        items[i] = plan::StepItem::not_planned(li.size);
+    }
+  }
+  plan::StepRequest req;
+  req.items = items.data();
+  req.count = n;
+  req.granule = granule_;
+  plan::OffsetPlan op;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = plan::plan_step(req, plan::PlanLimits{}, &op);
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  if (!r.is_ok()) {
+    events->failure = r.message;
+    return false;
+  }
+  out->n = n;
+  out->period = op.period_steps;
+  out->item_size.resize(n);
+  out->item_tag.resize(n);
+  out->item_planned.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    out->item_size[i] = s.items[i].size;
+    out->item_tag[i] = s.items[i].tag;
+    out->item_planned[i] = s.items[i].freed != LearnedItem::Freed::kNotPlanned;
+  }
+  out->offset = std::move(op.offsets);
+  out->check_begin = std::move(op.check_begin);
+  out->check_list = std::move(op.check_ids);
+  out->peak_bytes = op.peak_bytes;
+  out->lower_bound_bytes = op.lower_bound_bytes;
+  events->learned = true;
+  events->items = n;
+  events->planned = planned;
+  events->period = op.period_steps;
+  events->peak_bytes = op.peak_bytes;
+  events->lower_bound_bytes = op.lower_bound_bytes;
+  events->plan_ns = static_cast<uint64_t>(ns);
+  std::lock_guard<SpinLock> g(stats_mu_);
+  ++learned_;
+  peak_ = op.peak_bytes;
+  lower_bound_ = op.lower_bound_bytes;
+  return true;
+}
+
+void StepPlans::add_run(std::unique_ptr<PlanRun> run) {
+  std::lock_guard<SpinLock> g(stats_mu_);
+  runs_.push_back(std::move(run));
+}
+
+void StepPlans::release_zone(ZoneOps& zones) {
+  zone_run_.store(nullptr, std::memory_order_release);
+  zones.release_zone(zone_base_, zone_bytes_.load(std::memory_order_relaxed));
+  zone_base_ = 0;
+  zone_bytes_.store(0, std::memory_order_relaxed);
+  zone_items_.clear();
+  reuse_zone_run_ = false;
+}
+
+void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
+  PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
+  if (zr != nullptr && zr->any_live()) return;  // the plan waits for the zone to clear
+  if (reuse_zone_run_) {
+    reuse_zone_run_ = false;
+    zr->set_epoch(epoch_);
+    zr->engage();
+    engaged_.store(zr, std::memory_order_release);
+    events->engaged = true;
+    stop_learning();
+    return;
+  }
+  if (!pending_) return;
+  const uint64_t need = std::max<uint64_t>(pending_->peak_bytes, granule_);
+  uintptr_t base = zone_base_;
+  if (zr == nullptr || zone_bytes_.load(std::memory_order_relaxed) < need) {
+    if (zr != nullptr) release_zone(zones);
+    if (!zones.reserve_zone(need, &base)) {
+      events->no_room = true;
+      pending_.reset();
+      start_learning();
+      return;
+    }
+    zone_base_ = base;
+    zone_bytes_.store(need, std::memory_order_relaxed);
+  }
+  std::unique_ptr<PlanRun> run;
+  try {
+    run = std::make_unique<PlanRun>(*pending_, base);
+  } catch (const std::bad_alloc&) {
+    events->failure = "out of host memory for the plan's state";
+    pending_.reset();
+    start_learning();
+    return;
+  }
+  pending_.reset();
+  zone_items_ = std::move(pending_items_);
+  PlanRun* r = run.get();
+  add_run(std::move(run));
+  r->set_epoch(epoch_);
+  r->engage();
+  zone_run_.store(r, std::memory_order_release);
+  engaged_.store(r, std::memory_order_release);
+  events->engaged = true;
+  stop_learning();
+}
+
+void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
+  if (!enabled_) return;
+  std::lock_guard<SpinLock> g(boundary_mu_);
+  if (PlanRun* run = engaged_.load(std::memory_order_relaxed)) {
+    if (run->end_step()) {
+      std::lock_guard<SpinLock> s(stats_mu_);
+      ++steps_;
+      return;
+    }
+    // The step left its plan: say where, then learn again from the next step.
+    engaged_.store(nullptr, std::memory_order_release);
+    events->abandoned = true;
+    events->miss_reason = run->miss_reason();
+    events->miss_index = run->miss_index();
+    if (events->miss_index < run->n()) {
+      events->expected_size = run->view()->item_size[events->miss_index];
+      events->expected_tag = run->view()->item_tag[events->miss_index];
+    }
+    {
+      std::lock_guard<SpinLock> s(stats_mu_);
+      ++misses_;
+      if (first_miss_ == 0) first_miss_ = events->miss_reason;
+    }
+    start_learning();
+    return;
+  }
+  if (learning()) {
+    LearnedStep step;
+    bool same = false;
+    try {
+      same = learner_.end_step(&step);
+    } catch (const std::bad_alloc&) {
+      learner_.clear();
+    }
+    if (!same) {
+      if (++misses_in_a_row_ >= kMissesBeforePause) {
+        pause_steps_ = std::min<uint32_t>(kMaxPause, misses_in_a_row_);
+        misses_in_a_row_ = kMissesBeforePause / 2;
+        stop_learning();
+        // A zone nothing uses is not kept through the pause.
+        PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
+        if (zr != nullptr && !zr->any_live()) release_zone(zones);
+      }
+    } else {
+      misses_in_a_row_ = 0;
+      pending_.reset();
+      reuse_zone_run_ = false;
+      if (zone_run_.load(std::memory_order_relaxed) != nullptr &&
+          same_items(step.items, zone_items_)) {
+        reuse_zone_run_ = true;  // the same step again: its run, its zone
+      } else {
+        auto layout = std::make_unique<PlanLayout>();
+        if (lay_out(step, events, layout.get())) {
+          pending_ = std::move(layout);
+          pending_items_ = std::move(step.items);
+        }
+      }
+      if (pending_ || reuse_zone_run_) set_threads(step);
+    }
+  } else if (pause_steps_ > 0 && --pause_steps_ == 0) {
+    start_learning();
+  }
+  if (pending_ || reuse_zone_run_) try_engage(zones, events);
+}
+
+void StepPlans::on_floor_over_zone() {
+  std::lock_guard<SpinLock> g(boundary_mu_);
+  PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
+  if (zr == nullptr) return;
+  zr->disengage(ZARENA_PLAN_MISS_FLOOR, 0);
+  zr->make_live_persistent();
+  if (engaged_.load(std::memory_order_relaxed) != nullptr) {
+    engaged_.store(nullptr, std::memory_order_release);
+    std::lock_guard<SpinLock> s(stats_mu_);
+    ++misses_;
+    if (first_miss_ == 0) first_miss_ = ZARENA_PLAN_MISS_FLOOR;
+  }
+  reuse_zone_run_ = false;
+  zone_items_.clear();  // never taken up again: the zone's blocks now outlive steps
+  if (enabled_) start_learning();
+}
+
+void StepPlans::stats(PlanStats* out) const {
+  {
+    std::lock_guard<SpinLock> g(stats_mu_);
+    out->steps = steps_;
+    out->misses = misses_;
+    out->first_miss = first_miss_;
+    out->learned = learned_;
+    out->peak_bytes = peak_;
+    out->lower_bound_bytes = lower_bound_;
+    out->hits = 0;
+    for (const auto& r : runs_) out->hits += r->hits();
+  }
+  PlanRun* zr = zone_run_.load(std::memory_order_acquire);
+  out->zone_bytes = zone_bytes_.load(std::memory_order_relaxed);
+  out->live_bytes = out->live_count = 0;
+  if (zr != nullptr) zr->live_totals(&out->live_bytes, &out->live_count);
+}
+
+void StepPlans::live_instances(std::vector<PlanRun::LiveInstance>* out) const {
+  if (PlanRun* zr = zone_run_.load(std::memory_order_acquire)) zr->live_instances(out);
+}
+
+const zarena_plan_view* StepPlans::view() const {
+  PlanRun* r = engaged_.load(std::memory_order_acquire);
+  if (r == nullptr) r = zone_run_.load(std::memory_order_acquire);
+  return r != nullptr ? r->view() : nullptr;
+}
+
+}  // namespace zarena_core
