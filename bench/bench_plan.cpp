@@ -18,15 +18,11 @@ using zarena_core::plan::Placement;
 using zarena_core::plan::plan_step;
 using zarena_core::plan::PlanLimits;
 using zarena_core::plan::StepItem;
-using zarena_core::plan::StepRequest;
-
-StepRequest request_of(const std::vector<StepItem>& items) {
-  return StepRequest{items.data(), static_cast<uint32_t>(items.size()), 256};
-}
 
 OffsetPlan plan_or_die(const std::vector<StepItem>& items, Placement placement) {
   OffsetPlan plan;
-  if (!plan_step(request_of(items), PlanLimits{}, &plan, placement).is_ok()) std::abort();
+  if (!plan_step(zarena_test::step_request(items), PlanLimits{}, &plan, placement).is_ok())
+    std::abort();
   return plan;
 }
 
@@ -95,7 +91,8 @@ void BM_VerifyPlan(benchmark::State& state) {
   const auto items = zarena_test::training_step(shape);
   const OffsetPlan plan = plan_or_die(items, Placement::kGreedyBySize);
   for (auto _ : state) {
-    if (!zarena_core::plan::verify_plan(request_of(items), plan).empty()) std::abort();
+    if (!zarena_core::plan::verify_plan(zarena_test::step_request(items), plan).empty())
+      std::abort();
   }
   state.counters["items"] = static_cast<double>(items.size());
 }

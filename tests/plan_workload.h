@@ -190,6 +190,12 @@ inline std::vector<StepItem> build(const TrainingStepShape& shape, uint32_t laye
 
 }  // namespace plan_workload_detail
 
+// A request over `items` (a view: they must outlive it).
+inline zarena_core::plan::StepRequest step_request(
+    const std::vector<zarena_core::plan::StepItem>& items, uint64_t granule = 256) {
+  return {items.data(), static_cast<uint32_t>(items.size()), granule};
+}
+
 // The step's allocations in order. Deterministic for a given shape.
 inline std::vector<zarena_core::plan::StepItem> training_step(const TrainingStepShape& shape) {
   using plan_workload_detail::build;

@@ -29,17 +29,14 @@ using zarena_core::plan::StepItem;
 using zarena_core::plan::StepRequest;
 using zarena_core::plan::verify_plan;
 using zarena_core::plan::VerifyMode;
+using zarena_test::step_request;
 
 constexpr uint64_t kG = 256;
-
-StepRequest request_of(const std::vector<StepItem>& items, uint64_t granule = kG) {
-  return StepRequest{items.data(), static_cast<uint32_t>(items.size()), granule};
-}
 
 OffsetPlan must_plan(const std::vector<StepItem>& items,
                      Placement placement = Placement::kGreedyBySize) {
   OffsetPlan plan;
-  const auto r = plan_step(request_of(items), PlanLimits{}, &plan, placement);
+  const auto r = plan_step(step_request(items), PlanLimits{}, &plan, placement);
   EXPECT_TRUE(r.is_ok()) << r.message;
   return plan;
 }
@@ -139,18 +136,18 @@ std::vector<uint64_t> reference_offsets(const std::vector<StepItem>& items, Plac
 TEST(Plan, PeriodIsOneWhenEveryNextStepFreeComesBeforeItsRepeat) {
   const std::vector<StepItem> items = {StepItem::next_step(kG, 0), StepItem::same_step(kG, 2),
                                        StepItem::next_step(kG, 2)};
-  EXPECT_EQ(period_steps(request_of(items)), 1u);
+  EXPECT_EQ(period_steps(step_request(items)), 1u);
   const OffsetPlan p = must_plan(items);
   EXPECT_EQ(p.period_steps, 1u);
   EXPECT_EQ(p.instances(), 3u);
-  EXPECT_EQ(verify_plan(request_of(items), p, VerifyMode::kBruteForce), "");
+  EXPECT_EQ(verify_plan(step_request(items), p, VerifyMode::kBruteForce), "");
 }
 
 // PyTorch's `loss = model(x)`: the new loss is allocated while the old one is referenced,
 // and the old one goes right after. Its two incarnations overlap in time: two offsets.
 TEST(Plan, ARebindingItemAlternatesTwoOffsets) {
   const std::vector<StepItem> items = {StepItem::next_step(4 * kG, 1), StepItem::same_step(kG, 2)};
-  EXPECT_EQ(period_steps(request_of(items)), 2u);
+  EXPECT_EQ(period_steps(step_request(items)), 2u);
   const OffsetPlan p = must_plan(items);
   ASSERT_EQ(p.period_steps, 2u);
   ASSERT_EQ(p.instances(), 4u);
@@ -165,8 +162,8 @@ TEST(Plan, ARebindingItemAlternatesTwoOffsets) {
   // the even loss returns.
   EXPECT_EQ(p.check_begin, (std::vector<uint32_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(p.check_ids, (std::vector<uint32_t>{3, 2, 1, 0}));
-  EXPECT_EQ(verify_plan(request_of(items), p, VerifyMode::kBruteForce), "");
-  EXPECT_EQ(verify_plan(request_of(items), p, VerifyMode::kSweep), "");
+  EXPECT_EQ(verify_plan(step_request(items), p, VerifyMode::kBruteForce), "");
+  EXPECT_EQ(verify_plan(step_request(items), p, VerifyMode::kSweep), "");
 }
 
 TEST(Plan, ReachesTheLowerBoundOnANestedStep) {
@@ -180,9 +177,9 @@ TEST(Plan, ReachesTheLowerBoundOnANestedStep) {
   EXPECT_EQ(p.peak_bytes, 7 * kG);
   EXPECT_EQ(p.offsets, (std::vector<uint64_t>{0, 4 * kG, 4 * kG, 6 * kG}));
   uint64_t bound = 0;
-  ASSERT_TRUE(lower_bound_bytes(request_of(items), &bound).is_ok());
+  ASSERT_TRUE(lower_bound_bytes(step_request(items), &bound).is_ok());
   EXPECT_EQ(bound, 7 * kG);
-  EXPECT_EQ(verify_plan(request_of(items), p, VerifyMode::kBruteForce), "");
+  EXPECT_EQ(verify_plan(step_request(items), p, VerifyMode::kBruteForce), "");
 }
 
 TEST(Plan, NotPlannedItemsGetNoOffsetNoListAndNoBytes) {
@@ -199,7 +196,7 @@ TEST(Plan, NotPlannedItemsGetNoOffsetNoListAndNoBytes) {
   for (uint32_t id : p.check_ids) EXPECT_TRUE(id != 1 && id != 4);
   EXPECT_EQ(p.lower_bound_bytes, 3 * kG);  // tick 0: item 0 and item 3 of the step before
   EXPECT_EQ(p.peak_bytes, 3 * kG);
-  EXPECT_EQ(verify_plan(request_of(items), p, VerifyMode::kBruteForce), "");
+  EXPECT_EQ(verify_plan(step_request(items), p, VerifyMode::kBruteForce), "");
 }
 
 TEST(Plan, AnItemLiveForAWholeTurnConflictsWithEverything) {
@@ -212,7 +209,7 @@ TEST(Plan, AnItemLiveForAWholeTurnConflictsWithEverything) {
   EXPECT_NE(p.offsets[2], p.offsets[1]);
   EXPECT_EQ(p.offsets, (std::vector<uint64_t>{kG, 0, kG}));  // 0 and 2 never meet
   EXPECT_EQ(list_of(p, 1), std::vector<uint32_t>{1});        // only its own repeat reuses it
-  EXPECT_EQ(verify_plan(request_of(items), p, VerifyMode::kBruteForce), "");
+  EXPECT_EQ(verify_plan(step_request(items), p, VerifyMode::kBruteForce), "");
 }
 
 TEST(Plan, AnEmptyStepHasAnEmptyPlan) {
@@ -221,7 +218,7 @@ TEST(Plan, AnEmptyStepHasAnEmptyPlan) {
   EXPECT_EQ(p.instances(), 0u);
   EXPECT_EQ(p.peak_bytes, 0u);
   EXPECT_EQ(p.check_begin, std::vector<uint32_t>{0});
-  EXPECT_EQ(verify_plan(request_of(none), p), "");
+  EXPECT_EQ(verify_plan(step_request(none), p), "");
 }
 
 TEST(Plan, BadRequestsAreRefusedAndLeaveThePlanAlone) {
@@ -229,7 +226,7 @@ TEST(Plan, BadRequestsAreRefusedAndLeaveThePlanAlone) {
   const OffsetPlan before = p;
   auto refused = [&](const std::vector<StepItem>& items, Status want, const char* says,
                      uint64_t granule = kG, PlanLimits limits = PlanLimits{}) {
-    const auto r = plan_step(request_of(items, granule), limits, &p);
+    const auto r = plan_step(step_request(items, granule), limits, &p);
     EXPECT_EQ(r.status, want) << r.message;
     EXPECT_NE(r.message.find(says), std::string::npos) << r.message;
     EXPECT_EQ(p.offsets, before.offsets);
@@ -250,8 +247,8 @@ TEST(Plan, BadRequestsAreRefusedAndLeaveThePlanAlone) {
   refused({StepItem::same_step(kG, 1), StepItem::same_step(kG, 2), StepItem::same_step(kG, 3)},
           Status::kUnsupported, "exceeds the planner's limit of 2", kG, two);
   const std::vector<StepItem> one = {StepItem::same_step(kG, 1)};
-  EXPECT_EQ(plan_step(request_of(one), PlanLimits{}, nullptr).status, Status::kInvalidArgument);
-  EXPECT_EQ(plan_step(request_of(one), PlanLimits{}, &p, static_cast<Placement>(9)).status,
+  EXPECT_EQ(plan_step(step_request(one), PlanLimits{}, nullptr).status, Status::kInvalidArgument);
+  EXPECT_EQ(plan_step(step_request(one), PlanLimits{}, &p, static_cast<Placement>(9)).status,
             Status::kInvalidArgument);
   StepRequest null_items{nullptr, 3, kG};
   EXPECT_EQ(plan_step(null_items, PlanLimits{}, &p).status, Status::kInvalidArgument);
@@ -259,7 +256,7 @@ TEST(Plan, BadRequestsAreRefusedAndLeaveThePlanAlone) {
 
 TEST(Plan, VerifyNamesTheFirstViolation) {
   const std::vector<StepItem> items = {StepItem::next_step(4 * kG, 1), StepItem::same_step(kG, 2)};
-  const auto req = request_of(items);
+  const auto req = step_request(items);
   const OffsetPlan good = must_plan(items);
   for (auto mode : {VerifyMode::kSweep, VerifyMode::kBruteForce}) {
     OffsetPlan p = good;
@@ -316,7 +313,7 @@ TEST(PlanModel, RandomStepsMatchTheReferenceAndVerify) {
   int period_two = 0;
   for (int round = 0; round < rounds; ++round) {
     const auto items = random_step(rng);
-    const auto req = request_of(items);
+    const auto req = step_request(items);
     uint64_t bound = 0;
     ASSERT_TRUE(lower_bound_bytes(req, &bound).is_ok());
     for (auto placement : {Placement::kGreedyBySize, Placement::kBestFitGap}) {
@@ -361,8 +358,8 @@ TEST(PlanModel, SweepAndBruteForceVerificationAgreeOnCorruptedPlans) {
         break;
       }
     }
-    const std::string sweep = verify_plan(request_of(items), p, VerifyMode::kSweep);
-    const std::string brute = verify_plan(request_of(items), p, VerifyMode::kBruteForce);
+    const std::string sweep = verify_plan(step_request(items), p, VerifyMode::kSweep);
+    const std::string brute = verify_plan(step_request(items), p, VerifyMode::kBruteForce);
     ASSERT_EQ(sweep.empty(), brute.empty())
         << "round " << round << "\nsweep: " << sweep << "\nbrute force: " << brute;
     caught += !sweep.empty();
@@ -379,7 +376,7 @@ TEST(PlanModel, TrainingStepsPlanWithinAFewPercentOfTheLowerBound) {
     const auto items = zarena_test::training_step(shape);
     const OffsetPlan p = must_plan(items);
     EXPECT_EQ(p.period_steps, shape.rebound > 0 ? 2u : 1u);
-    ASSERT_EQ(verify_plan(request_of(items), p), "") << "seed " << seed;
+    ASSERT_EQ(verify_plan(step_request(items), p), "") << "seed " << seed;
     EXPECT_GE(p.peak_bytes, p.lower_bound_bytes);
     // A guard against a placement gone wrong, far above what the benchmarks show.
     EXPECT_LE(static_cast<double>(p.peak_bytes), 1.10 * static_cast<double>(p.lower_bound_bytes))
@@ -561,7 +558,7 @@ TEST(PlanReplay, CatchesCheckListsThatAreWrong) {
         bad.check_ids.insert(bad.check_ids.begin() + bad.check_begin[victim + 1], victim);
         for (uint32_t y = victim + 1; y < bad.check_begin.size(); ++y) ++bad.check_begin[y];
       }
-      EXPECT_NE(verify_plan(request_of(items), bad), "") << "round " << round;
+      EXPECT_NE(verify_plan(step_request(items), bad), "") << "round " << round;
       bool caught = false;
       for (uint64_t s = 0; s < 8 && !caught; ++s) {
         caught = !replay(items, bad, rng(), 16, Deviations{50, 0, 10, 0}).violation.empty();

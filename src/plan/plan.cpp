@@ -40,16 +40,18 @@ Result plan_valid_step(const StepRequest& request, Placement placement, OffsetPl
   plan.period_steps = inst.period();
   plan.step_items = inst.items();
   plan.offsets.assign(inst.ticks(), kNoOffset);
-  Occupancy occupancy(inst.ticks());
-  for (uint32_t id : placement_order(inst)) {
-    TickRange ranges[2];
-    occupancy.select(ranges, inst.ranges(id, ranges));
-    const uint64_t size = inst.size(id);
-    const uint64_t offset =
-        placement == Placement::kBestFitGap ? occupancy.best_fit(size) : occupancy.lowest_fit(size);
-    occupancy.take(offset, size);
-    plan.offsets[id] = offset;
-    plan.peak_bytes = std::max(plan.peak_bytes, offset + size);
+  {  // the occupancy is the largest structure: gone before the check lists are built
+    Occupancy occupancy(inst.ticks());
+    for (uint32_t id : placement_order(inst)) {
+      TickRange ranges[2];
+      occupancy.select(ranges, inst.ranges(id, ranges));
+      const uint64_t size = inst.size(id);
+      const uint64_t offset = placement == Placement::kBestFitGap ? occupancy.best_fit(size)
+                                                                  : occupancy.lowest_fit(size);
+      occupancy.take(offset, size);
+      plan.offsets[id] = offset;
+      plan.peak_bytes = std::max(plan.peak_bytes, offset + size);
+    }
   }
   plan.lower_bound_bytes = max_live_bytes(inst);
   Result r = build_check_lists(inst, plan.offsets, &plan.check_begin, &plan.check_ids);
