@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "plan/step_plans.h"
@@ -306,6 +308,33 @@ TEST(StepPlans, ModelNoPlannedBlockEverOverlapsALiveOne) {
   std::printf("served %llu planned blocks; engaged at %llu of %llu boundaries\n",
               static_cast<unsigned long long>(served), static_cast<unsigned long long>(engaged),
               static_cast<unsigned long long>(boundaries));
+}
+
+// A step too large to lay out at the boundary goes to the plan thread; the plan engages
+// at a boundary after the thread is done, as long as the step keeps repeating. (No bound on
+// how long the thread takes: the loop runs until it has.)
+TEST(StepPlans, ALargeStepIsLaidOutOnThePlanThread) {
+  Loop L(21);
+  std::vector<Item> tmpl(StepPlans::kInlineItems + 900);
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    tmpl[i].size = kGranule * (1 + i % 5);
+    tmpl[i].tag = 0;
+    tmpl[i].free_before = static_cast<int>(std::min(tmpl.size(), i + 1 + i % 7));
+  }
+  PlanStats st;
+  int steps = 0;
+  for (; L.served == 0; ++steps) {
+    run_loop(L, tmpl, 1, 0, false);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    L.plans.stats(&st);
+    if (st.learned == 0 && steps >= 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(steps, 3) << "not planned at the boundary itself";
+  run_loop(L, tmpl, 3, 0, false);
+  L.plans.stats(&st);
+  EXPECT_EQ(st.learned, 1u);
+  EXPECT_EQ(st.misses, 0u);
+  EXPECT_GE(st.steps, 3u);
 }
 
 TEST(StepPlans, NoRoomForTheZoneKeepsLearning) {

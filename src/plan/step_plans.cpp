@@ -31,7 +31,9 @@ StepPlans::StepPlans(bool enabled, uint64_t granule) : enabled_(enabled), granul
   if (enabled_) start_learning();
 }
 
-StepPlans::~StepPlans() = default;
+StepPlans::~StepPlans() {
+  if (job_) job_->cancelled.store(true, std::memory_order_release);
+}
 
 void StepPlans::start_learning() {
   learner_.clear();
@@ -72,66 +74,58 @@ void StepPlans::on_reset_locked(uint64_t epoch) {
   }
 }
 
-bool StepPlans::lay_out(const LearnedStep& s, PlanEvents* events, PlanLayout* out) {
-  const auto n = static_cast<uint32_t>(s.items.size());
-  std::vector<plan::StepItem> items(n);
-  uint32_t planned = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    const LearnedItem& li = s.items[i];
-    switch (li.freed) {
-      case LearnedItem::Freed::kSameStep:
-        items[i] = plan::StepItem::same_step(li.size, li.before);
-        ++planned;
-        break;
-      case LearnedItem::Freed::kNextStep:
-        items[i] = plan::StepItem::next_step(li.size, li.before);
-        ++planned;
-        break;
-      default:
-        items[i] = plan::StepItem::not_planned(li.size);
+void StepPlans::take_layout(std::unique_ptr<PlanLayout> layout, std::vector<LearnedItem> items,
+                            uint64_t plan_ns, PlanEvents* events) {
+  events->learned = true;
+  events->items = layout->n;
+  events->planned = 0;
+  for (uint8_t p : layout->item_planned) events->planned += p;
+  events->period = layout->period;
+  events->peak_bytes = layout->peak_bytes;
+  events->lower_bound_bytes = layout->lower_bound_bytes;
+  events->plan_ns = plan_ns;
+  {
+    std::lock_guard<SpinLock> g(stats_mu_);
+    ++learned_;
+    peak_ = layout->peak_bytes;
+    lower_bound_ = layout->lower_bound_bytes;
+  }
+  pending_ = std::move(layout);
+  pending_items_ = std::move(items);
+}
+
+void StepPlans::plan_learned(LearnedStep& step, PlanEvents* events) {
+  if (job_ && !same_items(step.items, job_->step.items)) {
+    job_->cancelled.store(true, std::memory_order_release);
+    job_.reset();
+  }
+  if (job_) {  // the same step again: is its layout ready?
+    if (!job_->done.load(std::memory_order_acquire)) return;
+    std::shared_ptr<PlanJob> job = std::move(job_);
+    if (!job->ok) {
+      events->failure = job->failure.empty() ? "the plan thread did not finish" : job->failure;
+      return;
+    }
+    take_layout(std::make_unique<PlanLayout>(std::move(job->layout)), std::move(job->step.items),
+                job->plan_ns, events);
+    return;
+  }
+  if (step.items.size() > kInlineItems) {
+    try {
+      auto job = std::make_shared<PlanJob>();
+      job->step = step;
+      job->granule = granule_;
+      if (post_plan_job(job)) {
+        job_ = std::move(job);
+        return;
+      }
+    } catch (const std::bad_alloc&) {
     }
   }
-  plan::StepRequest req;
-  req.items = items.data();
-  req.count = n;
-  req.granule = granule_;
-  plan::OffsetPlan op;
-  const auto t0 = std::chrono::steady_clock::now();
-  const Result r = plan::plan_step(req, plan::PlanLimits{}, &op);
-  const auto ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
-  if (!r.is_ok()) {
-    events->failure = r.message;
-    return false;
-  }
-  out->n = n;
-  out->period = op.period_steps;
-  out->item_size.resize(n);
-  out->item_tag.resize(n);
-  out->item_planned.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    out->item_size[i] = s.items[i].size;
-    out->item_tag[i] = s.items[i].tag;
-    out->item_planned[i] = s.items[i].freed != LearnedItem::Freed::kNotPlanned;
-  }
-  out->offset = std::move(op.offsets);
-  out->check_begin = std::move(op.check_begin);
-  out->check_list = std::move(op.check_ids);
-  out->peak_bytes = op.peak_bytes;
-  out->lower_bound_bytes = op.lower_bound_bytes;
-  events->learned = true;
-  events->items = n;
-  events->planned = planned;
-  events->period = op.period_steps;
-  events->peak_bytes = op.peak_bytes;
-  events->lower_bound_bytes = op.lower_bound_bytes;
-  events->plan_ns = static_cast<uint64_t>(ns);
-  std::lock_guard<SpinLock> g(stats_mu_);
-  ++learned_;
-  peak_ = op.peak_bytes;
-  lower_bound_ = op.lower_bound_bytes;
-  return true;
+  auto layout = std::make_unique<PlanLayout>();
+  uint64_t ns = 0;
+  if (!lay_out_step(step, granule_, layout.get(), &events->failure, &ns)) return;
+  take_layout(std::move(layout), std::move(step.items), ns, events);
 }
 
 void StepPlans::add_run(std::unique_ptr<PlanRun> run) {
@@ -230,6 +224,10 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
       learner_.clear();
     }
     if (!same) {
+      if (job_) {
+        job_->cancelled.store(true, std::memory_order_release);
+        job_.reset();
+      }
       if (++misses_in_a_row_ >= kMissesBeforePause) {
         pause_steps_ = std::min<uint32_t>(kMaxPause, misses_in_a_row_);
         misses_in_a_row_ = kMissesBeforePause / 2;
@@ -240,19 +238,16 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
       }
     } else {
       misses_in_a_row_ = 0;
-      pending_.reset();
-      reuse_zone_run_ = false;
+      set_threads(step);
+      if (pending_ && !same_items(step.items, pending_items_)) pending_.reset();
       if (zone_run_.load(std::memory_order_relaxed) != nullptr &&
           same_items(step.items, zone_items_)) {
         reuse_zone_run_ = true;  // the same step again: its run, its zone
-      } else {
-        auto layout = std::make_unique<PlanLayout>();
-        if (lay_out(step, events, layout.get())) {
-          pending_ = std::move(layout);
-          pending_items_ = std::move(step.items);
-        }
+        pending_.reset();
+      } else if (!pending_) {
+        reuse_zone_run_ = false;
+        plan_learned(step, events);
       }
-      if (pending_ || reuse_zone_run_) set_threads(step);
     }
   } else if (pause_steps_ > 0 && --pause_steps_ == 0) {
     start_learning();

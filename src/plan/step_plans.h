@@ -29,6 +29,7 @@
 #include "plan/learner.h"
 #include "plan/plan.h"
 #include "plan/plan_run.h"
+#include "plan/plan_worker.h"
 
 namespace zarena_core {
 
@@ -71,6 +72,9 @@ struct PlanStats {
 
 class StepPlans {
  public:
+  // Steps of up to this many allocations are laid out at the boundary itself.
+  static constexpr uint32_t kInlineItems = 4096;
+
   StepPlans(bool enabled, uint64_t granule);
   ~StepPlans();
   StepPlans(const StepPlans&) = delete;
@@ -125,8 +129,11 @@ class StepPlans {
   void set_threads(const LearnedStep& s);
   void start_learning();
   void stop_learning();
-  // The learned step laid out by the planner (false: refused, *events says why).
-  bool lay_out(const LearnedStep& s, PlanEvents* events, PlanLayout* out);
+  // A learned step repeated: lay it out (inline when small, else on the plan thread; a
+  // job in flight is picked up at a later boundary if the step still repeats).
+  void plan_learned(LearnedStep& step, PlanEvents* events);
+  void take_layout(std::unique_ptr<PlanLayout> layout, std::vector<LearnedItem> items,
+                   uint64_t plan_ns, PlanEvents* events);
   // Engages the pending plan once no planned block of the zone is live; may reserve a
   // zone, or reuse the one there is.
   void try_engage(ZoneOps& zones, PlanEvents* events);
@@ -149,6 +156,7 @@ class StepPlans {
   // zone's own run again (the same step was learned again after a deviation).
   std::unique_ptr<PlanLayout> pending_;
   std::vector<LearnedItem> pending_items_;
+  std::shared_ptr<PlanJob> job_;  // a large step being laid out on the plan thread
   bool reuse_zone_run_ = false;
   uintptr_t zone_base_ = 0;
   std::atomic<uint64_t> zone_bytes_{0};  // the zone held (0: none)

@@ -1,0 +1,44 @@
+// Laying out a learned step: the planner's output turned into what a run needs, inline
+// for small steps and on one process-wide background thread ("zarena-plan") for large
+// ones, so that no step boundary waits for a large plan (docs/PERFORMANCE.md: 1k
+// allocations plan in about 1 ms, 100k in about 0.3-1 s).
+//
+// A job is shared between the thread and its arena: an arena that goes away (or a step
+// that stopped repeating) cancels its job and drops its reference; the thread never
+// touches the arena. Fork: the thread does not survive in the child, whose jobs in flight
+// end as failed ("forked"); its next job starts a thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "plan/learner.h"
+#include "plan/plan_run.h"
+
+namespace zarena_core {
+
+// The learned step laid out by the planner. false: refused (too large) or out of memory;
+// *failure says why.
+bool lay_out_step(const LearnedStep& step, uint64_t granule, PlanLayout* out, std::string* failure,
+                  uint64_t* plan_ns) noexcept;
+
+struct PlanJob {
+  // In.
+  LearnedStep step;
+  uint64_t granule = 256;
+  // Out, once done.
+  std::atomic<bool> done{false};
+  std::atomic<bool> cancelled{false};
+  bool ok = false;
+  PlanLayout layout;
+  std::string failure;
+  uint64_t plan_ns = 0;
+};
+
+// Queues the job for the background thread; false when no thread can run it (the caller
+// lays it out inline).
+bool post_plan_job(std::shared_ptr<PlanJob> job) noexcept;
+
+}  // namespace zarena_core
