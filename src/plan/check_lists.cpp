@@ -26,14 +26,18 @@ Result build_check_lists(const Instances& inst, const std::vector<uint64_t>& off
   for (uint32_t T = 0; T < 2 * L; ++T) {
     for (uint32_t x = ending.begin[T]; x < ending.begin[T + 1]; ++x) {
       const uint32_t id = ending.ids[x];
-      auto [at, inserted] = waiting.emplace(offsets[id], id);
-      const bool clear_before = at == waiting.begin() || [&] {
-        auto prev = std::prev(at);
-        return offsets[prev->second] + inst.size(prev->second) <= offsets[id];
-      }();
-      auto next = std::next(at);
-      const bool clear_after = next == waiting.end() || offsets[id] + inst.size(id) <= next->first;
-      if (!inserted || !clear_before || !clear_after) {
+      // Clear of both neighbours by offset, so clear of every waiting instance.
+      const auto placed = waiting.emplace(offsets[id], id);
+      bool clear = placed.second;
+      if (clear && placed.first != waiting.begin()) {
+        const auto prev = std::prev(placed.first);
+        clear = offsets[prev->second] + inst.size(prev->second) <= offsets[id];
+      }
+      if (clear) {
+        const auto next = std::next(placed.first);
+        clear = next == waiting.end() || offsets[id] + inst.size(id) <= next->first;
+      }
+      if (!clear) {
         return Result::fail(Status::kInternal,
                             "plan check lists: instance " + std::to_string(id) +
                                 " overlaps another whose deadline is pending; the plan " +
