@@ -1,10 +1,10 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 
-static inline uint64_t zgo_epoch(const zarena* a) { return zarena_epoch(a); }
-static inline int32_t zgo_backend(const zarena* a) { return zarena_backend(a); }
+static inline uint64_t shim_epoch(const zarena* a) { return zarena_epoch(a); }
+static inline int32_t shim_backend(const zarena* a) { return zarena_backend(a); }
 */
 import "C"
 
@@ -73,7 +73,7 @@ func New(cfg Config) (*Arena, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := C.zgo_create(c, C.uintptr_t(cfg.Stream))
+	r := C.shim_create(c, C.uintptr_t(cfg.Stream))
 	if strs != nil {
 		C.free(unsafe.Pointer(strs)) // the library copies the strings at create
 	}
@@ -109,7 +109,7 @@ func (a *Arena) leaked() {
 		Arena: a.name,
 	})
 	q, nq, qs := b.cargs()
-	r := C.zgo_destroy(h, q, nq, qs)
+	r := C.shim_destroy(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	a.q.freeBuffers()
 	_ = errorFrom(r.status, r.err)
@@ -130,7 +130,7 @@ func (a *Arena) Close() error {
 	}
 	runtime.SetFinalizer(a, nil)
 	q, nq, qs := b.cargs()
-	r := C.zgo_destroy(h, q, nq, qs)
+	r := C.shim_destroy(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	a.q.freeBuffers()
 	FlushLogs()
@@ -190,13 +190,13 @@ func (a *Arena) alloc(n uint64, tag Tag, op string) (Block, error) {
 	}
 	// The handle travels as an integer: cgo checks a pointer to an incomplete C type
 	// on every call (it cannot know what it holds), an integer it does not.
-	var r C.zgo_block_result
+	var r C.shim_block_result
 	if b == nil {
-		r = C.zgo_alloc(C.uintptr_t(uintptr(unsafe.Pointer(h))), nil, 0, nil, C.uint64_t(n),
+		r = C.shim_alloc(C.uintptr_t(uintptr(unsafe.Pointer(h))), nil, 0, nil, C.uint64_t(n),
 			C.uint32_t(tag))
 	} else {
 		q, nq, qs := b.cargs()
-		r = C.zgo_alloc(C.uintptr_t(uintptr(unsafe.Pointer(h))), q, nq, qs, C.uint64_t(n),
+		r = C.shim_alloc(C.uintptr_t(uintptr(unsafe.Pointer(h))), q, nq, qs, C.uint64_t(n),
 			C.uint32_t(tag))
 		a.q.release(b, r.qfailed)
 	}
@@ -234,10 +234,10 @@ func (a *Arena) FreeAt(p DevicePtr, epoch uint64) error {
 		return err
 	}
 	if sync { // no queue buffer (C memory ran out): free now, reporting as a queued free would
-		r := C.zgo_free_at(h, nil, 0, nil, C.uintptr_t(p), C.uint64_t(epoch))
+		r := C.shim_free_at(h, nil, 0, nil, C.uintptr_t(p), C.uint64_t(epoch))
 		keepAlive(a)
 		if r.status != C.ZARENA_OK {
-			fb := freeBuf{items: []C.zgo_free_item{{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}},
+			fb := freeBuf{items: []C.shim_free_item{{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}},
 				statuses: []C.zarena_status{r.status}, n: 1}
 			C.free(unsafe.Pointer(r.err))
 			a.q.recordFailures(&fb)
@@ -246,7 +246,7 @@ func (a *Arena) FreeAt(p DevicePtr, epoch uint64) error {
 	}
 	if full != nil {
 		q, nq, qs := full.cargs()
-		r := C.zgo_flush(h, q, nq, qs)
+		r := C.shim_flush(h, q, nq, qs)
 		a.q.release(full, r.qfailed)
 		keepAlive(a)
 	}
@@ -269,7 +269,7 @@ func (a *Arena) FreeAtNow(p DevicePtr, epoch uint64) error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_free_at(h, q, nq, qs, C.uintptr_t(p), C.uint64_t(epoch))
+	r := C.shim_free_at(h, q, nq, qs, C.uintptr_t(p), C.uint64_t(epoch))
 	if b != nil {
 		a.q.release(b, r.qfailed)
 	}
@@ -287,7 +287,7 @@ func (a *Arena) Flush() error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_flush(h, q, nq, qs)
+	r := C.shim_flush(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	return nil
@@ -310,7 +310,7 @@ func (a *Arena) Reset() error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_reset(h, q, nq, qs)
+	r := C.shim_reset(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	if r.status == C.ZARENA_OK {
@@ -329,7 +329,7 @@ func (a *Arena) MarkStepBoundary() error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_mark_step_boundary(h, q, nq, qs)
+	r := C.shim_mark_step_boundary(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	return callError(r.status, r.err)
@@ -343,7 +343,7 @@ func (a *Arena) StepBegin() error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_step_begin(h, q, nq, qs)
+	r := C.shim_step_begin(h, q, nq, qs)
 	if b != nil {
 		a.q.release(b, r.qfailed)
 	}
@@ -375,7 +375,7 @@ func (a *Arena) Backend() Backend {
 	if h == nil {
 		return -1
 	}
-	bk := Backend(C.zgo_backend(h))
+	bk := Backend(C.shim_backend(h))
 	keepAlive(a)
 	return bk
 }

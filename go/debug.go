@@ -1,7 +1,7 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
@@ -22,7 +22,7 @@ func (a *Arena) InjectOverflowFault(failNth, delayNth uint64, delay time.Duratio
 	if delay < 0 {
 		delay = 0
 	}
-	r := C.zgo_inject_overflow_fault(h, C.uint64_t(failNth), C.uint64_t(delayNth),
+	r := C.shim_inject_overflow_fault(h, C.uint64_t(failNth), C.uint64_t(delayNth),
 		C.uint64_t(delay.Nanoseconds()))
 	keepAlive(a)
 	return errorFrom(r.status, r.err)

@@ -1,9 +1,9 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 
-static inline const char* zgo_status_string(zarena_status s) { return zarena_status_string(s); }
+static inline const char* shim_status_string(zarena_status s) { return zarena_status_string(s); }
 */
 import "C"
 
@@ -45,7 +45,7 @@ func (s Status) String() string {
 		}
 		return "unknown status"
 	}
-	return C.GoString(C.zgo_status_string(C.zarena_status(s)))
+	return C.GoString(C.shim_status_string(C.zarena_status(s)))
 }
 
 // sentinel is the error that each status code unwraps to. Its text is fixed here

@@ -1,7 +1,7 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
@@ -50,26 +50,26 @@ const (
 
 // freeBuf is one buffer of queued frees in C memory.
 type freeBuf struct {
-	mem      *C.zgo_free_item
-	items    []C.zgo_free_item // views of mem
+	mem      *C.shim_free_item
+	items    []C.shim_free_item // views of mem
 	statuses []C.zarena_status
 	n        int
 }
 
 func newFreeBuf() *freeBuf {
-	mem := C.zgo_queue_alloc(freeQueueCap)
+	mem := C.shim_queue_alloc(freeQueueCap)
 	if mem == nil {
 		return nil
 	}
 	return &freeBuf{
 		mem:      mem,
 		items:    unsafe.Slice(mem, freeQueueCap),
-		statuses: unsafe.Slice(C.zgo_queue_statuses(mem, freeQueueCap), freeQueueCap),
+		statuses: unsafe.Slice(C.shim_queue_statuses(mem, freeQueueCap), freeQueueCap),
 	}
 }
 
-// cargs are the queue arguments every arena wrapper of zgo.h takes: NULL, 0 for none.
-func (b *freeBuf) cargs() (*C.zgo_free_item, C.size_t, *C.zarena_status) {
+// cargs are the queue arguments every arena wrapper of shim.h takes: NULL, 0 for none.
+func (b *freeBuf) cargs() (*C.shim_free_item, C.size_t, *C.zarena_status) {
 	if b == nil || b.n == 0 {
 		return nil, 0, nil
 	}
@@ -143,7 +143,7 @@ func (q *freeQueue) push(p DevicePtr, epoch uint64) (full *freeBuf, h *C.zarena,
 		}
 	}
 	b := q.cur
-	b.items[b.n] = C.zgo_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
+	b.items[b.n] = C.shim_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
 	b.n++
 	q.queued++
 	if b.n < freeQueueCap {
@@ -255,7 +255,7 @@ func (q *freeQueue) freeBuffers() {
 	q.all, q.spare, q.cur = nil, nil, nil
 	q.mu.Unlock()
 	for _, b := range all {
-		C.zgo_queue_free(b.mem)
+		C.shim_queue_free(b.mem)
 	}
 }
 

@@ -1,9 +1,9 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 
-static inline const char* zgo_tag_name(uint32_t id) { return zarena_tag_name(id); }
+static inline const char* shim_tag_name(uint32_t id) { return zarena_tag_name(id); }
 */
 import "C"
 
@@ -32,7 +32,7 @@ func RegisterTag(name string) (Tag, error) {
 	}
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	r := C.zgo_tag_register(cname)
+	r := C.shim_tag_register(cname)
 	if err := callError(r.status, r.err); err != nil {
 		return 0, err
 	}
@@ -44,7 +44,7 @@ func (t Tag) Name() string {
 	if t == 0 || ready() != nil {
 		return ""
 	}
-	return C.GoString(C.zgo_tag_name(C.uint32_t(t)))
+	return C.GoString(C.shim_tag_name(C.uint32_t(t)))
 }
 
 // TagName is Tag(id).Name().
@@ -83,13 +83,13 @@ func (a *Arena) liveBlocks() ([]LiveBlock, uint64, DevicePtr, error) {
 		return nil, 0, 0, err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_live_blocks(h, q, nq, qs)
+	r := C.shim_live_blocks(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	if err := callError(r.status, r.err); err != nil {
 		return nil, 0, 0, err
 	}
-	defer C.zgo_blocks_free(r.items)
+	defer C.shim_blocks_free(r.items)
 	out := make([]LiveBlock, int(r.len))
 	if r.len > 0 {
 		for i, cb := range unsafe.Slice(r.items, int(r.len)) {

@@ -2,10 +2,10 @@ package zarena
 
 /*
 #include "log_queue.h"
-#include "zgo.h"
+#include "shim.h"
 
-static inline zgo_result zgo_set_logger(int on, int32_t min_level) {
-  return zgo_wrap(zarena_set_log_callback(on ? zgo_logq_callback : NULL, NULL, min_level));
+static inline shim_result shim_set_logger(int on, int32_t min_level) {
+  return shim_wrap(zarena_set_log_callback(on ? zarena_go_logq_callback : NULL, NULL, min_level));
 }
 */
 import "C"
@@ -141,7 +141,7 @@ func SetLoggerLevel(fn func(Record), minLevel Level) error {
 	sink.setMu.Lock()
 	defer sink.setMu.Unlock()
 	if fn == nil {
-		r := C.zgo_set_logger(0, C.int32_t(minLevel))
+		r := C.shim_set_logger(0, C.int32_t(minLevel))
 		if err := errorFrom(r.status, r.err); err != nil {
 			return err
 		}
@@ -155,10 +155,10 @@ func SetLoggerLevel(fn func(Record), minLevel Level) error {
 	if started {
 		sink.startDispatcher()
 	} else {
-		C.zgo_logq_flush() // what was emitted before goes to the previous logger
+		C.zarena_go_logq_flush() // what was emitted before goes to the previous logger
 	}
 	prev := sink.fn.Swap(&fn)
-	r := C.zgo_set_logger(1, C.int32_t(minLevel))
+	r := C.shim_set_logger(1, C.int32_t(minLevel))
 	if err := errorFrom(r.status, r.err); err != nil {
 		if started {
 			sink.stopDispatcher()
@@ -178,7 +178,7 @@ func SetLoggerLevel(fn func(Record), minLevel Level) error {
 // reporter thread.
 func FlushLogs() {
 	C.zarena_log_flush()
-	C.zgo_logq_flush()
+	C.zarena_go_logq_flush()
 }
 
 // LoggerPanics counts records lost because the Go logger panicked.
@@ -186,12 +186,12 @@ func LoggerPanics() uint64 { return sink.panics.Load() }
 
 // LogsDropped counts records lost because the Go logger fell behind and the queue
 // was full (or a record could not be copied).
-func LogsDropped() uint64 { return uint64(C.zgo_logq_dropped()) }
+func LogsDropped() uint64 { return uint64(C.zarena_go_logq_dropped()) }
 
 // startDispatcher opens the queue and starts the goroutine that drains it. Called
 // with setMu held, before the library's callback points at the queue.
 func (s *logSink) startDispatcher() {
-	C.zgo_logq_open()
+	C.zarena_go_logq_open()
 	s.done = make(chan struct{})
 	go s.dispatch(s.done)
 }
@@ -203,9 +203,9 @@ func (s *logSink) stopDispatcher() {
 	if s.done == nil {
 		return
 	}
-	C.zgo_logq_close()
-	C.zgo_logq_flush()
-	C.zgo_logq_stop()
+	C.zarena_go_logq_close()
+	C.zarena_go_logq_flush()
+	C.zarena_go_logq_stop()
 	<-s.done
 	s.done = nil
 }
@@ -216,7 +216,7 @@ func (s *logSink) dispatch(done chan struct{}) {
 	defer close(done)
 	var recs []Record
 	for {
-		b := C.zgo_logq_next() // also releases the previous batch, now delivered
+		b := C.zarena_go_logq_next() // also releases the previous batch, now delivered
 		if b.stop != 0 {
 			return
 		}
@@ -245,7 +245,7 @@ func droppedRecord(n uint64, t time.Time) Record {
 		Level: LevelWarn,
 		Event: "go.log_dropped",
 		Message: fmt.Sprintf("%d log records were dropped: the Go logger fell behind and "+
-			"the queue of %d records was full", n, uint32(C.zgo_logq_capacity())),
+			"the queue of %d records was full", n, uint32(C.zarena_go_logq_capacity())),
 		Fields: []Field{{Key: "dropped", Value: n}},
 	}
 }
@@ -300,7 +300,7 @@ func emitGo(r Record) {
 	}
 	if sink.fn.Load() != nil {
 		ev, msg, arena := C.CString(r.Event), C.CString(r.Message), C.CString(r.Arena)
-		queued := C.zgo_logq_push(C.int32_t(r.Level), ev, msg, arena)
+		queued := C.zarena_go_logq_push(C.int32_t(r.Level), ev, msg, arena)
 		C.free(unsafe.Pointer(ev))
 		C.free(unsafe.Pointer(msg))
 		C.free(unsafe.Pointer(arena))
@@ -356,7 +356,7 @@ func unsafeFields(p *C.zarena_log_field, n int) []C.zarena_log_field {
 // setLogQueueCapacity changes the queue bound (tests make it small to see drops) and
 // returns the previous one.
 func setLogQueueCapacity(n uint32) uint32 {
-	prev := uint32(C.zgo_logq_capacity())
-	C.zgo_logq_set_capacity(C.uint32_t(n))
+	prev := uint32(C.zarena_go_logq_capacity())
+	C.zarena_go_logq_set_capacity(C.uint32_t(n))
 	return prev
 }

@@ -1,7 +1,7 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
@@ -25,7 +25,7 @@ func (a *Arena) pin(p DevicePtr, on C.int, op string) error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_pin(h, q, nq, qs, C.uintptr_t(p), on)
+	r := C.shim_pin(h, q, nq, qs, C.uintptr_t(p), on)
 	if b != nil {
 		a.q.release(b, r.qfailed)
 	}
@@ -44,7 +44,7 @@ func (a *Arena) SetFloor(offset uint64) error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_set_floor(h, q, nq, qs, C.uint64_t(offset))
+	r := C.shim_set_floor(h, q, nq, qs, C.uint64_t(offset))
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	return callError(r.status, r.err)
@@ -69,7 +69,7 @@ func (a *Arena) RegionInfo() (Region, error) {
 		return Region{}, err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_region_info(h, q, nq, qs)
+	r := C.shim_region_info(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	if err := callError(r.status, r.err); err != nil {
@@ -124,7 +124,7 @@ func (a *Arena) Diagnose() (Diagnosis, error) {
 		return Diagnosis{}, err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_diagnose(h, q, nq, qs)
+	r := C.shim_diagnose(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	if err := callError(r.status, r.err); err != nil {
@@ -180,7 +180,7 @@ func (a *Arena) SetCaptureActive(active bool) error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_set_capture_active(h, q, nq, qs, on)
+	r := C.shim_set_capture_active(h, q, nq, qs, on)
 	if b != nil {
 		a.q.release(b, r.qfailed)
 	}
@@ -197,7 +197,7 @@ func (a *Arena) SetStream(stream uintptr) error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_set_stream(h, q, nq, qs, C.uintptr_t(stream))
+	r := C.shim_set_stream(h, q, nq, qs, C.uintptr_t(stream))
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	return callError(r.status, r.err)
@@ -220,7 +220,7 @@ func (a *Arena) SetPoison(enabled bool, word uint32) error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_set_poison(h, q, nq, qs, on, C.uint32_t(word))
+	r := C.shim_set_poison(h, q, nq, qs, on, C.uint32_t(word))
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	return callError(r.status, r.err)

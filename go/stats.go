@@ -1,7 +1,7 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
@@ -123,7 +123,7 @@ func (a *Arena) StatsErr() (Stats, error) {
 		return Stats{}, err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_get_stats(h, q, nq, qs)
+	r := C.shim_get_stats(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	if err := callError(r.status, r.err); err != nil {
@@ -145,7 +145,7 @@ func (a *Arena) ResetPeakStats() error {
 		return err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_reset_peak_stats(h, q, nq, qs)
+	r := C.shim_reset_peak_stats(h, q, nq, qs)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	return callError(r.status, r.err)
@@ -172,7 +172,7 @@ func (a *Arena) format(op string, what C.int, json bool) (string, error) {
 		return "", err
 	}
 	q, nq, qs := b.cargs()
-	r := C.zgo_format(h, q, nq, qs, what, f)
+	r := C.shim_format(h, q, nq, qs, what, f)
 	a.q.release(b, r.qfailed)
 	keepAlive(a)
 	if err := callError(r.status, r.err); err != nil {
