@@ -23,6 +23,7 @@
   X(zarena_free_at)                     \
   X(zarena_free_batch)                  \
   X(zarena_free_then_alloc)             \
+  X(zarena_alloc_batch)                 \
   X(zarena_reset)                       \
   X(zarena_mark_step_boundary)          \
   X(zarena_step_begin)                  \
@@ -68,6 +69,7 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_free_at (*zarena_go_dl_zarena_free_at)
 #define zarena_free_batch (*zarena_go_dl_zarena_free_batch)
 #define zarena_free_then_alloc (*zarena_go_dl_zarena_free_then_alloc)
+#define zarena_alloc_batch (*zarena_go_dl_zarena_alloc_batch)
 #define zarena_reset (*zarena_go_dl_zarena_reset)
 #define zarena_mark_step_boundary (*zarena_go_dl_zarena_mark_step_boundary)
 #define zarena_step_begin (*zarena_go_dl_zarena_step_begin)

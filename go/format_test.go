@@ -76,7 +76,7 @@ func TestFormatStatsJSONKeysAreStatsKeys(t *testing.T) {
 	if err := dec.Decode(&s); err != nil {
 		t.Fatal(err)
 	}
-	if now := a.Stats(); s != now { // one goroutine: nothing moved in between
+	if now := mustStats(t, a); s != now { // one goroutine: nothing moved in between
 		t.Fatalf("FormatStats %+v\n      Stats %+v", s, now)
 	}
 	if s.UsedBytes != 3072 || s.LiveAllocs != 1 {
@@ -126,7 +126,7 @@ func TestResetPeakStats(t *testing.T) {
 	big := mustAlloc(t, a, 3*miB)
 	over := mustAlloc(t, a, 2*miB) // overflow
 	small := mustAlloc(t, a, 100*kiB)
-	s := a.Stats()
+	s := mustStats(t, a)
 	if s.UsedPeakBytes != 3*miB+100*kiB || s.OverflowPeakBytes != 2*miB ||
 		s.HighWaterBytes < 3*miB+100*kiB {
 		t.Fatalf("peaks before: %+v", s)
@@ -143,7 +143,7 @@ func TestResetPeakStats(t *testing.T) {
 	if err := a.ResetPeakStats(); err != nil {
 		t.Fatal(err)
 	}
-	s = a.Stats()
+	s = mustStats(t, a)
 	if s.UsedBytes != 100*kiB || s.UsedPeakBytes != s.UsedBytes {
 		t.Fatalf("UsedPeakBytes %d, UsedBytes %d: want both %d", s.UsedPeakBytes, s.UsedBytes,
 			100*kiB)
@@ -162,17 +162,17 @@ func TestResetPeakStats(t *testing.T) {
 	if err := a.Free(small); err != nil {
 		t.Fatal(err)
 	}
-	if s = a.Stats(); s.UsedPeakBytes != 612*kiB || s.UsedBytes != 0 {
+	if s = mustStats(t, a); s.UsedPeakBytes != 612*kiB || s.UsedBytes != 0 {
 		t.Fatalf("a peak does not fall: %+v", s)
 	}
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	hw := a.Stats().HighWaterBytes
+	hw := mustStats(t, a).HighWaterBytes
 	if err := a.ResetPeakStats(); err != nil {
 		t.Fatal(err)
 	}
-	s = a.Stats()
+	s = mustStats(t, a)
 	if s.UsedPeakBytes != 0 || s.HighWaterBytes != 0 || s.TopBytes != 0 || hw == 0 {
 		t.Fatalf("after frees, Reset and ResetPeakStats: %+v (high water before %d)", s, hw)
 	}
@@ -202,7 +202,7 @@ func TestResetPeakStatsPerStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := a.Stats().UsedPeakBytes; got != step*miB {
+		if got := mustStats(t, a).UsedPeakBytes; got != step*miB {
 			t.Fatalf("step %d: UsedPeakBytes %d, want %d", step, got, step*miB)
 		}
 	}
@@ -309,7 +309,7 @@ func TestFormatWhileOthersAllocate(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if s := a.Stats(); s.LiveAllocs != 0 {
+	if s := mustStats(t, a); s.LiveAllocs != 0 {
 		t.Fatalf("live blocks left: %+v", s)
 	}
 }

@@ -14,11 +14,21 @@ const (
 // newHost creates a host-backend arena closed at the end of the test.
 func newHost(t testing.TB, cfg Config) *Arena {
 	t.Helper()
+	return newHostShards(t, cfg, 0)
+}
+
+// newHostShards is newHost with that many free-queue shards (0: the default). One shard
+// makes the order of frees and allocations exact: a test that asserts that the next Alloc
+// reuses a block the goroutine just freed uses one, since with many the goroutine's
+// shard follows its stack address, which the two calls may see on either side of a
+// bucket edge.
+func newHostShards(t testing.TB, cfg Config, shards int) *Arena {
+	t.Helper()
 	cfg.Backend = BackendHost
 	if cfg.Name == "" {
 		cfg.Name = t.Name()
 	}
-	a, err := New(cfg)
+	a, err := newArena(cfg, shards)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", cfg, err)
 	}
@@ -94,15 +104,25 @@ func (r *recorder) count(event string) int {
 func captureLogs(t testing.TB, arena string, min Level) *recorder {
 	t.Helper()
 	r := &recorder{arena: arena}
-	if err := SetLoggerLevel(r.log, min); err != nil {
+	if err := SetLogger(r.log, min); err != nil {
 		t.Fatalf("SetLoggerLevel: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := SetLogger(nil); err != nil {
-			t.Errorf("SetLogger(nil): %v", err)
+		if err := SetLogger(nil, LevelFromEnv()); err != nil {
+			t.Errorf("SetLogger(nil, LevelFromEnv()): %v", err)
 		}
 	})
 	return r
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// mustStats is a.Stats() for an arena that must be open.
+func mustStats(t testing.TB, a *Arena) Stats {
+	t.Helper()
+	s, err := a.Stats()
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	return s
+}

@@ -33,7 +33,7 @@ func RegisterTag(name string) (Tag, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	r := C.shim_tag_register(cname)
-	if err := callError(r.status, r.err); err != nil {
+	if err := callError(r.r.status, r.r.err); err != nil {
 		return 0, err
 	}
 	return Tag(r.id), nil
@@ -78,18 +78,15 @@ func (a *Arena) LiveBlocks() ([]LiveBlock, error) {
 }
 
 func (a *Arena) liveBlocks() ([]LiveBlock, uint64, DevicePtr, error) {
-	b, h, err := a.q.takeExclusive("LiveBlocks", false)
+	var r C.shim_blocks_result
+	err := a.whole("LiveBlocks", func(h C.uintptr_t) C.shim_result {
+		r = C.shim_live_blocks(h)
+		return r.r
+	})
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	q, nq, qs := b.cargs()
-	r := C.shim_live_blocks(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if err := callError(r.status, r.err); err != nil {
-		return nil, 0, 0, err
-	}
-	defer C.shim_blocks_free(r.items)
+	defer C.free(unsafe.Pointer(r.items))
 	out := make([]LiveBlock, int(r.len))
 	if r.len > 0 {
 		for i, cb := range unsafe.Slice(r.items, int(r.len)) {
@@ -107,7 +104,7 @@ func (a *Arena) liveBlocks() ([]LiveBlock, uint64, DevicePtr, error) {
 // WriteLiveBlocksJSON writes: {"arena", "epoch", "count", "bytes", "blocks": [{"address",
 // "offset", "size", "epoch", "pins", "pinned", "overflow", "persistent", "freed",
 // "tag_id", "tag"}, ...]}. Safe while other goroutines allocate; O(live blocks).
-// ErrInvalidArgument after Close.
+// ErrClosed after Close.
 func (a *Arena) FormatLiveBlocks(json bool) (string, error) {
 	return a.format("FormatLiveBlocks", 1, json)
 }

@@ -98,7 +98,7 @@ func loadLocked(path string) error {
 	}
 	return &Error{Status: StatusUnsupported, Message: msg + " (set ZARENA_LIBRARY to " +
 		"libzarena.so.1's path, or install zarena; this program was built with the " +
-		"zarena_dlopen tag)", notLoaded: true}
+		"zarena_dlopen tag)", also: ErrNotLoaded}
 }
 
 func ready() error {

@@ -102,7 +102,7 @@ func (r Record) String() string {
 // binding call: Alloc and Free stay single cgo calls with nothing on top.
 type logSink struct {
 	fn       atomic.Pointer[func(Record)]
-	minLevel atomic.Int32 // the library's threshold, once SetLoggerLevel set it
+	minLevel atomic.Int32 // the library's threshold, once SetLogger set it
 	minSet   atomic.Bool
 	panics   atomic.Uint64
 	setMu    sync.Mutex    // serialises SetLogger calls; guards done
@@ -111,8 +111,10 @@ type logSink struct {
 
 var sink logSink
 
-// SetLogger routes the library's log records to fn, from the level in
-// ZARENA_LOG_LEVEL (default info). fn nil restores the library's stderr sink.
+// SetLogger routes the library's log records at minLevel and above to fn (LevelOff:
+// none); fn nil restores the library's stderr sink, with minLevel as its threshold. It
+// is the one way to set a logger: SlogLogger adapts an slog.Handler
+// (SetLogger(SlogLogger(h))); LevelFromEnv is the level ZARENA_LOG_LEVEL asks for.
 //
 // Delivery is asynchronous: the library's callback copies each record into a bounded
 // queue and returns, and fn runs on one goroutine of this package, one record at a
@@ -121,20 +123,15 @@ var sink logSink
 // before it returns its error, until the records emitted so far were delivered, so the
 // diagnosis is in the logger before the program can act on the error (log.Fatal).
 // Records from threads Go did not create arrive the same way. FlushLogs waits for what
-// was emitted so far; SetLogger and Close flush too. When fn falls behind and the queue (4096 records)
-// is full, newer records are dropped and counted (LogsDropped); a "go.log_dropped"
-// record with the count in its "dropped" field takes their place.
+// was emitted so far; SetLogger and Close flush too. When fn falls behind and the queue
+// (4096 records) is full, newer records are dropped and counted (LogsDropped); a
+// "go.log_dropped" record with the count in its "dropped" field takes their place.
 //
 // fn must not call Alloc, Free, Reset, MarkStepBoundary, New, Close, SetLogger or
 // FlushLogs, nor any call that may fail in the library (those that wait for the logger
-// would wait for themselves); Stats and Epoch are fine. A panic in fn
-// is recovered and reported on stderr; the record is lost, the program goes on.
-func SetLogger(fn func(Record)) error {
-	return SetLoggerLevel(fn, levelFromEnv())
-}
-
-// SetLoggerLevel is SetLogger with an explicit minimum level (LevelOff: none).
-func SetLoggerLevel(fn func(Record), minLevel Level) error {
+// would wait for themselves); Epoch is fine. A panic in fn is recovered and reported on
+// stderr; the record is lost, the program goes on.
+func SetLogger(fn func(Record), minLevel Level) error {
 	if err := ready(); err != nil {
 		return err
 	}
@@ -250,7 +247,10 @@ func droppedRecord(n uint64, t time.Time) Record {
 	}
 }
 
-func levelFromEnv() Level {
+// LevelFromEnv is the level ZARENA_LOG_LEVEL names (trace, debug, info, warn, error,
+// off), info when it is unset or unknown: the stderr sink's threshold, and what
+// SetLogger(fn, LevelFromEnv()) keeps.
+func LevelFromEnv() Level {
 	switch strings.ToLower(os.Getenv("ZARENA_LOG_LEVEL")) {
 	case "trace":
 		return LevelTrace
@@ -271,7 +271,7 @@ func threshold() Level {
 	if sink.minSet.Load() {
 		return Level(sink.minLevel.Load())
 	}
-	return levelFromEnv()
+	return LevelFromEnv()
 }
 
 // deliver hands a record to the Go logger, recovering its panic.

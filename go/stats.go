@@ -109,24 +109,15 @@ func statsFromC(s *C.zarena_stats) Stats {
 	}
 }
 
-// Stats returns a consistent snapshot of the arena's counters, after the queued frees
-// were applied (the zero Stats after Close).
-func (a *Arena) Stats() Stats {
-	s, _ := a.StatsErr()
-	return s
-}
-
-// StatsErr is Stats with the error of a failed call (a closed arena).
-func (a *Arena) StatsErr() (Stats, error) {
-	b, h, err := a.q.takeExclusive("Stats", false)
+// Stats returns a consistent snapshot of the arena's counters, after every queued free
+// was applied. The error is ErrClosed after Close.
+func (a *Arena) Stats() (Stats, error) {
+	var r C.shim_stats_result
+	err := a.whole("Stats", func(h C.uintptr_t) C.shim_result {
+		r = C.shim_get_stats(h)
+		return r.r
+	})
 	if err != nil {
-		return Stats{}, err
-	}
-	q, nq, qs := b.cargs()
-	r := C.shim_get_stats(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if err := callError(r.status, r.err); err != nil {
 		return Stats{}, err
 	}
 	return statsFromC(&r.stats), nil
@@ -137,25 +128,18 @@ func (a *Arena) StatsErr() (Stats, error) {
 // OverflowPeakBytes the current OverflowLiveBytes, UsedPeakBytes the current UsedBytes;
 // each rises again from there. The epoch figures (Epoch*) are left alone. The queued
 // frees are applied first, so the peaks restart from the state they leave. Measure one
-// step's peak with ResetPeakStats before it and Stats after it. ErrInvalidArgument after
-// Close.
+// step's peak with ResetPeakStats before it and Stats after it. ErrClosed after Close.
 func (a *Arena) ResetPeakStats() error {
-	b, h, err := a.q.takeExclusive("ResetPeakStats", false)
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.shim_reset_peak_stats(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole("ResetPeakStats", func(h C.uintptr_t) C.shim_result {
+		return C.shim_reset_peak_stats(h)
+	})
 }
 
 // FormatStats formats one consistent stats snapshot, taken after the queued frees were
 // applied, as the library does (zarena_format_stats): with json false a titled table for
 // people, one field a line (the zarena_stats field names, grouped, sizes also in
 // KiB/MiB/GiB), ending with a newline; with json true one JSON object on one line whose
-// keys are exactly Stats' JSON keys, in struct order. ErrInvalidArgument after Close.
+// keys are exactly Stats' JSON keys, in struct order. ErrClosed after Close.
 func (a *Arena) FormatStats(json bool) (string, error) {
 	return a.format("FormatStats", 0, json)
 }
@@ -167,15 +151,12 @@ func (a *Arena) format(op string, what C.int, json bool) (string, error) {
 	if json {
 		f = C.ZARENA_FORMAT_JSON
 	}
-	b, h, err := a.q.takeExclusive(op, false)
+	var r C.shim_text_result
+	err := a.whole(op, func(h C.uintptr_t) C.shim_result {
+		r = C.shim_format(h, what, f)
+		return r.r
+	})
 	if err != nil {
-		return "", err
-	}
-	q, nq, qs := b.cargs()
-	r := C.shim_format(h, q, nq, qs, what, f)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if err := callError(r.status, r.err); err != nil {
 		return "", err
 	}
 	defer C.free(unsafe.Pointer(r.text))
@@ -197,7 +178,10 @@ func (a *Arena) PublishExpvar(name string) error {
 		return &Error{Status: StatusInvalidArgument,
 			Message: fmt.Sprintf("PublishExpvar: expvar %q is published already", name)}
 	}
-	expvar.Publish(name, expvar.Func(func() any { return a.Stats() }))
+	expvar.Publish(name, expvar.Func(func() any {
+		s, _ := a.Stats()
+		return s
+	}))
 	return nil
 }
 
