@@ -16,13 +16,18 @@ import (
 // stated in:
 //
 //	Pair        alloc+free of 256 B: Go binding (Free queued, applied by the next
-//	            Alloc: one crossing per pair), pure Go, the C pair in a C loop, and the
-//	            synchronous binding (FreeNow: two crossings) for comparison
+//	            Alloc: one crossing per pair), pure Go, the C pair (N pairs in one C call,
+//	            divided by N), and the checked binding (FreeNow: two crossings, the
+//	            second a whole-arena call) for comparison
+//	CgoCall     one empty cgo call (EmptyCgoPair: two); with the C pair, the floor the
+//	            Go pair is held to (<= 1.2x their sum)
+//	AllocFreeParallel  the 4 KiB pair on g = 1, 2, 4, 8, 16 goroutines sharing one arena
+//	            (ns per pair of wall time: g=1 / g=16 is the throughput ratio, >= 8 on 16
+//	            cores), and the C pair likewise (c/g=N)
 //	BumpReset   256 B allocations, a reset after every 4096 (time per allocation)
 //	Holes       a 512 B pair with 10 000 256 B holes in the free list
 //	Trace       one realistic sample: 4096 allocations of 256 B..256 KiB, a third of them
 //	            freed as they die, then a reset (time per sample)
-//	CgoCall     one empty cgo call (EmptyCgoPair: two)
 //
 // The zarena cases lock their goroutine to its OS thread, as a CUDA engine's dispatch
 // goroutine is: the library keeps a free index per thread (docs/CONCURRENCY.md), and a
@@ -73,7 +78,25 @@ func BenchmarkPair(b *testing.B) {
 			_ = a.FreeBlock(blk)
 		}
 	})
-	b.Run("zarena-sync", func(b *testing.B) { // FreeNow: two crossings, the 1.0 way
+	b.Run("zarena-batch16", func(b *testing.B) { // AllocBatch of 16, then 16 FreeBlocks
+		defer lockThread()()
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		sizes := make([]uint64, 16)
+		for i := range sizes {
+			sizes[i] = pairSize
+		}
+		blocks := make([]Block, len(sizes))
+		b.ResetTimer()
+		for i := 0; i < b.N; i += len(sizes) {
+			if err := a.AllocBatch(sizes, 0, blocks); err != nil {
+				b.Fatal(err)
+			}
+			for _, blk := range blocks {
+				_ = a.FreeBlock(blk)
+			}
+		}
+	})
+	b.Run("zarena-sync", func(b *testing.B) { // FreeNow: two crossings
 		defer lockThread()()
 		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
 		b.ResetTimer()
