@@ -105,7 +105,7 @@ func captureLogs(t testing.TB, arena string, min Level) *recorder {
 	t.Helper()
 	r := &recorder{arena: arena}
 	if err := SetLogger(r.log, min); err != nil {
-		t.Fatalf("SetLoggerLevel: %v", err)
+		t.Fatalf("SetLogger: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := SetLogger(nil, LevelFromEnv()); err != nil {

@@ -39,7 +39,7 @@ func TestAllocBlockCarriesEpochSizeFlags(t *testing.T) {
 		t.Fatalf("address not reused (%#x vs %#x): the check below proves nothing", c.Ptr, b.Ptr)
 	}
 	if err := a.FreeNow(b.Ptr, b.Epoch); !errors.Is(err, ErrStale) {
-		t.Fatalf("FreeAtNow with the previous epoch: %v, want ErrStale", err)
+		t.Fatalf("FreeNow with the previous epoch: %v, want ErrStale", err)
 	}
 	if s := mustStats(t, a); s.LiveAllocs != 1 || s.StaleFrees != 1 {
 		t.Fatalf("the stale free changed state: %+v", s)
