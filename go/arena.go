@@ -233,11 +233,7 @@ func (a *Arena) AllocTagged(n uint64, tag Tag) (Block, error) {
 }
 
 func (a *Arena) allocBlock(here uintptr, n uint64, tag Tag, op string) (Block, error) {
-	i := a.home(here)
-	s := &a.shards[i]
-	if !s.mu.TryLock() {
-		s = a.lockBusy(i)
-	}
+	s := a.lockHome(here)
 	if a.h == 0 {
 		s.mu.Unlock()
 		return Block{}, errClosed(op)
@@ -271,11 +267,7 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 		return nil
 	}
 	var here byte
-	i := a.home(uintptr(unsafe.Pointer(&here)))
-	s := &a.shards[i]
-	if !s.mu.TryLock() {
-		s = a.lockBusy(i)
-	}
+	s := a.lockHome(uintptr(unsafe.Pointer(&here)))
 	if a.h == 0 {
 		s.mu.Unlock()
 		return errClosed("AllocBatch")
@@ -293,8 +285,8 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 }
 
 // Free returns p to the arena: queued, without a cgo call, and applied by the next
-// crossing of the caller's shard (the next Alloc on this P reuses the space exactly as if
-// it had been freed now) or by the next whole-arena call; see freequeue.go for the
+// crossing of the caller's shard (the goroutine's next Alloc reuses the space exactly as
+// if it had been freed now) or by the next whole-arena call; see freequeue.go for the
 // ordering. 0 is a no-op. With poison on, the free is applied at once, so the block is
 // filled before Free returns. The error is only ErrClosed: a queued free that fails
 // (ErrNotOwned, ErrDoubleFree, ErrStale) changes nothing, is counted in Stats, logged

@@ -18,11 +18,13 @@ import (
 //
 // Free does not call C: it appends the block to a buffer and returns. The buffers are
 // sharded: an arena has a power of two of shards, at least twice GOMAXPROCS at New, each
-// with its own lock and its own buffer (C memory, allocated at the shard's first free; the C
-// side never sees Go memory), each on cache lines of its own. A goroutine finds a shard
-// through a sync.Pool of shard pointers, which keeps one per P: goroutines running on one P
-// share its shard, goroutines on other Ps use other shards, and the common path takes no
-// lock that another P takes.
+// with its own lock and its own buffer (C memory, allocated at the shard's first free; the
+// C side never sees Go memory), each on cache lines of its own. A call finds its shard
+// from an address in its caller's stack frame (home): goroutines never share one unless
+// the shards run out, and a shard another goroutine holds is passed by for the next one,
+// so the common path takes no lock that another running goroutine takes. (A sync.Pool of
+// shard pointers, per P inside the runtime, was measured as the hint: its Get and Put cost
+// more instructions per alloc+free pair than the rest of the pair's Go side together.)
 //
 // An allocation holds its shard's lock across its crossing and applies the shard's queued
 // frees first, in the order they were queued, then allocates, in the same crossing
@@ -39,11 +41,11 @@ import (
 //   - A Free that happens before a whole-arena or block call (the same goroutine, or one
 //     synchronised with it) is applied before that call: Free(p) then Reset() frees p before
 //     the reset, whichever goroutine freed it; Free(p) then Pin(p) is a double free.
-//   - An allocation applies the frees queued on its shard: those made on its P since the
-//     shard last crossed, which include the goroutine's own frees just before it unless it
-//     moved to another P in between (those are then applied by the next crossing of their
-//     shard, or the next whole-arena call). A free not applied yet only keeps its space from
-//     being reused.
+//   - An allocation applies the frees queued on its shard: those queued there since the
+//     shard last crossed, which include the goroutine's own frees just before it unless
+//     they landed on another shard (a held shard passed by, a call from elsewhere on its
+//     stack); those are applied by the next crossing of their shard, or the next
+//     whole-arena call. A free not applied yet only keeps its space from being reused.
 //   - A free racing a reset (no happens-before either way) may land on either side.
 //
 // Poison: while poison is on, frees do not wait: Free crosses at once (under its shard's
@@ -70,7 +72,7 @@ type shardState struct {
 	// not wait (the arena is closed, poison is on) or before buf exists. One comparison on
 	// Free's fast path covers all of them.
 	limit    int
-	buf      C.uintptr_t        // C memory: freeQueueCap items, then their statuses; 0 until needed
+	buf      C.uintptr_t        // C memory: freeQueueCap items, then their statuses (0: none yet)
 	items    []C.shim_free_item // buf's items
 	statuses []C.zarena_status  // and their statuses, written by the crossing that applies them
 	queued   uint64             // frees queued, ever (tests)
@@ -118,6 +120,18 @@ const shardProbes = 4
 func (a *Arena) home(here uintptr) uint32 {
 	b := uint32(here >> 11)
 	return (b ^ b>>a.shift) & a.mask
+}
+
+// lockHome locks the caller's shard, or one beside it when that one is held; here is an
+// address in the caller's frame. Alloc and Free inline the same steps: the call costs on
+// their fast path.
+func (a *Arena) lockHome(here uintptr) *shard {
+	i := a.home(here)
+	s := &a.shards[i]
+	if !s.mu.TryLock() {
+		s = a.lockBusy(i)
+	}
+	return s
 }
 
 // lockBusy locks a shard when shard i, the caller's home, is held by another goroutine: the
@@ -330,9 +344,14 @@ type freeErrors struct {
 	mu       sync.Mutex
 	kept     []*FreeError // ring of the most recent
 	next     int
-	count    uint64       // failures ever
-	unlogged []*FreeError // recorded under a shard lock, logged once it is released
-	toLog    atomic.Bool  // unlogged is not empty
+	count    uint64         // failures ever
+	unlogged []failureToLog // recorded under a shard lock, logged once it is released
+	toLog    atomic.Bool    // unlogged is not empty
+}
+
+type failureToLog struct {
+	fe    *FreeError
+	count uint64 // failures so far, this one included
 }
 
 // record keeps fe and notes whether it is to be logged (logPending logs it).
@@ -347,7 +366,7 @@ func (e *freeErrors) record(fe *FreeError) {
 		e.next = (e.next + 1) % freeErrorsKept
 	}
 	if e.count <= freeErrorsLogged || bits.OnesCount64(e.count) == 1 {
-		e.unlogged = append(e.unlogged, fe)
+		e.unlogged = append(e.unlogged, failureToLog{fe, e.count})
 		e.toLog.Store(true)
 	}
 }
@@ -358,11 +377,12 @@ func (e *freeErrors) logPending(arena string) {
 		return
 	}
 	e.mu.Lock()
-	recs, n := e.unlogged, e.count
+	recs := e.unlogged
 	e.unlogged = nil
 	e.toLog.Store(false)
 	e.mu.Unlock()
-	for _, fe := range recs {
+	for _, r := range recs {
+		fe := r.fe
 		// A stale epoch-checked free is the check doing its job (a finalizer that ran
 		// after the reset): debug. The others are bugs in the caller: warn.
 		level := LevelWarn
@@ -373,7 +393,7 @@ func (e *freeErrors) logPending(arena string) {
 			Level: level,
 			Event: "go.free_failed",
 			Message: fmt.Sprintf("%v (%d queued frees of this arena failed so far; "+
-				"Arena.FreeErrors lists the latest, FreeNow reports at once)", fe, n),
+				"Arena.FreeErrors lists the latest, FreeNow reports at once)", fe, r.count),
 			Arena: arena,
 		})
 	}

@@ -121,26 +121,11 @@ func TestFreeRidesOnTheNextAlloc(t *testing.T) {
 // Queued epoch-checked frees of blocks a reset reclaimed are dropped and counted.
 func TestStaleQueuedFreesAfterResetDroppedAndCounted(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
-	var old []Block
-	for i := 0; i < 5; i++ {
-		b, err := a.AllocBlock(8 * kiB)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old = append(old, b)
-	}
+	old := mustAllocBlocks(t, a, 5, 8*kiB)
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	// The new epoch hands out the same addresses again.
-	fresh := make([]Block, len(old))
-	for i := range fresh {
-		b, err := a.AllocBlock(8 * kiB)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fresh[i] = b
-	}
+	fresh := mustAllocBlocks(t, a, 5, 8*kiB) // the new epoch hands out the same addresses
 	if fresh[0].Ptr != old[0].Ptr || fresh[0].Epoch == old[0].Epoch {
 		t.Fatalf("address not handed out again: old %+v new %+v", old[0], fresh[0])
 	}
@@ -294,14 +279,7 @@ func TestResetWaitsForBatchesInFlight(t *testing.T) {
 				}
 			}()
 		}
-		blocks := make([]Block, 16)
-		for i := range blocks {
-			b, err := a.AllocBlock(kiB)
-			if err != nil {
-				t.Fatal(err)
-			}
-			blocks[i] = b
-		}
+		blocks := mustAllocBlocks(t, a, 16, kiB)
 		for _, b := range blocks {
 			_ = a.FreeBlock(b)
 		}
@@ -402,14 +380,7 @@ func TestShardsAreAPowerOfTwoAtLeastTwiceGOMAXPROCS(t *testing.T) {
 // call on that block (Pin after Free is a double free, whichever shard holds the Free).
 func TestEveryShardIsAppliedBeforeWholeArenaAndBlockCalls(t *testing.T) {
 	a := newHostShards(t, Config{CapacityBytes: 4 * miB}, 8)
-	blocks := make([]Block, 16)
-	for i := range blocks {
-		b, err := a.AllocBlock(kiB)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks[i] = b
-	}
+	blocks := mustAllocBlocks(t, a, 16, kiB)
 	mustAlloc(t, a, kiB) // the top: the frees below are holes, not a lower top
 	for i, b := range blocks[:8] {
 		if err := queueOn(a, i, b.Ptr, b.Epoch); err != nil {
@@ -512,7 +483,9 @@ func TestPoisonIsNeverLate(t *testing.T) {
 		}
 	}
 	frees := map[string]func(a *Arena) func(Block) error{
-		"Free":      func(a *Arena) func(Block) error { return func(b Block) error { return a.Free(b.Ptr) } },
+		"Free": func(a *Arena) func(Block) error {
+			return func(b Block) error { return a.Free(b.Ptr) }
+		},
 		"FreeBlock": func(a *Arena) func(Block) error { return a.FreeBlock },
 	}
 	for name, free := range frees {

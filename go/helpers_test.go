@@ -40,6 +40,20 @@ func newHostShards(t testing.TB, cfg Config, shards int) *Arena {
 	return a
 }
 
+// mustAllocBlocks allocates count blocks of n bytes.
+func mustAllocBlocks(t testing.TB, a *Arena, count int, n uint64) []Block {
+	t.Helper()
+	blocks := make([]Block, count)
+	for i := range blocks {
+		b, err := a.AllocBlock(n)
+		if err != nil {
+			t.Fatalf("AllocBlock(%d): %v", n, err)
+		}
+		blocks[i] = b
+	}
+	return blocks
+}
+
 func mustAlloc(t testing.TB, a *Arena, n uint64) DevicePtr {
 	t.Helper()
 	p, err := a.Alloc(n)

@@ -33,7 +33,7 @@ func TestAllocBlockCarriesEpochSizeFlags(t *testing.T) {
 	if c.Epoch != 1 || a.Epoch() != 1 || c.Size != 256 {
 		t.Fatalf("after a reset: %+v, Epoch() %d", c, a.Epoch())
 	}
-	// The old block's address was handed out again: FreeAt with the old epoch must not
+	// The old block's address was handed out again: FreeNow with the old epoch must not
 	// free the new block.
 	if c.Ptr != b.Ptr {
 		t.Fatalf("address not reused (%#x vs %#x): the check below proves nothing", c.Ptr, b.Ptr)
