@@ -46,7 +46,7 @@ func objectKeys(t *testing.T, text string) []string {
 func TestFormatStatsTextNamesEveryField(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
 	mustAlloc(t, a, 3000)
-	text, err := a.FormatStats(false)
+	text, err := a.FormatStats(FormatText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestFormatStatsTextNamesEveryField(t *testing.T) {
 func TestFormatStatsJSONKeysAreStatsKeys(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
 	mustAlloc(t, a, 3000)
-	text, err := a.FormatStats(true)
+	text, err := a.FormatStats(FormatJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestFormatAppliesQueuedFrees(t *testing.T) {
 	if err := a.Free(p); err != nil { // queued
 		t.Fatal(err)
 	}
-	text, err := a.FormatStats(true)
+	text, err := a.FormatStats(FormatJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestFormatAppliesQueuedFrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc liveBlocksJSON
-	text, err = a.FormatLiveBlocks(true)
+	text, err = a.FormatLiveBlocks(FormatJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestFormatLiveBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAlloc(t, a, 2*miB) // overflow
-	text, err := a.FormatLiveBlocks(true)
+	text, err := a.FormatLiveBlocks(FormatJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestFormatLiveBlocks(t *testing.T) {
 		*got.Blocks[0].Tag != tag.Name() || !got.Blocks[1].Overflow {
 		t.Fatalf("dump %s", text)
 	}
-	table, err := a.FormatLiveBlocks(false)
+	table, err := a.FormatLiveBlocks(FormatText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,18 +290,18 @@ func TestFormatWhileOthersAllocate(t *testing.T) {
 		}()
 	}
 	for i := 0; i < 50; i++ {
-		text, err := a.FormatLiveBlocks(i%2 == 0)
+		text, err := a.FormatLiveBlocks(Format(i % 2))
 		if err != nil {
 			close(stop)
 			wg.Wait()
 			t.Fatal(err)
 		}
-		if i%2 == 0 && !json.Valid([]byte(text)) {
+		if i%2 == 1 && !json.Valid([]byte(text)) {
 			close(stop)
 			wg.Wait()
 			t.Fatalf("not JSON: %.200s", text)
 		}
-		if _, err := a.FormatStats(i%2 == 0); err != nil {
+		if _, err := a.FormatStats(Format(i % 2)); err != nil {
 			close(stop)
 			wg.Wait()
 			t.Fatal(err)
@@ -319,16 +319,24 @@ func TestFormatAndResetPeakAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range []Format{-1, 2} {
+		if _, err := a.FormatStats(f); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("FormatStats(%d): %v", f, err)
+		}
+		if _, err := a.FormatLiveBlocks(f); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("FormatLiveBlocks(%d): %v", f, err)
+		}
+	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.FormatStats(false); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatStats(FormatText); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("FormatStats after Close: %v", err)
 	}
-	if _, err := a.FormatStats(true); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("FormatStats(json) after Close: %v", err)
+	if _, err := a.FormatStats(FormatJSON); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("FormatStats(FormatJSON) after Close: %v", err)
 	}
-	if _, err := a.FormatLiveBlocks(false); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatLiveBlocks(FormatText); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("FormatLiveBlocks after Close: %v", err)
 	}
 	if err := a.ResetPeakStats(); !errors.Is(err, ErrInvalidArgument) {

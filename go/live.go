@@ -98,15 +98,15 @@ func (a *Arena) liveBlocks() ([]LiveBlock, uint64, DevicePtr, error) {
 }
 
 // FormatLiveBlocks formats the live blocks from one snapshot, taken after the queued
-// frees were applied, as the library does (zarena_format_live_blocks): with json false a
-// title line (count, bytes, epoch) then one line per block (address, offset or
-// "overflow", size, epoch, pins, flags, tag); with json true one JSON object, the shape
+// frees were applied, as the library does (zarena_format_live_blocks): FormatText, a title
+// line (count, bytes, epoch) then one line per block (address, offset or "overflow",
+// size, epoch, pins, flags, tag); FormatJSON, one JSON object, the shape
 // WriteLiveBlocksJSON writes: {"arena", "epoch", "count", "bytes", "blocks": [{"address",
 // "offset", "size", "epoch", "pins", "pinned", "overflow", "persistent", "freed",
 // "tag_id", "tag"}, ...]}. Safe while other goroutines allocate; O(live blocks).
 // ErrClosed after Close.
-func (a *Arena) FormatLiveBlocks(json bool) (string, error) {
-	return a.format("FormatLiveBlocks", 1, json)
+func (a *Arena) FormatLiveBlocks(f Format) (string, error) {
+	return a.format("FormatLiveBlocks", 1, f)
 }
 
 // liveBlockJSON and liveBlocksJSON are the dump's shape, the same keys as the C

@@ -135,25 +135,30 @@ func (a *Arena) ResetPeakStats() error {
 	})
 }
 
+// Format is the form of FormatStats' and FormatLiveBlocks' text (ZARENA_FORMAT_*).
+type Format int32
+
+const (
+	FormatText Format = 0 // a table for people, ending with a newline
+	FormatJSON Format = 1 // one JSON object on one line
+)
+
 // FormatStats formats one consistent stats snapshot, taken after the queued frees were
-// applied, as the library does (zarena_format_stats): with json false a titled table for
+// applied, as the library does (zarena_format_stats): FormatText, a titled table for
 // people, one field a line (the zarena_stats field names, grouped, sizes also in
-// KiB/MiB/GiB), ending with a newline; with json true one JSON object on one line whose
-// keys are exactly Stats' JSON keys, in struct order. ErrClosed after Close.
-func (a *Arena) FormatStats(json bool) (string, error) {
-	return a.format("FormatStats", 0, json)
+// KiB/MiB/GiB), ending with a newline; FormatJSON, one JSON object on one line whose keys
+// are exactly Stats' JSON keys, in struct order. ErrInvalidArgument for another Format;
+// ErrClosed after Close.
+func (a *Arena) FormatStats(f Format) (string, error) {
+	return a.format("FormatStats", 0, f)
 }
 
-// format is FormatStats (what 0) and FormatLiveBlocks (what 1): one cgo call that applies
-// the queued frees, asks the size, and formats (again while the text grew meanwhile).
-func (a *Arena) format(op string, what C.int, json bool) (string, error) {
-	f := C.int32_t(C.ZARENA_FORMAT_TEXT)
-	if json {
-		f = C.ZARENA_FORMAT_JSON
-	}
+// format is FormatStats (what 0) and FormatLiveBlocks (what 1): one cgo call that asks
+// the size and formats (again while the text grew meanwhile).
+func (a *Arena) format(op string, what C.int, f Format) (string, error) {
 	var r C.shim_text_result
 	err := a.whole(op, func(h C.uintptr_t) C.shim_result {
-		r = C.shim_format(h, what, f)
+		r = C.shim_format(h, what, C.int32_t(f))
 		return r.r
 	})
 	if err != nil {
