@@ -47,9 +47,6 @@ func (t Tag) Name() string {
 	return C.GoString(C.shim_tag_name(C.uint32_t(t)))
 }
 
-// TagName is Tag(id).Name().
-func TagName(id Tag) string { return id.Name() }
-
 // LiveBlockFlags describe a live block (ZARENA_LIVE_*).
 type LiveBlockFlags uint32
 
