@@ -2,7 +2,6 @@ package zarena
 
 import (
 	"errors"
-	"io"
 	"strings"
 	"testing"
 )
@@ -44,7 +43,6 @@ func TestNewDefaultsAndClose(t *testing.T) {
 		"FormatStats":      func() error { _, err := a.FormatStats(FormatText); return err },
 		"FormatLiveBlocks": func() error { _, err := a.FormatLiveBlocks(FormatJSON); return err },
 		"LiveBlocks":       func() error { _, err := a.LiveBlocks(); return err },
-		"WriteLiveBlocks":  func() error { return a.WriteLiveBlocksJSON(io.Discard) },
 		"Pin":              func() error { return a.Pin(0x1000) },
 		"Unpin":            func() error { return a.Unpin(0x1000) },
 		"SetFloor":         func() error { return a.SetFloor(0) },

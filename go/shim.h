@@ -433,8 +433,6 @@ typedef struct {
   shim_result r;
   shim_live_block* items;
   size_t len;
-  uint64_t epoch;
-  uintptr_t base;
 } shim_blocks_result;
 
 static inline shim_blocks_result shim_live_blocks(uintptr_t handle) {
@@ -455,11 +453,6 @@ static inline shim_blocks_result shim_live_blocks(uintptr_t handle) {
   }
   r.items = l.items;
   r.len = l.len;
-  r.epoch = zarena_epoch(a);
-  zarena_region reg;
-  memset(&reg, 0, sizeof reg);
-  reg.struct_size = sizeof reg;
-  r.base = zarena_region_info(a, &reg) == ZARENA_OK ? (uintptr_t)reg.base : 0;
   return r;
 }
 
