@@ -158,11 +158,6 @@ func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64) error {
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)
 	}
-	return a.queueLocked(s, p, epoch)
-}
-
-// queueLocked queues the free on s, which the caller locked, and unlocks it.
-func (a *Arena) queueLocked(s *shard, p DevicePtr, epoch uint64) error {
 	if p == 0 || s.n >= s.limit {
 		err := a.freeUnqueued(s, p, epoch)
 		s.mu.Unlock()

@@ -354,11 +354,13 @@ func containsAll(s string, parts ...string) bool {
 	return true
 }
 
-// queueOn queues a free on shard i, as Free does on the shard it lands on.
+// queueOn queues a free on shard i: the address i 2 KiB buckets above 0 names shard i
+// (home folds in nothing from so low an address).
 func queueOn(a *Arena, i int, p DevicePtr, epoch uint64) error {
-	s := &a.shards[i]
-	s.mu.Lock()
-	return a.queueLocked(s, p, epoch)
+	if a.home(uintptr(i)<<11) != uint32(i) {
+		panic("queueOn: home changed")
+	}
+	return a.queueFree(uintptr(i)<<11, p, epoch)
 }
 
 func TestShardsAreAPowerOfTwoAtLeastTwiceGOMAXPROCS(t *testing.T) {
