@@ -129,8 +129,8 @@ var sink logSink
 //
 // fn must not call Alloc, Free, Reset, MarkStepBoundary, New, Close, SetLogger or
 // FlushLogs, nor any call that may fail in the library (those that wait for the logger
-// would wait for themselves); Epoch is fine. A panic in fn is recovered and reported on
-// stderr; the record is lost, the program goes on.
+// would wait for themselves); Stats and Epoch are fine. A panic in fn is recovered and
+// reported on stderr; the record is lost, the program goes on.
 func SetLogger(fn func(Record), minLevel Level) error {
 	if err := ready(); err != nil {
 		return err
