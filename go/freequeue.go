@@ -89,10 +89,16 @@ type shard struct {
 // newQueueBuffer allocates a queue buffer (nil when C memory ran out).
 func newQueueBuffer() unsafe.Pointer { return unsafe.Pointer(C.shim_queue_alloc()) }
 
-// initShards gives the arena n shards, a power of two (0: the least one >= 2 x GOMAXPROCS).
+// shardsPerProc is how many shards an arena has per GOMAXPROCS at New, at least (rounded
+// up to a power of two). More make two goroutines' homes meet less often (the benchmarks'
+// busy/op counts it) and every whole-arena call take more locks.
+const shardsPerProc = 2
+
+// initShards gives the arena n shards, a power of two (0: the default, shardsPerProc x
+// GOMAXPROCS rounded up).
 func (a *Arena) initShards(n int) {
 	if n <= 0 {
-		n = 1 << bits.Len(uint(2*runtime.GOMAXPROCS(0)-1))
+		n = 1 << bits.Len(uint(shardsPerProc*runtime.GOMAXPROCS(0)-1))
 	}
 	a.shards = make([]shard, n)
 	a.pending = make([]C.shim_queue, n)
