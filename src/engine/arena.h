@@ -27,14 +27,6 @@
 
 namespace zarena_core {
 
-// One live block as the walks report it (region and overflow).
-struct LiveBlock {
-  void* ptr;
-  uint64_t size, epoch;
-  uint32_t pins, tag;
-  bool persistent, overflow, deferred;
-};
-
 class Arena final : private RegionHooks {
  public:
   // Resolves the backend (AUTO), reserves the region, logs "arena.config".

@@ -204,25 +204,16 @@ void Arena::set_poison(bool enabled, uint32_t word) {
 }
 
 void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
-  std::vector<BlockView> region;
-  std::vector<OverflowBlockView> over;
-  {
+  const size_t first_overflow = [&] {
     Region::WriterLock w(region_);
     if (epoch != nullptr) *epoch = region_.epoch();
-    region_.live_blocks_w(&region);
-    overflow_.live_blocks(&over);
-  }
-  out->reserve(out->size() + region.size() + over.size());
-  for (const BlockView& b : region) {
-    out->push_back(LiveBlock{base_ + b.offset, b.size, b.epoch, b.pins, b.tag,
-                             b.persistent, false, b.deferred});
-  }
-  std::sort(over.begin(), over.end(),
-            [](const OverflowBlockView& a, const OverflowBlockView& b) { return a.ptr < b.ptr; });
-  for (const OverflowBlockView& b : over) {
-    out->push_back(
-        LiveBlock{b.ptr, b.size, b.epoch, b.pins, b.tag, b.persistent, true, b.deferred});
-  }
+    region_.live_blocks_w(base_, out);
+    const size_t n = out->size();
+    overflow_.live_blocks(out);
+    return n;
+  }();
+  std::sort(out->begin() + static_cast<std::ptrdiff_t>(first_overflow), out->end(),
+            [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });
 }
 
 Result Arena::destroy() {

@@ -341,13 +341,13 @@ Arena::Report Arena::claim_overflow_epoch(uint64_t epoch, const char* path, uint
 std::string Arena::top_tags(uint64_t epoch) {
   if (tag_count() == 0) return "";
   std::unordered_map<uint32_t, uint64_t> bytes;
-  std::vector<OverflowBlockView> over;
+  std::vector<LiveBlock> over;
   {
     Region::WriterLock w(region_);
     region_.tag_bytes_w(epoch, &bytes);
     overflow_.live_blocks(&over);
   }
-  for (const OverflowBlockView& b : over) {
+  for (const LiveBlock& b : over) {
     if (b.tag != 0 && b.epoch == epoch) bytes[b.tag] += b.size;
   }
   std::vector<std::pair<uint32_t, uint64_t>> top(bytes.begin(), bytes.end());

@@ -310,12 +310,20 @@ void OverflowPool::reset_peak() {
   stats_.peak_bytes = stats_.live_bytes;
 }
 
-void OverflowPool::live_blocks(std::vector<OverflowBlockView>* out) const {
+void OverflowPool::live_blocks(std::vector<LiveBlock>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [p, e] : blocks_) {
     if (e.state != State::kLive && e.state != State::kDeferred) continue;
-    out->push_back(OverflowBlockView{p, e.size, e.epoch, e.pins, e.tag, e.persistent,
-                                     e.state == State::kDeferred});
+    LiveBlock v;
+    v.ptr = p;
+    v.size = e.size;
+    v.epoch = e.epoch;
+    v.pins = e.pins;
+    v.tag = e.tag;
+    v.persistent = e.persistent;
+    v.overflow = true;
+    v.deferred = e.state == State::kDeferred;
+    out->push_back(v);
   }
 }
 

@@ -23,7 +23,8 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "region/region.h"
+#include "base/live_block.h"
+#include "base/outcomes.h"
 #include "base/status.h"
 #include "zarena/zarena.h"
 
@@ -49,13 +50,6 @@ struct OverflowStats {
   uint64_t deferred_gives = 0;  // blocks waiting for a capture to end before going back
   uint64_t pinned_bytes = 0, pinned_blocks = 0;
   uint64_t deferred_frees = 0;  // frees of pinned blocks waiting for the last unpin
-};
-
-struct OverflowBlockView {
-  void* ptr;
-  uint64_t size, epoch;
-  uint32_t pins, tag;
-  bool persistent, deferred;
 };
 
 class OverflowPool {
@@ -114,7 +108,8 @@ class OverflowPool {
   OverflowStats stats() const;
   // peak_bytes restarts from live_bytes.
   void reset_peak();
-  void live_blocks(std::vector<OverflowBlockView>* out) const;
+  // Appends the live blocks (overflow set), in no particular order.
+  void live_blocks(std::vector<LiveBlock>* out) const;
 
  private:
   enum class State : uint8_t { kLive, kDeferred, kFreed, kReclaimed };

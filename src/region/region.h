@@ -34,6 +34,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/live_block.h"
+#include "base/outcomes.h"
 #include "region/block_store.h"
 #include "region/central_lock.h"
 #include "region/free_index.h"
@@ -43,7 +45,6 @@
 
 namespace zarena_core {
 
-inline constexpr uint64_t kAnyEpoch = ~0ull;
 // Block::epoch of a record that was never handed out at its offset (free space that a
 // reset, a split or a span leftover created): a free of that address predates it.
 inline constexpr uint64_t kNeverLive = ~0ull;
@@ -75,9 +76,6 @@ struct Placement {
   bool reused = false;
 };
 
-enum class FreeOutcome { kOk, kDeferred, kNotOwned, kDoubleFree, kStale };
-enum class PinOutcome { kOk, kNotOwned, kFreed, kStale, kNotPinned, kTooMany };
-
 struct RegionSnapshot {
   uint64_t capacity = 0, top = 0, floor = 0, epoch = 0;
   uint64_t live_bytes = 0, live_count = 0;
@@ -92,13 +90,6 @@ struct RegionSnapshot {
   // and it never exceeds sum.high_water (live blocks lie below the top).
   uint64_t used_peak = 0;
   SlotCounters sum;  // slot counters added up (maxima: the max)
-};
-
-// A block as a walk sees it (live blocks, for dumps and tests).
-struct BlockView {
-  uint64_t offset, size, epoch;
-  uint32_t pins, tag;
-  bool persistent, borrowed, deferred;
 };
 
 class Region {
@@ -166,8 +157,8 @@ class Region {
   uint64_t floor_w() const { return floor_; }
   SlotCounters& slot_counters_w(uint32_t i) { return slots_[i].c; }
   uint32_t locked_slots_w() const { return locked_; }  // slots [0, this) are held
-  // Live blocks in address order.
-  void live_blocks_w(std::vector<BlockView>* out) const;
+  // Appends the live blocks in address order; ptr = base + offset.
+  void live_blocks_w(char* base, std::vector<LiveBlock>* out) const;
   // Adds the bytes of every live, tagged block handed out in `epoch` to (*bytes)[tag]
   // (the diagnosis's "top tags"; nothing is copied per block). O(blocks).
   void tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const;

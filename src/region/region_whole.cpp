@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "region/region.h"
-#include "region/region_fast.h"
 
 namespace zarena_core {
 
@@ -503,16 +502,23 @@ void Region::snapshot_w(RegionSnapshot* out) const {
   *out = s;
 }
 
-void Region::live_blocks_w(std::vector<BlockView>* out) const {
+void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
   walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
     if (r == kNil) return;
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
     const BlockState st = Word::state(w);
     if (st != BlockState::kLive && st != BlockState::kDeferred) return;
-    out->push_back(BlockView{b.off(), b.len(), b.epoch.load(std::memory_order_relaxed),
-                             Word::pins(w), b.tag, (Word::flags(w) & kFlagPersistent) != 0,
-                             (Word::flags(w) & kFlagBorrowed) != 0, st == BlockState::kDeferred});
+    LiveBlock v;
+    v.ptr = base + b.off();
+    v.size = b.len();
+    v.epoch = b.epoch.load(std::memory_order_relaxed);
+    v.pins = Word::pins(w);
+    v.tag = b.tag;
+    v.persistent = (Word::flags(w) & kFlagPersistent) != 0;
+    v.borrowed = (Word::flags(w) & kFlagBorrowed) != 0;
+    v.deferred = st == BlockState::kDeferred;
+    out->push_back(v);
   });
 }
 
