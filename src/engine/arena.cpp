@@ -1,13 +1,13 @@
 // The arena's lifetime and its per-call paths: allocate, free, pin (arena_control.cpp has
 // reset, floors, stats and settings).
 #include "engine/arena.h"
-#include "region/region_fast.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "config/config_records.h"
 #include "diagnosis/diagnostics.h"
 #include "base/last_error.h"
 #include "log/reporter.h"
