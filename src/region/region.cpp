@@ -1,7 +1,6 @@
 // Per-thread paths of the region: allocate, free, pin, unpin (region.h explains the
 // design; region_whole.cpp has the whole-region operations).
 #include "region/region.h"
-#include "region/region_fast.h"
 
 #include <algorithm>
 #include <mutex>

@@ -1,13 +1,12 @@
 // The region's per-thread fast paths (allocate, free, and the helpers they call on every
 // call), defined here rather than in region.cpp so that the arena's calls inline them:
 // the allocation and free paths cross from the arena into the region on every call, and
-// a call boundary there costs a good part of their instructions. region.h is the design.
+// a call boundary there costs a good part of their instructions. region.h is the design
+// and the only file that includes this one (at its end): include region.h.
 #pragma once
 
 #include <algorithm>
 #include <mutex>
-
-#include "region/region.h"
 
 namespace zarena_core {
 
