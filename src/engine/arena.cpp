@@ -67,8 +67,14 @@ RegionConfig region_config(const zarena_config& c) {
   RegionConfig rc;
   rc.capacity = c.capacity_bytes;
   rc.granule = c.alignment;
+  // Expandable: nothing is committed yet; the first allocation asks for it.
+  rc.ceiling = (c.flags & ZARENA_FLAG_EXPANDABLE) != 0 ? 0 : c.capacity_bytes;
   return rc;
 }
+
+// Rounds of commit-and-retry one allocation makes before it takes what lies below the
+// ceiling (other threads' resets can lower the ceiling again between the rounds).
+constexpr int kMaxCommitRounds = 4;
 
 }  // namespace
 
@@ -141,7 +147,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     if (!region.managed_fallback.empty()) backend_desc += "; " + region.managed_fallback;
     if (a.expandable_) {
       backend_desc += fmt::format(", expandable region (commits in {} chunks)",
-                                  human_bytes(a.commit_chunk_));
+                                  human_bytes(a.commits_.chunk()));
     }
     LogRecord rec = config_record(rc, backend_desc, a.backend_->kind(), policy, fallback,
                                   mem.free_bytes, mem.total_bytes);
@@ -165,19 +171,13 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
       managed_(region.managed),
       expandable_((rc.cfg.flags & ZARENA_FLAG_EXPANDABLE) != 0),
       region_(region_config(rc.cfg), this),
+      commits_(*backend_, region_, expandable_, rc.cfg.capacity_bytes, region.commit_granularity,
+               rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes : kDefaultCommitChunk),
       overflow_(*backend_, policy, rc.cfg.alignment, rc.cfg.overflow_limit_bytes,
                 rc.cfg.overflow_slow_ns),
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
-      commit_granularity_(region.commit_granularity),
-      commit_chunk_([&] {
-        const uint64_t g = region.commit_granularity != 0 ? region.commit_granularity : 1;
-        const uint64_t want = rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes
-                                                             : kDefaultCommitChunk;
-        return (want + g - 1) / g * g;
-      }()),
       cadence_(rc.cfg.capacity_bytes) {
-  committed_bytes_.store(expandable_ ? 0 : capacity_);
   region_.set_fill_enabled(poison_on_.load());
 }
 
@@ -204,42 +204,6 @@ void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
   const Result r =
       backend_->fill32(base_ + offset, bytes, poison_word_.load(std::memory_order_relaxed));
   if (!r.is_ok()) note(PendingNotes::kPoisonFailed, r.message);
-}
-
-bool Arena::ensure_committed(uint64_t end) noexcept {
-  if (!expandable_ || end <= committed_) return true;
-  const uint64_t g = commit_granularity_;
-  const uint64_t limit = (capacity_ + g - 1) / g * g;
-  uint64_t want = std::min(limit, (end + commit_chunk_ - 1) / commit_chunk_ * commit_chunk_);
-  Result r = backend_->commit(committed_, want - committed_);
-  if (!r.is_ok()) {
-    // Less than a whole chunk may still be there.
-    const uint64_t exact = std::min(limit, (end + g - 1) / g * g);
-    if (exact < want) {
-      want = exact;
-      r = backend_->commit(committed_, want - committed_);
-    }
-  }
-  if (!r.is_ok()) {
-    commit_failures_.fetch_add(1, std::memory_order_relaxed);
-    try {
-      commit_failure_ = r.message;
-    } catch (...) {
-    }
-    commit_failure_note_.store(true, std::memory_order_release);
-    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
-    return false;
-  }
-  try {
-    commits_.emplace_back(committed_, want - committed_);
-  } catch (...) {
-    (void)backend_->decommit(committed_, want - committed_);
-    return false;
-  }
-  committed_ = want;
-  committed_bytes_.store(want, std::memory_order_relaxed);
-  commit_events_.fetch_add(1, std::memory_order_relaxed);
-  return true;
 }
 
 bool Arena::capturing() {
@@ -305,13 +269,6 @@ void Arena::emit_notes() {
             "deferred, SYNC overflow refused)",
             why);
         break;
-      case PendingNotes::kTrimFailed:
-        event = "arena.trim_failed";
-        message = fmt::format(
-            "could not decommit memory of the expandable arena at a reset "
-            "({}); it stays committed and the next reset tries again",
-            why);
-        break;
       default:
         continue;
     }
@@ -339,35 +296,58 @@ void Arena::after_op() {
       log_emit(rec);
     }
   }
-  if (commit_failure_note_.load(std::memory_order_acquire) &&
-      commit_failure_note_.exchange(false, std::memory_order_acq_rel)) {
-    if (log_enabled(ZARENA_LOG_WARN)) {
-      std::string why;
-      {
-        Region::WriterLock w(region_);
-        why = commit_failure_;
-      }
-      LogRecord rec(ZARENA_LOG_WARN, "arena.commit_failed", name_);
-      rec.message(fmt::format("could not commit more memory for the expandable arena ({}); "
-                              "allocations beyond {} go to overflow",
-                              why, human_bytes(committed_bytes_.load())));
-      rec.add_uint("committed_bytes", committed_bytes_.load());
-      rec.add_string("reason", why);
-      // Every request past the committed end tries again while the device stays full.
-      rec.rate_limited();
-      log_emit(rec);
-    }
-  }
+}
+
+void Arena::warn_commit_failed(const std::string& why) {
+  if (!log_enabled(ZARENA_LOG_WARN)) return;
+  const uint64_t committed = commits_.committed_bytes();
+  LogRecord rec(ZARENA_LOG_WARN, "arena.commit_failed", name_);
+  rec.message(fmt::format("could not commit more memory for the expandable arena ({}); "
+                          "allocations beyond {} go to overflow",
+                          why, human_bytes(committed)));
+  rec.add_uint("committed_bytes", committed);
+  rec.add_string("reason", why);
+  // Every request past the committed end tries again while the device stays full.
+  rec.rate_limited();
+  log_emit(rec);
 }
 
 // --- allocation -----------------------------------------------------------------------
 
+__attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placement& p,
+                                                           uint64_t size, uint64_t aligned,
+                                                           uint32_t tag,
+                                                           zarena_block* out) noexcept {
+  const uint64_t nth = s.c.epoch_allocs;
+  ++s.c.hits;
+  if (p.reused) ++s.c.reuses;
+  if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
+  if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
+  const uint64_t epoch = region_.epoch();
+  const uint32_t extras = extras_.load(std::memory_order_relaxed);
+  if (__builtin_expect(extras & kExtraTrace, 0)) {
+    trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
+  }
+  region_.leave(s);
+  out->ptr = base_ + p.offset;
+  out->epoch = epoch;
+  out->size = p.size;
+  out->flags = p.reused ? ZARENA_BLOCK_REUSED : 0;
+  out->tag = tag;
+  // One load and two compares: the diagnosis sees the opening of each epoch, every request
+  // while the cadence detector runs, and the ones that carry an epoch past earlier peaks.
+  const uint64_t end = p.offset + p.size;
+  if (__builtin_expect(end > watch_end_.load(std::memory_order_relaxed) ||
+                           nth <= static_cast<uint64_t>(CadenceDetector::kAnchorLen),
+                       0)) {
+    diag_on_alloc(aligned, end, nth, s.id);
+  }
+  return Status::kOk;
+}
+
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_odd(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
-  // Expandable: whether a commit fails during this request decides the verdict.
-  const uint64_t commit_failures0 =
-      expandable_ ? commit_failures_.load(std::memory_order_relaxed) : 0;
   Slot& s = region_.enter();
   ++s.c.epoch_allocs;
   Placement p;
@@ -380,40 +360,45 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
     return fail_with(Status::kOutOfMemory,
                      fmt::format("out of host memory for the block records of arena '{}'", name_));
   }
-  if (__builtin_expect(ok, 1)) {
-    const uint64_t nth = s.c.epoch_allocs;
-    ++s.c.hits;
-    if (p.reused) ++s.c.reuses;
-    if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
-    if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
-    const uint64_t epoch = region_.epoch();
-    const uint32_t extras = extras_.load(std::memory_order_relaxed);
-    if (__builtin_expect(extras & kExtraTrace, 0)) {
-      trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
-    }
-    region_.leave(s);
-    out->ptr = base_ + p.offset;
-    out->epoch = epoch;
-    out->size = p.size;
-    out->flags = p.reused ? ZARENA_BLOCK_REUSED : 0;
-    out->tag = tag;
-    // One load and two compares: the diagnosis sees the opening of each epoch, every request
-    // while the cadence detector runs, and the ones that carry an epoch past earlier peaks.
-    const uint64_t end = p.offset + p.size;
-    if (__builtin_expect(end > watch_end_.load(std::memory_order_relaxed) ||
-                             nth <= static_cast<uint64_t>(CadenceDetector::kAnchorLen),
-                         0)) {
-      diag_on_alloc(aligned, end, nth, s.id);
-    }
-    return Status::kOk;
-  }
-  ++s.c.misses;
-  region_.leave(s);
+  if (__builtin_expect(ok, 1)) return served(s, p, size, aligned, tag, out);
+  return alloc_missed(s, p, size, aligned, tag, out);
+}
+
+Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
+                           zarena_block* out) noexcept {
   try {
+    // Expandable: the region needs memory above its ceiling. Commit it with no region lock
+    // held (a commit can wait on the GPU; threads that need no commit go on meanwhile),
+    // then try again. A commit that fails leaves the region what lies below the ceiling.
+    std::string commit_failure;
+    bool below_ceiling = false;
+    for (int round = 0; p.commit_to != 0; ++round) {
+      const uint64_t epoch = region_.epoch();
+      region_.leave(s);
+      const bool failed_before = !commit_failure.empty();
+      const bool grown = round < kMaxCommitRounds &&
+                         commits_.grow(p.commit_to, p.commit_least, &commit_failure);
+      if (!failed_before && !commit_failure.empty()) warn_commit_failed(commit_failure);
+      below_ceiling = !grown;
+      Slot& again = region_.enter();  // the calling thread's slot: s itself
+      // The request counts in the epoch that serves it.
+      if (region_.epoch() != epoch) ++again.c.epoch_allocs;
+      p = Placement{};
+      bool ok;
+      try {
+        ok = below_ceiling ? region_.alloc_below_ceiling(again, aligned, tag, &p)
+                           : region_.alloc(again, aligned, tag, &p);
+      } catch (...) {
+        ++again.c.misses;
+        region_.leave(again);
+        throw;
+      }
+      if (ok) return served(again, p, size, aligned, tag, out);
+    }
+    ++s.c.misses;
+    region_.leave(s);
     after_op();
-    const bool commit_failed =
-        expandable_ && commit_failures_.load(std::memory_order_relaxed) != commit_failures0;
-    return overflow_alloc(size, aligned, tag, commit_failed, out);
+    return overflow_alloc(size, aligned, tag, !commit_failure.empty(), out);
   } catch (...) {
     return fail_with(Status::kOutOfMemory,
                      fmt::format("out of host memory on the overflow path of arena '{}'", name_));

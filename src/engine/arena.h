@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "diagnosis/diagnostics.h"
 #include "diagnosis/epoch_history.h"
+#include "engine/expandable.h"
 #include "log/log.h"
 #include "overflow/overflow.h"
 #include "region/region.h"
@@ -92,6 +93,13 @@ class Arena final : private RegionHooks {
  private:
   Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const RegionInfo& region,
         int32_t policy);
+  // A request the region served: counters, trace, the caller's block, the diagnosis's
+  // filter; leaves the slot. Inlined into alloc (the common path) and alloc_missed.
+  Status served(Slot& s, const Placement& p, uint64_t size, uint64_t aligned, uint32_t tag,
+                zarena_block* out) noexcept;
+  // The region did not serve it: commit and try again (expandable), else overflow.
+  Status alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
+                      zarena_block* out) noexcept;
   // commit_failed: an expandable region could not commit memory for this request.
   Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool commit_failed,
                         zarena_block* out);
@@ -155,9 +163,9 @@ class Arena final : private RegionHooks {
   // RegionHooks (called with region locks held: no logging, no waiting).
   Fill fill_policy() noexcept override;
   void fill(uint64_t offset, uint64_t bytes) noexcept override;
-  bool ensure_committed(uint64_t end) noexcept override;
   static Result fill_overflow(void* ctx, void* ptr, uint64_t bytes);
-  void trim_w();
+  // Logs a commit the backend refused (no lock held).
+  void warn_commit_failed(const std::string& why);
 
   const std::string name_;
   const zarena_config cfg_;
@@ -170,6 +178,7 @@ class Arena final : private RegionHooks {
   const bool expandable_;
 
   Region region_;
+  ExpandableCommits commits_;
   OverflowPool overflow_;
 
   // What the common path must look at besides the allocation itself: one load, one
@@ -185,16 +194,6 @@ class Arena final : private RegionHooks {
   std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
   std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
   PendingNotes notes_;  // backend failures met under locks, logged by after_op
-
-  // Expandable regions (guarded by the region's central lock: ensure_committed runs there).
-  const uint64_t commit_granularity_;
-  const uint64_t commit_chunk_;
-  uint64_t committed_ = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> commits_;  // the ranges commit() mapped
-  std::atomic<uint64_t> commit_events_{0}, trim_events_{0}, commit_failures_{0};
-  std::atomic<uint64_t> committed_bytes_{0};
-  std::string commit_failure_;  // the last failure's message, logged after the op
-  std::atomic<bool> commit_failure_note_{false};
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};

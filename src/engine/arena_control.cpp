@@ -2,8 +2,7 @@
 // settings that change at run time (capture, stream, poison), and destroy. Each takes
 // the region's writer lock (every slot, then the central lock) for as long as it reads or
 // changes shared state, and calls the backend and the log only after releasing it
-// (except poison fills and expandable trims, which must happen before any thread can use
-// the memory again).
+// (except poison fills, which must happen before any thread can use the memory again).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,38 +37,29 @@ void Arena::reset() {
     region_.reset_w(&reclaimed);
     overflow_.reclaim(region_.epoch(), &doomed);
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
-    if (expandable_ && cfg_.trim_keep_bytes != 0) trim_w();
     // Under the locks, so a stats snapshot sees the epoch and the count move together.
     resets_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Expandable: what lies above max(trim_keep_bytes, the top) goes back, with no region
+  // lock held (a decommit waits for the stream), never during a capture (waiting would
+  // break it).
+  if (expandable_ && cfg_.trim_keep_bytes != 0 && !capturing()) {
+    const Result r = commits_.trim(cfg_.trim_keep_bytes);
+    if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
+      LogRecord rec(ZARENA_LOG_WARN, "arena.trim_failed", name_);
+      rec.message(fmt::format("could not decommit memory of the expandable arena at a reset "
+                              "({}); it stays committed and the next reset tries again",
+                              r.message));
+      rec.add_string("reason", r.message);
+      rec.rate_limited();
+      log_emit(rec);
+    }
   }
   epoch_steps_.store(0, std::memory_order_relaxed);
   diag_on_reset(end);
   give_back(doomed);
   after_op();
   if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) emit_step_record(end);
-}
-
-// Under the writer lock: decommits what lies above max(trim_keep_bytes, the top), whole
-// commits at a time (the backend unmaps only whole mappings), never during a capture.
-void Arena::trim_w() {
-  const uint64_t keep = std::max(cfg_.trim_keep_bytes, region_.frontier_w());
-  if (commits_.empty() || committed_ <= keep || capturing()) return;
-  bool trimmed = false;
-  while (!commits_.empty() && commits_.back().first >= keep) {
-    const auto range = commits_.back();
-    const Result r = backend_->decommit(range.first, range.second);
-    if (!r.is_ok()) {
-      note(PendingNotes::kTrimFailed, r.message);
-      break;
-    }
-    commits_.pop_back();
-    committed_ = range.first;
-    trimmed = true;
-  }
-  if (trimmed) {
-    committed_bytes_.store(committed_, std::memory_order_relaxed);
-    trim_events_.fetch_add(1, std::memory_order_relaxed);
-  }
 }
 
 void Arena::mark_step_boundary() {
@@ -131,10 +121,10 @@ void Arena::fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const Overfl
   s->poison_fills = r.sum.poison_fills + overflow_fills_.load(std::memory_order_relaxed);
   s->poison_skipped = r.sum.poison_skipped;
   s->top_bytes = r.top;
-  s->committed_bytes = committed_bytes_.load(std::memory_order_relaxed);
-  s->commit_events = commit_events_.load(std::memory_order_relaxed);
-  s->trim_events = trim_events_.load(std::memory_order_relaxed);
-  s->commit_failures = commit_failures_.load(std::memory_order_relaxed);
+  s->committed_bytes = commits_.committed_bytes();
+  s->commit_events = commits_.commit_events();
+  s->trim_events = commits_.trim_events();
+  s->commit_failures = commits_.commit_failures();
   s->steps = steps_.load(std::memory_order_relaxed);
   s->epoch_steps = epoch_steps_.load(std::memory_order_relaxed);
   s->needed_bytes =
@@ -170,7 +160,7 @@ void Arena::region_info(zarena_region* out) {
   out->capacity_bytes = capacity_;
   out->top_bytes = region_.frontier_w();
   out->floor_bytes = region_.floor_w();
-  out->committed_bytes = committed_bytes_.load(std::memory_order_relaxed);
+  out->committed_bytes = commits_.committed_bytes();
   out->managed = managed_ ? 1 : 0;
   out->expandable = expandable_ ? 1 : 0;
 }

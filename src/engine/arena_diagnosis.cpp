@@ -295,14 +295,14 @@ ExhaustionFacts Arena::capture_facts(const char* path, uint64_t size, uint64_t a
     f.free_list_bytes = r.free_bytes;
     f.largest_free_block_bytes = r.largest_free;
     f.epoch_peak_bytes = r.sum.epoch_high_water > r.floor ? r.sum.epoch_high_water - r.floor : 0;
-    f.committed_bytes = committed_bytes_.load(std::memory_order_relaxed);
-    if (commit_failed) {
-      // commit_failure_ is written under this lock (ensure_committed).
-      f.commit_failed = true;
-      const size_t n = std::min(commit_failure_.size(), sizeof f.commit_error - 1);
-      std::memcpy(f.commit_error, commit_failure_.data(), n);
-      f.commit_error[n] = 0;
-    }
+    f.committed_bytes = commits_.committed_bytes();
+  }
+  if (commit_failed) {
+    f.commit_failed = true;
+    const std::string why = commits_.last_failure();
+    const size_t n = std::min(why.size(), sizeof f.commit_error - 1);
+    std::memcpy(f.commit_error, why.data(), n);
+    f.commit_error[n] = 0;
   }
   f.resets = resets_.load(std::memory_order_relaxed);
   std::lock_guard<SpinLock> lock(diag_mu_);

@@ -25,6 +25,7 @@ Region::Region(const RegionConfig& cfg, RegionHooks* hooks)
       hooks_(hooks),
       map_(cfg.capacity, cfg.granule),
       slots_(cfg.slots != 0 ? cfg.slots : SlotSet::default_count(), cfg.granule),
+      ceiling_(std::min(cfg.ceiling, cfg.capacity)),
       central_index_(cfg.granule),
       floor_index_(cfg.granule) {
   const uint64_t g = cfg_.granule;
@@ -72,6 +73,18 @@ void Region::unlock_all() {
 void Region::activate(Slot& s) {
   Guard g(central_);
   if (s.id >= slots_.active()) slots_.set_active(s.id + 1u);
+}
+
+void Region::raise_ceiling(uint64_t end) {
+  Guard g(central_);
+  ceiling_ = std::max(ceiling_, std::min(end, cfg_.capacity));
+}
+
+uint64_t Region::lower_ceiling(uint64_t keep) {
+  Guard g(central_);
+  const uint64_t k = std::max(keep, top_);
+  ceiling_ = std::min(ceiling_, k);
+  return k;
 }
 
 // --- records --------------------------------------------------------------------------
@@ -277,7 +290,8 @@ void Region::fill(uint64_t offset, uint64_t bytes, Slot* s) {
 
 // --- allocation ----------------------------------------------------------------------
 
-bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
+                        bool may_ask_commit) {
   if (aligned > cfg_.capacity) return false;
   // A record for a bump, taken before any change (it may need host memory).
   uint32_t fresh = acquire_slot_record(s);
@@ -333,9 +347,13 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
         give_back_fresh();
             return true;
       }
-      if (s.span_end - s.span_cur >= aligned || take_span(s, aligned)) {
+      if (s.span_end - s.span_cur >= aligned || take_span(s, aligned, may_ask_commit, out)) {
         bump();
         return true;
+      }
+      if (out->commit_to != 0) {
+        give_back_fresh();
+        return false;
       }
       r = floor_index_.find(store_, aligned);
       if (r != kNil) {
@@ -374,19 +392,29 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
 }
 
 // Under the central lock: gives the slot room for `need` more bytes at the top of the bump
-// space (extending its span in place when it is the topmost one).
-bool Region::take_span(Slot& s, uint64_t need) {
+// space (extending its span in place when it is the topmost one). The span's end is
+// planned as if everything were committed; when the plan reaches above the ceiling, the
+// least the request needs may still fit below it (a commit failed: may_ask_commit false),
+// else the caller is asked to commit (out->commit_to) or told the region is full.
+bool Region::take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out) {
   const uint64_t cap = cfg_.capacity;
   Block& top = store_[top_rec_];
+  auto below_ceiling = [&](uint64_t* end, uint64_t least) {
+    if (*end <= ceiling_) return true;
+    if (may_ask_commit) {
+      out->commit_to = *end;
+      out->commit_least = least;
+      return false;
+    }
+    *end = least;
+    return least <= ceiling_;
+  };
   if (top_slot_ == static_cast<int32_t>(s.id) && s.span_end == top_) {
     const uint64_t have = s.span_end - s.span_cur;
     const uint64_t missing = need - have;
     if (cap - top_ < missing) return false;
     uint64_t end = top_ + std::min(cap - top_, std::max(missing, cfg_.span_bytes));
-    if (!hooks_->ensure_committed(end)) {
-      end = top_ + missing;
-      if (!hooks_->ensure_committed(end)) return false;
-    }
+    if (!below_ceiling(&end, top_ + missing)) return false;
     s.span_end = top_ = end;
     top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
@@ -395,10 +423,7 @@ bool Region::take_span(Slot& s, uint64_t need) {
   }
   if (cap - top_ < need) return false;
   uint64_t end = top_ + std::min(cap - top_, std::max(need, cfg_.span_bytes));
-  if (!hooks_->ensure_committed(end)) {
-    end = top_ + need;
-    if (!hooks_->ensure_committed(end)) return false;
-  }
+  if (!below_ceiling(&end, top_ + need)) return false;
   close_span(s);
   s.span_cur = top_;
   s.span_end = end;

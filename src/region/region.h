@@ -23,6 +23,12 @@
 // lock plus the central lock (the caller takes them with WriterLock); they are O(slots)
 // plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks).
 //
+// Commits (expandable regions): the region hands out nothing at or above its ceiling, and
+// never waits for memory itself. An allocation that needs bump space above the ceiling
+// fails with Placement::commit_to set; the arena commits outside the region's locks,
+// raises the ceiling and tries again (engine/expandable.h). A trim lowers the ceiling
+// before it decommits, so no block ever lies in memory that is not committed.
+//
 // Pins: a pinned block survives resets (the top after the reset is the end of the highest
 // pinned block above the floor; the unpinned space below it becomes free holes); a free
 // of a pinned block is deferred to its last unpin. Epochs: every live block remembers the
@@ -55,25 +61,26 @@ struct RegionConfig {
   uint32_t slots = 0;        // 0 = SlotSet::default_count()
   uint64_t span_bytes = 0;   // 0 = derived from the capacity and the slot count
   uint64_t slot_budget = 0;  // free bytes a slot keeps before giving some back; 0 = derived
+  uint64_t ceiling = ~0ull;  // bump space at or above this is not committed (see above)
 };
 
-// What the region asks of the arena. Called with region locks held: must not call back
-// into the region, and must be quick.
+// What the region asks of the arena: poison fills. Called with region locks held: must
+// not call back into the region, must not wait, and must be quick.
 class RegionHooks {
  public:
   enum class Fill { kOff, kNow, kSkip };  // kSkip: poison wanted, but not now (capture)
   virtual ~RegionHooks() = default;
   virtual Fill fill_policy() noexcept = 0;
   virtual void fill(uint64_t offset, uint64_t bytes) noexcept = 0;
-  // Expandable regions: make [0, end) usable. false: the memory is not there (the region
-  // then treats the bump space beyond the committed end as missing).
-  virtual bool ensure_committed(uint64_t end) noexcept = 0;
 };
 
 struct Placement {
   uint64_t offset = 0;
   uint64_t size = 0;
   bool reused = false;
+  // Set when an allocation failed only because it needs bump space above the ceiling:
+  // committing [0, commit_to) serves it as planned, [0, commit_least) at the least.
+  uint64_t commit_to = 0, commit_least = 0;
 };
 
 struct RegionSnapshot {
@@ -119,12 +126,25 @@ class Region {
   // slot was drained first), nothing changed but counters. May release and retake the
   // slot's lock (to drain). Throws std::bad_alloc (host memory for records), with no
   // state changed.
+  // When it needs bump space above the ceiling, it fails with out->commit_to set (and
+  // nothing changed but counters): the caller commits, outside the locks, and tries again.
   bool alloc(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  // The same, but space above the ceiling counts as missing (a commit failed): the
+  // region serves what it can below the ceiling, else fails as full.
+  bool alloc_below_ceiling(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+    return alloc_slow(s, aligned, tag, out, /*may_ask_commit=*/false);
+  }
   // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
   FreeOutcome free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size);
   PinOutcome pin(Slot& s, uint64_t offset);
   // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
   PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size);
+  // The ceiling (central lock taken inside; no other region lock may be held). raise:
+  // [0, end) is committed now (the ceiling never goes down through it). lower: a trim is
+  // about to decommit above `keep`: the ceiling comes down to max(keep, the top: every
+  // span and block lies below it), which is returned (decommit nothing below it).
+  void raise_ceiling(uint64_t end);
+  uint64_t lower_ceiling(uint64_t keep);
   // The epoch and floor as the caller's slot lock guarantees them.
   uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
   uint64_t floor_locked() const { return floor_; }
@@ -193,7 +213,7 @@ class Region {
   void retire_moved(uint32_t rec);  // writer: a record replaced by move_record
 
   // Blocks.
-  bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out, bool may_ask_commit);
   uint32_t bump_record(Slot& s, uint64_t aligned);
   void make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags);
   // Shrinks free block rec (already out of its index) to `size`; the rest goes back to
@@ -203,7 +223,9 @@ class Region {
   void release_to_slot(Slot& s, uint32_t rec);
   void release_central(uint32_t rec);  // under the central lock; rec is kFree with its owner set
   void flush_slot(Slot& s, uint64_t target_bytes);  // central lock taken inside
-  bool take_span(Slot& s, uint64_t need);  // under the central lock
+  // Under the central lock. false: no room, or (out->commit_to set, when may_ask_commit)
+  // no room below the ceiling.
+  bool take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out);
   void close_span(Slot& s);                // under the central lock: leftovers to central
   void give_back_top(uint32_t rec);        // rec ends at top_, nothing above: top_ comes down
   void maybe_lower_floor();
@@ -249,6 +271,7 @@ class Region {
 
   // --- under the central lock ------------------------------------------------------------
   uint64_t top_ = 0;
+  uint64_t ceiling_;  // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
   int32_t top_slot_ = -1;  // the slot whose span ends at top_
   uint32_t top_rec_ = kNil;  // stands for the bump space (absorb target of given-back blocks)
   FreeIndex central_index_;

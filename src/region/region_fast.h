@@ -136,7 +136,7 @@ __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t align
     out->reused = false;
     return true;
   }
-  return alloc_slow(s, aligned, tag, out);
+  return alloc_slow(s, aligned, tag, out, /*may_ask_commit=*/true);
 }
 
 
