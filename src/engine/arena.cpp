@@ -177,7 +177,7 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
                 rc.cfg.overflow_slow_ns),
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
-      cadence_(rc.cfg.capacity_bytes) {
+      diag_(rc.cfg.capacity_bytes, rc.name) {
   region_.set_fill_enabled(poison_on_.load());
 }
 
@@ -337,11 +337,7 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
   // One load and two compares: the diagnosis sees the opening of each epoch, every request
   // while the cadence detector runs, and the ones that carry an epoch past earlier peaks.
   const uint64_t end = p.offset + p.size;
-  if (__builtin_expect(end > watch_end_.load(std::memory_order_relaxed) ||
-                           nth <= static_cast<uint64_t>(CadenceDetector::kAnchorLen),
-                       0)) {
-    diag_on_alloc(aligned, end, nth, s.id);
-  }
+  if (__builtin_expect(diag_.wants_alloc(end, nth), 0)) diagnose_alloc(aligned, end, nth, s.id);
   return Status::kOk;
 }
 
@@ -398,7 +394,7 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
     ++s.c.misses;
     region_.leave(s);
     after_op();
-    return overflow_alloc(size, aligned, tag, !commit_failure.empty(), out);
+    return overflow_alloc(size, aligned, tag, commit_failure, out);
   } catch (...) {
     return fail_with(Status::kOutOfMemory,
                      fmt::format("out of host memory on the overflow path of arena '{}'", name_));
@@ -435,8 +431,8 @@ Status Arena::alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept
   }
 }
 
-Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool commit_failed,
-                             zarena_block* out) {
+Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
+                             const std::string& commit_failure, zarena_block* out) {
   if (overflow_.has_deferred()) {
     std::vector<OverflowBlock> none;
     give_back(none);  // a capture that deferred frees may be over: give them back first
@@ -470,11 +466,11 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool
     }
   }
   if (!a.result.is_ok()) {
-    zarena_stats st;
-    stats(&st);
     // The diagnosis travels with the error (and its record, when due, is out before the
-    // call returns): bindings parse the suffix, see zarena.h.
-    const Verdict v = report_failure(a, size, aligned, epoch, commit_failed);
+    // call returns): bindings parse the suffix, see zarena.h. The numbers of the message,
+    // the record and the verdict come from one snapshot.
+    zarena_stats st;
+    const Verdict v = report_failure(a, size, aligned, epoch, commit_failure, &st);
     if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
       log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
     }
@@ -489,7 +485,7 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool
   out->epoch = epoch;
   // The call succeeded: its diagnosis (if this is the epoch's first overflow) is built
   // and logged off it, by the reporter (with the overflow.slow record after it).
-  report_success(a, size, aligned, epoch, commit_failed);
+  report_success(a, size, aligned, epoch, commit_failure);
   out->size = aligned;
   out->flags = ZARENA_BLOCK_OVERFLOW;
   out->tag = tag;
@@ -529,7 +525,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
       if (__builtin_expect(extras & ~kExtraTrace, 0)) after_free_extras(extras);
-      if (__builtin_expect(detector_on_.load(std::memory_order_relaxed), 0)) diag_on_free(size, s.id);
+      if (__builtin_expect(diag_.wants_free(), 0)) diag_.on_free(size, s.id);
       return Status::kOk;
     }
     const uint64_t epoch = region_.epoch();

@@ -1,7 +1,10 @@
-// The arena: a Region over memory reserved from a Backend, an OverflowPool behind it,
-// counters, poison, capture state, and the diagnostics hooks. The region's slots make
-// allocation and free concurrent (region.h, docs/CONCURRENCY.md); whole-arena operations
-// take every lock at once. Log records are built and emitted with no lock held.
+// The arena: a Region over memory reserved from a Backend, an OverflowPool behind it, the
+// expandable commits, poison, capture state, tracing, and the diagnosis it feeds. Each
+// part owns its data; the arena holds what belongs to none of them and calls them in
+// order. The region's slots make allocation and free concurrent (region.h,
+// docs/CONCURRENCY.md); whole-arena operations take every lock at once
+// (Region::WriterLock). Log records are built and emitted with no lock held.
+// docs/ARCHITECTURE.md has the routes of an allocation, a failed one and a reset.
 #pragma once
 
 #include <atomic>
@@ -13,11 +16,11 @@
 #include "engine/arena_notes.h"
 #include "backend/backend.h"
 #include "backend/backend_faults.h"
-#include "diagnosis/cadence.h"
 #include "config/config.h"
+#include "diagnosis/arena_diagnosis.h"
 #include "diagnosis/diagnostics.h"
-#include "diagnosis/epoch_history.h"
 #include "engine/expandable.h"
+#include "engine/snapshot.h"
 #include "log/log.h"
 #include "overflow/overflow.h"
 #include "region/region.h"
@@ -57,22 +60,10 @@ class Arena final : private RegionHooks {
   }
   void set_capture_active(bool active);
   // The engine marks the start of a step: from the second one on, "no reset came between
-  // two steps" is a fact the diagnosis uses (arena_diagnosis.cpp).
+  // two steps" is a fact the diagnosis uses.
   void step_begin();
-  // The diagnosis now (zarena_diagnose): the epoch's overflow verdict when it overflowed,
-  // else the early warning's when one applies, else "ok".
-  struct Diagnosis {
-    const char* verdict = "ok";
-    std::string cause, advice;
-    bool overflowed = false;
-    bool warned = false;
-    ExhaustionFacts facts;
-    uint64_t live_bytes = 0;
-    uint64_t steps_to_full = 0;
-    uint64_t overflow_epochs = 0;
-    uint64_t needed_bytes = 0;
-  };
-  void diagnose_now(Diagnosis* out);
+  // The diagnosis now (zarena_diagnose).
+  void diagnose_now(CurrentDiagnosis* out);
   Result set_stream(void* stream);
   void set_poison(bool enabled, uint32_t word);
   // Live blocks (region and overflow) from one snapshot, in address order for the region;
@@ -100,9 +91,10 @@ class Arena final : private RegionHooks {
   // The region did not serve it: commit and try again (expandable), else overflow.
   Status alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
                       zarena_block* out) noexcept;
-  // commit_failed: an expandable region could not commit memory for this request.
-  Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool commit_failed,
-                        zarena_block* out);
+  // commit_failure: why an expandable region could not commit memory for this request
+  // ("" when it did not try or did not fail).
+  Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
+                        const std::string& commit_failure, zarena_block* out);
   Status alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   Status free_slow(void* ptr, uint64_t want_epoch);  // overflow blocks and failures
   Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
@@ -119,46 +111,29 @@ class Arena final : private RegionHooks {
     notes_.add(kind, why);
     extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
   }
-  void fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const OverflowStats& o) const;
+  // The arena at this instant (one acquisition of the writer lock; snapshot_w: the caller
+  // holds it).
+  // tags_epoch: also the live bytes per tag of that epoch (O(blocks)); kNoTags: not.
+  static constexpr uint64_t kNoTags = ~0ull, kCurrentEpochTags = ~0ull - 1;
+  void snapshot(ArenaSnapshot* out, uint64_t tags_epoch = kNoTags);
+  void snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch);
 
-  // Diagnosis (arena_diagnosis.cpp). The diagnosis lock (diag_mu_) guards everything in
-  // the "diagnosis" block below; it is never held with a region lock or while logging.
-  enum class Report { kNone, kRecord, kSummary };
+  // The diagnosis's side in the arena (arena_reports.cpp): snapshots in, reports out.
+  using Report = ArenaDiagnosis::Report;
   struct ReportJob;
-  // What reset() read of the epoch it ended, under the writer lock.
-  struct EpochEnd {
-    uint64_t epoch = 0;
-    uint64_t allocs = 0, reuses = 0, high_water = 0, floor = 0;
-    uint64_t reuses_total = 0, overflow_allocs_total = 0, overflow_peak = 0;
-    uint64_t steps = 0;
-  };
-  void diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
-  void diag_on_free(uint64_t size, uint32_t slot);
-  void diag_on_reset(const EpochEnd& e);
-  void diag_on_boundary();
-  void emit_step_record(const EpochEnd& e);
-  // The facts of an exhaustion now (one snapshot, then the diagnosis lock).
-  ExhaustionFacts capture_facts(const char* path, uint64_t size, uint64_t aligned,
-                                bool commit_failed = false);
-  // Under diag_mu_: the facts only the diagnosis lock guards.
-  void add_step_facts_d(ExhaustionFacts* f) const;
-  // The first overflow of an epoch: counts it and decides what is logged.
-  Report claim_overflow_epoch(uint64_t epoch, const char* path, uint64_t size, uint64_t aligned,
-                              bool commit_failed);
-  // Builds and emits the record of a report (any thread, no lock held). epochs: how many
-  // epochs the arena had begun when the report was due (a summary's "N of M epochs").
-  void emit_report(Report kind, const ExhaustionFacts& f, uint64_t unreported,
-                   uint64_t overflow_epochs, uint64_t epochs);
-  static void run_report_job(void* self, const void* job);
-  // Returns the verdict the failing call's message carries; emits its record when due.
+  // An allocation the diagnosis wanted to see (ArenaDiagnosis::wants_alloc).
+  void diagnose_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
+  // The region and the overflow route could not serve a request. The failing call's
+  // report is built from one snapshot (which also gives *stats the numbers of its error
+  // text) and emitted before the call returns; the verdict goes into the message. A call
+  // that succeeded posts its report to the reporter thread.
+  // commit_failure: the backend's reason when an expandable region could not commit
+  // memory for the request ("" otherwise).
   Verdict report_failure(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
-                         bool commit_failed);
+                         const std::string& commit_failure, zarena_stats* stats);
   void report_success(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
-                      bool commit_failed);
-  // "matmul.grad 38.0 GiB, ..." the top tags by live bytes of `epoch` ("" when untagged).
-  std::string top_tags(uint64_t epoch);
-  void warn_cadence(CadenceFacts f);
-  void flush_summary();  // destroy: the overflow epochs not reported yet
+                      const std::string& commit_failure);
+  static void run_report_job(void* self, const void* job);
 
   // RegionHooks (called with region locks held: no logging, no waiting).
   Fill fill_policy() noexcept override;
@@ -197,52 +172,13 @@ class Arena final : private RegionHooks {
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};
-  std::atomic<uint64_t> first_overflow_epoch_{~0ull};
 
   // Tracing (ZARENA_TRACE_FILE / cfg.trace_file): null when off, so each hook costs one
   // predictable branch.
   std::unique_ptr<zarena_trace::Tracer> tracer_;
   zarena_trace::Tracer* trace_ = nullptr;
-  std::atomic<uint64_t> steps_{0}, epoch_steps_{0};
 
-  // --- diagnosis (arena_diagnosis.cpp) ---------------------------------------------------
-  // Allocations whose block ends above watch_end_ take the diagnosis path: every one while
-  // the cadence detector runs (0: before the first reset, or in resumed mode), none when
-  // nothing is watched (~0), else those that carry the epoch past the earlier epochs'
-  // peaks. Each slot's first kAnchorLen requests of an epoch go there too (its opening).
-  std::atomic<uint64_t> watch_end_{0};
-  std::atomic<bool> detector_on_{true};      // frees feed the detector
-  // The slot whose requests the detector follows (kAnySlot: the next one to feed it).
-  static constexpr uint32_t kAnySlot = ~0u;
-  std::atomic<uint32_t> diag_slot_{kAnySlot};
-  bool cross_thread_frees_ = false;  // a free came from another thread: the guess stopped
-  std::atomic<bool> explicit_steps_{false};  // zarena_step_begin was called: facts, not guesses
-  SpinLock diag_mu_;
-  CadenceDetector cadence_;
-  uint64_t cadence_top_ = 0;  // highest block end of the epoch seen: the detector's top
-  EpochHistory history_;
-  EpochHistory::Epoch opening_;  // the current epoch's opening requests
-  uint64_t watch_peak_ = 0;      // the earlier epochs' peak the watch compares with
-  bool warned_ = false;          // the early warning was logged (once per arena)
-  // Explicit steps of the current epoch: live bytes and top at the first and latest begin.
-  uint64_t step1_live_ = 0, step_live_ = 0, step_top_ = 0;
-  uint64_t step1_n_ = 0;  // the epoch's step number the comparison starts from
-  uint64_t step_epoch_ = ~0ull;
-  // Overflow reports: the first kDetailedEpochs overflow epochs get arena.first_overflow,
-  // later ones a summary at most every kSummaryIntervalNs.
-  uint64_t overflow_epochs_ = 0, overflow_records_ = 0, overflow_summaries_ = 0;
-  uint64_t unreported_ = 0;  // overflow epochs since the last record
-  uint64_t last_report_ns_ = 0;
-  ExhaustionFacts last_unreported_;  // the latest summarised epoch's facts
-  bool have_unreported_facts_ = false;
-  // The current epoch's first overflow (zarena_diagnose).
-  const char* overflow_path_ = "";
-  uint64_t overflow_size_ = 0, overflow_aligned_ = 0;
-  bool overflow_commit_failed_ = false;
-  // The capacity the workload needed: the highest (epoch top + epoch overflow peak).
-  uint64_t needed_bytes_ = 0;
-  // Counters at the last reset (per-epoch figures of arena.step).
-  uint64_t reuses_at_reset_ = 0, overflow_allocs_at_reset_ = 0;
+  ArenaDiagnosis diag_;
 };
 
 }  // namespace zarena_core
