@@ -1,8 +1,8 @@
 // FaultInjectingBackend: a Backend that wraps another and can make any one of its calls
 // fail, so that every failure path of the engine (a region that cannot be reserved, a
 // commit that runs out of memory, an overflow allocation or free that fails, a capture
-// query that errors, ...) is testable on any machine. It replaces the test hooks that
-// used to live on the production interface. The engine wraps host backends in it always
+// query that errors, ...) is testable on any machine, with no test hook on the production
+// interface. The engine wraps host backends in it always
 // (zarena_debug_inject_overflow_fault arms it); with nothing armed it only counts calls.
 //
 // For each call kind, arm(site, n) makes the n-th call from now fail (1 = the next;

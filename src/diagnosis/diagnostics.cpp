@@ -9,6 +9,11 @@ namespace zarena_core {
 
 namespace {
 
+// The advice for a request no arena of this capacity can hold.
+constexpr const char* kShapeAdvice =
+    "check the tensor shape behind that request (a wrong dimension or a missing batch split)";
+constexpr const char* kShapeFix = "check the tensor shape behind that request";
+
 double percent(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
@@ -78,9 +83,8 @@ Verdict diagnose(const ExhaustionFacts& f) {
                         "its floor",
                         human_bytes(f.aligned_bytes), human_bytes(usable),
                         human_bytes(f.capacity_bytes)),
-            "check the tensor shape behind that request (a wrong dimension or a missing batch "
-            "split), or raise the capacity if it is meant to be that big",
-            "check the tensor shape behind that request"};
+            std::string(kShapeAdvice) + ", or raise the capacity if it is meant to be that big",
+            kShapeFix};
   }
   const uint64_t steps = reported_steps(f);
   if (steps_kept_bytes(f) && f.resets == 0) {
@@ -115,9 +119,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
     return {"runaway_buffer",
             fmt::format("one request of {} is {:.0f}% of the {} a step can use",
                         human_bytes(biggest), percent(biggest, usable), human_bytes(usable)),
-            "check the tensor shape behind that request (a wrong dimension or a missing batch "
-            "split)",
-            "check the tensor shape behind that request"};
+            kShapeAdvice, kShapeFix};
   }
   if (f.free_list_bytes >= f.aligned_bytes && f.free_list_bytes >= usable / 8 &&
       f.largest_free_block_bytes < f.aligned_bytes) {
@@ -175,6 +177,12 @@ Verdict diagnose(const ExhaustionFacts& f) {
                       "beyond {} or reduce the batch size",
                       needed),
           fmt::format("raise the capacity beyond {} or reduce the batch size", needed)};
+}
+
+Verdict oversized_request_verdict(uint64_t size) {
+  return {"runaway_buffer",
+          fmt::format("one request of {} bytes is larger than any arena can serve", size),
+          kShapeAdvice, kShapeFix};
 }
 
 std::string verdict_suffix(const Verdict& v) {

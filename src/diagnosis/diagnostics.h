@@ -92,8 +92,11 @@ struct Verdict {
 Verdict diagnose(const ExhaustionFacts& f);
 // Steps as reported: explicit or recognised, else (reset_stopped from counts) estimated.
 uint64_t reported_steps(const ExhaustionFacts& f);
+// A request larger than any arena can describe (refused before the region is asked).
+Verdict oversized_request_verdict(uint64_t size);
 // What a failing call's zarena_last_error() message ends with: "verdict=<name>; fix:
-// <advice>" (the advice runs to the end of the message).
+// <advice>" (the advice runs to the end of the message). Every such message is written
+// by this function.
 std::string verdict_suffix(const Verdict& v);
 // top_tags: "name size, ..." (the top tags by live bytes this epoch; "" for none).
 LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& arena_name,

@@ -130,7 +130,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     if (a.tracer_) {
       a.trace_ = a.tracer_.get();
       a.region_.set_order_counter(a.trace_->order_counter());
-      a.extras_.fetch_or(kExtraTrace, std::memory_order_relaxed);
+      a.fast_path_flags_.fetch_or(kTracing, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
     } else if (log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(ZARENA_LOG_WARN, "arena.trace_failed", rc.name);
@@ -194,7 +194,7 @@ RegionHooks::Fill Arena::fill_policy() noexcept {
   // A fill now would be recorded into the user's graph (or break its capture): skip it.
   if (capturing()) {
     poison_skip_note_.store(true, std::memory_order_relaxed);
-    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
+    fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
     return Fill::kSkip;
   }
   return Fill::kNow;
@@ -203,7 +203,7 @@ RegionHooks::Fill Arena::fill_policy() noexcept {
 void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
   const Result r =
       backend_->fill32(base_ + offset, bytes, poison_word_.load(std::memory_order_relaxed));
-  if (!r.is_ok()) note(PendingNotes::kPoisonFailed, r.message);
+  if (!r.is_ok()) queue_warning(QueuedWarnings::kPoisonFailed, r.message);
 }
 
 bool Arena::capturing() {
@@ -212,7 +212,7 @@ bool Arena::capturing() {
   const Result r = backend_->capture_status(&c);
   if (!r.is_ok()) {
     // When the backend cannot tell, act as if it were capturing (and say why, later).
-    note(PendingNotes::kCaptureQueryFailed, r.message);
+    queue_warning(QueuedWarnings::kCaptureQueryFailed, r.message);
     return true;
   }
   return c;
@@ -222,7 +222,7 @@ Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
   Arena* a = static_cast<Arena*>(ctx);
   a->overflow_fills_.fetch_add(1, std::memory_order_relaxed);
   Result r = a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_word_.load());
-  if (!r.is_ok()) a->note(PendingNotes::kPoisonFailed, r.message);
+  if (!r.is_ok()) a->queue_warning(QueuedWarnings::kPoisonFailed, r.message);
   return r;
 }
 
@@ -248,20 +248,20 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
     rec.rate_limited();
     log_emit(rec);
   }
-  if (notes_.any()) emit_notes();
+  if (warnings_.any()) emit_backend_warnings();
 }
 
-void Arena::emit_notes() {
-  for (auto& [kind, why] : notes_.take()) {
+void Arena::emit_backend_warnings() {
+  for (auto& [kind, why] : warnings_.take()) {
     if (!log_enabled(ZARENA_LOG_WARN)) continue;
     const char* event = "";
     std::string message;
     switch (kind) {
-      case PendingNotes::kPoisonFailed:
+      case QueuedWarnings::kPoisonFailed:
         event = "poison.failed";
         message = fmt::format("a poison fill failed ({}); that block was not poisoned", why);
         break;
-      case PendingNotes::kCaptureQueryFailed:
+      case QueuedWarnings::kCaptureQueryFailed:
         event = "arena.capture_query_failed";
         message = fmt::format(
             "could not ask the backend whether a capture is active ({}); the "
@@ -280,11 +280,11 @@ void Arena::emit_notes() {
   }
 }
 
-void Arena::after_op() {
-  if (extras_.load(std::memory_order_relaxed) & kExtraNote) {
-    extras_.fetch_and(~kExtraNote, std::memory_order_relaxed);
+void Arena::emit_queued_warnings() {
+  if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
+    fast_path_flags_.fetch_and(~kWarningsQueued, std::memory_order_relaxed);
   }
-  if (notes_.any()) emit_notes();
+  if (warnings_.any()) emit_backend_warnings();
   if (poison_skip_note_.load(std::memory_order_relaxed) &&
       poison_skip_note_.exchange(false, std::memory_order_relaxed) &&
       !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {
@@ -324,8 +324,8 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
   if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
   if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
   const uint64_t epoch = region_.epoch();
-  const uint32_t extras = extras_.load(std::memory_order_relaxed);
-  if (__builtin_expect(extras & kExtraTrace, 0)) {
+  const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
+  if (__builtin_expect(flags & kTracing, 0)) {
     trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
   }
   region_.leave(s);
@@ -342,7 +342,7 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
 }
 
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
-  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_odd(size, tag, out);
+  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
   Slot& s = region_.enter();
   ++s.c.epoch_allocs;
@@ -393,7 +393,7 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
     }
     ++s.c.misses;
     region_.leave(s);
-    after_op();
+    emit_queued_warnings();
     return overflow_alloc(size, aligned, tag, commit_failure, out);
   } catch (...) {
     return fail_with(Status::kOutOfMemory,
@@ -401,8 +401,7 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
   }
 }
 
-// size 0 (nothing to allocate) and sizes no arena can describe: off the common path.
-Status Arena::alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
+Status Arena::alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (size == 0) {
     out->ptr = nullptr;
     out->epoch = region_.epoch();
@@ -422,10 +421,9 @@ Status Arena::alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept
   try {
     return fail_with(Status::kOutOfMemory,
                      fmt::format("request of {} bytes is larger than any arena can serve "
-                                 "(arena '{}', capacity {} bytes). verdict=runaway_buffer; "
-                                 "fix: check the tensor shape behind that request (a wrong "
-                                 "dimension or a missing batch split)",
-                                 size, name_, capacity_));
+                                 "(arena '{}', capacity {} bytes). {}",
+                                 size, name_, capacity_,
+                                 verdict_suffix(oversized_request_verdict(size))));
   } catch (...) {
     return Status::kOutOfMemory;
   }
@@ -501,7 +499,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     Slot& s = region_.enter();
     // The key is taken before the free, which may hand the space to other slots.
     const uint64_t key =
-        __builtin_expect(extras_.load(std::memory_order_relaxed) & kExtraTrace, 0)
+        __builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)
             ? trace_->slot_free_key(s.id, off)
             : 0;
     uint64_t size = 0;
@@ -513,8 +511,8 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
     }
     // Loaded after the free: the free may have queued a note (a poison fill skipped).
-    const uint32_t extras = extras_.load(std::memory_order_relaxed);
-    if (__builtin_expect(extras & kExtraTrace, 0)) {
+    const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
+    if (__builtin_expect(flags & kTracing, 0)) {
       trace_->slot_free(s.id, key, off,
                         o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
                             ? ZARENA_OK
@@ -524,7 +522,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     }
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
-      if (__builtin_expect(extras & ~kExtraTrace, 0)) after_free_extras(extras);
+      if (__builtin_expect(flags & ~kTracing, 0)) after_free_flags(flags);
       if (__builtin_expect(diag_.wants_free(), 0)) diag_.on_free(size, s.id);
       return Status::kOk;
     }
@@ -548,8 +546,8 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   }
 }
 
-void Arena::after_free_extras(uint32_t extras) {
-  if (extras & kExtraNote) after_op();
+void Arena::after_free_flags(uint32_t flags) {
+  if (flags & kWarningsQueued) emit_queued_warnings();
 }
 
 Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
@@ -576,7 +574,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   if (o == FreeOutcome::kOk) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
-    after_op();
+    emit_queued_warnings();
     return Status::kOk;
   }
   if (o == FreeOutcome::kDeferred) return Status::kOk;
@@ -707,7 +705,7 @@ Result Arena::unpin(void* ptr) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
   }
-  after_op();
+  emit_queued_warnings();
   return pin_error(o, ptr, "zarena_unpin");
 }
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/arena_notes.h"
+#include "engine/queued_warnings.h"
 #include "backend/backend.h"
 #include "backend/backend_faults.h"
 #include "config/config.h"
@@ -95,21 +95,25 @@ class Arena final : private RegionHooks {
   // ("" when it did not try or did not fail).
   Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
                         const std::string& commit_failure, zarena_block* out);
-  Status alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
+  // size 0 (nothing to allocate) and sizes no arena can describe (over 2^62).
+  Status alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   Status free_slow(void* ptr, uint64_t want_epoch);  // overflow blocks and failures
   Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
   Status free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
-  void after_free_extras(uint32_t extras);
+  // A free that found fast_path_flags_ other than kTracing set (out of line).
+  void after_free_flags(uint32_t flags);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   void give_back(std::vector<OverflowBlock>& blocks);
   bool capturing();   // the engine's flag, else the backend's answer
-  void after_op();    // emits records queued under locks (poison skipped, commit failed)
-  void emit_notes();  // emits notes_ (no lock held)
-  // Queues a backend failure met under a lock; after_op logs it.
-  void note(PendingNotes::Kind kind, const std::string& why) noexcept {
-    notes_.add(kind, why);
-    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
+  // Emits the warnings queued under locks (QueuedWarnings, a poison fill skipped during a
+  // capture); called with no lock held after any call that may have queued one.
+  void emit_queued_warnings();
+  void emit_backend_warnings();  // what warnings_ holds (no lock held)
+  // Queues a backend failure met under a lock; emit_queued_warnings logs it.
+  void queue_warning(QueuedWarnings::Kind kind, const std::string& why) noexcept {
+    warnings_.add(kind, why);
+    fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
   }
   // The arena at this instant (one acquisition of the writer lock; snapshot_w: the caller
   // holds it).
@@ -156,11 +160,11 @@ class Arena final : private RegionHooks {
   ExpandableCommits commits_;
   OverflowPool overflow_;
 
-  // What the common path must look at besides the allocation itself: one load, one
-  // predictable branch when nothing is on.
-  static constexpr uint32_t kExtraTrace = 1;    // trace_ is open
-  static constexpr uint32_t kExtraNote = 4;     // a warning waits for after_op
-  std::atomic<uint32_t> extras_{0};
+  // What the allocation and free paths must look at besides the block itself: one load,
+  // one predictable branch when nothing is on.
+  static constexpr uint32_t kTracing = 1;         // trace_ is open
+  static constexpr uint32_t kWarningsQueued = 4;  // a warning waits for emit_queued_warnings
+  std::atomic<uint32_t> fast_path_flags_{0};
 
   std::atomic<bool> capture_flag_{false};
   std::atomic<bool> poison_on_;
@@ -168,7 +172,7 @@ class Arena final : private RegionHooks {
   std::atomic<bool> poison_skip_note_{false};  // a fill was skipped: warn once per capture
   std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
   std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
-  PendingNotes notes_;  // backend failures met under locks, logged by after_op
+  QueuedWarnings warnings_;  // backend failures met under locks
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};

@@ -50,7 +50,7 @@ void Arena::reset() {
   }
   const StepRecordFacts step = diag_.on_reset(end);
   give_back(doomed);
-  after_op();
+  emit_queued_warnings();
   if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) diag_.log_step(step);
 }
 
@@ -141,7 +141,7 @@ void Arena::set_capture_active(bool active) {
     std::vector<OverflowBlock> none;
     give_back(none);  // frees deferred during the capture go back now
   }
-  after_op();
+  emit_queued_warnings();
 }
 
 Result Arena::set_stream(void* stream) {
@@ -184,7 +184,7 @@ Result Arena::destroy() {
   Result rt;
   if (tracer_) {
     rt = tracer_->close();
-    extras_.fetch_and(~kExtraTrace, std::memory_order_relaxed);
+    fast_path_flags_.fetch_and(~kTracing, std::memory_order_relaxed);
     trace_ = nullptr;
     region_.set_order_counter(nullptr);
     tracer_.reset();

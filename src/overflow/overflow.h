@@ -6,7 +6,7 @@
 // Epochs: a block belongs to the epoch in which it was *tracked* (track() runs under the
 // caller's slot lock, where no reset can run), never to the epoch read before the backend
 // call; so a reset can never reclaim a block allocated after the epoch it opened became
-// visible (issue 13, defect 1).
+// visible.
 //
 // Captures: giving a block back during a CUDA graph capture would be recorded into the
 // user's graph (ASYNC) or refused by CUDA and break the capture (SYNC). Blocks freed or

@@ -21,7 +21,8 @@
 //
 // Whole-arena operations (reset, floors, drain, snapshots, walks) run under every slot
 // lock plus the central lock (the caller takes them with WriterLock); they are O(slots)
-// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks).
+// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks). A
+// method whose name ends in _w ("writer") may be called only with the WriterLock held.
 //
 // Commits (expandable regions): the region hands out nothing at or above its ceiling, and
 // never waits for memory itself. An allocation that needs bump space above the ceiling
@@ -149,7 +150,7 @@ class Region {
   uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
   uint64_t floor_locked() const { return floor_; }
 
-  // --- whole-region operations: under WriterLock ----------------------------------------
+  // --- whole-region operations: under WriterLock (the _w methods) ------------------------
   class WriterLock {
    public:
     explicit WriterLock(Region& r) : r_(r) { r_.lock_all(); }
