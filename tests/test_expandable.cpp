@@ -364,7 +364,7 @@ TEST_F(Expandable, ACommitInProgressHoldsUpOnlyTheAllocationsThatNeedIt) {
   g.faults().arm(FaultSite::kCommit, 0);
   void* p = nullptr;
   ASSERT_EQ(zarena_alloc(g, 3 * kMiB, &p), ZARENA_OK);  // commits the first 3 chunks
-  ASSERT_EQ(zarena_reset(g), ZARENA_OK);               // the top is 0 again; no trim
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);                // the top is 0 again; no trim
   const uint64_t committed = stats_of(g).committed_bytes;
   ASSERT_EQ(committed, 3 * kMiB);
 

@@ -15,8 +15,8 @@
 
 #include "diagnosis/diagnostics.h"
 #include "log/log.h"
-#include "support.h"
 #include "log/reporter.h"
+#include "support.h"
 
 using zarena_test::kKiB;
 using zarena_test::kMiB;

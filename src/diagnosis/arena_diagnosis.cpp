@@ -46,8 +46,7 @@ ArenaDiagnosis::ArenaDiagnosis(uint64_t capacity, std::string arena_name)
 // before the lock unless they open their slot's epoch, so that many threads allocating
 // at once never meet on the diagnosis lock. Reading one thread's stream is also what makes
 // its steps recognisable (the requests of several threads interleave in no fixed order).
-bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot,
-                              uint32_t slot) {
+bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot) {
   const bool opening = nth_in_slot <= static_cast<uint64_t>(EpochHistory::kOpeningLen);
   const uint32_t follows = followed_slot_.load(std::memory_order_relaxed);
   if (!opening && follows != slot && follows != kAnySlot &&
@@ -340,8 +339,7 @@ void ArenaDiagnosis::flush_summary() {
     ++overflow_summaries_;
   }
   // Counted up to the latest epoch that overflowed.
-  emit_report(Report::kSummary, f, counts, overflow_epoch_.load(std::memory_order_relaxed) + 1,
-              "");
+  emit_report(Report::kSummary, f, counts, overflow_epoch_.load(std::memory_order_relaxed) + 1, "");
 }
 
 // --- questions ----------------------------------------------------------------------------
@@ -405,9 +403,10 @@ void ArenaDiagnosis::diagnose(const ExhaustionFacts& f, bool overflowed,
     }
   }
   out->verdict = "ok";
-  out->cause = f.steps >= 2 ? fmt::format("no overflow in this epoch; {} steps gave back what "
-                                          "they allocated",
-                                          f.steps)
+  out->cause = f.steps >= 2 ? fmt::format(
+                                  "no overflow in this epoch; {} steps gave back what "
+                                  "they allocated",
+                                  f.steps)
                             : std::string("no overflow in this epoch");
   out->advice = "";
 }

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/last_error.h"
 #include "config/config_records.h"
 #include "diagnosis/diagnostics.h"
-#include "base/last_error.h"
-#include "log/reporter.h"
 #include "engine/tags.h"
+#include "log/reporter.h"
 
 namespace zarena_core {
 
@@ -134,9 +134,10 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
     } else if (log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(ZARENA_LOG_WARN, "arena.trace_failed", rc.name);
-      rec.message(fmt::format("could not open the trace file '{}' ({}); the arena runs "
-                              "without a trace",
-                              rc.trace_file, err.message));
+      rec.message(
+          fmt::format("could not open the trace file '{}' ({}); the arena runs "
+                      "without a trace",
+                      rc.trace_file, err.message));
       rec.add_string("trace_file", rc.trace_file);
       log_emit(rec);
     }
@@ -193,7 +194,7 @@ RegionHooks::Fill Arena::fill_policy() noexcept {
   if (!poison_on_.load(std::memory_order_relaxed)) return Fill::kOff;
   // A fill now would be recorded into the user's graph (or break its capture): skip it.
   if (capturing()) {
-    poison_skip_note_.store(true, std::memory_order_relaxed);
+    poison_skip_queued_.store(true, std::memory_order_relaxed);
     fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
     return Fill::kSkip;
   }
@@ -285,8 +286,8 @@ void Arena::emit_queued_warnings() {
     fast_path_flags_.fetch_and(~kWarningsQueued, std::memory_order_relaxed);
   }
   if (warnings_.any()) emit_backend_warnings();
-  if (poison_skip_note_.load(std::memory_order_relaxed) &&
-      poison_skip_note_.exchange(false, std::memory_order_relaxed) &&
+  if (poison_skip_queued_.load(std::memory_order_relaxed) &&
+      poison_skip_queued_.exchange(false, std::memory_order_relaxed) &&
       !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {
     if (log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(ZARENA_LOG_WARN, "poison.skipped", name_);
@@ -302,9 +303,10 @@ void Arena::warn_commit_failed(const std::string& why) {
   if (!log_enabled(ZARENA_LOG_WARN)) return;
   const uint64_t committed = commits_.committed_bytes();
   LogRecord rec(ZARENA_LOG_WARN, "arena.commit_failed", name_);
-  rec.message(fmt::format("could not commit more memory for the expandable arena ({}); "
-                          "allocations beyond {} go to overflow",
-                          why, human_bytes(committed)));
+  rec.message(
+      fmt::format("could not commit more memory for the expandable arena ({}); "
+                  "allocations beyond {} go to overflow",
+                  why, human_bytes(committed)));
   rec.add_uint("committed_bytes", committed);
   rec.add_string("reason", why);
   // Every request past the committed end tries again while the device stays full.
@@ -372,8 +374,8 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
       const uint64_t epoch = region_.epoch();
       region_.leave(s);
       const bool failed_before = !commit_failure.empty();
-      const bool grown = round < kMaxCommitRounds &&
-                         commits_.grow(p.commit_to, p.commit_least, &commit_failure);
+      const bool grown =
+          round < kMaxCommitRounds && commits_.grow(p.commit_to, p.commit_least, &commit_failure);
       if (!failed_before && !commit_failure.empty()) warn_commit_failed(commit_failure);
       below_ceiling = !grown;
       Slot& again = region_.enter();  // the calling thread's slot: s itself
@@ -419,11 +421,11 @@ Status Arena::alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block*
   }
   region_.leave(s);
   try {
-    return fail_with(Status::kOutOfMemory,
-                     fmt::format("request of {} bytes is larger than any arena can serve "
-                                 "(arena '{}', capacity {} bytes). {}",
-                                 size, name_, capacity_,
-                                 verdict_suffix(oversized_request_verdict(size))));
+    return fail_with(
+        Status::kOutOfMemory,
+        fmt::format("request of {} bytes is larger than any arena can serve "
+                    "(arena '{}', capacity {} bytes). {}",
+                    size, name_, capacity_, verdict_suffix(oversized_request_verdict(size))));
   } catch (...) {
     return Status::kOutOfMemory;
   }
@@ -459,8 +461,8 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
     epoch = region_.epoch();
     if (trace_ != nullptr) {
       trace_->on_alloc(size, aligned, zarena_trace::TraceAddr{},
-                       zarena_trace::AllocOutcome::kRefused,
-                       static_cast<int32_t>(a.result.status), epoch, tag);
+                       zarena_trace::AllocOutcome::kRefused, static_cast<int32_t>(a.result.status),
+                       epoch, tag);
     }
   }
   if (!a.result.is_ok()) {
@@ -608,10 +610,10 @@ Status Arena::free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t
   switch (o) {
     case FreeOutcome::kStale:
       return fail_with(Status::kStale,
-                          fmt::format("free({}): the block was reclaimed by a reset, or the "
-                                      "address was handed out again since the epoch named "
-                                      "(arena '{}' is in epoch {}); the call was dropped",
-                                      ptr, name_, epoch));
+                       fmt::format("free({}): the block was reclaimed by a reset, or the "
+                                   "address was handed out again since the epoch named "
+                                   "(arena '{}' is in epoch {}); the call was dropped",
+                                   ptr, name_, epoch));
     case FreeOutcome::kDoubleFree:
       return fail_with(
           Status::kDoubleFree,
@@ -632,13 +634,13 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
     case PinOutcome::kOk:
       return Result::ok();
     case PinOutcome::kNotOwned:
-      return Result::fail(Status::kNotOwned,
-                          fmt::format("{}({}): not the start of a live block of arena '{}'", what,
-                                      ptr, name_));
+      return Result::fail(
+          Status::kNotOwned,
+          fmt::format("{}({}): not the start of a live block of arena '{}'", what, ptr, name_));
     case PinOutcome::kFreed:
-      return Result::fail(Status::kDoubleFree,
-                          fmt::format("{}({}): the block was already freed (arena '{}')", what,
-                                      ptr, name_));
+      return Result::fail(
+          Status::kDoubleFree,
+          fmt::format("{}({}): the block was already freed (arena '{}')", what, ptr, name_));
     case PinOutcome::kStale:
       return Result::fail(Status::kStale,
                           fmt::format("{}({}): the block was reclaimed by a reset (arena '{}' is "

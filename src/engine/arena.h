@@ -13,19 +13,19 @@
 #include <string>
 #include <vector>
 
-#include "engine/queued_warnings.h"
 #include "backend/backend.h"
 #include "backend/backend_faults.h"
+#include "base/spin_lock.h"
+#include "base/status.h"
 #include "config/config.h"
 #include "diagnosis/arena_diagnosis.h"
 #include "diagnosis/diagnostics.h"
 #include "engine/expandable.h"
+#include "engine/queued_warnings.h"
 #include "engine/snapshot.h"
 #include "log/log.h"
 #include "overflow/overflow.h"
 #include "region/region.h"
-#include "base/spin_lock.h"
-#include "base/status.h"
 #include "trace/trace.h"
 #include "zarena/zarena.h"
 
@@ -105,7 +105,7 @@ class Arena final : private RegionHooks {
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   void give_back(std::vector<OverflowBlock>& blocks);
-  bool capturing();   // the engine's flag, else the backend's answer
+  bool capturing();  // the engine's flag, else the backend's answer
   // Emits the warnings queued under locks (QueuedWarnings, a poison fill skipped during a
   // capture); called with no lock held after any call that may have queued one.
   void emit_queued_warnings();
@@ -116,8 +116,7 @@ class Arena final : private RegionHooks {
     fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
   }
   // The arena at this instant (one acquisition of the writer lock; snapshot_w: the caller
-  // holds it).
-  // tags_epoch: also the live bytes per tag of that epoch (O(blocks)); kNoTags: not.
+  // holds it). tags_epoch: also the live bytes per tag of that epoch (O(blocks)).
   static constexpr uint64_t kNoTags = ~0ull, kCurrentEpochTags = ~0ull - 1;
   void snapshot(ArenaSnapshot* out, uint64_t tags_epoch = kNoTags);
   void snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch);
@@ -169,10 +168,10 @@ class Arena final : private RegionHooks {
   std::atomic<bool> capture_flag_{false};
   std::atomic<bool> poison_on_;
   std::atomic<uint32_t> poison_word_;
-  std::atomic<bool> poison_skip_note_{false};  // a fill was skipped: warn once per capture
+  std::atomic<bool> poison_skip_queued_{false};  // a fill was skipped: warn once per capture
   std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
   std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
-  QueuedWarnings warnings_;  // backend failures met under locks
+  QueuedWarnings warnings_;                      // backend failures met under locks
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "engine/arena.h"
 #include "diagnosis/diagnostics.h"
+#include "engine/arena.h"
 #include "log/reporter.h"
 
 namespace zarena_core {
@@ -40,9 +40,10 @@ void Arena::reset() {
     const Result r = commits_.trim(cfg_.trim_keep_bytes);
     if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(ZARENA_LOG_WARN, "arena.trim_failed", name_);
-      rec.message(fmt::format("could not decommit memory of the expandable arena at a reset "
-                              "({}); it stays committed and the next reset tries again",
-                              r.message));
+      rec.message(
+          fmt::format("could not decommit memory of the expandable arena at a reset "
+                      "({}); it stays committed and the next reset tries again",
+                      r.message));
       rec.add_string("reason", r.message);
       rec.rate_limited();
       log_emit(rec);

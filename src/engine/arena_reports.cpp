@@ -107,9 +107,8 @@ void Arena::diagnose_now(CurrentDiagnosis* out) {
   const OverflowRequest req = diag_.current_overflow(epoch);
   ArenaSnapshot s;
   snapshot(&s);
-  ExhaustionFacts f =
-      exhaustion_facts(s, req.path, req.size, req.aligned, req.commit_failed,
-                       req.commit_failed ? commits_.last_failure() : std::string());
+  ExhaustionFacts f = exhaustion_facts(s, req.path, req.size, req.aligned, req.commit_failed,
+                                       req.commit_failed ? commits_.last_failure() : std::string());
   diag_.complete_facts(Report::kNone, &f, nullptr, nullptr);
   diag_.diagnose(f, req.overflowed && f.epoch == epoch, out);
 }

@@ -45,8 +45,7 @@ bool ExpandableCommits::commit_up_to(uint64_t end, std::string* failure) {
 
 bool ExpandableCommits::grow(uint64_t want, uint64_t least, std::string* failure) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool ok =
-      commit_up_to(want, failure) || (least < want && commit_up_to(least, failure));
+  const bool ok = commit_up_to(want, failure) || (least < want && commit_up_to(least, failure));
   // Raised even when both failed: a commit another thread made may cover part of it.
   region_.raise_ceiling(backend_.commit_map()->end());
   return ok;

@@ -54,16 +54,16 @@ OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
     if (!qerr.is_ok() || capturing) {
       unreserve_failure();
       a.path = "capture_refused";
-      a.result = capturing
-                     ? Result::fail(Status::kCaptureUnsafe,
-                                    capture_active
-                                        ? "the engine marked a CUDA graph capture as active; a "
-                                          "synchronous overflow allocation now would break it"
-                                        : "the arena's stream is being captured into a CUDA "
-                                          "graph; a synchronous overflow allocation now would "
-                                          "break the capture")
-                     : Result::fail(Status::kCaptureUnsafe,
-                                    "could not query the stream's capture status: " + qerr.message);
+      a.result =
+          capturing
+              ? Result::fail(Status::kCaptureUnsafe,
+                             capture_active ? "the engine marked a CUDA graph capture as active; a "
+                                              "synchronous overflow allocation now would break it"
+                                            : "the arena's stream is being captured into a CUDA "
+                                              "graph; a synchronous overflow allocation now would "
+                                              "break the capture")
+              : Result::fail(Status::kCaptureUnsafe,
+                             "could not query the stream's capture status: " + qerr.message);
       return a;
     }
   }
@@ -162,7 +162,8 @@ PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
   return PinOutcome::kOk;
 }
 
-PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size) {
+PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out,
+                               uint64_t* freed_size) {
   *freed_size = 0;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(ptr);

@@ -192,8 +192,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const
   // A block a reset reclaimed, or any record of an earlier epoch: a reset emptied every
   // index since, so its bytes may lie inside a block handed out later, and its history
   // proves nothing now. The caller's pointer is from an earlier epoch.
-  const bool long_lived =
-      (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
+  const bool long_lived = (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
   if ((Word::flags(w) & kFlagReclaimed) ||
       (!long_lived && store_[rec].stamp.load(std::memory_order_relaxed) != e)) {
     return FreeOutcome::kStale;
@@ -327,7 +326,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
       out->offset = store_[r].off();
       out->size = aligned;
       out->reused = true;
-        return true;
+      return true;
     }
     {
       Guard g(central_);
@@ -345,7 +344,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         out->size = aligned;
         out->reused = true;
         give_back_fresh();
-            return true;
+        return true;
       }
       if (s.span_end - s.span_cur >= aligned || take_span(s, aligned, may_ask_commit, out)) {
         bump();
@@ -366,7 +365,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         out->size = aligned;
         out->reused = true;
         give_back_fresh();
-            return true;
+        return true;
       }
     }
     if (drained) break;
@@ -650,8 +649,8 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     // The last pin: under the central lock (the pinned set), and a deferred free completes.
     std::unique_lock<CentralLock> g(central_);
     w = b.load_word();
-    if (Word::pins(w) != 1 || (Word::state(w) != BlockState::kLive &&
-                               Word::state(w) != BlockState::kDeferred)) {
+    if (Word::pins(w) != 1 ||
+        (Word::state(w) != BlockState::kLive && Word::state(w) != BlockState::kDeferred)) {
       continue;
     }
     if (Word::state(w) == BlockState::kLive) {

@@ -43,12 +43,12 @@
 
 #include "base/live_block.h"
 #include "base/outcomes.h"
+#include "base/spin_lock.h"
+#include "base/status.h"
 #include "region/block_store.h"
 #include "region/central_lock.h"
 #include "region/free_index.h"
 #include "region/slots.h"
-#include "base/spin_lock.h"
-#include "base/status.h"
 
 namespace zarena_core {
 
@@ -206,10 +206,10 @@ class Region {
   void activate(Slot& s);  // first use of s (its lock held): make writers see it
 
   // Records.
-  uint32_t acquire_slot_record(Slot& s);  // an epoch record for a block owned by s
-  uint32_t acquire_central_record();       // an epoch record for a central block
+  uint32_t acquire_slot_record(Slot& s);                  // an epoch record for a block owned by s
+  uint32_t acquire_central_record();                      // an epoch record for a central block
   uint32_t acquire_record_like(Slot* s, uint32_t model);  // same storage class as model
-  void retire_record(Slot* s, uint32_t rec);  // absorbed/moved: through a quarantine
+  void retire_record(Slot* s, uint32_t rec);              // absorbed/moved: through a quarantine
   void retire_central(uint32_t rec);
   void retire_moved(uint32_t rec);  // writer: a record replaced by move_record
 
@@ -227,8 +227,8 @@ class Region {
   // Under the central lock. false: no room, or (out->commit_to set, when may_ask_commit)
   // no room below the ceiling.
   bool take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out);
-  void close_span(Slot& s);                // under the central lock: leftovers to central
-  void give_back_top(uint32_t rec);        // rec ends at top_, nothing above: top_ comes down
+  void close_span(Slot& s);          // under the central lock: leftovers to central
+  void give_back_top(uint32_t rec);  // rec ends at top_, nothing above: top_ comes down
   void maybe_lower_floor();
   void fill(uint64_t offset, uint64_t bytes, Slot* s);
   bool is_current(uint64_t w, const Block& b) const;
@@ -252,7 +252,9 @@ class Region {
   void pinned_add(uint32_t rec);  // may throw; call before the change it records
   void pinned_remove(uint32_t rec);
   // Where a block freed by slot s goes: the slot, or (below the floor) the floor index.
-  static bool goes_to_floor(uint8_t flags) { return (flags & (kFlagPersistent | kFlagBorrowed)) != 0; }
+  static bool goes_to_floor(uint8_t flags) {
+    return (flags & (kFlagPersistent | kFlagBorrowed)) != 0;
+  }
   uint64_t free_word(uint64_t w, uint8_t owner) const;
   void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
   template <typename Fn>
@@ -268,12 +270,12 @@ class Region {
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> fill_on_{false};
   uint32_t locked_ = 0;  // slots the writer holds ([0, locked_)); writer operations visit these
-  uint64_t floor_ = 0;  // changed under every lock; read under any slot lock
+  uint64_t floor_ = 0;   // changed under every lock; read under any slot lock
 
   // --- under the central lock ------------------------------------------------------------
   uint64_t top_ = 0;
-  uint64_t ceiling_;  // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
-  int32_t top_slot_ = -1;  // the slot whose span ends at top_
+  uint64_t ceiling_;         // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
+  int32_t top_slot_ = -1;    // the slot whose span ends at top_
   uint32_t top_rec_ = kNil;  // stands for the bump space (absorb target of given-back blocks)
   FreeIndex central_index_;
   FreeIndex floor_index_;

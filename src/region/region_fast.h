@@ -22,7 +22,9 @@ inline bool Region::is_current(uint64_t w, const Block& b) const {
          b.stamp.load(std::memory_order_relaxed) == epoch_.load(std::memory_order_relaxed);
 }
 
-__attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags) {
+__attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t rec,
+                                                             uint64_t aligned, uint32_t tag,
+                                                             uint8_t flags) {
   Block& b = store_[rec];
   const uint64_t e = epoch_.load(std::memory_order_relaxed);
   b.epoch.store(e, std::memory_order_relaxed);
@@ -40,7 +42,6 @@ __attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t r
     if (end > s->c.epoch_high_water) s->c.epoch_high_water = end;
   }
 }
-
 
 inline void Region::carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner) {
   Block& b = store_[rec];
@@ -72,7 +73,6 @@ inline void Region::carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner) {
   }
 }
 
-
 inline void Region::absorb(uint32_t keep, uint32_t gone) {
   Block& k = store_[keep];
   Block& g = store_[gone];
@@ -86,7 +86,6 @@ inline void Region::absorb(uint32_t keep, uint32_t gone) {
   g.word.store(Word::with_state(g.word.load(std::memory_order_relaxed), BlockState::kAbsorbed),
                std::memory_order_release);
 }
-
 
 // The record for a block bumped at s.span_cur: the record handed back there (its start tag
 // still names it), else a fresh one.
@@ -106,7 +105,8 @@ __attribute__((always_inline)) inline uint32_t Region::bump_record(Slot& s, uint
   return r;
 }
 
-__attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+__attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t aligned, uint32_t tag,
+                                                         Placement* out) {
   uint32_t r = s.index.find(store_, aligned);
   if (__builtin_expect(r != kNil, 1)) {
     if (store_[r].len() > aligned && s.free_recs == kNil && s.page_left == 0) {
@@ -138,7 +138,6 @@ __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t align
   }
   return alloc_slow(s, aligned, tag, out, /*may_ask_commit=*/true);
 }
-
 
 __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint32_t rec) {
   const uint64_t e = epoch();
@@ -190,15 +189,15 @@ __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint
   if (s.index.bytes() > cfg_.slot_budget) flush_slot(s, cfg_.slot_budget / 2);
 }
 
-
 inline uint64_t Region::free_word(uint64_t w, uint8_t owner) const {
   uint8_t flags = Word::flags(w);
   if (goes_to_floor(flags)) flags = (flags & ~kFlagBorrowed) | kFlagPersistent;
   return Word::with_flags(Word::with_owner(Word::with_state(w, BlockState::kFree), owner), flags);
 }
 
-
-__attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size) {
+__attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t offset,
+                                                               uint64_t want_epoch,
+                                                               uint64_t* size) {
   const uint32_t r = map_.at(offset);
   if (r == kNil) return FreeOutcome::kNotOwned;
   Block& b = store_[r];
@@ -250,6 +249,5 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
   }
   return FreeOutcome::kOk;
 }
-
 
 }  // namespace zarena_core

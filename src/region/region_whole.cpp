@@ -61,11 +61,10 @@ void Region::move_record(uint32_t rec, uint32_t into) {
   a.pin_pos = kNil;
   const uint64_t aw = a.word.load(std::memory_order_relaxed);
   const uint64_t nw = n.word.load(std::memory_order_relaxed);
-  const uint64_t w =
-      Word::make(Word::state(aw),
-                 static_cast<uint8_t>((Word::flags(aw) & ~kFlagLongLived) |
-                                      (Word::flags(nw) & kFlagLongLived)),
-                 Word::owner(aw), Word::pins(aw), Word::gen(nw) + 1);
+  const uint64_t w = Word::make(Word::state(aw),
+                                static_cast<uint8_t>((Word::flags(aw) & ~kFlagLongLived) |
+                                                     (Word::flags(nw) & kFlagLongLived)),
+                                Word::owner(aw), Word::pins(aw), Word::gen(nw) + 1);
   n.word.store(w, std::memory_order_release);
   map_.tag(n.off(), n.len(), into);
   a.absorbed_into.store(into, std::memory_order_relaxed);
@@ -225,7 +224,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   if (fill_on && old_frontier > prev_end) fill(prev_end, old_frontier - prev_end, nullptr);
   top_ = prev_end;
   Block& top = store_[top_rec_];
-  top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)), std::memory_order_release);
+  top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
+                 std::memory_order_release);
 
   // Borrowed blocks (epoch blocks in holes below the floor) go back to the floor index,
   // unless pinned.
@@ -242,7 +242,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
       if (fill_on) fill(b.off(), b.len(), nullptr);
       borrowed_remove(r);
       const uint64_t fw = free_word(w, kOwnerFloor);
-      b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed), std::memory_order_release);
+      b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed),
+                   std::memory_order_release);
       release_central(r);
     }
     r = next;
@@ -278,9 +279,10 @@ Result Region::set_floor_w(uint64_t offset) {
     }
     return false;
   };
-  const bool boundary = offset == 0 || offset == frontier ||
-                        (valid(map_.at(offset)) && store_[map_.at(offset)].off() == offset) ||
-                        (valid(map_.ending_at(offset)) && store_[map_.ending_at(offset)].end() == offset);
+  const bool boundary =
+      offset == 0 || offset == frontier ||
+      (valid(map_.at(offset)) && store_[map_.at(offset)].off() == offset) ||
+      (valid(map_.ending_at(offset)) && store_[map_.ending_at(offset)].end() == offset);
   if (!boundary) {
     return Result::fail(Status::kInvalidArgument,
                         "floor offset " + std::to_string(offset) +
@@ -316,9 +318,9 @@ Result Region::set_floor_w(uint64_t offset) {
         move_record(r, n);
         Block& b = store_[n];
         const uint64_t bw = b.load_word();
-        b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerFloor),
-                                      Word::flags(bw) | kFlagPersistent),
-                     std::memory_order_release);
+        b.word.store(
+            Word::with_flags(Word::with_owner(bw, kOwnerFloor), Word::flags(bw) | kFlagPersistent),
+            std::memory_order_release);
         retire_moved(r);
         release_central(n);
       } else {
@@ -492,8 +494,8 @@ void Region::snapshot_w(RegionSnapshot* out) const {
   s.floor_live_bytes = floor_live_bytes_;
   s.free_count += central_index_.count() + floor_index_.count();
   s.free_bytes += central_index_.bytes() + floor_index_.bytes();
-  s.largest_free = std::max({s.largest_free, central_index_.largest(store_),
-                             floor_index_.largest(store_)});
+  s.largest_free =
+      std::max({s.largest_free, central_index_.largest(store_), floor_index_.largest(store_)});
   for (uint32_t r : pinned_) {
     s.pinned_bytes += store_[r].len();
     ++s.pinned_blocks;
