@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "base/status.h"
+
 namespace zarena_core {
 
 // want_epoch of a free that names no epoch: any live incarnation of the block.
@@ -17,6 +19,15 @@ enum class FreeOutcome {
   kDoubleFree,  // freed before
   kStale,       // a reset reclaimed it, or the epoch named is not the block's
 };
+
+// The status a free reports for its outcome (a deferred free is accepted). The table
+// follows the enum's order.
+static_assert(static_cast<int>(FreeOutcome::kStale) == 4, "free_status's table order");
+inline Status free_status(FreeOutcome o) {
+  constexpr Status kStatus[] = {Status::kOk, Status::kOk, Status::kNotOwned, Status::kDoubleFree,
+                                Status::kStale};
+  return kStatus[static_cast<int>(o)];
+}
 
 enum class PinOutcome {
   kOk,

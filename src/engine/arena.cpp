@@ -585,17 +585,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
 
 Status Arena::status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch) {
   if (o == FreeOutcome::kNotOwned && want_epoch < epoch) return Status::kStale;
-  switch (o) {
-    case FreeOutcome::kOk:
-    case FreeOutcome::kDeferred:
-      return Status::kOk;
-    case FreeOutcome::kStale:
-      return Status::kStale;
-    case FreeOutcome::kDoubleFree:
-      return Status::kDoubleFree;
-    default:
-      return Status::kNotOwned;
-  }
+  return free_status(o);
 }
 
 Status Arena::free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept {

@@ -14,6 +14,13 @@ constexpr uint32_t kGoneChainHops = 8;
 
 using Guard = std::lock_guard<CentralLock>;
 
+// A pin or unpin of a block that is no longer live, from what a free would have found.
+PinOutcome pin_outcome_of_dead(FreeOutcome o) {
+  return o == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
+         : o == FreeOutcome::kStale    ? PinOutcome::kStale
+                                       : PinOutcome::kNotOwned;
+}
+
 bool cas(Block& b, uint64_t& expected, uint64_t desired) {
   return b.word.compare_exchange_weak(expected, desired, std::memory_order_acq_rel,
                                       std::memory_order_acquire);
@@ -102,12 +109,7 @@ uint32_t Region::acquire_slot_record(Slot& s) {
       Guard g(central_);
       p = store_.take_page();
     }
-    if (s.page_tail == kNil) {
-      s.page_head = p;
-    } else {
-      store_.page_next(s.page_tail) = p;
-    }
-    s.page_tail = p;
+    store_.append_pages(&s.page_head, &s.page_tail, p, p);
     s.page_cursor = p;
     s.page_left = BlockStore::kPageRecords;
   }
@@ -126,12 +128,7 @@ uint32_t Region::acquire_central_record() {
   }
   if (central_left_ == 0) {
     const uint32_t p = store_.take_page();
-    if (central_page_tail_ == kNil) {
-      central_page_head_ = p;
-    } else {
-      store_.page_next(central_page_tail_) = p;
-    }
-    central_page_tail_ = p;
+    store_.append_pages(&central_page_head_, &central_page_tail_, p, p);
     central_cursor_ = p;
     central_left_ = BlockStore::kPageRecords;
   }
@@ -303,15 +300,8 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
     b.offset.store(s.span_cur, std::memory_order_relaxed);
     b.size.store(aligned, std::memory_order_relaxed);
     map_.tag(s.span_cur, aligned, fresh);
-    s.span_cur += aligned;
     s.note_cached();
-    Block& slack = store_[s.slack_rec];
-    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
-                     std::memory_order_release);
-    make_live(&s, fresh, aligned, tag, 0);
-    out->offset = b.off();
-    out->size = aligned;
-    out->reused = false;
+    bump_span(s, fresh, aligned, tag, out);
   };
   bool drained = false;
   for (;;) {
@@ -322,10 +312,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
       store_[fresh].next = s.free_recs;  // carve() takes the spare record from here
       s.free_recs = fresh;
       carve(&s, r, aligned, s.id);
-      make_live(&s, r, aligned, tag, 0);
-      out->offset = store_[r].off();
-      out->size = aligned;
-      out->reused = true;
+      hand_out(s, r, aligned, tag, 0, true, out);
       return true;
     }
     {
@@ -339,10 +326,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         }
         central_index_.remove(store_, r);
         carve(nullptr, r, aligned, kOwnerCentral);
-        make_live(&s, r, aligned, tag, 0);
-        out->offset = store_[r].off();
-        out->size = aligned;
-        out->reused = true;
+        hand_out(s, r, aligned, tag, 0, true, out);
         give_back_fresh();
         return true;
       }
@@ -359,11 +343,8 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         store_.reserve_long_lived(1);  // carve's record, before the block leaves the index
         floor_index_.remove(store_, r);
         carve(nullptr, r, aligned, kOwnerFloor);
-        make_live(&s, r, aligned, tag, kFlagBorrowed);
+        hand_out(s, r, aligned, tag, kFlagBorrowed, true, out);
         borrowed_push(r);
-        out->offset = store_[r].off();
-        out->size = aligned;
-        out->reused = true;
         give_back_fresh();
         return true;
       }
@@ -597,10 +578,7 @@ PinOutcome Region::pin(Slot& s, uint64_t offset) {
     const BlockState st = Word::state(w);
     if (st == BlockState::kFree || st == BlockState::kDeferred) return PinOutcome::kFreed;
     if (st == BlockState::kAbsorbed || st == BlockState::kMoved) {
-      const FreeOutcome o = classify_dead(s, r, w);
-      return o == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
-             : o == FreeOutcome::kStale    ? PinOutcome::kStale
-                                           : PinOutcome::kNotOwned;
+      return pin_outcome_of_dead(classify_dead(s, r, w));
     }
     if (st != BlockState::kLive) return PinOutcome::kNotOwned;
     if (!is_current(w, b)) return PinOutcome::kStale;
@@ -633,10 +611,7 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     if (b.off() != offset) return PinOutcome::kNotOwned;
     const BlockState st = Word::state(w);
     if (st == BlockState::kAbsorbed || st == BlockState::kMoved || st == BlockState::kFree) {
-      const FreeOutcome o = classify_dead(s, r, w);
-      return o == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
-             : o == FreeOutcome::kStale    ? PinOutcome::kStale
-                                           : PinOutcome::kNotOwned;
+      return pin_outcome_of_dead(classify_dead(s, r, w));
     }
     if (st != BlockState::kLive && st != BlockState::kDeferred) return PinOutcome::kNotOwned;
     if (!is_current(w, b)) return PinOutcome::kStale;

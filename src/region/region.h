@@ -216,6 +216,11 @@ class Region {
   // Blocks.
   bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out, bool may_ask_commit);
   uint32_t bump_record(Slot& s, uint64_t aligned);
+  // Makes rec a live block of s's thread and describes it in *out.
+  void hand_out(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags, bool reused,
+                Placement* out);
+  // rec (at s.span_cur, tagged) becomes live: the span moves past it.
+  void bump_span(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, Placement* out);
   void make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags);
   // Shrinks free block rec (already out of its index) to `size`; the rest goes back to
   // rec's side, owned as `owner`.

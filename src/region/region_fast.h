@@ -87,6 +87,25 @@ inline void Region::absorb(uint32_t keep, uint32_t gone) {
                std::memory_order_release);
 }
 
+__attribute__((always_inline)) inline void Region::hand_out(Slot& s, uint32_t rec, uint64_t aligned,
+                                                            uint32_t tag, uint8_t flags,
+                                                            bool reused, Placement* out) {
+  make_live(&s, rec, aligned, tag, flags);
+  out->offset = store_[rec].off();
+  out->size = aligned;
+  out->reused = reused;
+}
+
+__attribute__((always_inline)) inline void Region::bump_span(Slot& s, uint32_t rec,
+                                                             uint64_t aligned, uint32_t tag,
+                                                             Placement* out) {
+  s.span_cur += aligned;
+  Block& slack = store_[s.slack_rec];
+  slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+  hand_out(s, rec, aligned, tag, 0, false, out);
+}
+
 // The record for a block bumped at s.span_cur: the record handed back there (its start tag
 // still names it), else a fresh one.
 __attribute__((always_inline)) inline uint32_t Region::bump_record(Slot& s, uint64_t aligned) {
@@ -117,23 +136,11 @@ __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t align
     }
     s.index.remove(store_, r);
     carve(&s, r, aligned, s.id);
-    make_live(&s, r, aligned, tag, 0);
-    out->offset = store_[r].off();
-    out->size = aligned;
-    out->reused = true;
+    hand_out(s, r, aligned, tag, 0, true, out);
     return true;
   }
   if (!central_index_.may_fit(aligned) && s.span_end - s.span_cur >= aligned) {
-    r = bump_record(s, aligned);
-    Block& b = store_[r];
-    s.span_cur += aligned;
-    Block& slack = store_[s.slack_rec];
-    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
-                     std::memory_order_release);
-    make_live(&s, r, aligned, tag, 0);
-    out->offset = b.off();
-    out->size = aligned;
-    out->reused = false;
+    bump_span(s, bump_record(s, aligned), aligned, tag, out);
     return true;
   }
   return alloc_slow(s, aligned, tag, out, /*may_ask_commit=*/true);

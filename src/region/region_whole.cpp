@@ -74,12 +74,7 @@ void Region::move_record(uint32_t rec, uint32_t into) {
 
 void Region::retire_slot_pages(Slot& s) {
   if (s.page_head != kNil) {
-    if (retiring_tail_ == kNil) {
-      retiring_head_ = s.page_head;
-    } else {
-      store_.page_next(retiring_tail_) = s.page_head;
-    }
-    retiring_tail_ = s.page_tail;
+    store_.append_pages(&retiring_head_, &retiring_tail_, s.page_head, s.page_tail);
   }
   s.page_head = s.page_tail = s.page_cursor = kNil;
   s.page_left = 0;
@@ -90,12 +85,7 @@ void Region::retire_slot_pages(Slot& s) {
 void Region::reserve_central_records(uint64_t n) {
   for (uint32_t i = pages_for(n); i > 0; --i) {
     const uint32_t p = store_.take_page();
-    if (central_page_tail_ == kNil) {
-      central_page_head_ = p;
-    } else {
-      store_.page_next(central_page_tail_) = p;
-    }
-    central_page_tail_ = p;
+    store_.append_pages(&central_page_head_, &central_page_tail_, p, p);
     for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) {
       store_[p + k].next = central_free_recs_;
       central_free_recs_ = p + k;
@@ -129,12 +119,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   uint32_t fresh_head = kNil, fresh_tail = kNil;
   for (uint32_t i = survivors.empty() ? 0 : pages_for(2 * survivors.size() + 1); i > 0; --i) {
     const uint32_t p = store_.take_page();
-    if (fresh_tail == kNil) {
-      fresh_head = p;
-    } else {
-      store_.page_next(fresh_tail) = p;
-    }
-    fresh_tail = p;
+    store_.append_pages(&fresh_head, &fresh_tail, p, p);
   }
 
   // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
@@ -158,12 +143,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     s.cached_hint.store(0, std::memory_order_relaxed);
   }
   if (central_page_head_ != kNil) {
-    if (retiring_tail_ == kNil) {
-      retiring_head_ = central_page_head_;
-    } else {
-      store_.page_next(retiring_tail_) = central_page_head_;
-    }
-    retiring_tail_ = central_page_tail_;
+    store_.append_pages(&retiring_head_, &retiring_tail_, central_page_head_, central_page_tail_);
   }
   central_index_.clear();
   central_free_recs_ = kNil;
