@@ -5,39 +5,23 @@
 //   pair_loop_no_reset  the same in an arena never reset (the cadence detector runs)
 //   thread_loop         the window loop of bench_threads (free the oldest of 64 live
 //                       blocks, allocate a new one), run by each of `threads` threads
-// Usage: count_ops [pairs=200000] [threads=2]; Ir / pairs is the figure (bench/README:
-// scripts/count-ops.sh prints it).
+// Usage: count_ops [pairs=200000] [threads=2]. The figure is the loop's instruction count
+// over its operations, e.g. for the pair:
+//   valgrind --tool=callgrind --toggle-collect='*pair_loop(*' bench/count_ops 100000 2
+// then Ir / 100000 (thread_loop: Ir / (100000 * threads)).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
+#include "bench_support.h"
 #include "zarena/zarena.h"
 
 namespace {
 
-zarena* make_arena(uint64_t capacity) {
-  zarena_config c;
-  zarena_config_init(&c);
-  c.backend = ZARENA_BACKEND_HOST;
-  c.capacity_bytes = capacity;
-  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
-  zarena* a = nullptr;
-  if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
-  return a;
-}
-
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return s * 0x2545F4914F6CDD1Dull;
-  }
-  uint64_t size() { return 256 * (1 + next() % 256); }
-};
+using zarena_bench::make_quiet_host_arena;
+using zarena_bench::Rng;
 
 inline __attribute__((always_inline)) void pairs_of(zarena* a, long n) {
   for (long i = 0; i < n; ++i) {
@@ -65,9 +49,8 @@ __attribute__((noipa)) void thread_loop(zarena* a, long n, uint64_t seed, void**
 int main(int argc, char** argv) {
   const long pairs = argc > 1 ? std::atol(argv[1]) : 200000;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
-  zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
   {
-    zarena* a = make_arena(1ull << 30);
+    zarena* a = make_quiet_host_arena(1ull << 30);
     zarena_reset(a);
     void* guard = nullptr;
     zarena_alloc(a, 256, &guard);
@@ -75,14 +58,14 @@ int main(int argc, char** argv) {
     zarena_destroy(a);
   }
   {
-    zarena* a = make_arena(1ull << 30);
+    zarena* a = make_quiet_host_arena(1ull << 30);
     void* guard = nullptr;
     zarena_alloc(a, 256, &guard);
     pair_loop_no_reset(a, pairs);
     zarena_destroy(a);
   }
   {
-    zarena* a = make_arena(4ull << 30);
+    zarena* a = make_quiet_host_arena(4ull << 30);
     zarena_reset(a);
     std::vector<std::thread> ts;
     for (int t = 0; t < threads; ++t) {
