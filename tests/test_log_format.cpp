@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_records.h"
 #include "diagnosis/diagnostics.h"
 #include "log/log.h"
 
