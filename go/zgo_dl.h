@@ -1,5 +1,5 @@
 /* The zarena_dlopen build mode: the package builds without libzarena (the header comes
- * from internal/include, a copy kept in sync by the zarena_config_gen target) and loads
+ * from internal/include, a copy kept in sync by the zarena_generate target) and loads
  * the library at run time with dlopen. Each zarena_* function the binding calls becomes
  * a call through a pointer that zgo_dl_load fills; the macros below rename the calls, so
  * zgo.h is the same code in every mode. Without ZGO_DLOPEN this header declares nothing

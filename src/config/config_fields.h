@@ -2,13 +2,13 @@
 // and everything else is driven by the table: the defaults zarena_config_init writes, the
 // environment variables that set a field (ztensor's aliases included) and how their text
 // is read, the "0 means a default" rules applied at create, source attribution, the typed
-// fields of the "arena.config" record, the Go mirror (go/config_fields_gen.go) and the
-// README's configuration table (both printed by tests/config_gen.cpp; CTest fails when the
-// committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
+// fields of the "arena.config" record, the Go mirror (go/config_fields_gen.go), the
+// README's configuration table and docs/CONFIG.md's (all written by tools/gen; CTest fails
+// when the committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
 // below the table so that the unknown-variable check knows them.
 //
 // Adding a field: append it to zarena_config (zarena.h), add its row here in struct order,
-// then regenerate (cmake --build <build> --target zarena_config_gen).
+// then regenerate (cmake --build <build> --target zarena_generate).
 #pragma once
 
 #include <cstddef>
