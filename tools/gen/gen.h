@@ -20,8 +20,9 @@ struct Output {
 std::string section_begin(const std::string& name, const std::string& source);
 std::string section_end(const std::string& name);
 
-// Each part's outputs (config_gen.cpp).
+// Each part's outputs (config_gen.cpp, stats_gen.cpp).
 void config_outputs(std::vector<Output>* out);
+void stats_outputs(std::vector<Output>* out);
 
 // Text helpers.
 std::string pad(const std::string& s, size_t n);
@@ -29,6 +30,8 @@ std::string lower_first(std::string s);
 // "<indent>// text" lines of at most 90 columns (the indent counted as one tab, 4), broken
 // at blanks.
 std::string wrap_comment(const std::string& text, const std::string& indent);
+// "snake_case" -> "SnakeCase" (the Go names of C fields).
+std::string camel(const std::string& snake);
 // A Markdown table cell: '|' escaped, never empty.
 std::string cell(const std::string& s);
 

@@ -39,6 +39,20 @@ std::string wrap_comment(const std::string& text, const std::string& indent) {
   return out;
 }
 
+std::string camel(const std::string& snake) {
+  std::string out;
+  bool up = true;
+  for (char c : snake) {
+    if (c == '_') {
+      up = true;
+      continue;
+    }
+    out += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return out;
+}
+
 std::string cell(const std::string& s) {
   if (s.empty()) return " ";
   std::string out;
