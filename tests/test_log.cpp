@@ -508,26 +508,34 @@ class RateLimit : public ::testing::Test {
   static void advance(uint64_t ns) { g_fake_now.fetch_add(ns); }
 };
 
+// Events of this test only ("test." events are exempt from the catalogue check).
+constexpr zarena_core::LogEvent kTestRepeat = zarena_core::log_event(
+    "test.repeat", ZARENA_LOG_WARN, zarena_core::kLimited, "a repeated warning");
+constexpr zarena_core::LogEvent kTestOther = zarena_core::log_event(
+    "test.other", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "a warning never limited");
+constexpr zarena_core::LogEvent kTestFormat =
+    zarena_core::log_event("arena.test", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "");
+
 TEST_F(RateLimit, BurstThenDropsThenSuppressedCount) {
   LogCapture cap;
-  auto emit = [](const char* event, bool limited) {
-    zarena_core::LogRecord r(ZARENA_LOG_WARN, event, "rl");
-    r.message("again").add_uint("n", 1).rate_limited(limited);
+  auto emit = [](const zarena_core::LogEvent& event) {
+    zarena_core::LogRecord r(event, "rl");
+    r.message("again").add_uint("n", 1);
     zarena_core::log_emit(r);
   };
-  for (int i = 0; i < 20; ++i) emit("test.repeat", true);
-  for (int i = 0; i < 20; ++i) emit("test.other", false);  // not marked: never dropped
+  for (int i = 0; i < 20; ++i) emit(kTestRepeat);
+  for (int i = 0; i < 20; ++i) emit(kTestOther);  // not rate-limited: never dropped
   EXPECT_EQ(cap.of("test.repeat").size(), zarena_core::kRateBurst);
   EXPECT_EQ(cap.of("test.other").size(), 20u);
   for (const Record& r : cap.of("test.repeat")) EXPECT_EQ(r.field("suppressed"), nullptr);
   EXPECT_EQ(zarena_core::log_pending_suppressed(), 15u);
 
   advance(zarena_core::kRateIntervalNs / 2);  // half a token: still dropped
-  emit("test.repeat", true);
+  emit(kTestRepeat);
   EXPECT_EQ(cap.of("test.repeat").size(), zarena_core::kRateBurst);
 
   advance(zarena_core::kRateIntervalNs / 2);  // one token
-  emit("test.repeat", true);
+  emit(kTestRepeat);
   auto got = cap.of("test.repeat");
   ASSERT_EQ(got.size(), zarena_core::kRateBurst + 1);
   EXPECT_EQ(got.back().u("suppressed"), 16u);
@@ -536,7 +544,7 @@ TEST_F(RateLimit, BurstThenDropsThenSuppressedCount) {
 
   // The count restarts after it was reported; a long pause refills only up to the burst.
   advance(100 * zarena_core::kRateIntervalNs);
-  for (int i = 0; i < 10; ++i) emit("test.repeat", true);
+  for (int i = 0; i < 10; ++i) emit(kTestRepeat);
   got = cap.of("test.repeat");
   EXPECT_EQ(got.size(), 2 * zarena_core::kRateBurst + 1);
   EXPECT_EQ(got.back().field("suppressed"), nullptr);
@@ -576,7 +584,7 @@ TEST_F(RateLimit, OverflowSlowIsLimitedFirstOverflowIsNot) {
 }
 
 TEST(Format, OneLineWithTypedValuesAndQuotedStrings) {
-  zarena_core::LogRecord r(ZARENA_LOG_WARN, "arena.test", "fmt");
+  zarena_core::LogRecord r(kTestFormat, "fmt");
   r.message("hello")
       .add_uint("u", 18446744073709551615ull)
       .add_int("i", -3)

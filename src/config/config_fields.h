@@ -48,6 +48,22 @@ enum class ValueKind : uint8_t {
   kPointer,   // an opaque handle; no environment variable (record: STRING)
 };
 
+// The kind of the field's value in the "arena.config" record (ZARENA_FIELD_*).
+constexpr int32_t record_field_kind(ValueKind k) {
+  switch (k) {
+    case ValueKind::kCount:
+      return ZARENA_FIELD_INT;
+    case ValueKind::kBytes:
+    case ValueKind::kDuration:
+    case ValueKind::kWord:
+      return ZARENA_FIELD_UINT;
+    case ValueKind::kSwitch:
+      return ZARENA_FIELD_BOOL;
+    default:  // enum names, text, the stream
+      return ZARENA_FIELD_STRING;
+  }
+}
+
 // How one environment variable writes a value (see the parsing rules in zarena.h).
 enum class Syntax : uint8_t {
   kNone,              // no value to check (tooling variables)

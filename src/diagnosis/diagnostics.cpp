@@ -63,7 +63,7 @@ uint64_t reported_steps(const ExhaustionFacts& f) {
 
 Verdict diagnose(const ExhaustionFacts& f) {
   if (std::strcmp(f.path, "capture_refused") == 0) {
-    return {"capture_refused",
+    return {VerdictId::kCaptureRefused,
             "the region was full while the arena's stream was being captured into a CUDA "
             "graph, where a synchronous overflow allocation would break the capture",
             "use the ASYNC overflow policy with the captured stream, or give the arena room "
@@ -71,7 +71,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             "use the ASYNC overflow policy with the captured stream"};
   }
   if (f.commit_failed) {
-    return {"commit_failed",
+    return {VerdictId::kCommitFailed,
             fmt::format("the expandable arena could not commit more memory ({} committed of its "
                         "{} maximum): {}",
                         human_bytes(f.committed_bytes), human_bytes(f.capacity_bytes),
@@ -84,7 +84,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   const uint64_t usable = f.capacity_bytes > f.floor_bytes ? f.capacity_bytes - f.floor_bytes : 0;
   const uint64_t biggest = std::max(f.aligned_bytes, f.step_max_alloc_bytes);
   if (f.aligned_bytes > usable) {
-    return {"runaway_buffer",
+    return {VerdictId::kRunawayBuffer,
             fmt::format("one request of {} can never fit: only {} of the {} arena lies above "
                         "its floor",
                         human_bytes(f.aligned_bytes), human_bytes(usable),
@@ -95,7 +95,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   }
   const uint64_t steps = reported_steps(f);
   if (steps_kept_bytes(f) && f.resets == 0) {
-    return {"never_reset",
+    return {VerdictId::kNeverReset,
             fmt::format("the arena was never reset while {} ran in this epoch and kept {} ({} "
                         "per step, {} allocations)",
                         steps_phrase(f, steps), human_bytes(f.kept_bytes),
@@ -110,7 +110,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
                   "the {} epoch(s) before this one each made up to {} allocations and "
                   "peaked at {}",
                   f.prior_epochs, f.prior_allocs, human_bytes(f.prior_peak_bytes));
-    return {"reset_stopped",
+    return {VerdictId::kResetStopped,
             fmt::format("{}, but epoch {} has run {} without a reset ({} allocations, {} above "
                         "the floor{})",
                         before, f.epoch, steps_phrase(f, steps), f.epoch_allocs,
@@ -123,7 +123,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             "call zarena_reset after every step again"};
   }
   if (biggest >= usable / 2) {
-    return {"runaway_buffer",
+    return {VerdictId::kRunawayBuffer,
             fmt::format("one request of {} is {:.0f}% of the {} a step can use",
                         human_bytes(biggest), percent(biggest, usable), human_bytes(usable)),
             "check the tensor shape behind that request (a wrong dimension or a missing batch "
@@ -132,7 +132,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   }
   if (f.free_list_bytes >= f.aligned_bytes && f.free_list_bytes >= usable / 8 &&
       f.largest_free_block_bytes < f.aligned_bytes) {
-    return {"fragmentation",
+    return {VerdictId::kFragmentation,
             fmt::format("{} are free in {} blocks but the largest holds only {} of the {} "
                         "requested",
                         human_bytes(f.free_list_bytes), f.free_list_len,
@@ -144,7 +144,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   const std::string needed = human_bytes(f.used_bytes + f.overflow_live_bytes + f.aligned_bytes);
   if (f.steps >= 2) {
     // Steps repeated and gave back what they allocated: a reset would change nothing.
-    return {"working_set_full",
+    return {VerdictId::kWorkingSetFull,
             fmt::format("one step needs more than the {} arena: {} ran in this epoch and "
                         "gave back what they allocated (live bytes did not grow step over "
                         "step), {} allocations",
@@ -157,7 +157,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   }
   if (f.resets == 0 && f.live_count != 0 && f.epoch_allocs >= 8 * f.live_count) {
     // No step seen, but the epoch gives its blocks back (a general-purpose workload).
-    return {"working_set_full",
+    return {VerdictId::kWorkingSetFull,
             fmt::format("the work in flight needs more than the {} arena: {} of the {} blocks "
                         "allocated in this epoch were freed again ({} live), so the memory "
                         "comes back and does not pile up",
@@ -169,7 +169,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             fmt::format("raise the capacity beyond {} (a reset would not help)", needed)};
   }
   if (f.resets == 0) {
-    return {"working_set_full",
+    return {VerdictId::kWorkingSetFull,
             fmt::format("the first step alone needs more than the {} arena ({} allocations "
                         "so far, no reset yet)",
                         human_bytes(f.capacity_bytes), f.epoch_allocs),
@@ -179,7 +179,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
                         needed),
             fmt::format("raise the capacity beyond {} or reduce the batch size", needed)};
   }
-  return {"working_set_full",
+  return {VerdictId::kWorkingSetFull,
           fmt::format("one step needs more than the {} arena ({} allocations this epoch)",
                       human_bytes(f.capacity_bytes), f.epoch_allocs),
           fmt::format("raise the capacity (ZARENA_CAPACITY_BYTES or ZERFOO_ARENA_SIZE_GB) "
@@ -195,7 +195,7 @@ std::string verdict_suffix(const Verdict& v) {
 LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& arena_name,
                                 const std::string& top_tags) {
   const Verdict v = diagnose(f);
-  LogRecord rec(ZARENA_LOG_WARN, "arena.first_overflow", arena_name);
+  LogRecord rec(log_events::kFirstOverflow, arena_name);
   rec.message(fmt::format(
       "arena full, verdict {}: {}. Fix: {}. (request {}, {} of {} in use, overflow {}{}{})", v.name,
       v.cause, v.advice, human_bytes(f.requested_bytes), human_bytes(f.offset_bytes),
@@ -228,7 +228,7 @@ LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& are
 
 LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::string& arena_name) {
   const Verdict v = diagnose(f.last);
-  LogRecord rec(ZARENA_LOG_WARN, "arena.overflow_summary", arena_name);
+  LogRecord rec(log_events::kOverflowSummary, arena_name);
   rec.message(fmt::format(
       "overflowed in {} of {} epochs ({} since the last record, not logged one by one), "
       "verdict {} (epoch {}): {}. Fix: {}",
@@ -250,7 +250,7 @@ LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::stri
 
 LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint64_t bytes,
                                const char* path, const std::string& arena_name) {
-  LogRecord rec(ZARENA_LOG_WARN, "overflow.slow", arena_name);
+  LogRecord rec(log_events::kOverflowSlow, arena_name);
   rec.message(fmt::format("overflow allocation of {} bytes via {} took {:.3f} ms", bytes, path,
                           static_cast<double>(duration_ns) / 1e6));
   rec.add_uint("duration_ns", duration_ns)
@@ -258,13 +258,12 @@ LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint
       .add_uint("bytes", bytes)
       .add_string("path", path)
       .headline({"threshold_ns"});
-  rec.rate_limited();  // a wedged backend would otherwise log on every overflow call
   return rec;
 }
 
 LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_name) {
   const double fill = percent(f.offset_bytes, f.capacity_bytes);
-  const bool stopped = std::strcmp(f.verdict, "reset_stopped") == 0;
+  const bool stopped = std::strcmp(f.verdict, verdict_name(VerdictId::kResetStopped)) == 0;
   const std::string left =
       f.steps_to_full == 0
           ? std::string()
@@ -296,7 +295,7 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
         "zarena_reset after every step",
         f.steps, human_bytes(f.step_bytes), fill);
   }
-  LogRecord rec(ZARENA_LOG_WARN, "arena.reset_cadence", arena_name);
+  LogRecord rec(log_events::kResetCadence, arena_name);
   rec.message(fmt::format("{}. Fix: {}", what, advice));
   rec.add_uint("step_repeats", f.step_repeats)
       .add_uint("step_allocs", f.step_allocs)
@@ -314,15 +313,12 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
       .add_bool("steps_explicit", f.steps_explicit)
       .human(std::move(human))
       .headline({"steps_to_full"});
-  // An arena warns at most once in its life, but a program that creates arena after arena
-  // would repeat it.
-  rec.rate_limited();
   return rec;
 }
 
 LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name) {
   const uint64_t usable = f.capacity_bytes > f.floor_bytes ? f.capacity_bytes - f.floor_bytes : 0;
-  LogRecord rec(ZARENA_LOG_INFO, "arena.step", arena_name);
+  LogRecord rec(log_events::kStep, arena_name);
   const std::string over = f.overflow_allocs == 0
                                ? std::string("no overflow")
                                : fmt::format("{} overflow allocations (peak {})", f.overflow_allocs,
@@ -351,7 +347,7 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                         int32_t backend_kind, int32_t policy, const std::string& fallback,
                         uint64_t memory_free, uint64_t memory_total) {
   const zarena_config& c = rc.cfg;
-  LogRecord rec(ZARENA_LOG_INFO, "arena.config", rc.name);
+  LogRecord rec(log_events::kArenaConfig, rc.name);
   std::string from, from_short;
   for (const auto& s : rc.sources) {
     if (s.origin == "default") continue;
@@ -384,16 +380,14 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
     const FieldSpec& f = kConfigFields[i];
     const ResolvedConfig::Source& s = rc.sources[i];
     const uint64_t v = field_number(c, f);
-    switch (f.kind) {
-      case ValueKind::kCount:
+    switch (record_field_kind(f.kind)) {
+      case ZARENA_FIELD_INT:
         rec.add_int(s.field, static_cast<int64_t>(v));
         break;
-      case ValueKind::kBytes:
-      case ValueKind::kDuration:
-      case ValueKind::kWord:
+      case ZARENA_FIELD_UINT:
         rec.add_uint(s.field, v);
         break;
-      case ValueKind::kSwitch:
+      case ZARENA_FIELD_BOOL:
         rec.add_bool(s.field, v != 0);
         break;
       default:  // enum names, text (the arena's copies), the stream
@@ -414,9 +408,9 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
 
 LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena_name) {
   const std::string value = p.value.size() <= 24 ? p.value : p.value.substr(0, 21) + "...";
-  LogRecord rec(ZARENA_LOG_WARN,
-                p.unknown_variable ? "config.unknown_variable" : "config.invalid_value",
-                arena_name);
+  LogRecord rec(
+      p.unknown_variable ? log_events::kConfigUnknownVariable : log_events::kConfigInvalidValue,
+      arena_name);
   rec.message(p.describe());
   rec.add_string("variable", p.variable).add_string("value", p.value);
   if (p.unknown_variable) {
@@ -431,7 +425,7 @@ LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena
 
 LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
                          const std::string& arena_name) {
-  LogRecord rec(ZARENA_LOG_INFO, "arena.destroy", arena_name);
+  LogRecord rec(log_events::kDestroy, arena_name);
   rec.message(fmt::format(
       "destroyed after {} allocations in {} epoch(s): high water {} of {} ({:.0f}%); region "
       "exhausted in {} epoch(s), {} overflow allocations (peak {}); {} stale and {} invalid "

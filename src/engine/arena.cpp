@@ -127,7 +127,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
       a.extras_.fetch_or(kExtraTrace, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
     } else if (log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(ZARENA_LOG_WARN, "arena.trace_failed", rc.name);
+      LogRecord rec(log_events::kTraceFailed, rc.name);
       rec.message(fmt::format("could not open the trace file '{}' ({}); the arena runs "
                               "without a trace",
                               rc.trace_file, err.message));
@@ -274,14 +274,13 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
   const Result now = overflow_.give_back(blocks, cap, fill, this);
   if (r.is_ok()) r = now;
   if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(ZARENA_LOG_WARN, "overflow.give_failed", name_);
+    LogRecord rec(log_events::kOverflowGiveFailed, name_);
     rec.message(
         fmt::format("could not give an overflow block back to the backend ({}); it is "
                     "kept and tried again at the next overflow call, free, reset or "
                     "destroy",
                     r.message));
     rec.add_string("reason", r.message);
-    rec.rate_limited();
     log_emit(rec);
   }
   if (notes_.any()) emit_notes();
@@ -290,15 +289,15 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
 void Arena::emit_notes() {
   for (auto& [kind, why] : notes_.take()) {
     if (!log_enabled(ZARENA_LOG_WARN)) continue;
-    const char* event = "";
+    const LogEvent* event = nullptr;
     std::string message;
     switch (kind) {
       case PendingNotes::kPoisonFailed:
-        event = "poison.failed";
+        event = &log_events::kPoisonFailed;
         message = fmt::format("a poison fill failed ({}); that block was not poisoned", why);
         break;
       case PendingNotes::kCaptureQueryFailed:
-        event = "arena.capture_query_failed";
+        event = &log_events::kCaptureQueryFailed;
         message = fmt::format(
             "could not ask the backend whether a capture is active ({}); the "
             "arena acts as if one were (poison skipped, overflow gives "
@@ -306,7 +305,7 @@ void Arena::emit_notes() {
             why);
         break;
       case PendingNotes::kTrimFailed:
-        event = "arena.trim_failed";
+        event = &log_events::kTrimFailed;
         message = fmt::format(
             "could not decommit memory of the expandable arena at a reset "
             "({}); it stays committed and the next reset tries again",
@@ -315,10 +314,9 @@ void Arena::emit_notes() {
       default:
         continue;
     }
-    LogRecord rec(ZARENA_LOG_WARN, event, name_);
+    LogRecord rec(*event, name_);
     rec.message(std::move(message));
     rec.add_string("reason", why);
-    rec.rate_limited();
     log_emit(rec);
   }
 }
@@ -332,7 +330,7 @@ void Arena::after_op() {
       poison_skip_note_.exchange(false, std::memory_order_relaxed) &&
       !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {
     if (log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(ZARENA_LOG_WARN, "poison.skipped", name_);
+      LogRecord rec(log_events::kPoisonSkipped, name_);
       rec.message(
           "a poison fill was skipped because a CUDA graph capture is active (a fill would be "
           "recorded into the graph); freed blocks are not poisoned until the capture ends");
@@ -347,14 +345,12 @@ void Arena::after_op() {
         Region::WriterLock w(region_);
         why = commit_failure_;
       }
-      LogRecord rec(ZARENA_LOG_WARN, "arena.commit_failed", name_);
+      LogRecord rec(log_events::kCommitFailed, name_);
       rec.message(fmt::format("could not commit more memory for the expandable arena ({}); "
                               "allocations beyond {} go to overflow",
                               why, human_bytes(committed_bytes_.load())));
       rec.add_uint("committed_bytes", committed_bytes_.load());
       rec.add_string("reason", why);
-      // Every request past the committed end tries again while the device stays full.
-      rec.rate_limited();
       log_emit(rec);
     }
   }

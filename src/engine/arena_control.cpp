@@ -243,13 +243,12 @@ Result Arena::destroy() {
   std::string recovered;
   Result r1 = overflow_.release_all(&recovered);
   if (!recovered.empty() && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(ZARENA_LOG_WARN, "overflow.give_failed", name_);
+    LogRecord rec(log_events::kOverflowGiveFailed, name_);
     rec.message(
         fmt::format("could not give an overflow block back to the backend at destroy "
                     "({}); the second try did",
                     recovered));
     rec.add_string("reason", recovered);
-    rec.rate_limited();
     log_emit(rec);
   }
   Result r2 = backend_->release_region();

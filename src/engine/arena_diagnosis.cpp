@@ -94,7 +94,8 @@ void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, 
         warned_ = true;
         do_warn = true;
         const uint64_t restarts = cadence_.restarts();
-        warn.verdict = cadence_.resumed() ? "reset_stopped" : "never_reset";
+        warn.verdict =
+            verdict_name(cadence_.resumed() ? VerdictId::kResetStopped : VerdictId::kNeverReset);
         warn.steps = cadence_.steps();
         warn.step_allocs = cadence_.step_allocs();
         warn.grown_bytes = cadence_.grown_bytes();
@@ -224,7 +225,7 @@ void Arena::step_begin() {
         warned_ = true;
         warn = true;
         const uint64_t done = n - step1_n_;  // steps completed since the first one seen
-        f.verdict = s.resets > 0 ? "reset_stopped" : "never_reset";
+        f.verdict = verdict_name(s.resets > 0 ? VerdictId::kResetStopped : VerdictId::kNeverReset);
         f.steps = n;
         f.steps_explicit = true;
         f.step_repeats = n - 1;
@@ -522,14 +523,14 @@ void Arena::diagnose_now(Diagnosis* out) {
     ExhaustionFacts g = f;
     g.path = "none";
     Verdict v = diagnose(g);
-    if (std::strcmp(v.name, "never_reset") == 0 || std::strcmp(v.name, "reset_stopped") == 0) {
+    if (v.id == VerdictId::kNeverReset || v.id == VerdictId::kResetStopped) {
       out->verdict = v.name;
       out->cause = "not full yet, but " + v.cause;
       out->advice = std::move(v.advice);
       return;
     }
   }
-  out->verdict = "ok";
+  out->verdict = verdict_name(VerdictId::kOk);
   out->cause = f.steps >= 2 ? fmt::format(
                                   "no overflow in this epoch; {} steps gave back what "
                                   "they allocated",

@@ -20,9 +20,10 @@ struct Output {
 std::string section_begin(const std::string& name, const std::string& source);
 std::string section_end(const std::string& name);
 
-// Each part's outputs (config_gen.cpp, stats_gen.cpp).
+// Each part's outputs (config_gen.cpp, stats_gen.cpp, log_gen.cpp).
 void config_outputs(std::vector<Output>* out);
 void stats_outputs(std::vector<Output>* out);
+void log_outputs(std::vector<Output>* out);
 
 // Text helpers.
 std::string pad(const std::string& s, size_t n);

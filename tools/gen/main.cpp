@@ -50,6 +50,7 @@ int run(const std::string& root, bool write) {
   std::vector<Output> outputs;
   zarena_gen::config_outputs(&outputs);
   zarena_gen::stats_outputs(&outputs);
+  zarena_gen::log_outputs(&outputs);
   for (const char* h : kHeaderCopies) {
     Output copy{std::string("go/internal/include/") + h, "", "", std::string("capi/include/") + h};
     if (!read_file(root + "/" + copy.source, &copy.text)) {
