@@ -78,26 +78,24 @@ Sink& sink() {
   return *s;
 }
 
+// A stderr logger that writes every line at once (never destroyed: records may be emitted
+// at exit).
+spdlog::logger* new_stderr_logger(const char* name, const char* pattern) {
+  auto l = new spdlog::logger(name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  l->set_pattern(pattern);
+  l->set_level(spdlog::level::trace);
+  l->flush_on(spdlog::level::trace);
+  return l;
+}
+
 spdlog::logger& stderr_logger() {
-  static spdlog::logger* logger = [] {
-    auto l = new spdlog::logger("zarena", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    l->set_pattern("%Y-%m-%dT%H:%M:%S.%e zarena %l %v");
-    l->set_level(spdlog::level::trace);
-    l->flush_on(spdlog::level::trace);
-    return l;
-  }();
+  static spdlog::logger* logger = new_stderr_logger("zarena", "%Y-%m-%dT%H:%M:%S.%e zarena %l %v");
   return *logger;
 }
 
 // JSON lines carry their own time and level: the sink writes them as they are.
 spdlog::logger& json_logger() {
-  static spdlog::logger* logger = [] {
-    auto l = new spdlog::logger("zarena-json", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    l->set_pattern("%v");
-    l->set_level(spdlog::level::trace);
-    l->flush_on(spdlog::level::trace);
-    return l;
-  }();
+  static spdlog::logger* logger = new_stderr_logger("zarena-json", "%v");
   return *logger;
 }
 
