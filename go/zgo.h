@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <zarena/zarena.h>
+#include <zarena/zarena_testing.h>
 
 #include "zgo_dl.h"
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <zarena/zarena.h>
+#include <zarena/zarena_testing.h>
 
 /* Every function the binding calls, in the order they are looked up. */
 #define ZGO_DL_FUNCTIONS(X)                \

@@ -25,6 +25,7 @@
 
 #include "log/log.h"
 #include "support.h"
+#include "zarena/zarena_testing.h"
 
 extern char** environ;
 

@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "support.h"
 #include "zarena/zarena.h"
+#include "zarena/zarena_testing.h"
 
 namespace {
 

@@ -1014,16 +1014,6 @@ ZARENA_API void zarena_log_flush(void);
  * in 1.0.0 and programs may rely on them.
  * ------------------------------------------------------------------------------- */
 
-/* Fault injection for the overflow path of a HOST-backend arena, for testing programs
- * and bindings without a GPU. After this call, the fail_nth-th overflow allocation
- * from now (1 = the next) fails as the backend would (0 = never), and the
- * delay_nth-th overflow allocation (1 = the next; 0 = every one) sleeps delay_ns before
- * it completes (delay_ns 0 = no delay).
- * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a); ZARENA_E_UNSUPPORTED on an
- * arena whose backend is not HOST. Thread-safe. */
-ZARENA_API zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth,
-                                                            uint64_t delay_nth, uint64_t delay_ns);
-
 /* The backend the arena actually uses (ZARENA_BACKEND_HOST or _CUDA; AUTO resolves at
  * create), or -1 for NULL. Thread-safe. */
 ZARENA_API int32_t zarena_backend(const zarena* a);
