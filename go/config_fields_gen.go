@@ -56,7 +56,7 @@ const (
 )
 
 // Config mirrors zarena_config. The zero value means "the library's defaults and the
-// environment" (ZARENA_*, ZERFOO_ARENA_SIZE_GB, ... as documented in zarena.h): New
+// environment" (ZARENA_*, ZERFOO_ARENA_SIZE_GB, ... as docs/CONFIG.md lists them): New
 // starts from zarena_config_init and overrides the fields that are non-zero here.
 //
 // To force a value whatever the environment says, zero included, name the field in

@@ -64,7 +64,7 @@ constexpr int32_t record_field_kind(ValueKind k) {
   }
 }
 
-// How one environment variable writes a value (see the parsing rules in zarena.h).
+// How one environment variable writes a value (docs/CONFIG.md has the parsing rules).
 enum class Syntax : uint8_t {
   kNone,              // no value to check (tooling variables)
   kEnumName,          // one of enum_names, any case

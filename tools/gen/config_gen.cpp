@@ -116,7 +116,7 @@ std::string go_file() {
 
   // The struct.
   o << "// Config mirrors zarena_config. The zero value means \"the library's defaults and the\n"
-       "// environment\" (ZARENA_*, ZERFOO_ARENA_SIZE_GB, ... as documented in zarena.h): New\n"
+       "// environment\" (ZARENA_*, ZERFOO_ARENA_SIZE_GB, ... as docs/CONFIG.md lists them): New\n"
        "// starts from zarena_config_init and overrides the fields that are non-zero here.\n"
        "//\n"
        "// To force a value whatever the environment says, zero included, name the field in\n"
