@@ -2,8 +2,8 @@
 // ZARENA_LOG_LEVEL and callback thresholds, callbacks that read stats, callbacks from 8
 // threads at once, and the rate limiter with its "suppressed" count.
 //
-// Child processes re-run this test binary ($ZARENA_TEST_HELPER, else /proc/self/exe)
-// with ZARENA_TEST_HELPER_MODE set: a static initialiser then runs one scenario and
+// Child processes re-run this test binary ($ZTEST_HELPER, else /proc/self/exe)
+// with ZTEST_HELPER_MODE set: a static initialiser then runs one scenario and
 // exits before GoogleTest starts.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -108,7 +108,7 @@ int run_helper_mode(const std::string& mode) {
 
 struct HelperHook {
   HelperHook() {
-    const char* mode = std::getenv("ZARENA_TEST_HELPER_MODE");
+    const char* mode = std::getenv("ZTEST_HELPER_MODE");
     if (mode != nullptr) _exit(run_helper_mode(mode));
   }
 } const g_helper_hook;
@@ -127,16 +127,16 @@ std::string slurp(const char* path) {
 
 // Runs this binary in `mode` with the ZARENA_LOG_* variables replaced by `env`.
 ChildResult run_child(const std::string& mode, const std::vector<std::string>& env) {
-  const char* helper = std::getenv("ZARENA_TEST_HELPER");
+  const char* helper = std::getenv("ZTEST_HELPER");
   const std::string exe = helper != nullptr ? helper : "/proc/self/exe";
   std::vector<std::string> vars;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "ZARENA_LOG_", 11) != 0 &&
-        std::strncmp(*e, "ZARENA_TEST_HELPER_MODE=", 24) != 0) {
+        std::strncmp(*e, "ZTEST_HELPER_MODE=", 24) != 0) {
       vars.emplace_back(*e);
     }
   }
-  vars.push_back("ZARENA_TEST_HELPER_MODE=" + mode);
+  vars.push_back("ZTEST_HELPER_MODE=" + mode);
   for (const auto& v : env) vars.push_back(v);
   std::vector<char*> envp;
   for (auto& v : vars) envp.push_back(v.data());

@@ -326,8 +326,8 @@ struct OtherVariable {
   const char* name;
   Syntax syntax;
   const char* example;
-  const char* doc;          // README; nullptr: tooling, not listed in the README table
-  const char* default_doc;  // README
+  const char* doc;          // README, docs/CONFIG.md
+  const char* default_doc;  // README, docs/CONFIG.md
   const char* const* enum_names = nullptr;
   uint32_t enum_count = 0;
 };
@@ -347,13 +347,6 @@ inline constexpr OtherVariable kOtherVariables[] = {
      "next to the module, then the build tree"},
     {"ZARENA_TORCH_LIBRARY", Syntax::kNone, nullptr, "`zarena.torch`: path of libzarena_torch.so",
      "next to the loaded libzarena.so.1"},
-    // Read by the test scripts and suites only.
-    {"ZARENA_TEST_HELPER", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_TEST_HELPER_MODE", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_BUILD_DIR", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_GO", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_SHARED_LIB", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_CONSUMER_CMAKE_ARGS", Syntax::kNone, nullptr, nullptr, nullptr},
 };
 
 }  // namespace zarena_core

@@ -286,18 +286,10 @@ std::string readme_table() {
       << f.default_doc << " |\n";
   }
   for (const zarena_core::OtherVariable& v : zarena_core::kOtherVariables) {
-    if (v.doc == nullptr) continue;
-    o << "| `" << v.name << "` | | " << other_value(v) << " | " << v.doc << " | "
-      << v.default_doc << " |\n";
+    o << "| `" << v.name << "` | | " << other_value(v) << " | " << v.doc << " | " << v.default_doc
+      << " |\n";
   }
-  o << "\nThe test scripts also read ";
-  bool first = true;
-  for (const zarena_core::OtherVariable& v : zarena_core::kOtherVariables) {
-    if (v.doc != nullptr) continue;
-    o << (first ? "" : ", ") << "`" << v.name << "`";
-    first = false;
-  }
-  o << ". Any other `ZARENA_*` variable is reported as unknown.\n";
+  o << "\nAny other `ZARENA_*` variable is reported as unknown.\n";
   return o.str();
 }
 
@@ -347,7 +339,7 @@ std::string config_doc_table() {
     for (int k = f.env_count - 1; k >= 0; --k) rows.push_back({&f.env[k], &f, nullptr});
   }
   for (const zarena_core::OtherVariable& v : zarena_core::kOtherVariables) {
-    if (v.doc != nullptr) rows.push_back({nullptr, nullptr, &v});
+    rows.push_back({nullptr, nullptr, &v});
   }
   std::ostringstream o;
   for (const Column& c : kVariableColumns) o << "| " << c.title << " ";
