@@ -50,34 +50,26 @@ func (r Record) Attrs() []slog.Attr {
 	return attrs
 }
 
-// SlogFunc returns a logger for SetLogger that hands each record to h as an
-// slog.Record: the message, the mapped level, and the attributes of Record.Attrs.
-func SlogFunc(h slog.Handler) func(Record) {
+// SlogLogger adapts h for SetLogger: SetLogger(SlogLogger(h)). The function hands each
+// record to h as an slog.Record (the message, the mapped level, the attributes of
+// Record.Attrs); the level is the lowest zarena level h is enabled for, so records h would
+// drop are not even built.
+func SlogLogger(h slog.Handler) (func(Record), Level) {
+	ctx := context.Background()
+	lowest := LevelOff
+	for l := LevelTrace; l < LevelOff; l++ {
+		if h.Enabled(ctx, l.SlogLevel()) {
+			lowest = l
+			break
+		}
+	}
 	return func(r Record) {
 		lvl := r.Level.SlogLevel()
-		ctx := context.Background()
 		if !h.Enabled(ctx, lvl) {
 			return
 		}
 		sr := slog.NewRecord(r.Time, lvl, r.Message, 0)
 		sr.AddAttrs(r.Attrs()...)
 		_ = h.Handle(ctx, sr)
-	}
-}
-
-// SetSlogHandler routes the library's records to h (see SetLogger for the rules). The
-// library's threshold becomes the lowest zarena level h is enabled for, so records h
-// would drop are not even built.
-func SetSlogHandler(h slog.Handler) error {
-	if h == nil {
-		return SetLoggerLevel(nil, levelFromEnv())
-	}
-	lowest := LevelOff
-	for l := LevelTrace; l < LevelOff; l++ {
-		if h.Enabled(context.Background(), l.SlogLevel()) {
-			lowest = l
-			break
-		}
-	}
-	return SetLoggerLevel(SlogFunc(h), lowest)
+	}, lowest
 }

@@ -20,7 +20,7 @@ func TestStats11Fields(t *testing.T) {
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	s := a.Stats()
+	s := mustStats(t, a)
 	if s.PinnedBytes != block || s.PinnedBlocks != 1 || s.TopBytes != block ||
 		s.CommittedBytes != 4*miB {
 		t.Fatalf("1.1 stats: %+v", s)

@@ -25,6 +25,9 @@ void config_outputs(std::vector<Output>* out);
 void stats_outputs(std::vector<Output>* out);
 void log_outputs(std::vector<Output>* out);
 
+// The start of a generated Go file of package zarena that uses cgo (through shim.h).
+std::string go_file_header(const std::string& source);
+
 // Text helpers.
 std::string pad(const std::string& s, size_t n);
 std::string lower_first(std::string s);
