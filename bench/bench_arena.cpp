@@ -10,23 +10,14 @@
 #include <list>
 #include <vector>
 
+#include "bench_support.h"
 #include "zarena/zarena.h"
 
 namespace {
 
 constexpr uint64_t kCapacity = 1ull << 30;
 
-zarena* make_arena() {
-  zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
-  zarena_config c;
-  zarena_config_init(&c);
-  c.backend = ZARENA_BACKEND_HOST;
-  c.capacity_bytes = kCapacity;
-  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
-  zarena* a = nullptr;
-  if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
-  return a;
-}
+zarena* make_arena() { return zarena_bench::make_quiet_host_arena(kCapacity); }
 
 // Sizes of a transformer-ish step: a few shapes repeated.
 const uint64_t kSizes[] = {4096, 16384, 1 << 20, 256, 65536, 12288, 3 << 20, 2048};

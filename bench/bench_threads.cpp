@@ -1,5 +1,5 @@
-// Issue 10's figures, each against a baseline measured in the same run (bench/report.py
-// prints the ratios):
+// The thread and pair figures, each against a baseline measured in the same run
+// (bench/report.py prints the ratios):
 //   - thread scaling: 1..16 threads on ONE arena, each replacing blocks of 256 B..64 KiB
 //     in a window of 64 live blocks (free the oldest, allocate a new one), against glibc
 //     malloc doing the same on the same threads;
@@ -13,36 +13,16 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench_support.h"
 #include "zarena/zarena.h"
 
 namespace {
 
+using zarena_bench::make_quiet_host_arena;
+using zarena_bench::Rng;
+
 constexpr uint64_t kCapacity = 4ull << 30;
 constexpr int kWindow = 64;
-
-zarena* make_arena(uint64_t capacity) {
-  zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
-  zarena_config c;
-  zarena_config_init(&c);
-  c.backend = ZARENA_BACKEND_HOST;
-  c.capacity_bytes = capacity;
-  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
-  zarena* a = nullptr;
-  if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
-  return a;
-}
-
-// xorshift64*: cheap, per thread.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return s * 0x2545F4914F6CDD1Dull;
-  }
-  uint64_t size() { return 256 * (1 + next() % 256); }  // 256 B .. 64 KiB
-};
 
 zarena* g_arena = nullptr;
 
@@ -50,7 +30,7 @@ zarena* g_arena = nullptr;
 // for programs that never reset and stops at the first reset (BM_PairZarenaNeverReset
 // shows what it costs until then).
 void SetupShared(const benchmark::State&) {
-  g_arena = make_arena(kCapacity);
+  g_arena = make_quiet_host_arena(kCapacity);
   zarena_reset(g_arena);
 }
 void TeardownShared(const benchmark::State&) {
@@ -99,7 +79,7 @@ BENCHMARK(BM_ThreadsMalloc)->ThreadRange(1, 16)->UseRealTime();
 // The hot pair: the same size allocated and freed again (a tensor's life in a step), in
 // an arena reset once before (as a training loop's is).
 void pair_loop(benchmark::State& state, bool reset_first) {
-  zarena* a = make_arena(1ull << 30);
+  zarena* a = make_quiet_host_arena(1ull << 30);
   if (reset_first) zarena_reset(a);
   void* guard = nullptr;
   zarena_alloc(a, 256, &guard);
@@ -132,7 +112,7 @@ BENCHMARK(BM_PairMalloc);
 // zarena_reset after N allocations (only the reset is timed).
 void BM_ResetAfter(benchmark::State& state) {
   const int64_t n = state.range(0);
-  zarena* a = make_arena(kCapacity);
+  zarena* a = make_quiet_host_arena(kCapacity);
   for (auto _ : state) {
     for (int64_t k = 0; k < n; ++k) {
       void* p = nullptr;
@@ -152,7 +132,7 @@ BENCHMARK(BM_ResetAfter)->Arg(1)->Arg(1000000)->UseManualTime()->Iterations(20);
 // reset after 1M, what that costs is cache misses on the few lines a reset touches, not
 // work that grows with the allocations.
 void BM_ResetAfterOneColdCache(benchmark::State& state) {
-  zarena* a = make_arena(kCapacity);
+  zarena* a = make_quiet_host_arena(kCapacity);
   std::vector<uint64_t> junk((512ull << 20) / sizeof(uint64_t), 1);
   uint64_t sum = 0;
   for (auto _ : state) {

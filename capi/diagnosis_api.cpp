@@ -33,7 +33,7 @@ extern "C" zarena_status zarena_diagnose(zarena* a, zarena_diagnosis* out) {
                                          given, kDiagnosisMinSize));
   }
   return zarena_core::guarded("zarena_diagnose", [&] {
-    Arena::Diagnosis d;
+    zarena_core::CurrentDiagnosis d;
     arena->diagnose_now(&d);
     t_cause = std::move(d.cause);
     t_advice = std::move(d.advice);

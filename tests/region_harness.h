@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <utility>
@@ -32,11 +33,22 @@ class RegionHarness : public RegionHooks {
   // Operations use slot i (as if made by another thread) until reset to -1.
   void use_slot(int i) { slot_ = i; }
 
-  // Offset of a block of `size` (a multiple of the granule), or ~0 when it fails.
+  // Offset of a block of `size` (a multiple of the granule), or ~0 when it fails. When the
+  // region asks for memory above its ceiling, the harness plays the arena: it "commits"
+  // up to its commit limit (set_commit_limit) with no lock held and tries again.
   uint64_t alloc(uint64_t size, bool* reused = nullptr, uint32_t tag = 0) {
     zarena_core::Slot& s = enter();
     Placement p;
-    const bool ok = region_.alloc(s, size, tag, &p);
+    bool ok = region_.alloc(s, size, tag, &p);
+    if (!ok && p.commit_to != 0) {
+      region_.leave(s);
+      const uint64_t limit = commit_limit_.load();
+      const bool fits = p.commit_to <= limit;
+      region_.raise_ceiling(fits ? p.commit_to : limit);
+      enter();
+      p = Placement{};
+      ok = fits ? region_.alloc(s, size, tag, &p) : region_.alloc_below_ceiling(s, size, tag, &p);
+    }
     region_.leave(s);
     if (reused != nullptr) *reused = p.reused;
     return ok ? p.offset : ~0ull;
@@ -104,14 +116,18 @@ class RegionHarness : public RegionHooks {
     fill_mode_.store(f);
     region_.set_fill_enabled(f != Fill::kOff);
   }
-  void set_commit_limit(uint64_t end) { commit_limit_.store(end); }
+  // What the harness's "backend" can commit: [0, end). Lowering it lowers the region's
+  // ceiling (as a trim does: never below the top).
+  void set_commit_limit(uint64_t end) {
+    commit_limit_.store(end);
+    region_.lower_ceiling(end);
+  }
 
   Fill fill_policy() noexcept override { return fill_mode_.load(); }
   void fill(uint64_t offset, uint64_t bytes) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
     fills_.emplace_back(offset, bytes);
   }
-  bool ensure_committed(uint64_t end) noexcept override { return end <= commit_limit_.load(); }
 
  private:
   zarena_core::Slot& enter() {

@@ -1,12 +1,20 @@
-// The expandable arena (issue 15) at the arena level, host backend: growth through many
-// commit chunks with pointers stable and data intact, the stats and the arena.config
-// record, trim at reset (trim_keep_bytes) that keeps pins and the floor, and a commit
-// failure (injected) that sends the request to overflow, logs arena.commit_failed with
-// the reason, and is diagnosed as commit_failed, not working_set_full.
+// The expandable arena at the arena level, host backend: growth through many commit
+// chunks with pointers stable and data intact, the stats and the arena.config record, trim
+// at reset (trim_keep_bytes) that keeps pins and the floor, and a commit failure
+// (injected) that sends the request to overflow, logs arena.commit_failed with the reason,
+// and is diagnosed as commit_failed, not working_set_full. Then the commit protocol
+// (engine/expandable.h): a commit or decommit that blocks holds up only the allocations
+// that need its memory, and no block ever lies in memory that is not committed (the host
+// backend maps uncommitted memory PROT_NONE, so a write there kills the test).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../capi/handle.h"
@@ -282,6 +290,155 @@ TEST_F(Expandable, FullAtItsMaximumIsNotACommitFailure) {
   ASSERT_EQ(over.size(), 1u);
   EXPECT_NE(over[0].str("verdict"), "commit_failed");
   EXPECT_EQ(log_.of("arena.commit_failed").size(), 0u);
+}
+
+// Runs fn on its own thread; fails the test (without hanging it) when fn has not returned
+// long after it could have: fn must not wait for what the test still holds.
+void runs_while_held(const char* what, const std::function<void()>& fn,
+                     const std::function<void()>& release) {
+  std::packaged_task<void()> task(fn);
+  std::future<void> done = task.get_future();
+  std::thread t(std::move(task));
+  // Generous: only a thread that waits for the held call takes this long.
+  if (done.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
+    ADD_FAILURE() << what << " waited for the commit or decommit in progress";
+  }
+  release();
+  t.join();
+}
+
+void fill(void* p, uint64_t n, unsigned char v) { std::memset(p, v, n); }
+
+// A reset trims; its decommit is held in the backend. Meanwhile an allocation below the
+// trim point is served at once (into committed memory), and one that needs the space
+// above it is served only after the decommit finished, into memory committed again.
+TEST_F(Expandable, ADecommitInProgressHoldsUpOnlyTheAllocationsThatNeedItsSpace) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE, 4 * kMiB));
+  for (int i = 0; i < 16; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK);
+    fill(p, 1 * kMiB, 0x11);
+  }
+  ASSERT_GE(stats_of(g).committed_bytes, 16 * kMiB);
+  g.faults().hold(FaultSite::kDecommit);
+  std::thread resetter([&] { EXPECT_EQ(zarena_reset(g), ZARENA_OK); });
+  g.faults().wait_held(FaultSite::kDecommit);
+
+  std::atomic<bool> released{false};
+  std::thread needs_space;
+  runs_while_held(
+      "an allocation below the trim point",
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          void* p = nullptr;
+          ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+          fill(p, 1 * kMiB, 0x22);  // committed: faults otherwise
+        }
+        // Above the trim point: waits for the decommit (checked below), then commits.
+        needs_space = std::thread([&] {
+          void* p = nullptr;
+          ASSERT_EQ(zarena_alloc(g, 8 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+          EXPECT_TRUE(released.load()) << "served above the trim point during its decommit";
+          fill(p, 8 * kMiB, 0x33);
+        });
+        // Most runs, the allocation is waiting by the time the decommit is released; the
+        // check above holds either way.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      },
+      [&] {
+        released.store(true);
+        g.faults().release(FaultSite::kDecommit);
+      });
+  resetter.join();
+  needs_space.join();
+  const zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.trim_events, 1u);
+  EXPECT_GE(s.committed_bytes, s.top_bytes);
+  EXPECT_EQ(g.a->arena->check_invariants(), "");
+}
+
+// A commit is held in the backend. Meanwhile an allocation that fits below the committed
+// end is served at once; the one that asked for the commit is served when it completes.
+TEST_F(Expandable, ACommitInProgressHoldsUpOnlyTheAllocationsThatNeedIt) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  g.faults().arm(FaultSite::kCommit, 0);
+  void* p = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 3 * kMiB, &p), ZARENA_OK);  // commits the first 3 chunks
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);                // the top is 0 again; no trim
+  const uint64_t committed = stats_of(g).committed_bytes;
+  ASSERT_EQ(committed, 3 * kMiB);
+
+  g.faults().hold(FaultSite::kCommit);
+  std::atomic<bool> released{false};
+  std::thread grower([&] {
+    void* q = nullptr;
+    ASSERT_EQ(zarena_alloc(g, 16 * kMiB, &q), ZARENA_OK) << zarena_last_error();
+    EXPECT_TRUE(released.load()) << "served before its commit completed";
+    fill(q, 16 * kMiB, 0x44);
+  });
+  g.faults().wait_held(FaultSite::kCommit);
+  runs_while_held(
+      "an allocation below the committed end",
+      [&] {
+        for (int i = 0; i < 2; ++i) {
+          void* q = nullptr;
+          ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &q), ZARENA_OK) << zarena_last_error();
+          fill(q, 1 * kMiB, 0x55);
+          EXPECT_EQ(zarena_free(g, q), ZARENA_OK);
+        }
+        EXPECT_EQ(stats_of(g).committed_bytes, committed) << "no commit was needed";
+      },
+      [&] {
+        released.store(true);
+        g.faults().release(FaultSite::kCommit);
+      });
+  grower.join();
+  const zarena_stats s = stats_of(g);
+  EXPECT_GE(s.committed_bytes, 16 * kMiB);
+  EXPECT_GE(s.committed_bytes, s.top_bytes);
+  EXPECT_EQ(g.a->arena->check_invariants(), "");
+}
+
+// Many threads grow the region at once (small chunks: many commits race), and resets trim
+// it between rounds: every block is written end to end as soon as it is handed out, so a
+// block in uncommitted memory kills the test; the top never passes the committed end.
+TEST_F(Expandable, ConcurrentGrowthAndTrimsNeverHandOutUncommittedMemory) {
+  zarena_config c = expandable(48 * kMiB, ZARENA_OVERFLOW_REFUSE, 2 * kMiB);
+  c.commit_chunk_bytes = 64 * kKiB;
+  Arena g(c);
+  constexpr int kThreads = 4;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) {
+      ts.emplace_back([&, t] {
+        uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(t + 1 + 8 * round);
+        std::vector<void*> live;
+        for (int i = 0; i < 200; ++i) {
+          x ^= x >> 12;
+          x ^= x << 25;
+          x ^= x >> 27;
+          const uint64_t size = 4 * kKiB * (1 + (x * 0x2545F4914F6CDD1Dull >> 58));  // <= 256 KiB
+          void* p = nullptr;
+          const zarena_status st = zarena_alloc(g, size, &p);
+          if (st != ZARENA_OK) break;  // full: this thread's round is over
+          fill(p, size, static_cast<unsigned char>(t));
+          live.push_back(p);
+          if (live.size() > 16) {
+            EXPECT_EQ(zarena_free(g, live.front()), ZARENA_OK);
+            live.erase(live.begin());
+          }
+        }
+        for (void* p : live) EXPECT_EQ(zarena_free(g, p), ZARENA_OK);
+      });
+    }
+    for (auto& t : ts) t.join();
+    const zarena_stats s = stats_of(g);
+    EXPECT_GE(s.committed_bytes, s.top_bytes) << "round " << round;
+    EXPECT_EQ(g.a->arena->check_invariants(), "") << "round " << round;
+    ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+  }
+  EXPECT_GE(stats_of(g).trim_events, 1u);
+  EXPECT_GT(stats_of(g).commit_events, 6u);
 }
 
 }  // namespace

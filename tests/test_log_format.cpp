@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_records.h"
 #include "diagnosis/diagnostics.h"
 #include "log/log.h"
 #include "support.h"

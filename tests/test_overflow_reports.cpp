@@ -15,8 +15,8 @@
 
 #include "diagnosis/diagnostics.h"
 #include "log/log.h"
-#include "support.h"
 #include "log/reporter.h"
+#include "support.h"
 
 using zarena_test::kKiB;
 using zarena_test::kMiB;
@@ -266,6 +266,49 @@ TEST(TopTags, TheOverflowLineNamesWhoHoldsTheMemory) {
   const std::string line = zarena_core::log_format_line(
       zarena_core::first_overflow_record(f, "tagged", "matmul.grad 38.0 GiB"));
   EXPECT_NE(line.find("top_tags=\"matmul.grad 38.0 GiB\""), std::string::npos) << line;
+}
+
+// A failed allocation's error text, its record and its verdict are built from one
+// snapshot: while other threads allocate and free (moving the top), the top the message
+// names is the top the record names.
+TEST(OneSnapshot, TheErrorTextAndTheRecordShowTheSameInstant) {
+  LogCapture cap(ZARENA_LOG_WARN);
+  for (int round = 0; round < 20; ++round) {
+    zarena* a = make_host_arena(8 * kMiB, "one_instant");
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> churn;
+    for (int t = 0; t < 3; ++t) {
+      churn.emplace_back([&, t] {
+        void* held[4] = {};
+        for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+          void*& p = held[i % 4];
+          if (p != nullptr) {
+            EXPECT_EQ(zarena_free(a, p), ZARENA_OK);
+          }
+          p = nullptr;
+          EXPECT_EQ(zarena_alloc(a, (1 + (i + t) % 8) * 16 * kKiB, &p), ZARENA_OK);
+        }
+        for (void* p : held) {
+          if (p != nullptr) {
+            EXPECT_EQ(zarena_free(a, p), ZARENA_OK);
+          }
+        }
+      });
+    }
+    cap.clear();
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 16 * kMiB, &p), ZARENA_E_OUT_OF_MEMORY);
+    const std::string text = zarena_last_error();
+    stop.store(true);
+    for (auto& t : churn) t.join();
+    const auto over = cap.of("arena.first_overflow");
+    ASSERT_EQ(over.size(), 1u);
+    const size_t at = text.find("(top ");
+    ASSERT_NE(at, std::string::npos) << text;
+    EXPECT_EQ(std::stoull(text.substr(at + 5)), over[0].u("offset_bytes")) << text;
+    EXPECT_NE(text.find("verdict=" + over[0].str("verdict") + ";"), std::string::npos) << text;
+    zarena_destroy(a);
+  }
 }
 
 // --- per-step view ----------------------------------------------------------------------

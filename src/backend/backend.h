@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/commit_map.h"
 #include "base/status.h"
 
 namespace zarena_core {
@@ -103,6 +104,9 @@ class Backend {
   // is not stream-ordered, so decommit first waits for the work queued on the arena's
   // stream; the caller has checked that no capture is active (waiting would break it).
   virtual Result decommit(uint64_t offset, uint64_t bytes) noexcept = 0;
+  // Expandable regions: which ranges commit() backed (null for a fixed region). Read it
+  // only where commit and decommit are serialised (the engine's commit mutex).
+  virtual const CommitMap* commit_map() const noexcept { return nullptr; }
   // Gives back everything reserve_region and commit took (idempotent; also run by the
   // destructor, which covers a create that fails after reserving).
   virtual Result release_region() noexcept = 0;

@@ -294,6 +294,8 @@ class CudaBackend final : public Backend {
     return Result::ok();
   }
 
+  const CommitMap* commit_map() const noexcept override { return vmm_ ? &commits_ : nullptr; }
+
   // The backend's teardown at destroy: the region and also the overflow pool (every
   // overflow block was given back by then), so that destroy returns all device memory
   // zarena took.

@@ -140,13 +140,41 @@ Result FaultInjectingBackend::reserve_region(const RegionRequest& req, RegionInf
   return passed(FaultSite::kReserve, inner_->reserve_region(req, out));
 }
 
+void FaultInjectingBackend::hold(FaultSite site) noexcept {
+  std::lock_guard<std::mutex> lock(gate_mu_);
+  gates_[static_cast<int>(site)].armed = true;
+}
+
+void FaultInjectingBackend::wait_held(FaultSite site) noexcept {
+  std::unique_lock<std::mutex> lock(gate_mu_);
+  gate_cv_.wait(lock, [&] { return gates_[static_cast<int>(site)].waiting; });
+}
+
+void FaultInjectingBackend::release(FaultSite site) noexcept {
+  std::lock_guard<std::mutex> lock(gate_mu_);
+  gates_[static_cast<int>(site)].armed = false;
+  gate_cv_.notify_all();
+}
+
+void FaultInjectingBackend::pass_gate(FaultSite site) noexcept {
+  std::unique_lock<std::mutex> lock(gate_mu_);
+  Gate& g = gates_[static_cast<int>(site)];
+  if (!g.armed) return;
+  g.waiting = true;
+  gate_cv_.notify_all();
+  gate_cv_.wait(lock, [&] { return !g.armed; });
+  g.waiting = false;
+}
+
 Result FaultInjectingBackend::commit(uint64_t offset, uint64_t bytes) noexcept {
+  pass_gate(FaultSite::kCommit);
   if (fires(FaultSite::kCommit))
     return injected(FaultSite::kCommit, fmt::format(" ([{}, +{}))", offset, bytes));
   return passed(FaultSite::kCommit, inner_->commit(offset, bytes));
 }
 
 Result FaultInjectingBackend::decommit(uint64_t offset, uint64_t bytes) noexcept {
+  pass_gate(FaultSite::kDecommit);
   if (fires(FaultSite::kDecommit))
     return injected(FaultSite::kDecommit, fmt::format(" ([{}, +{}))", offset, bytes));
   return passed(FaultSite::kDecommit, inner_->decommit(offset, bytes));

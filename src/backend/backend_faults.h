@@ -1,8 +1,8 @@
 // FaultInjectingBackend: a Backend that wraps another and can make any one of its calls
 // fail, so that every failure path of the engine (a region that cannot be reserved, a
 // commit that runs out of memory, an overflow allocation or free that fails, a capture
-// query that errors, ...) is testable on any machine. It replaces the test hooks that
-// used to live on the production interface. The engine wraps host backends in it always
+// query that errors, ...) is testable on any machine, with no test hook on the production
+// interface. The engine wraps host backends in it always
 // (zarena_debug_inject_overflow_fault arms it); with nothing armed it only counts calls.
 //
 // For each call kind, arm(site, n) makes the n-th call from now fail (1 = the next;
@@ -17,8 +17,10 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backend/backend.h"
@@ -80,6 +82,12 @@ class FaultInjectingBackend final : public Backend {
   // zarena_debug_inject_overflow_fault.
   void delay_overflow_alloc(uint64_t delay_nth, uint64_t delay_ns) noexcept;
   void apply(const FaultPlan& plan) noexcept;
+  // A gate for tests of what may run while a commit or decommit is in progress: after
+  // hold(site), calls of that kind (kCommit or kDecommit) wait inside the backend until
+  // release(site). wait_held(site) returns once one is waiting.
+  void hold(FaultSite site) noexcept;
+  void wait_held(FaultSite site) noexcept;
+  void release(FaultSite site) noexcept;
   // Calls of that kind since construction, failed ones included.
   uint64_t calls(FaultSite site) const noexcept;
   Backend& inner() noexcept { return *inner_; }
@@ -89,6 +97,7 @@ class FaultInjectingBackend final : public Backend {
   Result reserve_region(const RegionRequest& req, RegionInfo* out) noexcept override;
   Result commit(uint64_t offset, uint64_t bytes) noexcept override;
   Result decommit(uint64_t offset, uint64_t bytes) noexcept override;
+  const CommitMap* commit_map() const noexcept override { return inner_->commit_map(); }
   Result release_region() noexcept override { return inner_->release_region(); }
   Result overflow_alloc(uint64_t bytes, uint64_t alignment, OverflowRoute route,
                         OverflowBlock* out) noexcept override;
@@ -114,6 +123,7 @@ class FaultInjectingBackend final : public Backend {
   // Counts a call the wrapped backend completed (for the tally); returns r.
   Result passed(FaultSite site, Result r) noexcept;
   Result injected(FaultSite site, const std::string& detail) const;
+  void pass_gate(FaultSite site) noexcept;  // waits while the site is held
 
   std::unique_ptr<Backend> inner_;
   std::shared_ptr<FaultTally> tally_;  // set at construction only (no lock needed)
@@ -121,6 +131,14 @@ class FaultInjectingBackend final : public Backend {
   std::atomic<uint64_t> delay_at_{0};     // absolute overflow_alloc call that sleeps
   std::atomic<uint64_t> delay_every_{0};  // 1: every overflow_alloc sleeps
   std::atomic<uint64_t> delay_ns_{0};
+  // The gate (hold/release): tests only, so a mutex and a condition variable.
+  struct Gate {
+    bool armed = false;    // the next call waits
+    bool waiting = false;  // a call is waiting
+  };
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  std::array<Gate, kFaultSiteCount> gates_{};
 };
 
 }  // namespace zarena_core

@@ -133,6 +133,10 @@ class HostBackend final : public Backend {
     return Result::ok();
   }
 
+  const CommitMap* commit_map() const noexcept override {
+    return expandable_ ? &commits_ : nullptr;
+  }
+
   Result release_region() noexcept override {
     if (map_base_ == nullptr) return Result::ok();
     commits_.drain([](const CommitMap::Range&) {});  // munmap gives the pages back

@@ -89,6 +89,18 @@ bool CommitMap::add(const Range& r) noexcept {
   return true;
 }
 
+uint64_t CommitMap::end() const {
+  if (ranges_.empty()) return 0;
+  const Range& r = ranges_.rbegin()->second;
+  return r.offset + r.bytes;
+}
+
+bool CommitMap::highest(Range* out) const {
+  if (ranges_.empty()) return false;
+  *out = ranges_.rbegin()->second;
+  return true;
+}
+
 void CommitMap::remove(uint64_t offset) noexcept {
   auto it = ranges_.find(offset);
   if (it == ranges_.end()) return;

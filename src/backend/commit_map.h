@@ -2,7 +2,8 @@
 // to commit and decommit requests. Both backends share it so that the host backend refuses
 // exactly what the CUDA backend must refuse (a decommit that would split a mapping), and
 // an engine that breaks the contract fails in CI rather than only on a GPU.
-// Not thread-safe: commit/decommit are serialised by the engine (see backend.h).
+// Not thread-safe: commit/decommit are serialised by the engine (see backend.h), which
+// reads the map (Backend::commit_map) under the same serialisation.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,11 @@ class CommitMap {
   }
 
   uint64_t committed_bytes() const { return committed_; }
+  // The end of the highest committed range (0: none). The engine commits upwards from 0
+  // and decommits from the top, so [0, end()) is committed.
+  uint64_t end() const;
+  // The highest committed range; false when none.
+  bool highest(Range* out) const;
   uint64_t limit() const { return limit_; }
   uint64_t granularity() const { return granularity_; }
 

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <set>
 
-#include "diagnosis/diagnostics.h"
+#include "config/config_records.h"
 #include "log/log.h"
 
 namespace zarena_core {

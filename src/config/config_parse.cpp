@@ -207,21 +207,6 @@ std::string choices(const char* const* names, uint32_t n) {
 
 }  // namespace
 
-bool parse_env_bool(const char* s, bool* out) {
-  if (s == nullptr) return false;
-  if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") ||
-      !strcasecmp(s, "on")) {
-    *out = true;
-    return true;
-  }
-  if (!strcasecmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
-      !strcasecmp(s, "off") || *s == '\0') {
-    *out = false;
-    return true;
-  }
-  return false;
-}
-
 bool parse_value(Syntax syntax, const char* text, const char* const* enum_names,
                  uint32_t enum_count, uint64_t* out, std::string* why) {
   if (text == nullptr) {

@@ -6,13 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "base/env_bool.h"
 #include "config/config_fields.h"
 
 namespace zarena_core {
-
-// A switch: 1/true/yes/on or 0/false/no/off/"" (any case). False when the text is none of
-// these (*out untouched).
-bool parse_env_bool(const char* s, bool* out);
 
 // Parses `text` written in `syntax` into *out (numbers as stored: bytes, nanoseconds, the
 // enum index, 0/1 for switches; kText and kNone accept without writing). On failure

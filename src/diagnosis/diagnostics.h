@@ -1,17 +1,18 @@
 // Diagnosis and the records that carry it: from the arena's counters at the moment it is
 // first exhausted in an epoch, name the likely cause (a verdict) and the fix (advice), and
 // build the "arena.first_overflow" record with the fields that diagnosed the original
-// failure; likewise the "arena.reset_cadence" early warning, and the "arena.config" /
-// "arena.destroy" records. Pure functions of their inputs: the arena gathers the facts
-// under its lock and emits the records after releasing it.
+// failure; likewise the "arena.reset_cadence" early warning, "arena.step" and
+// "arena.destroy". Pure functions of their inputs: the arena gathers the facts under its
+// lock and emits the records after releasing it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "config/config.h"
+#include "base/human_bytes.h"
 #include "diagnosis/verdicts.h"
 #include "log/log.h"
+#include "zarena/zarena.h"
 
 namespace zarena_core {
 
@@ -98,8 +99,11 @@ struct Verdict {
 Verdict diagnose(const ExhaustionFacts& f);
 // Steps as reported: explicit or recognised, else (reset_stopped from counts) estimated.
 uint64_t reported_steps(const ExhaustionFacts& f);
+// A request larger than any arena can describe (refused before the region is asked).
+Verdict oversized_request_verdict(uint64_t size);
 // What a failing call's zarena_last_error() message ends with: "verdict=<name>; fix:
-// <advice>" (the advice runs to the end of the message).
+// <advice>" (the advice runs to the end of the message). Every such message is written
+// by this function.
 std::string verdict_suffix(const Verdict& v);
 // top_tags: "name size, ..." (the top tags by live bytes this epoch; "" for none).
 LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& arena_name,
@@ -151,19 +155,6 @@ LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name);
 LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint64_t bytes,
                                const char* path, const std::string& arena_name);
 
-// backend_desc: the backend's own description; backend_kind/policy: resolved values;
-// fallback: why AUTO fell back to host although a device was counted ("" if it did not);
-// memory_free/total: the backend's memory after the region was reserved (0 = unknown), so
-// the first line already says how much room a larger arena would have.
-LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_desc,
-                        int32_t backend_kind, int32_t policy, const std::string& fallback = "",
-                        uint64_t memory_free = 0, uint64_t memory_total = 0);
-
-// A problem in the environment found at create (warn, rate-limited like other repeatable
-// warnings): "config.invalid_value" with variable, value, reason and example (a valid
-// value), or "config.unknown_variable" with variable, value and closest (a known name).
-LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena_name);
-
 struct LifetimeFacts {
   uint64_t total_allocs = 0;
   uint64_t overflow_epochs = 0;  // epochs in which the region was exhausted
@@ -174,8 +165,5 @@ LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
 
 // For tests: replaces the clock that paces overflow summaries (nullptr = steady_clock).
 void diag_set_clock_for_testing(uint64_t (*now_ns)()) noexcept;
-
-// "1.5 MiB": byte counts for people.
-std::string human_bytes(uint64_t bytes);
 
 }  // namespace zarena_core

@@ -1,17 +1,17 @@
 // The arena's lifetime and its per-call paths: allocate, free, pin (arena_control.cpp has
 // reset, floors, stats and settings).
 #include "engine/arena.h"
-#include "region/region_fast.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "diagnosis/diagnostics.h"
 #include "base/last_error.h"
-#include "log/reporter.h"
+#include "config/config_records.h"
+#include "diagnosis/diagnostics.h"
 #include "engine/tags.h"
+#include "log/reporter.h"
 
 namespace zarena_core {
 
@@ -67,8 +67,14 @@ RegionConfig region_config(const zarena_config& c) {
   RegionConfig rc;
   rc.capacity = c.capacity_bytes;
   rc.granule = c.alignment;
+  // Expandable: nothing is committed yet; the first allocation asks for it.
+  rc.ceiling = (c.flags & ZARENA_FLAG_EXPANDABLE) != 0 ? 0 : c.capacity_bytes;
   return rc;
 }
+
+// Rounds of commit-and-retry one allocation makes before it takes what lies below the
+// ceiling (other threads' resets can lower the ceiling again between the rounds).
+constexpr int kMaxCommitRounds = 4;
 
 }  // namespace
 
@@ -124,13 +130,14 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     if (a.tracer_) {
       a.trace_ = a.tracer_.get();
       a.region_.set_order_counter(a.trace_->order_counter());
-      a.extras_.fetch_or(kExtraTrace, std::memory_order_relaxed);
+      a.fast_path_flags_.fetch_or(kTracing, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
     } else if (log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(log_events::kTraceFailed, rc.name);
-      rec.message(fmt::format("could not open the trace file '{}' ({}); the arena runs "
-                              "without a trace",
-                              rc.trace_file, err.message));
+      rec.message(
+          fmt::format("could not open the trace file '{}' ({}); the arena runs "
+                      "without a trace",
+                      rc.trace_file, err.message));
       rec.add_string("trace_file", rc.trace_file);
       log_emit(rec);
     }
@@ -141,7 +148,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     if (!region.managed_fallback.empty()) backend_desc += "; " + region.managed_fallback;
     if (a.expandable_) {
       backend_desc += fmt::format(", expandable region (commits in {} chunks)",
-                                  human_bytes(a.commit_chunk_));
+                                  human_bytes(a.commits_.chunk()));
     }
     LogRecord rec = config_record(rc, backend_desc, a.backend_->kind(), policy, fallback,
                                   mem.free_bytes, mem.total_bytes);
@@ -165,19 +172,13 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
       managed_(region.managed),
       expandable_((rc.cfg.flags & ZARENA_FLAG_EXPANDABLE) != 0),
       region_(region_config(rc.cfg), this),
+      commits_(*backend_, region_, expandable_, rc.cfg.capacity_bytes, region.commit_granularity,
+               rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes : kDefaultCommitChunk),
       overflow_(*backend_, policy, rc.cfg.alignment, rc.cfg.overflow_limit_bytes,
                 rc.cfg.overflow_slow_ns),
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
-      commit_granularity_(region.commit_granularity),
-      commit_chunk_([&] {
-        const uint64_t g = region.commit_granularity != 0 ? region.commit_granularity : 1;
-        const uint64_t want = rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes
-                                                             : kDefaultCommitChunk;
-        return (want + g - 1) / g * g;
-      }()),
-      cadence_(rc.cfg.capacity_bytes) {
-  committed_bytes_.store(expandable_ ? 0 : capacity_);
+      diag_(rc.cfg.capacity_bytes, rc.name) {
   region_.set_fill_enabled(poison_on_.load());
 }
 
@@ -193,8 +194,8 @@ RegionHooks::Fill Arena::fill_policy() noexcept {
   if (!poison_on_.load(std::memory_order_relaxed)) return Fill::kOff;
   // A fill now would be recorded into the user's graph (or break its capture): skip it.
   if (capturing()) {
-    poison_skip_note_.store(true, std::memory_order_relaxed);
-    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
+    poison_skip_queued_.store(true, std::memory_order_relaxed);
+    fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
     return Fill::kSkip;
   }
   return Fill::kNow;
@@ -203,43 +204,7 @@ RegionHooks::Fill Arena::fill_policy() noexcept {
 void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
   const Result r =
       backend_->fill32(base_ + offset, bytes, poison_word_.load(std::memory_order_relaxed));
-  if (!r.is_ok()) note(PendingNotes::kPoisonFailed, r.message);
-}
-
-bool Arena::ensure_committed(uint64_t end) noexcept {
-  if (!expandable_ || end <= committed_) return true;
-  const uint64_t g = commit_granularity_;
-  const uint64_t limit = (capacity_ + g - 1) / g * g;
-  uint64_t want = std::min(limit, (end + commit_chunk_ - 1) / commit_chunk_ * commit_chunk_);
-  Result r = backend_->commit(committed_, want - committed_);
-  if (!r.is_ok()) {
-    // Less than a whole chunk may still be there.
-    const uint64_t exact = std::min(limit, (end + g - 1) / g * g);
-    if (exact < want) {
-      want = exact;
-      r = backend_->commit(committed_, want - committed_);
-    }
-  }
-  if (!r.is_ok()) {
-    commit_failures_.fetch_add(1, std::memory_order_relaxed);
-    try {
-      commit_failure_ = r.message;
-    } catch (...) {
-    }
-    commit_failure_note_.store(true, std::memory_order_release);
-    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
-    return false;
-  }
-  try {
-    commits_.emplace_back(committed_, want - committed_);
-  } catch (...) {
-    (void)backend_->decommit(committed_, want - committed_);
-    return false;
-  }
-  committed_ = want;
-  committed_bytes_.store(want, std::memory_order_relaxed);
-  commit_events_.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  if (!r.is_ok()) queue_warning(QueuedWarnings::kPoisonFailed, r.message);
 }
 
 bool Arena::capturing() {
@@ -248,7 +213,7 @@ bool Arena::capturing() {
   const Result r = backend_->capture_status(&c);
   if (!r.is_ok()) {
     // When the backend cannot tell, act as if it were capturing (and say why, later).
-    note(PendingNotes::kCaptureQueryFailed, r.message);
+    queue_warning(QueuedWarnings::kCaptureQueryFailed, r.message);
     return true;
   }
   return c;
@@ -258,7 +223,7 @@ Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
   Arena* a = static_cast<Arena*>(ctx);
   a->overflow_fills_.fetch_add(1, std::memory_order_relaxed);
   Result r = a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_word_.load());
-  if (!r.is_ok()) a->note(PendingNotes::kPoisonFailed, r.message);
+  if (!r.is_ok()) a->queue_warning(QueuedWarnings::kPoisonFailed, r.message);
   return r;
 }
 
@@ -283,32 +248,25 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
     rec.add_string("reason", r.message);
     log_emit(rec);
   }
-  if (notes_.any()) emit_notes();
+  if (warnings_.any()) emit_backend_warnings();
 }
 
-void Arena::emit_notes() {
-  for (auto& [kind, why] : notes_.take()) {
+void Arena::emit_backend_warnings() {
+  for (auto& [kind, why] : warnings_.take()) {
     if (!log_enabled(ZARENA_LOG_WARN)) continue;
     const LogEvent* event = nullptr;
     std::string message;
     switch (kind) {
-      case PendingNotes::kPoisonFailed:
+      case QueuedWarnings::kPoisonFailed:
         event = &log_events::kPoisonFailed;
         message = fmt::format("a poison fill failed ({}); that block was not poisoned", why);
         break;
-      case PendingNotes::kCaptureQueryFailed:
+      case QueuedWarnings::kCaptureQueryFailed:
         event = &log_events::kCaptureQueryFailed;
         message = fmt::format(
             "could not ask the backend whether a capture is active ({}); the "
             "arena acts as if one were (poison skipped, overflow gives "
             "deferred, SYNC overflow refused)",
-            why);
-        break;
-      case PendingNotes::kTrimFailed:
-        event = &log_events::kTrimFailed;
-        message = fmt::format(
-            "could not decommit memory of the expandable arena at a reset "
-            "({}); it stays committed and the next reset tries again",
             why);
         break;
       default:
@@ -321,13 +279,13 @@ void Arena::emit_notes() {
   }
 }
 
-void Arena::after_op() {
-  if (extras_.load(std::memory_order_relaxed) & kExtraNote) {
-    extras_.fetch_and(~kExtraNote, std::memory_order_relaxed);
+void Arena::emit_queued_warnings() {
+  if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
+    fast_path_flags_.fetch_and(~kWarningsQueued, std::memory_order_relaxed);
   }
-  if (notes_.any()) emit_notes();
-  if (poison_skip_note_.load(std::memory_order_relaxed) &&
-      poison_skip_note_.exchange(false, std::memory_order_relaxed) &&
+  if (warnings_.any()) emit_backend_warnings();
+  if (poison_skip_queued_.load(std::memory_order_relaxed) &&
+      poison_skip_queued_.exchange(false, std::memory_order_relaxed) &&
       !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {
     if (log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(log_events::kPoisonSkipped, name_);
@@ -337,33 +295,53 @@ void Arena::after_op() {
       log_emit(rec);
     }
   }
-  if (commit_failure_note_.load(std::memory_order_acquire) &&
-      commit_failure_note_.exchange(false, std::memory_order_acq_rel)) {
-    if (log_enabled(ZARENA_LOG_WARN)) {
-      std::string why;
-      {
-        Region::WriterLock w(region_);
-        why = commit_failure_;
-      }
-      LogRecord rec(log_events::kCommitFailed, name_);
-      rec.message(fmt::format("could not commit more memory for the expandable arena ({}); "
-                              "allocations beyond {} go to overflow",
-                              why, human_bytes(committed_bytes_.load())));
-      rec.add_uint("committed_bytes", committed_bytes_.load());
-      rec.add_string("reason", why);
-      log_emit(rec);
-    }
-  }
+}
+
+void Arena::warn_commit_failed(const std::string& why) {
+  if (!log_enabled(ZARENA_LOG_WARN)) return;
+  const uint64_t committed = commits_.committed_bytes();
+  LogRecord rec(log_events::kCommitFailed, name_);
+  rec.message(
+      fmt::format("could not commit more memory for the expandable arena ({}); "
+                  "allocations beyond {} go to overflow",
+                  why, human_bytes(committed)));
+  rec.add_uint("committed_bytes", committed);
+  rec.add_string("reason", why);
+  log_emit(rec);
 }
 
 // --- allocation -----------------------------------------------------------------------
 
+__attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placement& p,
+                                                           uint64_t size, uint64_t aligned,
+                                                           uint32_t tag,
+                                                           zarena_block* out) noexcept {
+  const uint64_t nth = s.c.epoch_allocs;
+  ++s.c.hits;
+  if (p.reused) ++s.c.reuses;
+  if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
+  if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
+  const uint64_t epoch = region_.epoch();
+  const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
+  if (__builtin_expect(flags & kTracing, 0)) {
+    trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
+  }
+  region_.leave(s);
+  out->ptr = base_ + p.offset;
+  out->epoch = epoch;
+  out->size = p.size;
+  out->flags = p.reused ? ZARENA_BLOCK_REUSED : 0;
+  out->tag = tag;
+  // One load and two compares: the diagnosis sees the opening of each epoch, every request
+  // while the cadence detector runs, and the ones that carry an epoch past earlier peaks.
+  const uint64_t end = p.offset + p.size;
+  if (__builtin_expect(diag_.wants_alloc(end, nth), 0)) diagnose_alloc(aligned, end, nth, s.id);
+  return Status::kOk;
+}
+
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
-  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_odd(size, tag, out);
+  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
-  // Expandable: whether a commit fails during this request decides the verdict.
-  const uint64_t commit_failures0 =
-      expandable_ ? commit_failures_.load(std::memory_order_relaxed) : 0;
   Slot& s = region_.enter();
   ++s.c.epoch_allocs;
   Placement p;
@@ -376,48 +354,52 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
     return fail_with(Status::kOutOfMemory,
                      fmt::format("out of host memory for the block records of arena '{}'", name_));
   }
-  if (__builtin_expect(ok, 1)) {
-    const uint64_t nth = s.c.epoch_allocs;
-    ++s.c.hits;
-    if (p.reused) ++s.c.reuses;
-    if (size > s.c.epoch_max_alloc) s.c.epoch_max_alloc = size;
-    if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
-    const uint64_t epoch = region_.epoch();
-    const uint32_t extras = extras_.load(std::memory_order_relaxed);
-    if (__builtin_expect(extras & kExtraTrace, 0)) {
-      trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
-    }
-    region_.leave(s);
-    out->ptr = base_ + p.offset;
-    out->epoch = epoch;
-    out->size = p.size;
-    out->flags = p.reused ? ZARENA_BLOCK_REUSED : 0;
-    out->tag = tag;
-    // One load and two compares: the diagnosis sees the opening of each epoch, every request
-    // while the cadence detector runs, and the ones that carry an epoch past earlier peaks.
-    const uint64_t end = p.offset + p.size;
-    if (__builtin_expect(end > watch_end_.load(std::memory_order_relaxed) ||
-                             nth <= static_cast<uint64_t>(CadenceDetector::kAnchorLen),
-                         0)) {
-      diag_on_alloc(aligned, end, nth, s.id);
-    }
-    return Status::kOk;
-  }
-  ++s.c.misses;
-  region_.leave(s);
+  if (__builtin_expect(ok, 1)) return served(s, p, size, aligned, tag, out);
+  return alloc_missed(s, p, size, aligned, tag, out);
+}
+
+Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
+                           zarena_block* out) noexcept {
   try {
-    after_op();
-    const bool commit_failed =
-        expandable_ && commit_failures_.load(std::memory_order_relaxed) != commit_failures0;
-    return overflow_alloc(size, aligned, tag, commit_failed, out);
+    // Expandable: the region needs memory above its ceiling. Commit it with no region lock
+    // held (a commit can wait on the GPU; threads that need no commit go on meanwhile),
+    // then try again. A commit that fails leaves the region what lies below the ceiling.
+    std::string commit_failure;
+    bool below_ceiling = false;
+    for (int round = 0; p.commit_to != 0; ++round) {
+      const uint64_t epoch = region_.epoch();
+      region_.leave(s);
+      const bool failed_before = !commit_failure.empty();
+      const bool grown =
+          round < kMaxCommitRounds && commits_.grow(p.commit_to, p.commit_least, &commit_failure);
+      if (!failed_before && !commit_failure.empty()) warn_commit_failed(commit_failure);
+      below_ceiling = !grown;
+      Slot& again = region_.enter();  // the calling thread's slot: s itself
+      // The request counts in the epoch that serves it.
+      if (region_.epoch() != epoch) ++again.c.epoch_allocs;
+      p = Placement{};
+      bool ok;
+      try {
+        ok = below_ceiling ? region_.alloc_below_ceiling(again, aligned, tag, &p)
+                           : region_.alloc(again, aligned, tag, &p);
+      } catch (...) {
+        ++again.c.misses;
+        region_.leave(again);
+        throw;
+      }
+      if (ok) return served(again, p, size, aligned, tag, out);
+    }
+    ++s.c.misses;
+    region_.leave(s);
+    emit_queued_warnings();
+    return overflow_alloc(size, aligned, tag, commit_failure, out);
   } catch (...) {
     return fail_with(Status::kOutOfMemory,
                      fmt::format("out of host memory on the overflow path of arena '{}'", name_));
   }
 }
 
-// size 0 (nothing to allocate) and sizes no arena can describe: off the common path.
-Status Arena::alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
+Status Arena::alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (size == 0) {
     out->ptr = nullptr;
     out->epoch = region_.epoch();
@@ -435,19 +417,18 @@ Status Arena::alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept
   }
   region_.leave(s);
   try {
-    return fail_with(Status::kOutOfMemory,
-                     fmt::format("request of {} bytes is larger than any arena can serve "
-                                 "(arena '{}', capacity {} bytes). verdict=runaway_buffer; "
-                                 "fix: check the tensor shape behind that request (a wrong "
-                                 "dimension or a missing batch split)",
-                                 size, name_, capacity_));
+    return fail_with(
+        Status::kOutOfMemory,
+        fmt::format("request of {} bytes is larger than any arena can serve "
+                    "(arena '{}', capacity {} bytes). {}",
+                    size, name_, capacity_, verdict_suffix(oversized_request_verdict(size))));
   } catch (...) {
     return Status::kOutOfMemory;
   }
 }
 
-Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool commit_failed,
-                             zarena_block* out) {
+Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
+                             const std::string& commit_failure, zarena_block* out) {
   if (overflow_.has_deferred()) {
     std::vector<OverflowBlock> none;
     give_back(none);  // a capture that deferred frees may be over: give them back first
@@ -476,16 +457,16 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool
     epoch = region_.epoch();
     if (trace_ != nullptr) {
       trace_->on_alloc(size, aligned, zarena_trace::TraceAddr{},
-                       zarena_trace::AllocOutcome::kRefused,
-                       static_cast<int32_t>(a.result.status), epoch, tag);
+                       zarena_trace::AllocOutcome::kRefused, static_cast<int32_t>(a.result.status),
+                       epoch, tag);
     }
   }
   if (!a.result.is_ok()) {
-    zarena_stats st;
-    stats(&st);
     // The diagnosis travels with the error (and its record, when due, is out before the
-    // call returns): bindings parse the suffix, see zarena.h.
-    const Verdict v = report_failure(a, size, aligned, epoch, commit_failed);
+    // call returns): bindings parse the suffix, see zarena.h. The numbers of the message,
+    // the record and the verdict come from one snapshot.
+    zarena_stats st;
+    const Verdict v = report_failure(a, size, aligned, epoch, commit_failure, &st);
     if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
       log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
     }
@@ -500,7 +481,7 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool
   out->epoch = epoch;
   // The call succeeded: its diagnosis (if this is the epoch's first overflow) is built
   // and logged off it, by the reporter (with the overflow.slow record after it).
-  report_success(a, size, aligned, epoch, commit_failed);
+  report_success(a, size, aligned, epoch, commit_failure);
   out->size = aligned;
   out->flags = ZARENA_BLOCK_OVERFLOW;
   out->tag = tag;
@@ -516,7 +497,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     Slot& s = region_.enter();
     // The key is taken before the free, which may hand the space to other slots.
     const uint64_t key =
-        __builtin_expect(extras_.load(std::memory_order_relaxed) & kExtraTrace, 0)
+        __builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)
             ? trace_->slot_free_key(s.id, off)
             : 0;
     uint64_t size = 0;
@@ -528,8 +509,8 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
     }
     // Loaded after the free: the free may have queued a note (a poison fill skipped).
-    const uint32_t extras = extras_.load(std::memory_order_relaxed);
-    if (__builtin_expect(extras & kExtraTrace, 0)) {
+    const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
+    if (__builtin_expect(flags & kTracing, 0)) {
       trace_->slot_free(s.id, key, off,
                         o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
                             ? ZARENA_OK
@@ -539,8 +520,8 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     }
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
-      if (__builtin_expect(extras & ~kExtraTrace, 0)) after_free_extras(extras);
-      if (__builtin_expect(detector_on_.load(std::memory_order_relaxed), 0)) diag_on_free(size, s.id);
+      if (__builtin_expect(flags & ~kTracing, 0)) after_free_flags(flags);
+      if (__builtin_expect(diag_.wants_free(), 0)) diag_.on_free(size, s.id);
       return Status::kOk;
     }
     const uint64_t epoch = region_.epoch();
@@ -563,8 +544,8 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   }
 }
 
-void Arena::after_free_extras(uint32_t extras) {
-  if (extras & kExtraNote) after_op();
+void Arena::after_free_flags(uint32_t flags) {
+  if (flags & kWarningsQueued) emit_queued_warnings();
 }
 
 Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
@@ -591,7 +572,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   if (o == FreeOutcome::kOk) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
-    after_op();
+    emit_queued_warnings();
     return Status::kOk;
   }
   if (o == FreeOutcome::kDeferred) return Status::kOk;
@@ -600,17 +581,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
 
 Status Arena::status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch) {
   if (o == FreeOutcome::kNotOwned && want_epoch < epoch) return Status::kStale;
-  switch (o) {
-    case FreeOutcome::kOk:
-    case FreeOutcome::kDeferred:
-      return Status::kOk;
-    case FreeOutcome::kStale:
-      return Status::kStale;
-    case FreeOutcome::kDoubleFree:
-      return Status::kDoubleFree;
-    default:
-      return Status::kNotOwned;
-  }
+  return free_status(o);
 }
 
 Status Arena::free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept {
@@ -625,10 +596,10 @@ Status Arena::free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t
   switch (o) {
     case FreeOutcome::kStale:
       return fail_with(Status::kStale,
-                          fmt::format("free({}): the block was reclaimed by a reset, or the "
-                                      "address was handed out again since the epoch named "
-                                      "(arena '{}' is in epoch {}); the call was dropped",
-                                      ptr, name_, epoch));
+                       fmt::format("free({}): the block was reclaimed by a reset, or the "
+                                   "address was handed out again since the epoch named "
+                                   "(arena '{}' is in epoch {}); the call was dropped",
+                                   ptr, name_, epoch));
     case FreeOutcome::kDoubleFree:
       return fail_with(
           Status::kDoubleFree,
@@ -649,13 +620,13 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
     case PinOutcome::kOk:
       return Result::ok();
     case PinOutcome::kNotOwned:
-      return Result::fail(Status::kNotOwned,
-                          fmt::format("{}({}): not the start of a live block of arena '{}'", what,
-                                      ptr, name_));
+      return Result::fail(
+          Status::kNotOwned,
+          fmt::format("{}({}): not the start of a live block of arena '{}'", what, ptr, name_));
     case PinOutcome::kFreed:
-      return Result::fail(Status::kDoubleFree,
-                          fmt::format("{}({}): the block was already freed (arena '{}')", what,
-                                      ptr, name_));
+      return Result::fail(
+          Status::kDoubleFree,
+          fmt::format("{}({}): the block was already freed (arena '{}')", what, ptr, name_));
     case PinOutcome::kStale:
       return Result::fail(Status::kStale,
                           fmt::format("{}({}): the block was reclaimed by a reset (arena '{}' is "
@@ -722,7 +693,7 @@ Result Arena::unpin(void* ptr) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
   }
-  after_op();
+  emit_queued_warnings();
   return pin_error(o, ptr, "zarena_unpin");
 }
 

@@ -1,7 +1,10 @@
-// The arena: a Region over memory reserved from a Backend, an OverflowPool behind it,
-// counters, poison, capture state, and the diagnostics hooks. The region's slots make
-// allocation and free concurrent (region.h, docs/CONCURRENCY.md); whole-arena operations
-// take every lock at once. Log records are built and emitted with no lock held.
+// The arena: a Region over memory reserved from a Backend, an OverflowPool behind it, the
+// expandable commits, poison, capture state, tracing, and the diagnosis it feeds. Each
+// part owns its data; the arena holds what belongs to none of them and calls them in
+// order. The region's slots make allocation and free concurrent (region.h,
+// docs/CONCURRENCY.md); whole-arena operations take every lock at once
+// (Region::WriterLock). Log records are built and emitted with no lock held.
+// docs/ARCHITECTURE.md has the routes of an allocation, a failed one and a reset.
 #pragma once
 
 #include <atomic>
@@ -10,30 +13,23 @@
 #include <string>
 #include <vector>
 
-#include "engine/arena_notes.h"
 #include "backend/backend.h"
 #include "backend/backend_faults.h"
-#include "diagnosis/cadence.h"
+#include "base/spin_lock.h"
+#include "base/status.h"
 #include "config/config.h"
+#include "diagnosis/arena_diagnosis.h"
 #include "diagnosis/diagnostics.h"
-#include "diagnosis/epoch_history.h"
+#include "engine/expandable.h"
+#include "engine/queued_warnings.h"
+#include "engine/snapshot.h"
 #include "log/log.h"
 #include "overflow/overflow.h"
 #include "region/region.h"
-#include "base/spin_lock.h"
-#include "base/status.h"
 #include "trace/trace.h"
 #include "zarena/zarena.h"
 
 namespace zarena_core {
-
-// One live block as the walks report it (region and overflow).
-struct LiveBlock {
-  void* ptr;
-  uint64_t size, epoch;
-  uint32_t pins, tag;
-  bool persistent, overflow, deferred;
-};
 
 class Arena final : private RegionHooks {
  public:
@@ -64,22 +60,10 @@ class Arena final : private RegionHooks {
   }
   void set_capture_active(bool active);
   // The engine marks the start of a step: from the second one on, "no reset came between
-  // two steps" is a fact the diagnosis uses (arena_diagnosis.cpp).
+  // two steps" is a fact the diagnosis uses.
   void step_begin();
-  // The diagnosis now (zarena_diagnose): the epoch's overflow verdict when it overflowed,
-  // else the early warning's when one applies, else "ok".
-  struct Diagnosis {
-    const char* verdict = "ok";
-    std::string cause, advice;
-    bool overflowed = false;
-    bool warned = false;
-    ExhaustionFacts facts;
-    uint64_t live_bytes = 0;
-    uint64_t steps_to_full = 0;
-    uint64_t overflow_epochs = 0;
-    uint64_t needed_bytes = 0;
-  };
-  void diagnose_now(Diagnosis* out);
+  // The diagnosis now (zarena_diagnose).
+  void diagnose_now(CurrentDiagnosis* out);
   Result set_stream(void* stream);
   void set_poison(bool enabled, uint32_t word);
   // Live blocks (region and overflow) from one snapshot, in address order for the region;
@@ -100,72 +84,66 @@ class Arena final : private RegionHooks {
  private:
   Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const RegionInfo& region,
         int32_t policy);
-  // commit_failed: an expandable region could not commit memory for this request.
-  Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool commit_failed,
-                        zarena_block* out);
-  Status alloc_odd(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
+  // A request the region served: counters, trace, the caller's block, the diagnosis's
+  // filter; leaves the slot. Inlined into alloc (the common path) and alloc_missed.
+  Status served(Slot& s, const Placement& p, uint64_t size, uint64_t aligned, uint32_t tag,
+                zarena_block* out) noexcept;
+  // The region did not serve it: commit and try again (expandable), else overflow.
+  Status alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
+                      zarena_block* out) noexcept;
+  // commit_failure: why an expandable region could not commit memory for this request
+  // ("" when it did not try or did not fail).
+  Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
+                        const std::string& commit_failure, zarena_block* out);
+  // size 0 (nothing to allocate) and sizes no arena can describe (over 2^62).
+  Status alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   Status free_slow(void* ptr, uint64_t want_epoch);  // overflow blocks and failures
   Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
   Status free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
-  void after_free_extras(uint32_t extras);
+  // A free that found fast_path_flags_ other than kTracing set (out of line).
+  void after_free_flags(uint32_t flags);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   void give_back(std::vector<OverflowBlock>& blocks);
-  bool capturing();   // the engine's flag, else the backend's answer
-  void after_op();    // emits records queued under locks (poison skipped, commit failed)
-  void emit_notes();  // emits notes_ (no lock held)
-  // Queues a backend failure met under a lock; after_op logs it.
-  void note(PendingNotes::Kind kind, const std::string& why) noexcept {
-    notes_.add(kind, why);
-    extras_.fetch_or(kExtraNote, std::memory_order_relaxed);
+  bool capturing();  // the engine's flag, else the backend's answer
+  // Emits the warnings queued under locks (QueuedWarnings, a poison fill skipped during a
+  // capture); called with no lock held after any call that may have queued one.
+  void emit_queued_warnings();
+  void emit_backend_warnings();  // what warnings_ holds (no lock held)
+  // Queues a backend failure met under a lock; emit_queued_warnings logs it.
+  void queue_warning(QueuedWarnings::Kind kind, const std::string& why) noexcept {
+    warnings_.add(kind, why);
+    fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
   }
-  void fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const OverflowStats& o) const;
+  // The arena at this instant (one acquisition of the writer lock; snapshot_w: the caller
+  // holds it). tags_epoch: also the live bytes per tag of that epoch (O(blocks)).
+  static constexpr uint64_t kNoTags = ~0ull, kCurrentEpochTags = ~0ull - 1;
+  void snapshot(ArenaSnapshot* out, uint64_t tags_epoch = kNoTags);
+  void snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch);
 
-  // Diagnosis (arena_diagnosis.cpp). The diagnosis lock (diag_mu_) guards everything in
-  // the "diagnosis" block below; it is never held with a region lock or while logging.
-  enum class Report { kNone, kRecord, kSummary };
+  // The diagnosis's side in the arena (arena_reports.cpp): snapshots in, reports out.
+  using Report = ArenaDiagnosis::Report;
   struct ReportJob;
-  // What reset() read of the epoch it ended, under the writer lock.
-  struct EpochEnd {
-    uint64_t epoch = 0;
-    uint64_t allocs = 0, reuses = 0, high_water = 0, floor = 0;
-    uint64_t reuses_total = 0, overflow_allocs_total = 0, overflow_peak = 0;
-    uint64_t steps = 0;
-  };
-  void diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
-  void diag_on_free(uint64_t size, uint32_t slot);
-  void diag_on_reset(const EpochEnd& e);
-  void diag_on_boundary();
-  void emit_step_record(const EpochEnd& e);
-  // The facts of an exhaustion now (one snapshot, then the diagnosis lock).
-  ExhaustionFacts capture_facts(const char* path, uint64_t size, uint64_t aligned,
-                                bool commit_failed = false);
-  // Under diag_mu_: the facts only the diagnosis lock guards.
-  void add_step_facts_d(ExhaustionFacts* f) const;
-  // The first overflow of an epoch: counts it and decides what is logged.
-  Report claim_overflow_epoch(uint64_t epoch, const char* path, uint64_t size, uint64_t aligned,
-                              bool commit_failed);
-  // Builds and emits the record of a report (any thread, no lock held). epochs: how many
-  // epochs the arena had begun when the report was due (a summary's "N of M epochs").
-  void emit_report(Report kind, const ExhaustionFacts& f, uint64_t unreported,
-                   uint64_t overflow_epochs, uint64_t epochs);
-  static void run_report_job(void* self, const void* job);
-  // Returns the verdict the failing call's message carries; emits its record when due.
+  // An allocation the diagnosis wanted to see (ArenaDiagnosis::wants_alloc).
+  void diagnose_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
+  // The region and the overflow route could not serve a request. The failing call's
+  // report is built from one snapshot (which also gives *stats the numbers of its error
+  // text) and emitted before the call returns; the verdict goes into the message. A call
+  // that succeeded posts its report to the reporter thread.
+  // commit_failure: the backend's reason when an expandable region could not commit
+  // memory for the request ("" otherwise).
   Verdict report_failure(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
-                         bool commit_failed);
+                         const std::string& commit_failure, zarena_stats* stats);
   void report_success(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
-                      bool commit_failed);
-  // "matmul.grad 38.0 GiB, ..." the top tags by live bytes of `epoch` ("" when untagged).
-  std::string top_tags(uint64_t epoch);
-  void warn_cadence(CadenceFacts f);
-  void flush_summary();  // destroy: the overflow epochs not reported yet
+                      const std::string& commit_failure);
+  static void run_report_job(void* self, const void* job);
 
   // RegionHooks (called with region locks held: no logging, no waiting).
   Fill fill_policy() noexcept override;
   void fill(uint64_t offset, uint64_t bytes) noexcept override;
-  bool ensure_committed(uint64_t end) noexcept override;
   static Result fill_overflow(void* ctx, void* ptr, uint64_t bytes);
-  void trim_w();
+  // Logs a commit the backend refused (no lock held).
+  void warn_commit_failed(const std::string& why);
 
   const std::string name_;
   const zarena_config cfg_;
@@ -178,80 +156,32 @@ class Arena final : private RegionHooks {
   const bool expandable_;
 
   Region region_;
+  ExpandableCommits commits_;
   OverflowPool overflow_;
 
-  // What the common path must look at besides the allocation itself: one load, one
-  // predictable branch when nothing is on.
-  static constexpr uint32_t kExtraTrace = 1;    // trace_ is open
-  static constexpr uint32_t kExtraNote = 4;     // a warning waits for after_op
-  std::atomic<uint32_t> extras_{0};
+  // What the allocation and free paths must look at besides the block itself: one load,
+  // one predictable branch when nothing is on.
+  static constexpr uint32_t kTracing = 1;         // trace_ is open
+  static constexpr uint32_t kWarningsQueued = 4;  // a warning waits for emit_queued_warnings
+  std::atomic<uint32_t> fast_path_flags_{0};
 
   std::atomic<bool> capture_flag_{false};
   std::atomic<bool> poison_on_;
   std::atomic<uint32_t> poison_word_;
-  std::atomic<bool> poison_skip_note_{false};  // a fill was skipped: warn once per capture
+  std::atomic<bool> poison_skip_queued_{false};  // a fill was skipped: warn once per capture
   std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
   std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
-  PendingNotes notes_;  // backend failures met under locks, logged by after_op
-
-  // Expandable regions (guarded by the region's central lock: ensure_committed runs there).
-  const uint64_t commit_granularity_;
-  const uint64_t commit_chunk_;
-  uint64_t committed_ = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> commits_;  // the ranges commit() mapped
-  std::atomic<uint64_t> commit_events_{0}, trim_events_{0}, commit_failures_{0};
-  std::atomic<uint64_t> committed_bytes_{0};
-  std::string commit_failure_;  // the last failure's message, logged after the op
-  std::atomic<bool> commit_failure_note_{false};
+  QueuedWarnings warnings_;                      // backend failures met under locks
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};
-  std::atomic<uint64_t> first_overflow_epoch_{~0ull};
 
   // Tracing (ZARENA_TRACE_FILE / cfg.trace_file): null when off, so each hook costs one
   // predictable branch.
   std::unique_ptr<zarena_trace::Tracer> tracer_;
   zarena_trace::Tracer* trace_ = nullptr;
-  std::atomic<uint64_t> steps_{0}, epoch_steps_{0};
 
-  // --- diagnosis (arena_diagnosis.cpp) ---------------------------------------------------
-  // Allocations whose block ends above watch_end_ take the diagnosis path: every one while
-  // the cadence detector runs (0: before the first reset, or in resumed mode), none when
-  // nothing is watched (~0), else those that carry the epoch past the earlier epochs'
-  // peaks. Each slot's first kAnchorLen requests of an epoch go there too (its opening).
-  std::atomic<uint64_t> watch_end_{0};
-  std::atomic<bool> detector_on_{true};      // frees feed the detector
-  // The slot whose requests the detector follows (kAnySlot: the next one to feed it).
-  static constexpr uint32_t kAnySlot = ~0u;
-  std::atomic<uint32_t> diag_slot_{kAnySlot};
-  bool cross_thread_frees_ = false;  // a free came from another thread: the guess stopped
-  std::atomic<bool> explicit_steps_{false};  // zarena_step_begin was called: facts, not guesses
-  SpinLock diag_mu_;
-  CadenceDetector cadence_;
-  uint64_t cadence_top_ = 0;  // highest block end of the epoch seen: the detector's top
-  EpochHistory history_;
-  EpochHistory::Epoch opening_;  // the current epoch's opening requests
-  uint64_t watch_peak_ = 0;      // the earlier epochs' peak the watch compares with
-  bool warned_ = false;          // the early warning was logged (once per arena)
-  // Explicit steps of the current epoch: live bytes and top at the first and latest begin.
-  uint64_t step1_live_ = 0, step_live_ = 0, step_top_ = 0;
-  uint64_t step1_n_ = 0;  // the epoch's step number the comparison starts from
-  uint64_t step_epoch_ = ~0ull;
-  // Overflow reports: the first kDetailedEpochs overflow epochs get arena.first_overflow,
-  // later ones a summary at most every kSummaryIntervalNs.
-  uint64_t overflow_epochs_ = 0, overflow_records_ = 0, overflow_summaries_ = 0;
-  uint64_t unreported_ = 0;  // overflow epochs since the last record
-  uint64_t last_report_ns_ = 0;
-  ExhaustionFacts last_unreported_;  // the latest summarised epoch's facts
-  bool have_unreported_facts_ = false;
-  // The current epoch's first overflow (zarena_diagnose).
-  const char* overflow_path_ = "";
-  uint64_t overflow_size_ = 0, overflow_aligned_ = 0;
-  bool overflow_commit_failed_ = false;
-  // The capacity the workload needed: the highest (epoch top + epoch overflow peak).
-  uint64_t needed_bytes_ = 0;
-  // Counters at the last reset (per-epoch figures of arena.step).
-  uint64_t reuses_at_reset_ = 0, overflow_allocs_at_reset_ = 0;
+  ArenaDiagnosis diag_;
 };
 
 }  // namespace zarena_core

@@ -2,15 +2,15 @@
 // settings that change at run time (capture, stream, poison), and destroy. Each takes
 // the region's writer lock (every slot, then the central lock) for as long as it reads or
 // changes shared state, and calls the backend and the log only after releasing it
-// (except poison fills and expandable trims, which must happen before any thread can use
-// the memory again).
+// (except poison fills, which must happen before any thread can use the memory again).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
-#include "engine/arena.h"
 #include "diagnosis/diagnostics.h"
+#include "engine/arena.h"
 #include "log/reporter.h"
 
 namespace zarena_core {
@@ -20,56 +20,38 @@ void Arena::reset() {
   EpochEnd end;
   {
     Region::WriterLock w(region_);
-    // Host memory first (it may throw), then the changes, which cannot fail.
-    doomed.reserve(overflow_.stats().live_count);
     // The epoch that ends, for the diagnosis (O(slots), like the reset itself).
-    RegionSnapshot r;
-    region_.snapshot_w(&r);
-    const OverflowStats o = overflow_.stats();
-    end.epoch = r.epoch;
-    end.allocs = r.sum.epoch_allocs;
-    end.high_water = r.sum.epoch_high_water;
-    end.floor = r.floor;
-    end.reuses_total = r.sum.reuses;
-    end.overflow_allocs_total = o.allocs;
-    end.overflow_peak = o.epoch_peak_bytes;
-    end.steps = epoch_steps_.load(std::memory_order_relaxed);
+    ArenaSnapshot s;
+    snapshot_w(&s, kNoTags);
+    end = epoch_end(s);
+    // Host memory first (it may throw), then the changes, which cannot fail.
+    doomed.reserve(s.overflow.live_count);
     uint64_t reclaimed = 0;
     region_.reset_w(&reclaimed);
     overflow_.reclaim(region_.epoch(), &doomed);
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
-    if (expandable_ && cfg_.trim_keep_bytes != 0) trim_w();
     // Under the locks, so a stats snapshot sees the epoch and the count move together.
     resets_.fetch_add(1, std::memory_order_relaxed);
   }
-  epoch_steps_.store(0, std::memory_order_relaxed);
-  diag_on_reset(end);
-  give_back(doomed);
-  after_op();
-  if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) emit_step_record(end);
-}
-
-// Under the writer lock: decommits what lies above max(trim_keep_bytes, the top), whole
-// commits at a time (the backend unmaps only whole mappings), never during a capture.
-void Arena::trim_w() {
-  const uint64_t keep = std::max(cfg_.trim_keep_bytes, region_.frontier_w());
-  if (commits_.empty() || committed_ <= keep || capturing()) return;
-  bool trimmed = false;
-  while (!commits_.empty() && commits_.back().first >= keep) {
-    const auto range = commits_.back();
-    const Result r = backend_->decommit(range.first, range.second);
-    if (!r.is_ok()) {
-      note(PendingNotes::kTrimFailed, r.message);
-      break;
+  // Expandable: what lies above max(trim_keep_bytes, the top) goes back, with no region
+  // lock held (a decommit waits for the stream), never during a capture (waiting would
+  // break it).
+  if (expandable_ && cfg_.trim_keep_bytes != 0 && !capturing()) {
+    const Result r = commits_.trim(cfg_.trim_keep_bytes);
+    if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
+      LogRecord rec(log_events::kTrimFailed, name_);
+      rec.message(
+          fmt::format("could not decommit memory of the expandable arena at a reset "
+                      "({}); it stays committed and the next reset tries again",
+                      r.message));
+      rec.add_string("reason", r.message);
+      log_emit(rec);
     }
-    commits_.pop_back();
-    committed_ = range.first;
-    trimmed = true;
   }
-  if (trimmed) {
-    committed_bytes_.store(committed_, std::memory_order_relaxed);
-    trim_events_.fetch_add(1, std::memory_order_relaxed);
-  }
+  const StepRecordFacts step = diag_.on_reset(end);
+  give_back(doomed);
+  emit_queued_warnings();
+  if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) diag_.log_step(step);
 }
 
 void Arena::mark_step_boundary() {
@@ -82,7 +64,7 @@ void Arena::mark_step_boundary() {
       region_.slot_counters_w(i).step_max_alloc = 0;
     }
   }
-  diag_on_boundary();
+  diag_.on_boundary();
 }
 
 Result Arena::set_floor(uint64_t offset) {
@@ -96,64 +78,40 @@ Result Arena::set_floor(uint64_t offset) {
   return r;
 }
 
-void Arena::fill_snapshot(zarena_stats* s, const RegionSnapshot& r, const OverflowStats& o) const {
-  std::memset(s, 0, sizeof *s);
-  s->struct_size = sizeof(zarena_stats);
-  s->capacity_bytes = capacity_;
-  s->used_bytes = r.live_bytes;
-  s->floor_bytes = r.floor;
-  s->high_water_bytes = r.sum.high_water;
-  s->epoch = r.epoch;
-  s->epoch_allocs = r.sum.epoch_allocs;
-  s->epoch_max_alloc_bytes = r.sum.epoch_max_alloc;
-  s->epoch_high_water_bytes = r.sum.epoch_high_water;
-  s->hits = r.sum.hits;
-  s->misses = r.sum.misses;
-  s->reuses = r.sum.reuses;
-  s->resets = resets_.load(std::memory_order_relaxed);
-  s->free_list_len = r.free_count;
-  s->free_list_bytes = r.free_bytes;
-  s->largest_free_block_bytes = r.largest_free;
-  s->live_allocs = r.live_count + o.live_count;
-  s->stale_frees = r.sum.stale_frees;
-  s->invalid_frees = r.sum.invalid_frees;
-  s->overflow_allocs = o.allocs;
-  s->overflow_live_bytes = o.live_bytes;
-  s->overflow_peak_bytes = o.peak_bytes;
-  s->overflow_max_latency_ns = o.max_latency_ns;
-  s->overflow_reclaimed = o.reclaimed;
-  s->overflow_failures = o.failures;
-  s->pinned_bytes = r.pinned_bytes + o.pinned_bytes;
-  s->pinned_blocks = r.pinned_blocks + o.pinned_blocks;
-  s->pin_retained_bytes = r.pin_retained_bytes;
-  s->deferred_frees = r.deferred_frees + o.deferred_frees;
-  s->overflow_deferred_gives = o.deferred_gives;
-  s->poison_fills = r.sum.poison_fills + overflow_fills_.load(std::memory_order_relaxed);
-  s->poison_skipped = r.sum.poison_skipped;
-  s->top_bytes = r.top;
-  s->committed_bytes = committed_bytes_.load(std::memory_order_relaxed);
-  s->commit_events = commit_events_.load(std::memory_order_relaxed);
-  s->trim_events = trim_events_.load(std::memory_order_relaxed);
-  s->commit_failures = commit_failures_.load(std::memory_order_relaxed);
-  s->steps = steps_.load(std::memory_order_relaxed);
-  s->epoch_steps = epoch_steps_.load(std::memory_order_relaxed);
-  s->needed_bytes =
-      r.sum.epoch_high_water + o.epoch_peak_bytes;  // this epoch; stats() adds earlier ones
-  s->used_peak_bytes = r.used_peak;
+void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
+  region_.snapshot_w(&out->region);
+  out->overflow = overflow_.stats();  // its lock nests inside the writer lock
+  out->capacity = capacity_;
+  out->resets = resets_.load(std::memory_order_relaxed);
+  out->committed_bytes = commits_.committed_bytes();
+  out->commit_events = commits_.commit_events();
+  out->trim_events = commits_.trim_events();
+  out->commit_failures = commits_.commit_failures();
+  out->steps = diag_.steps();
+  out->epoch_steps = diag_.epoch_steps();
+  out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
+  out->tag_bytes.clear();
+  if (tags_epoch == kNoTags) return;
+  if (tags_epoch == kCurrentEpochTags) tags_epoch = out->region.epoch;
+  std::unordered_map<uint32_t, uint64_t> bytes;
+  region_.tag_bytes_w(tags_epoch, &bytes);
+  std::vector<LiveBlock> over;
+  overflow_.live_blocks(&over);
+  for (const LiveBlock& b : over) {
+    if (b.tag != 0 && b.epoch == tags_epoch) bytes[b.tag] += b.size;
+  }
+  out->tag_bytes.assign(bytes.begin(), bytes.end());
+}
+
+void Arena::snapshot(ArenaSnapshot* out, uint64_t tags_epoch) {
+  Region::WriterLock w(region_);
+  snapshot_w(out, tags_epoch);
 }
 
 void Arena::stats(zarena_stats* out) {
-  {
-    Region::WriterLock w(region_);
-    RegionSnapshot r;
-    region_.snapshot_w(&r);
-    fill_snapshot(out, r, overflow_.stats());
-  }
-  std::lock_guard<SpinLock> lock(diag_mu_);
-  out->overflow_epochs = overflow_epochs_;
-  out->overflow_records = overflow_records_;
-  out->overflow_summaries = overflow_summaries_;
-  out->needed_bytes = std::max(out->needed_bytes, needed_bytes_);
+  ArenaSnapshot s;
+  snapshot(&s);
+  fill_stats(s, diag_.counters(), out);
 }
 
 void Arena::reset_peak_stats() {
@@ -170,7 +128,7 @@ void Arena::region_info(zarena_region* out) {
   out->capacity_bytes = capacity_;
   out->top_bytes = region_.frontier_w();
   out->floor_bytes = region_.floor_w();
-  out->committed_bytes = committed_bytes_.load(std::memory_order_relaxed);
+  out->committed_bytes = commits_.committed_bytes();
   out->managed = managed_ ? 1 : 0;
   out->expandable = expandable_ ? 1 : 0;
 }
@@ -183,7 +141,7 @@ void Arena::set_capture_active(bool active) {
     std::vector<OverflowBlock> none;
     give_back(none);  // frees deferred during the capture go back now
   }
-  after_op();
+  emit_queued_warnings();
 }
 
 Result Arena::set_stream(void* stream) {
@@ -204,38 +162,29 @@ void Arena::set_poison(bool enabled, uint32_t word) {
 }
 
 void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
-  std::vector<BlockView> region;
-  std::vector<OverflowBlockView> over;
-  {
+  const size_t first_overflow = [&] {
     Region::WriterLock w(region_);
     if (epoch != nullptr) *epoch = region_.epoch();
-    region_.live_blocks_w(&region);
-    overflow_.live_blocks(&over);
-  }
-  out->reserve(out->size() + region.size() + over.size());
-  for (const BlockView& b : region) {
-    out->push_back(LiveBlock{base_ + b.offset, b.size, b.epoch, b.pins, b.tag,
-                             b.persistent, false, b.deferred});
-  }
-  std::sort(over.begin(), over.end(),
-            [](const OverflowBlockView& a, const OverflowBlockView& b) { return a.ptr < b.ptr; });
-  for (const OverflowBlockView& b : over) {
-    out->push_back(
-        LiveBlock{b.ptr, b.size, b.epoch, b.pins, b.tag, b.persistent, true, b.deferred});
-  }
+    region_.live_blocks_w(base_, out);
+    const size_t n = out->size();
+    overflow_.live_blocks(out);
+    return n;
+  }();
+  std::sort(out->begin() + static_cast<std::ptrdiff_t>(first_overflow), out->end(),
+            [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });
 }
 
 Result Arena::destroy() {
   // No diagnosis job may outlive the arena; overflow epochs not reported yet get their
   // summary before the lifetime summary.
   Reporter::flush(this);
-  flush_summary();
+  diag_.flush_summary();
   zarena_stats s;
   stats(&s);
   Result rt;
   if (tracer_) {
     rt = tracer_->close();
-    extras_.fetch_and(~kExtraTrace, std::memory_order_relaxed);
+    fast_path_flags_.fetch_and(~kTracing, std::memory_order_relaxed);
     trace_ = nullptr;
     region_.set_order_counter(nullptr);
     tracer_.reset();

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "diagnosis/diagnostics.h"
+#include "base/human_bytes.h"
 #include "engine/tags.h"
 
 namespace zarena_core {

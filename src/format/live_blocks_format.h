@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/arena.h"
+#include "base/live_block.h"
 
 namespace zarena_core {
 

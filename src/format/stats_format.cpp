@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "diagnosis/diagnostics.h"
+#include "base/human_bytes.h"
 #include "format/stats_fields.h"
 
 namespace zarena_core {

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "config/config.h"
+#include "base/env_bool.h"
 
 namespace zarena_core {
 

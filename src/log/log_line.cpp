@@ -1,5 +1,5 @@
 // The human stderr line: a sentence and the few headline numbers, bounded in length so
-// that the diagnosis reads at a glance (the 1.0 lines ran to 800 characters).
+// that the diagnosis reads at a glance.
 #include <fmt/format.h>
 
 #include "log/log.h"

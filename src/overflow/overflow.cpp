@@ -54,16 +54,16 @@ OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
     if (!qerr.is_ok() || capturing) {
       unreserve_failure();
       a.path = "capture_refused";
-      a.result = capturing
-                     ? Result::fail(Status::kCaptureUnsafe,
-                                    capture_active
-                                        ? "the engine marked a CUDA graph capture as active; a "
-                                          "synchronous overflow allocation now would break it"
-                                        : "the arena's stream is being captured into a CUDA "
-                                          "graph; a synchronous overflow allocation now would "
-                                          "break the capture")
-                     : Result::fail(Status::kCaptureUnsafe,
-                                    "could not query the stream's capture status: " + qerr.message);
+      a.result =
+          capturing
+              ? Result::fail(Status::kCaptureUnsafe,
+                             capture_active ? "the engine marked a CUDA graph capture as active; a "
+                                              "synchronous overflow allocation now would break it"
+                                            : "the arena's stream is being captured into a CUDA "
+                                              "graph; a synchronous overflow allocation now would "
+                                              "break the capture")
+              : Result::fail(Status::kCaptureUnsafe,
+                             "could not query the stream's capture status: " + qerr.message);
       return a;
     }
   }
@@ -162,7 +162,8 @@ PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
   return PinOutcome::kOk;
 }
 
-PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size) {
+PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out,
+                               uint64_t* freed_size) {
   *freed_size = 0;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(ptr);
@@ -310,12 +311,20 @@ void OverflowPool::reset_peak() {
   stats_.peak_bytes = stats_.live_bytes;
 }
 
-void OverflowPool::live_blocks(std::vector<OverflowBlockView>* out) const {
+void OverflowPool::live_blocks(std::vector<LiveBlock>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [p, e] : blocks_) {
     if (e.state != State::kLive && e.state != State::kDeferred) continue;
-    out->push_back(OverflowBlockView{p, e.size, e.epoch, e.pins, e.tag, e.persistent,
-                                     e.state == State::kDeferred});
+    LiveBlock v;
+    v.ptr = p;
+    v.size = e.size;
+    v.epoch = e.epoch;
+    v.pins = e.pins;
+    v.tag = e.tag;
+    v.persistent = e.persistent;
+    v.overflow = true;
+    v.deferred = e.state == State::kDeferred;
+    out->push_back(v);
   }
 }
 

@@ -6,7 +6,7 @@
 // Epochs: a block belongs to the epoch in which it was *tracked* (track() runs under the
 // caller's slot lock, where no reset can run), never to the epoch read before the backend
 // call; so a reset can never reclaim a block allocated after the epoch it opened became
-// visible (issue 13, defect 1).
+// visible.
 //
 // Captures: giving a block back during a CUDA graph capture would be recorded into the
 // user's graph (ASYNC) or refused by CUDA and break the capture (SYNC). Blocks freed or
@@ -23,7 +23,8 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "region/region.h"
+#include "base/live_block.h"
+#include "base/outcomes.h"
 #include "base/status.h"
 #include "zarena/zarena.h"
 
@@ -49,13 +50,6 @@ struct OverflowStats {
   uint64_t deferred_gives = 0;  // blocks waiting for a capture to end before going back
   uint64_t pinned_bytes = 0, pinned_blocks = 0;
   uint64_t deferred_frees = 0;  // frees of pinned blocks waiting for the last unpin
-};
-
-struct OverflowBlockView {
-  void* ptr;
-  uint64_t size, epoch;
-  uint32_t pins, tag;
-  bool persistent, deferred;
 };
 
 class OverflowPool {
@@ -114,7 +108,8 @@ class OverflowPool {
   OverflowStats stats() const;
   // peak_bytes restarts from live_bytes.
   void reset_peak();
-  void live_blocks(std::vector<OverflowBlockView>* out) const;
+  // Appends the live blocks (overflow set), in no particular order.
+  void live_blocks(std::vector<LiveBlock>* out) const;
 
  private:
   enum class State : uint8_t { kLive, kDeferred, kFreed, kReclaimed };

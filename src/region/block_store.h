@@ -125,7 +125,8 @@ class BlockStore {
   // Relaxed: a segment is published (release) before any record in it can be reached
   // (through a map entry or a list written after it), and it never moves or goes away.
   __attribute__((always_inline)) Block& operator[](uint32_t i) const {
-    return segments_[i >> kSegmentShift].load(std::memory_order_relaxed)
+    return segments_[i >> kSegmentShift]
+        .load(std::memory_order_relaxed)
         ->recs[i & (kSegmentRecords - 1)];
   }
 
@@ -135,6 +136,15 @@ class BlockStore {
   // Page lists: pages are linked through their first record's page_next.
   uint32_t& page_next(uint32_t first) {
     return segment_of(first)->page_next[(first & (kSegmentRecords - 1)) / kPageRecords];
+  }
+  // Appends the pages first..last (linked) to the list *head..*tail (kNil: empty).
+  void append_pages(uint32_t* head, uint32_t* tail, uint32_t first, uint32_t last) {
+    if (*tail == kNil) {
+      *head = first;
+    } else {
+      page_next(*tail) = first;
+    }
+    *tail = last;
   }
   // Appends a list of pages to the recycling list (pages become reusable at once).
   void recycle_pages(uint32_t head, uint32_t tail);
@@ -148,7 +158,9 @@ class BlockStore {
   // Marks a record as describing nothing new: state unused, gen advanced, links cleared.
   void reinit(uint32_t rec, uint8_t flags);
 
-  uint64_t records_allocated() const { return static_cast<uint64_t>(segment_count_) << kSegmentShift; }
+  uint64_t records_allocated() const {
+    return static_cast<uint64_t>(segment_count_) << kSegmentShift;
+  }
 
  private:
   struct Segment {

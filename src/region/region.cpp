@@ -1,7 +1,6 @@
 // Per-thread paths of the region: allocate, free, pin, unpin (region.h explains the
 // design; region_whole.cpp has the whole-region operations).
 #include "region/region.h"
-#include "region/region_fast.h"
 
 #include <algorithm>
 #include <mutex>
@@ -15,6 +14,13 @@ constexpr uint32_t kGoneChainHops = 8;
 
 using Guard = std::lock_guard<CentralLock>;
 
+// A pin or unpin of a block that is no longer live, from what a free would have found.
+PinOutcome pin_outcome_of_dead(FreeOutcome o) {
+  return o == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
+         : o == FreeOutcome::kStale    ? PinOutcome::kStale
+                                       : PinOutcome::kNotOwned;
+}
+
 bool cas(Block& b, uint64_t& expected, uint64_t desired) {
   return b.word.compare_exchange_weak(expected, desired, std::memory_order_acq_rel,
                                       std::memory_order_acquire);
@@ -26,6 +32,7 @@ Region::Region(const RegionConfig& cfg, RegionHooks* hooks)
       hooks_(hooks),
       map_(cfg.capacity, cfg.granule),
       slots_(cfg.slots != 0 ? cfg.slots : SlotSet::default_count(), cfg.granule),
+      ceiling_(std::min(cfg.ceiling, cfg.capacity)),
       central_index_(cfg.granule),
       floor_index_(cfg.granule) {
   const uint64_t g = cfg_.granule;
@@ -75,6 +82,18 @@ void Region::activate(Slot& s) {
   if (s.id >= slots_.active()) slots_.set_active(s.id + 1u);
 }
 
+void Region::raise_ceiling(uint64_t end) {
+  Guard g(central_);
+  ceiling_ = std::max(ceiling_, std::min(end, cfg_.capacity));
+}
+
+uint64_t Region::lower_ceiling(uint64_t keep) {
+  Guard g(central_);
+  const uint64_t k = std::max(keep, top_);
+  ceiling_ = std::min(ceiling_, k);
+  return k;
+}
+
 // --- records --------------------------------------------------------------------------
 
 uint32_t Region::acquire_slot_record(Slot& s) {
@@ -90,12 +109,7 @@ uint32_t Region::acquire_slot_record(Slot& s) {
       Guard g(central_);
       p = store_.take_page();
     }
-    if (s.page_tail == kNil) {
-      s.page_head = p;
-    } else {
-      store_.page_next(s.page_tail) = p;
-    }
-    s.page_tail = p;
+    store_.append_pages(&s.page_head, &s.page_tail, p, p);
     s.page_cursor = p;
     s.page_left = BlockStore::kPageRecords;
   }
@@ -114,12 +128,7 @@ uint32_t Region::acquire_central_record() {
   }
   if (central_left_ == 0) {
     const uint32_t p = store_.take_page();
-    if (central_page_tail_ == kNil) {
-      central_page_head_ = p;
-    } else {
-      store_.page_next(central_page_tail_) = p;
-    }
-    central_page_tail_ = p;
+    store_.append_pages(&central_page_head_, &central_page_tail_, p, p);
     central_cursor_ = p;
     central_left_ = BlockStore::kPageRecords;
   }
@@ -180,8 +189,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const
   // A block a reset reclaimed, or any record of an earlier epoch: a reset emptied every
   // index since, so its bytes may lie inside a block handed out later, and its history
   // proves nothing now. The caller's pointer is from an earlier epoch.
-  const bool long_lived =
-      (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
+  const bool long_lived = (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
   if ((Word::flags(w) & kFlagReclaimed) ||
       (!long_lived && store_[rec].stamp.load(std::memory_order_relaxed) != e)) {
     return FreeOutcome::kStale;
@@ -278,7 +286,8 @@ void Region::fill(uint64_t offset, uint64_t bytes, Slot* s) {
 
 // --- allocation ----------------------------------------------------------------------
 
-bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
+                        bool may_ask_commit) {
   if (aligned > cfg_.capacity) return false;
   // A record for a bump, taken before any change (it may need host memory).
   uint32_t fresh = acquire_slot_record(s);
@@ -291,15 +300,8 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
     b.offset.store(s.span_cur, std::memory_order_relaxed);
     b.size.store(aligned, std::memory_order_relaxed);
     map_.tag(s.span_cur, aligned, fresh);
-    s.span_cur += aligned;
     s.note_cached();
-    Block& slack = store_[s.slack_rec];
-    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
-                     std::memory_order_release);
-    make_live(&s, fresh, aligned, tag, 0);
-    out->offset = b.off();
-    out->size = aligned;
-    out->reused = false;
+    bump_span(s, fresh, aligned, tag, out);
   };
   bool drained = false;
   for (;;) {
@@ -310,11 +312,8 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
       store_[fresh].next = s.free_recs;  // carve() takes the spare record from here
       s.free_recs = fresh;
       carve(&s, r, aligned, s.id);
-      make_live(&s, r, aligned, tag, 0);
-      out->offset = store_[r].off();
-      out->size = aligned;
-      out->reused = true;
-        return true;
+      hand_out(s, r, aligned, tag, 0, true, out);
+      return true;
     }
     {
       Guard g(central_);
@@ -327,29 +326,27 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
         }
         central_index_.remove(store_, r);
         carve(nullptr, r, aligned, kOwnerCentral);
-        make_live(&s, r, aligned, tag, 0);
-        out->offset = store_[r].off();
-        out->size = aligned;
-        out->reused = true;
+        hand_out(s, r, aligned, tag, 0, true, out);
         give_back_fresh();
-            return true;
+        return true;
       }
-      if (s.span_end - s.span_cur >= aligned || take_span(s, aligned)) {
+      if (s.span_end - s.span_cur >= aligned || take_span(s, aligned, may_ask_commit, out)) {
         bump();
         return true;
+      }
+      if (out->commit_to != 0) {
+        give_back_fresh();
+        return false;
       }
       r = floor_index_.find(store_, aligned);
       if (r != kNil) {
         store_.reserve_long_lived(1);  // carve's record, before the block leaves the index
         floor_index_.remove(store_, r);
         carve(nullptr, r, aligned, kOwnerFloor);
-        make_live(&s, r, aligned, tag, kFlagBorrowed);
+        hand_out(s, r, aligned, tag, kFlagBorrowed, true, out);
         borrowed_push(r);
-        out->offset = store_[r].off();
-        out->size = aligned;
-        out->reused = true;
         give_back_fresh();
-            return true;
+        return true;
       }
     }
     if (drained) break;
@@ -375,19 +372,29 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out)
 }
 
 // Under the central lock: gives the slot room for `need` more bytes at the top of the bump
-// space (extending its span in place when it is the topmost one).
-bool Region::take_span(Slot& s, uint64_t need) {
+// space (extending its span in place when it is the topmost one). The span's end is
+// planned as if everything were committed; when the plan reaches above the ceiling, the
+// least the request needs may still fit below it (a commit failed: may_ask_commit false),
+// else the caller is asked to commit (out->commit_to) or told the region is full.
+bool Region::take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out) {
   const uint64_t cap = cfg_.capacity;
   Block& top = store_[top_rec_];
+  auto below_ceiling = [&](uint64_t* end, uint64_t least) {
+    if (*end <= ceiling_) return true;
+    if (may_ask_commit) {
+      out->commit_to = *end;
+      out->commit_least = least;
+      return false;
+    }
+    *end = least;
+    return least <= ceiling_;
+  };
   if (top_slot_ == static_cast<int32_t>(s.id) && s.span_end == top_) {
     const uint64_t have = s.span_end - s.span_cur;
     const uint64_t missing = need - have;
     if (cap - top_ < missing) return false;
     uint64_t end = top_ + std::min(cap - top_, std::max(missing, cfg_.span_bytes));
-    if (!hooks_->ensure_committed(end)) {
-      end = top_ + missing;
-      if (!hooks_->ensure_committed(end)) return false;
-    }
+    if (!below_ceiling(&end, top_ + missing)) return false;
     s.span_end = top_ = end;
     top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
@@ -396,10 +403,7 @@ bool Region::take_span(Slot& s, uint64_t need) {
   }
   if (cap - top_ < need) return false;
   uint64_t end = top_ + std::min(cap - top_, std::max(need, cfg_.span_bytes));
-  if (!hooks_->ensure_committed(end)) {
-    end = top_ + need;
-    if (!hooks_->ensure_committed(end)) return false;
-  }
+  if (!below_ceiling(&end, top_ + need)) return false;
   close_span(s);
   s.span_cur = top_;
   s.span_end = end;
@@ -574,10 +578,7 @@ PinOutcome Region::pin(Slot& s, uint64_t offset) {
     const BlockState st = Word::state(w);
     if (st == BlockState::kFree || st == BlockState::kDeferred) return PinOutcome::kFreed;
     if (st == BlockState::kAbsorbed || st == BlockState::kMoved) {
-      const FreeOutcome o = classify_dead(s, r, w);
-      return o == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
-             : o == FreeOutcome::kStale    ? PinOutcome::kStale
-                                           : PinOutcome::kNotOwned;
+      return pin_outcome_of_dead(classify_dead(s, r, w));
     }
     if (st != BlockState::kLive) return PinOutcome::kNotOwned;
     if (!is_current(w, b)) return PinOutcome::kStale;
@@ -610,10 +611,7 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     if (b.off() != offset) return PinOutcome::kNotOwned;
     const BlockState st = Word::state(w);
     if (st == BlockState::kAbsorbed || st == BlockState::kMoved || st == BlockState::kFree) {
-      const FreeOutcome o = classify_dead(s, r, w);
-      return o == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
-             : o == FreeOutcome::kStale    ? PinOutcome::kStale
-                                           : PinOutcome::kNotOwned;
+      return pin_outcome_of_dead(classify_dead(s, r, w));
     }
     if (st != BlockState::kLive && st != BlockState::kDeferred) return PinOutcome::kNotOwned;
     if (!is_current(w, b)) return PinOutcome::kStale;
@@ -626,8 +624,8 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     // The last pin: under the central lock (the pinned set), and a deferred free completes.
     std::unique_lock<CentralLock> g(central_);
     w = b.load_word();
-    if (Word::pins(w) != 1 || (Word::state(w) != BlockState::kLive &&
-                               Word::state(w) != BlockState::kDeferred)) {
+    if (Word::pins(w) != 1 ||
+        (Word::state(w) != BlockState::kLive && Word::state(w) != BlockState::kDeferred)) {
       continue;
     }
     if (Word::state(w) == BlockState::kLive) {

@@ -21,7 +21,14 @@
 //
 // Whole-arena operations (reset, floors, drain, snapshots, walks) run under every slot
 // lock plus the central lock (the caller takes them with WriterLock); they are O(slots)
-// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks).
+// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks). A
+// method whose name ends in _w ("writer") may be called only with the WriterLock held.
+//
+// Commits (expandable regions): the region hands out nothing at or above its ceiling, and
+// never waits for memory itself. An allocation that needs bump space above the ceiling
+// fails with Placement::commit_to set; the arena commits outside the region's locks,
+// raises the ceiling and tries again (engine/expandable.h). A trim lowers the ceiling
+// before it decommits, so no block ever lies in memory that is not committed.
 //
 // Pins: a pinned block survives resets (the top after the reset is the end of the highest
 // pinned block above the floor; the unpinned space below it becomes free holes); a free
@@ -34,16 +41,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/live_block.h"
+#include "base/outcomes.h"
+#include "base/spin_lock.h"
+#include "base/status.h"
 #include "region/block_store.h"
 #include "region/central_lock.h"
 #include "region/free_index.h"
 #include "region/slots.h"
-#include "base/spin_lock.h"
-#include "base/status.h"
 
 namespace zarena_core {
 
-inline constexpr uint64_t kAnyEpoch = ~0ull;
 // Block::epoch of a record that was never handed out at its offset (free space that a
 // reset, a split or a span leftover created): a free of that address predates it.
 inline constexpr uint64_t kNeverLive = ~0ull;
@@ -54,29 +62,27 @@ struct RegionConfig {
   uint32_t slots = 0;        // 0 = SlotSet::default_count()
   uint64_t span_bytes = 0;   // 0 = derived from the capacity and the slot count
   uint64_t slot_budget = 0;  // free bytes a slot keeps before giving some back; 0 = derived
+  uint64_t ceiling = ~0ull;  // bump space at or above this is not committed (see above)
 };
 
-// What the region asks of the arena. Called with region locks held: must not call back
-// into the region, and must be quick.
+// What the region asks of the arena: poison fills. Called with region locks held: must
+// not call back into the region, must not wait, and must be quick.
 class RegionHooks {
  public:
   enum class Fill { kOff, kNow, kSkip };  // kSkip: poison wanted, but not now (capture)
   virtual ~RegionHooks() = default;
   virtual Fill fill_policy() noexcept = 0;
   virtual void fill(uint64_t offset, uint64_t bytes) noexcept = 0;
-  // Expandable regions: make [0, end) usable. false: the memory is not there (the region
-  // then treats the bump space beyond the committed end as missing).
-  virtual bool ensure_committed(uint64_t end) noexcept = 0;
 };
 
 struct Placement {
   uint64_t offset = 0;
   uint64_t size = 0;
   bool reused = false;
+  // Set when an allocation failed only because it needs bump space above the ceiling:
+  // committing [0, commit_to) serves it as planned, [0, commit_least) at the least.
+  uint64_t commit_to = 0, commit_least = 0;
 };
-
-enum class FreeOutcome { kOk, kDeferred, kNotOwned, kDoubleFree, kStale };
-enum class PinOutcome { kOk, kNotOwned, kFreed, kStale, kNotPinned, kTooMany };
 
 struct RegionSnapshot {
   uint64_t capacity = 0, top = 0, floor = 0, epoch = 0;
@@ -92,13 +98,6 @@ struct RegionSnapshot {
   // and it never exceeds sum.high_water (live blocks lie below the top).
   uint64_t used_peak = 0;
   SlotCounters sum;  // slot counters added up (maxima: the max)
-};
-
-// A block as a walk sees it (live blocks, for dumps and tests).
-struct BlockView {
-  uint64_t offset, size, epoch;
-  uint32_t pins, tag;
-  bool persistent, borrowed, deferred;
 };
 
 class Region {
@@ -128,17 +127,30 @@ class Region {
   // slot was drained first), nothing changed but counters. May release and retake the
   // slot's lock (to drain). Throws std::bad_alloc (host memory for records), with no
   // state changed.
+  // When it needs bump space above the ceiling, it fails with out->commit_to set (and
+  // nothing changed but counters): the caller commits, outside the locks, and tries again.
   bool alloc(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  // The same, but space above the ceiling counts as missing (a commit failed): the
+  // region serves what it can below the ceiling, else fails as full.
+  bool alloc_below_ceiling(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+    return alloc_slow(s, aligned, tag, out, /*may_ask_commit=*/false);
+  }
   // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
   FreeOutcome free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size);
   PinOutcome pin(Slot& s, uint64_t offset);
   // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
   PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size);
+  // The ceiling (central lock taken inside; no other region lock may be held). raise:
+  // [0, end) is committed now (the ceiling never goes down through it). lower: a trim is
+  // about to decommit above `keep`: the ceiling comes down to max(keep, the top: every
+  // span and block lies below it), which is returned (decommit nothing below it).
+  void raise_ceiling(uint64_t end);
+  uint64_t lower_ceiling(uint64_t keep);
   // The epoch and floor as the caller's slot lock guarantees them.
   uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
   uint64_t floor_locked() const { return floor_; }
 
-  // --- whole-region operations: under WriterLock ----------------------------------------
+  // --- whole-region operations: under WriterLock (the _w methods) ------------------------
   class WriterLock {
    public:
     explicit WriterLock(Region& r) : r_(r) { r_.lock_all(); }
@@ -166,8 +178,8 @@ class Region {
   uint64_t floor_w() const { return floor_; }
   SlotCounters& slot_counters_w(uint32_t i) { return slots_[i].c; }
   uint32_t locked_slots_w() const { return locked_; }  // slots [0, this) are held
-  // Live blocks in address order.
-  void live_blocks_w(std::vector<BlockView>* out) const;
+  // Appends the live blocks in address order; ptr = base + offset.
+  void live_blocks_w(char* base, std::vector<LiveBlock>* out) const;
   // Adds the bytes of every live, tagged block handed out in `epoch` to (*bytes)[tag]
   // (the diagnosis's "top tags"; nothing is copied per block). O(blocks).
   void tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const;
@@ -194,16 +206,21 @@ class Region {
   void activate(Slot& s);  // first use of s (its lock held): make writers see it
 
   // Records.
-  uint32_t acquire_slot_record(Slot& s);  // an epoch record for a block owned by s
-  uint32_t acquire_central_record();       // an epoch record for a central block
+  uint32_t acquire_slot_record(Slot& s);                  // an epoch record for a block owned by s
+  uint32_t acquire_central_record();                      // an epoch record for a central block
   uint32_t acquire_record_like(Slot* s, uint32_t model);  // same storage class as model
-  void retire_record(Slot* s, uint32_t rec);  // absorbed/moved: through a quarantine
+  void retire_record(Slot* s, uint32_t rec);              // absorbed/moved: through a quarantine
   void retire_central(uint32_t rec);
   void retire_moved(uint32_t rec);  // writer: a record replaced by move_record
 
   // Blocks.
-  bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out, bool may_ask_commit);
   uint32_t bump_record(Slot& s, uint64_t aligned);
+  // Makes rec a live block of s's thread and describes it in *out.
+  void hand_out(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags, bool reused,
+                Placement* out);
+  // rec (at s.span_cur, tagged) becomes live: the span moves past it.
+  void bump_span(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, Placement* out);
   void make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags);
   // Shrinks free block rec (already out of its index) to `size`; the rest goes back to
   // rec's side, owned as `owner`.
@@ -212,9 +229,11 @@ class Region {
   void release_to_slot(Slot& s, uint32_t rec);
   void release_central(uint32_t rec);  // under the central lock; rec is kFree with its owner set
   void flush_slot(Slot& s, uint64_t target_bytes);  // central lock taken inside
-  bool take_span(Slot& s, uint64_t need);  // under the central lock
-  void close_span(Slot& s);                // under the central lock: leftovers to central
-  void give_back_top(uint32_t rec);        // rec ends at top_, nothing above: top_ comes down
+  // Under the central lock. false: no room, or (out->commit_to set, when may_ask_commit)
+  // no room below the ceiling.
+  bool take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out);
+  void close_span(Slot& s);          // under the central lock: leftovers to central
+  void give_back_top(uint32_t rec);  // rec ends at top_, nothing above: top_ comes down
   void maybe_lower_floor();
   void fill(uint64_t offset, uint64_t bytes, Slot* s);
   bool is_current(uint64_t w, const Block& b) const;
@@ -238,7 +257,9 @@ class Region {
   void pinned_add(uint32_t rec);  // may throw; call before the change it records
   void pinned_remove(uint32_t rec);
   // Where a block freed by slot s goes: the slot, or (below the floor) the floor index.
-  static bool goes_to_floor(uint8_t flags) { return (flags & (kFlagPersistent | kFlagBorrowed)) != 0; }
+  static bool goes_to_floor(uint8_t flags) {
+    return (flags & (kFlagPersistent | kFlagBorrowed)) != 0;
+  }
   uint64_t free_word(uint64_t w, uint8_t owner) const;
   void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
   template <typename Fn>
@@ -254,11 +275,12 @@ class Region {
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> fill_on_{false};
   uint32_t locked_ = 0;  // slots the writer holds ([0, locked_)); writer operations visit these
-  uint64_t floor_ = 0;  // changed under every lock; read under any slot lock
+  uint64_t floor_ = 0;   // changed under every lock; read under any slot lock
 
   // --- under the central lock ------------------------------------------------------------
   uint64_t top_ = 0;
-  int32_t top_slot_ = -1;  // the slot whose span ends at top_
+  uint64_t ceiling_;         // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
+  int32_t top_slot_ = -1;    // the slot whose span ends at top_
   uint32_t top_rec_ = kNil;  // stands for the bump space (absorb target of given-back blocks)
   FreeIndex central_index_;
   FreeIndex floor_index_;

@@ -1,13 +1,12 @@
 // The region's per-thread fast paths (allocate, free, and the helpers they call on every
 // call), defined here rather than in region.cpp so that the arena's calls inline them:
 // the allocation and free paths cross from the arena into the region on every call, and
-// a call boundary there costs a good part of their instructions. region.h is the design.
+// a call boundary there costs a good part of their instructions. region.h is the design
+// and the only file that includes this one (at its end): include region.h.
 #pragma once
 
 #include <algorithm>
 #include <mutex>
-
-#include "region/region.h"
 
 namespace zarena_core {
 
@@ -23,7 +22,9 @@ inline bool Region::is_current(uint64_t w, const Block& b) const {
          b.stamp.load(std::memory_order_relaxed) == epoch_.load(std::memory_order_relaxed);
 }
 
-__attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags) {
+__attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t rec,
+                                                             uint64_t aligned, uint32_t tag,
+                                                             uint8_t flags) {
   Block& b = store_[rec];
   const uint64_t e = epoch_.load(std::memory_order_relaxed);
   b.epoch.store(e, std::memory_order_relaxed);
@@ -41,7 +42,6 @@ __attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t r
     if (end > s->c.epoch_high_water) s->c.epoch_high_water = end;
   }
 }
-
 
 inline void Region::carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner) {
   Block& b = store_[rec];
@@ -73,7 +73,6 @@ inline void Region::carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner) {
   }
 }
 
-
 inline void Region::absorb(uint32_t keep, uint32_t gone) {
   Block& k = store_[keep];
   Block& g = store_[gone];
@@ -88,6 +87,24 @@ inline void Region::absorb(uint32_t keep, uint32_t gone) {
                std::memory_order_release);
 }
 
+__attribute__((always_inline)) inline void Region::hand_out(Slot& s, uint32_t rec, uint64_t aligned,
+                                                            uint32_t tag, uint8_t flags,
+                                                            bool reused, Placement* out) {
+  make_live(&s, rec, aligned, tag, flags);
+  out->offset = store_[rec].off();
+  out->size = aligned;
+  out->reused = reused;
+}
+
+__attribute__((always_inline)) inline void Region::bump_span(Slot& s, uint32_t rec,
+                                                             uint64_t aligned, uint32_t tag,
+                                                             Placement* out) {
+  s.span_cur += aligned;
+  Block& slack = store_[s.slack_rec];
+  slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+  hand_out(s, rec, aligned, tag, 0, false, out);
+}
 
 // The record for a block bumped at s.span_cur: the record handed back there (its start tag
 // still names it), else a fresh one.
@@ -107,7 +124,8 @@ __attribute__((always_inline)) inline uint32_t Region::bump_record(Slot& s, uint
   return r;
 }
 
-__attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+__attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t aligned, uint32_t tag,
+                                                         Placement* out) {
   uint32_t r = s.index.find(store_, aligned);
   if (__builtin_expect(r != kNil, 1)) {
     if (store_[r].len() > aligned && s.free_recs == kNil && s.page_left == 0) {
@@ -118,28 +136,15 @@ __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t align
     }
     s.index.remove(store_, r);
     carve(&s, r, aligned, s.id);
-    make_live(&s, r, aligned, tag, 0);
-    out->offset = store_[r].off();
-    out->size = aligned;
-    out->reused = true;
+    hand_out(s, r, aligned, tag, 0, true, out);
     return true;
   }
   if (!central_index_.may_fit(aligned) && s.span_end - s.span_cur >= aligned) {
-    r = bump_record(s, aligned);
-    Block& b = store_[r];
-    s.span_cur += aligned;
-    Block& slack = store_[s.slack_rec];
-    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
-                     std::memory_order_release);
-    make_live(&s, r, aligned, tag, 0);
-    out->offset = b.off();
-    out->size = aligned;
-    out->reused = false;
+    bump_span(s, bump_record(s, aligned), aligned, tag, out);
     return true;
   }
-  return alloc_slow(s, aligned, tag, out);
+  return alloc_slow(s, aligned, tag, out, /*may_ask_commit=*/true);
 }
-
 
 __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint32_t rec) {
   const uint64_t e = epoch();
@@ -191,15 +196,15 @@ __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint
   if (s.index.bytes() > cfg_.slot_budget) flush_slot(s, cfg_.slot_budget / 2);
 }
 
-
 inline uint64_t Region::free_word(uint64_t w, uint8_t owner) const {
   uint8_t flags = Word::flags(w);
   if (goes_to_floor(flags)) flags = (flags & ~kFlagBorrowed) | kFlagPersistent;
   return Word::with_flags(Word::with_owner(Word::with_state(w, BlockState::kFree), owner), flags);
 }
 
-
-__attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size) {
+__attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t offset,
+                                                               uint64_t want_epoch,
+                                                               uint64_t* size) {
   const uint32_t r = map_.at(offset);
   if (r == kNil) return FreeOutcome::kNotOwned;
   Block& b = store_[r];
@@ -251,6 +256,5 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
   }
   return FreeOutcome::kOk;
 }
-
 
 }  // namespace zarena_core

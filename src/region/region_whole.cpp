@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "region/region.h"
-#include "region/region_fast.h"
 
 namespace zarena_core {
 
@@ -62,11 +61,10 @@ void Region::move_record(uint32_t rec, uint32_t into) {
   a.pin_pos = kNil;
   const uint64_t aw = a.word.load(std::memory_order_relaxed);
   const uint64_t nw = n.word.load(std::memory_order_relaxed);
-  const uint64_t w =
-      Word::make(Word::state(aw),
-                 static_cast<uint8_t>((Word::flags(aw) & ~kFlagLongLived) |
-                                      (Word::flags(nw) & kFlagLongLived)),
-                 Word::owner(aw), Word::pins(aw), Word::gen(nw) + 1);
+  const uint64_t w = Word::make(Word::state(aw),
+                                static_cast<uint8_t>((Word::flags(aw) & ~kFlagLongLived) |
+                                                     (Word::flags(nw) & kFlagLongLived)),
+                                Word::owner(aw), Word::pins(aw), Word::gen(nw) + 1);
   n.word.store(w, std::memory_order_release);
   map_.tag(n.off(), n.len(), into);
   a.absorbed_into.store(into, std::memory_order_relaxed);
@@ -76,12 +74,7 @@ void Region::move_record(uint32_t rec, uint32_t into) {
 
 void Region::retire_slot_pages(Slot& s) {
   if (s.page_head != kNil) {
-    if (retiring_tail_ == kNil) {
-      retiring_head_ = s.page_head;
-    } else {
-      store_.page_next(retiring_tail_) = s.page_head;
-    }
-    retiring_tail_ = s.page_tail;
+    store_.append_pages(&retiring_head_, &retiring_tail_, s.page_head, s.page_tail);
   }
   s.page_head = s.page_tail = s.page_cursor = kNil;
   s.page_left = 0;
@@ -92,12 +85,7 @@ void Region::retire_slot_pages(Slot& s) {
 void Region::reserve_central_records(uint64_t n) {
   for (uint32_t i = pages_for(n); i > 0; --i) {
     const uint32_t p = store_.take_page();
-    if (central_page_tail_ == kNil) {
-      central_page_head_ = p;
-    } else {
-      store_.page_next(central_page_tail_) = p;
-    }
-    central_page_tail_ = p;
+    store_.append_pages(&central_page_head_, &central_page_tail_, p, p);
     for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) {
       store_[p + k].next = central_free_recs_;
       central_free_recs_ = p + k;
@@ -131,12 +119,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   uint32_t fresh_head = kNil, fresh_tail = kNil;
   for (uint32_t i = survivors.empty() ? 0 : pages_for(2 * survivors.size() + 1); i > 0; --i) {
     const uint32_t p = store_.take_page();
-    if (fresh_tail == kNil) {
-      fresh_head = p;
-    } else {
-      store_.page_next(fresh_tail) = p;
-    }
-    fresh_tail = p;
+    store_.append_pages(&fresh_head, &fresh_tail, p, p);
   }
 
   // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
@@ -160,12 +143,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     s.cached_hint.store(0, std::memory_order_relaxed);
   }
   if (central_page_head_ != kNil) {
-    if (retiring_tail_ == kNil) {
-      retiring_head_ = central_page_head_;
-    } else {
-      store_.page_next(retiring_tail_) = central_page_head_;
-    }
-    retiring_tail_ = central_page_tail_;
+    store_.append_pages(&retiring_head_, &retiring_tail_, central_page_head_, central_page_tail_);
   }
   central_index_.clear();
   central_free_recs_ = kNil;
@@ -226,7 +204,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   if (fill_on && old_frontier > prev_end) fill(prev_end, old_frontier - prev_end, nullptr);
   top_ = prev_end;
   Block& top = store_[top_rec_];
-  top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)), std::memory_order_release);
+  top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
+                 std::memory_order_release);
 
   // Borrowed blocks (epoch blocks in holes below the floor) go back to the floor index,
   // unless pinned.
@@ -243,7 +222,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
       if (fill_on) fill(b.off(), b.len(), nullptr);
       borrowed_remove(r);
       const uint64_t fw = free_word(w, kOwnerFloor);
-      b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed), std::memory_order_release);
+      b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed),
+                   std::memory_order_release);
       release_central(r);
     }
     r = next;
@@ -279,9 +259,10 @@ Result Region::set_floor_w(uint64_t offset) {
     }
     return false;
   };
-  const bool boundary = offset == 0 || offset == frontier ||
-                        (valid(map_.at(offset)) && store_[map_.at(offset)].off() == offset) ||
-                        (valid(map_.ending_at(offset)) && store_[map_.ending_at(offset)].end() == offset);
+  const bool boundary =
+      offset == 0 || offset == frontier ||
+      (valid(map_.at(offset)) && store_[map_.at(offset)].off() == offset) ||
+      (valid(map_.ending_at(offset)) && store_[map_.ending_at(offset)].end() == offset);
   if (!boundary) {
     return Result::fail(Status::kInvalidArgument,
                         "floor offset " + std::to_string(offset) +
@@ -317,9 +298,9 @@ Result Region::set_floor_w(uint64_t offset) {
         move_record(r, n);
         Block& b = store_[n];
         const uint64_t bw = b.load_word();
-        b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerFloor),
-                                      Word::flags(bw) | kFlagPersistent),
-                     std::memory_order_release);
+        b.word.store(
+            Word::with_flags(Word::with_owner(bw, kOwnerFloor), Word::flags(bw) | kFlagPersistent),
+            std::memory_order_release);
         retire_moved(r);
         release_central(n);
       } else {
@@ -493,8 +474,8 @@ void Region::snapshot_w(RegionSnapshot* out) const {
   s.floor_live_bytes = floor_live_bytes_;
   s.free_count += central_index_.count() + floor_index_.count();
   s.free_bytes += central_index_.bytes() + floor_index_.bytes();
-  s.largest_free = std::max({s.largest_free, central_index_.largest(store_),
-                             floor_index_.largest(store_)});
+  s.largest_free =
+      std::max({s.largest_free, central_index_.largest(store_), floor_index_.largest(store_)});
   for (uint32_t r : pinned_) {
     s.pinned_bytes += store_[r].len();
     ++s.pinned_blocks;
@@ -503,16 +484,23 @@ void Region::snapshot_w(RegionSnapshot* out) const {
   *out = s;
 }
 
-void Region::live_blocks_w(std::vector<BlockView>* out) const {
+void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
   walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
     if (r == kNil) return;
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
     const BlockState st = Word::state(w);
     if (st != BlockState::kLive && st != BlockState::kDeferred) return;
-    out->push_back(BlockView{b.off(), b.len(), b.epoch.load(std::memory_order_relaxed),
-                             Word::pins(w), b.tag, (Word::flags(w) & kFlagPersistent) != 0,
-                             (Word::flags(w) & kFlagBorrowed) != 0, st == BlockState::kDeferred});
+    LiveBlock v;
+    v.ptr = base + b.off();
+    v.size = b.len();
+    v.epoch = b.epoch.load(std::memory_order_relaxed);
+    v.pins = Word::pins(w);
+    v.tag = b.tag;
+    v.persistent = (Word::flags(w) & kFlagPersistent) != 0;
+    v.borrowed = (Word::flags(w) & kFlagBorrowed) != 0;
+    v.deferred = st == BlockState::kDeferred;
+    out->push_back(v);
   });
 }
 

@@ -1,8 +1,8 @@
 // Warnings the arena finds where it must not log: inside region hooks and under its
-// locks (a poison fill that failed, a capture query that failed, a trim the backend
-// refused). They are queued here, one reason per kind (the first one since the last
-// emission), and Arena::after_op emits them once the locks are released. Never allocates
-// on the way in except to copy the reason; never throws.
+// locks (a poison fill that failed, a capture query that failed). They are queued here,
+// one reason per kind (the first one since the last emission), and
+// Arena::emit_queued_warnings emits them once the locks are released. Never allocates on
+// the way in except to copy the reason; never throws.
 #pragma once
 
 #include <array>
@@ -16,9 +16,9 @@
 
 namespace zarena_core {
 
-class PendingNotes {
+class QueuedWarnings {
  public:
-  enum Kind { kPoisonFailed = 0, kCaptureQueryFailed, kTrimFailed, kKindCount };
+  enum Kind { kPoisonFailed = 0, kCaptureQueryFailed, kKindCount };
 
   // Keeps `why` unless a reason of that kind is already waiting.
   void add(Kind kind, const std::string& why) noexcept {

@@ -1,0 +1,37 @@
+// What the benchmarks and count_ops share: a host arena with logging off and overflow
+// refused (a benchmark that overflows is measuring the wrong thing), and a cheap
+// per-thread stream of request sizes.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "zarena/zarena.h"
+
+namespace zarena_bench {
+
+inline zarena* make_quiet_host_arena(uint64_t capacity) {
+  zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = capacity;
+  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
+  zarena* a = nullptr;
+  if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
+  return a;
+}
+
+// xorshift64*: cheap, one per thread.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 0x2545F4914F6CDD1Dull;
+  }
+  uint64_t size() { return 256 * (1 + next() % 256); }  // 256 B .. 64 KiB
+};
+
+}  // namespace zarena_bench

@@ -1,0 +1,415 @@
+#include "diagnosis/arena_diagnosis.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+#include "log/log.h"
+#include "zarena/zarena.h"
+
+namespace zarena_core {
+
+namespace {
+
+constexpr uint64_t kDetailedEpochs = ZARENA_OVERFLOW_RECORDS;
+constexpr uint64_t kSummaryIntervalNs = 60'000'000'000ull;
+constexpr uint64_t kNoWatch = ~0ull;
+
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+std::atomic<uint64_t (*)()> g_clock{steady_ns};
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return b == 0 ? 0 : a / b + (a % b != 0); }
+
+using Lock = std::lock_guard<SpinLock>;
+
+}  // namespace
+
+void diag_set_clock_for_testing(uint64_t (*now_ns)()) noexcept {
+  g_clock.store(now_ns != nullptr ? now_ns : steady_ns);
+}
+
+ArenaDiagnosis::ArenaDiagnosis(uint64_t capacity, std::string arena_name)
+    : capacity_(capacity), name_(std::move(arena_name)), cadence_(capacity) {}
+
+// --- feeding ----------------------------------------------------------------------------
+
+// The guessing detector follows one thread: the slot of the first request it sees. The
+// requests of other threads come here too (the detector's watch is arena-wide) and leave
+// before the lock unless they open their slot's epoch, so that many threads allocating
+// at once never meet on the diagnosis lock. Reading one thread's stream is also what makes
+// its steps recognisable (the requests of several threads interleave in no fixed order).
+bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot) {
+  const bool opening = nth_in_slot <= static_cast<uint64_t>(EpochHistory::kOpeningLen);
+  const uint32_t follows = followed_slot_.load(std::memory_order_relaxed);
+  if (!opening && follows != slot && follows != kAnySlot &&
+      detector_on_.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  Lock lock(mu_);
+  if (opening && opening_.opening_len < EpochHistory::kOpeningLen) {
+    opening_.opening[opening_.opening_len++] = aligned;
+  }
+  const bool detecting = detector_on_.load(std::memory_order_relaxed);
+  if (detecting && followed_slot_.load(std::memory_order_relaxed) == kAnySlot) {
+    followed_slot_.store(slot, std::memory_order_relaxed);
+  }
+  const bool mine = followed_slot_.load(std::memory_order_relaxed) == slot;
+  if ((mine || !detecting) && end > cadence_top_) cadence_top_ = end;
+  if (!mine && detecting) return false;  // another thread's opening request: recorded above
+  if (detecting) {
+    if (!cadence_.on_alloc(aligned, cadence_top_) || warned_ ||
+        explicit_steps_.load(std::memory_order_relaxed)) {
+      return false;
+    }
+    warned_ = true;
+    CadenceFacts& w = warning_;
+    const uint64_t restarts = cadence_.restarts();
+    w.verdict =
+        verdict_name(cadence_.resumed() ? VerdictId::kResetStopped : VerdictId::kNeverReset);
+    w.steps = cadence_.steps();
+    w.step_allocs = cadence_.step_allocs();
+    w.grown_bytes = cadence_.grown_bytes();
+    w.step_bytes = restarts > 1 ? w.grown_bytes / (restarts - 1) : w.grown_bytes;
+    w.offset_bytes = cadence_top_;
+    w.capacity_bytes = capacity_;
+    w.steps_to_full = cadence_.steps_to_full(cadence_top_);
+    w.prior_epochs = history_.epochs_seen();
+    warning_prior_allocs_ = history_.max_allocs();
+    return true;
+  }
+  if (end > watch_end_.load(std::memory_order_relaxed)) {
+    // This epoch went well past the peaks of the ones before it: a loop that stopped
+    // resetting repeats their step. Watch for their opening from here.
+    const uint64_t* shared = history_.shared_opening();
+    if (shared != nullptr && !warned_ && !cross_thread_frees_ &&
+        !explicit_steps_.load(std::memory_order_relaxed)) {
+      cadence_.resume(shared, cadence_top_);
+      followed_slot_.store(slot, std::memory_order_relaxed);
+      detector_on_.store(true, std::memory_order_relaxed);
+      watch_end_.store(0, std::memory_order_relaxed);
+    } else {
+      watch_end_.store(kNoWatch, std::memory_order_relaxed);
+    }
+  }
+  return false;
+}
+
+void ArenaDiagnosis::warn_cadence(uint64_t epoch_allocs, uint64_t resets) {
+  CadenceFacts f;
+  uint64_t prior_allocs = 0;
+  {
+    Lock lock(mu_);
+    f = warning_;
+    prior_allocs = warning_prior_allocs_;
+  }
+  f.epoch_allocs = epoch_allocs;
+  f.resets = resets;
+  if (f.steps == 0) f.steps = ceil_div(epoch_allocs, prior_allocs);
+  if (f.step_allocs == 0) f.step_allocs = prior_allocs;
+  f.step_repeats = f.steps > 0 ? f.steps - 1 : 0;
+  if (log_enabled(ZARENA_LOG_WARN)) log_emit(reset_cadence_record(f, name_));
+}
+
+// A free from the thread the detector follows feeds it. A free from another thread means
+// blocks cross threads (a finalizer, a queue of frees, a data loader): the live bytes one
+// thread sees are then not the arena's, and a guess from them could warn a loop that
+// frees everything. The guess stops; zarena_step_begin still gives the facts.
+void ArenaDiagnosis::on_free(uint64_t size, uint32_t slot) {
+  const uint32_t follows = followed_slot_.load(std::memory_order_relaxed);
+  if (follows == kAnySlot) return;  // nothing fed yet: nothing to undo
+  Lock lock(mu_);
+  if (!detector_on_.load(std::memory_order_relaxed)) return;
+  if (follows == slot) {
+    cadence_.on_free(size);
+    return;
+  }
+  detector_on_.store(false, std::memory_order_relaxed);
+  watch_end_.store(kNoWatch, std::memory_order_relaxed);
+  cross_thread_frees_ = true;
+}
+
+// --- steps, boundaries, resets ------------------------------------------------------------
+
+void ArenaDiagnosis::on_boundary() {
+  Lock lock(mu_);
+  if (detector_on_.load(std::memory_order_relaxed)) cadence_.on_step_boundary(cadence_top_);
+  // Explicit steps: a boundary before the second step ends the set-up (weights uploaded
+  // after the first zarena_step_begin are not what a step kept).
+  if (epoch_steps_.load(std::memory_order_relaxed) <= 1) step_epoch_ = ~0ull;
+}
+
+StepRecordFacts ArenaDiagnosis::on_reset(const EpochEnd& e) {
+  epoch_steps_.store(0, std::memory_order_relaxed);
+  StepRecordFacts step;
+  {
+    Lock lock(mu_);
+    if (e.epoch != 0) {
+      EpochHistory::Epoch h = opening_;
+      h.allocs = e.allocs;
+      h.peak_bytes = e.high_water > e.floor ? e.high_water - e.floor : 0;
+      history_.add(h);
+    }
+    opening_ = EpochHistory::Epoch{};
+    needed_bytes_ = std::max(needed_bytes_, e.high_water + e.overflow_peak);
+    cadence_.on_reset(e.floor);
+    cadence_top_ = e.floor;
+    detector_on_.store(false, std::memory_order_relaxed);
+    followed_slot_.store(kAnySlot, std::memory_order_relaxed);
+    step_epoch_ = ~0ull;
+    // Watch for an epoch that grows well past the ones before, when they share an opening
+    // to look for (explicit steps need no guess).
+    if (!explicit_steps_.load(std::memory_order_relaxed) && !warned_ &&
+        history_.shared_opening() != nullptr) {
+      watch_peak_ = history_.max_peak();
+      watch_end_.store(e.floor + watch_peak_ + std::max(watch_peak_ / 2, capacity_ / 64),
+                       std::memory_order_relaxed);
+    } else {
+      watch_end_.store(kNoWatch, std::memory_order_relaxed);
+    }
+    step.reuses = e.reuses_total - reuses_at_reset_;
+    step.overflow_allocs = e.overflow_allocs_total - overflow_allocs_at_reset_;
+    reuses_at_reset_ = e.reuses_total;
+    overflow_allocs_at_reset_ = e.overflow_allocs_total;
+  }
+  step.epoch = e.epoch;
+  step.steps = e.steps;
+  step.allocs = e.allocs;
+  step.peak_bytes = e.high_water > e.floor ? e.high_water - e.floor : 0;
+  step.floor_bytes = e.floor;
+  step.capacity_bytes = capacity_;
+  step.overflow_peak_bytes = e.overflow_peak;
+  step.needed_bytes = e.high_water + e.overflow_peak;
+  return step;
+}
+
+void ArenaDiagnosis::log_step(const StepRecordFacts& f) const {
+  if (log_enabled(ZARENA_LOG_INFO)) log_emit(step_record(f, name_));
+}
+
+uint64_t ArenaDiagnosis::count_step() {
+  steps_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t n = epoch_steps_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (!explicit_steps_.exchange(true, std::memory_order_relaxed)) {
+    // Facts from now on: the guesses stop (and stop costing anything).
+    Lock lock(mu_);
+    detector_on_.store(false, std::memory_order_relaxed);
+    watch_end_.store(kNoWatch, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
+  CadenceFacts f;
+  {
+    Lock lock(mu_);
+    if (step_epoch_ != c.epoch || n <= step1_n_ || n == 1) {
+      step_epoch_ = c.epoch;
+      step1_live_ = step_live_ = c.live_bytes;
+      step_top_ = c.top;
+      step1_n_ = n;
+      return;
+    }
+    // A step began and no reset came since the one before: a fact. Warn when the steps
+    // keep what they allocated (the arena then fills up step by step).
+    const bool grew = c.live_bytes > step_live_;
+    step_live_ = c.live_bytes;
+    step_top_ = c.top;
+    if (!grew || warned_) return;
+    warned_ = true;
+    const uint64_t done = n - step1_n_;  // steps completed since the first one seen
+    f.verdict = verdict_name(c.resets > 0 ? VerdictId::kResetStopped : VerdictId::kNeverReset);
+    f.steps = n;
+    f.steps_explicit = true;
+    f.step_repeats = n - 1;
+    f.grown_bytes = c.live_bytes - step1_live_;
+    f.step_bytes = f.grown_bytes / done;
+    f.offset_bytes = c.top;
+    f.capacity_bytes = capacity_;
+    // Each step adds what it keeps on top of the highest point so far (which holds one
+    // step's temporaries already).
+    f.steps_to_full =
+        f.step_bytes == 0 || c.top >= capacity_ ? 0 : (capacity_ - c.top) / f.step_bytes;
+    f.epoch_allocs = c.epoch_allocs;
+    f.step_allocs = c.epoch_allocs / n;
+    f.resets = c.resets;
+    f.prior_epochs = history_.epochs_seen();
+  }
+  if (log_enabled(ZARENA_LOG_WARN)) log_emit(reset_cadence_record(f, name_));
+}
+
+// --- exhaustion ---------------------------------------------------------------------------
+
+ArenaDiagnosis::Report ArenaDiagnosis::claim_overflow(uint64_t epoch, const char* path,
+                                                      uint64_t size, uint64_t aligned,
+                                                      bool commit_failed) {
+  uint64_t seen = overflow_epoch_.load(std::memory_order_relaxed);
+  if (seen == epoch) return Report::kNone;
+  if (!overflow_epoch_.compare_exchange_strong(seen, epoch)) return Report::kNone;
+  const uint64_t now = g_clock.load(std::memory_order_relaxed)();
+  Lock lock(mu_);
+  overflow_.path = path;
+  overflow_.size = size;
+  overflow_.aligned = aligned;
+  overflow_.commit_failed = commit_failed;
+  ++overflow_epochs_;
+  if (overflow_epochs_ <= kDetailedEpochs) {
+    ++overflow_records_;
+    last_report_ns_ = now;
+    return Report::kRecord;
+  }
+  ++unreported_;
+  if (now - last_report_ns_ >= kSummaryIntervalNs) {
+    ++overflow_summaries_;
+    last_report_ns_ = now;
+    return Report::kSummary;
+  }
+  return Report::kNone;
+}
+
+void ArenaDiagnosis::add_step_facts(ExhaustionFacts* f) const {
+  if (explicit_steps_.load(std::memory_order_relaxed)) {
+    f->steps_explicit = true;
+    if (step_epoch_ == f->epoch) {
+      f->steps = epoch_steps_.load(std::memory_order_relaxed);
+      f->kept_bytes = step_live_ > step1_live_ ? step_live_ - step1_live_ : 0;
+    }
+  } else if (cadence_.restarts() != 0) {
+    f->kept_bytes = cadence_.kept_bytes();
+    f->steps =
+        cadence_.resumed() ? ceil_div(f->epoch_allocs, history_.max_allocs()) : cadence_.steps();
+  }
+  f->prior_epochs = history_.size();
+  f->prior_peak_bytes = history_.max_peak();
+  f->prior_allocs = history_.max_allocs();
+  f->prior_consistent = history_.consistent();
+  f->prior_shared_opening = history_.shared_opening() != nullptr;
+}
+
+void ArenaDiagnosis::complete_facts(Report kind, ExhaustionFacts* f, ReportCounts* counts,
+                                    DiagnosisCounters* stats) {
+  Lock lock(mu_);
+  add_step_facts(f);
+  if (counts != nullptr) {
+    last_unreported_ = *f;
+    have_unreported_facts_ = true;
+    counts->overflow_epochs = overflow_epochs_;
+    counts->unreported = kind == Report::kSummary ? std::exchange(unreported_, 0) : 0;
+  }
+  if (stats != nullptr) {
+    stats->overflow_epochs = overflow_epochs_;
+    stats->overflow_records = overflow_records_;
+    stats->overflow_summaries = overflow_summaries_;
+    stats->needed_bytes = needed_bytes_;
+  }
+}
+
+void ArenaDiagnosis::emit_report(Report kind, const ExhaustionFacts& f, const ReportCounts& counts,
+                                 uint64_t epochs, const std::string& top_tags) const {
+  if (kind == Report::kNone || !log_enabled(ZARENA_LOG_WARN)) return;
+  if (kind == Report::kRecord) {
+    log_emit(first_overflow_record(f, name_, top_tags));
+    return;
+  }
+  OverflowSummaryFacts sf;
+  sf.last = f;
+  sf.overflow_epochs = counts.overflow_epochs;
+  // Not f.epoch + 1: the facts may be of an earlier epoch (those of the epochs not
+  // reported one by one are not captured); the caller counts every epoch so far.
+  sf.epochs = epochs;
+  sf.unreported = counts.unreported;
+  log_emit(overflow_summary_record(sf, name_));
+}
+
+void ArenaDiagnosis::flush_summary() {
+  ExhaustionFacts f;
+  ReportCounts counts;
+  {
+    Lock lock(mu_);
+    if (unreported_ == 0 || !have_unreported_facts_) return;
+    counts.unreported = std::exchange(unreported_, 0);
+    f = last_unreported_;
+    counts.overflow_epochs = overflow_epochs_;
+    ++overflow_summaries_;
+  }
+  // Counted up to the latest epoch that overflowed.
+  emit_report(Report::kSummary, f, counts, overflow_epoch_.load(std::memory_order_relaxed) + 1, "");
+}
+
+// --- questions ----------------------------------------------------------------------------
+
+DiagnosisCounters ArenaDiagnosis::counters() const {
+  DiagnosisCounters c;
+  Lock lock(mu_);
+  c.overflow_epochs = overflow_epochs_;
+  c.overflow_records = overflow_records_;
+  c.overflow_summaries = overflow_summaries_;
+  c.needed_bytes = needed_bytes_;
+  return c;
+}
+
+OverflowRequest ArenaDiagnosis::current_overflow(uint64_t epoch) const {
+  if (overflow_epoch_.load(std::memory_order_relaxed) != epoch) return OverflowRequest{};
+  Lock lock(mu_);
+  OverflowRequest r = overflow_;
+  r.overflowed = true;
+  return r;
+}
+
+void ArenaDiagnosis::diagnose(const ExhaustionFacts& f, bool overflowed,
+                              CurrentDiagnosis* out) const {
+  out->facts = f;
+  out->overflowed = overflowed;
+  out->live_bytes = f.used_bytes + f.overflow_live_bytes;
+  {
+    Lock lock(mu_);
+    out->warned = warned_;
+    out->overflow_epochs = overflow_epochs_;
+    out->needed_bytes = std::max(needed_bytes_, f.offset_bytes + f.overflow_live_bytes);
+    if (explicit_steps_.load(std::memory_order_relaxed)) {
+      const uint64_t done = f.steps > step1_n_ ? f.steps - step1_n_ : 0;
+      const uint64_t per_step = done != 0 ? f.kept_bytes / done : 0;
+      out->steps_to_full =
+          per_step == 0 || step_top_ >= capacity_ ? 0 : (capacity_ - step_top_) / per_step;
+    } else {
+      out->steps_to_full = cadence_.steps_to_full(cadence_top_);
+    }
+  }
+  if (overflowed) {
+    Verdict v = zarena_core::diagnose(f);
+    out->verdict = v.name;
+    out->cause = std::move(v.cause);
+    out->advice = std::move(v.advice);
+    return;
+  }
+  // No overflow in this epoch: what the steps say so far (the early warning's verdict),
+  // else nothing to fix.
+  const uint64_t least = f.steps_explicit ? 1 : std::max<uint64_t>(1, capacity_ / 64);
+  if (f.steps >= 2 && f.kept_bytes >= least) {
+    ExhaustionFacts g = f;
+    g.path = "none";
+    Verdict v = zarena_core::diagnose(g);
+    if (v.id == VerdictId::kNeverReset || v.id == VerdictId::kResetStopped) {
+      out->verdict = v.name;
+      out->cause = "not full yet, but " + v.cause;
+      out->advice = std::move(v.advice);
+      return;
+    }
+  }
+  out->verdict = verdict_name(VerdictId::kOk);
+  out->cause = f.steps >= 2 ? fmt::format(
+                                  "no overflow in this epoch; {} steps gave back what "
+                                  "they allocated",
+                                  f.steps)
+                            : std::string("no overflow in this epoch");
+  out->advice = "";
+}
+
+}  // namespace zarena_core

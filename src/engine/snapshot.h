@@ -1,0 +1,48 @@
+// The arena at one instant: what one acquisition of the writer lock reads (the region,
+// the overflow pool, the arena's own counters, and, when asked, the live bytes of each
+// tag). Everything a caller shows is built from one of these, so that the numbers of one
+// answer agree: zarena_get_stats, the error text of a failed allocation, the diagnosis's
+// facts, the top tags of its record, the epoch a reset ends.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "diagnosis/arena_diagnosis.h"
+#include "diagnosis/diagnostics.h"
+#include "overflow/overflow.h"
+#include "region/region.h"
+#include "zarena/zarena.h"
+
+namespace zarena_core {
+
+struct ArenaSnapshot {
+  RegionSnapshot region;
+  OverflowStats overflow;
+  uint64_t capacity = 0;
+  uint64_t resets = 0;
+  uint64_t committed_bytes = 0, commit_events = 0, trim_events = 0, commit_failures = 0;
+  uint64_t steps = 0, epoch_steps = 0;
+  uint64_t overflow_fills = 0;  // overflow blocks poisoned before going back
+  // Live bytes per tag of the snapshot's epoch, region and overflow (only when asked:
+  // the walk is O(blocks)); unordered.
+  std::vector<std::pair<uint32_t, uint64_t>> tag_bytes;
+};
+
+// zarena_get_stats from a snapshot and the diagnosis's counters.
+void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats* out);
+// The facts of an exhaustion that only the snapshot knows (the diagnosis adds the rest:
+// ArenaDiagnosis::complete_facts).
+ExhaustionFacts exhaustion_facts(const ArenaSnapshot& s, const char* path, uint64_t size,
+                                 uint64_t aligned, bool commit_failed,
+                                 const std::string& commit_error);
+// What a reset reads of the epoch it ends.
+EpochEnd epoch_end(const ArenaSnapshot& s);
+// The arena's counters a step or a warning needs.
+StepCounters step_counters(const ArenaSnapshot& s);
+// "matmul.grad 38.0 GiB, ...": the top tags by live bytes ("" when none).
+std::string top_tags_text(const ArenaSnapshot& s);
+
+}  // namespace zarena_core
