@@ -36,9 +36,9 @@ zarena* make_arena() {
 
 // /dev/null by default: the figures are the hot path's cost, not the disk's (a
 // benchmark makes events far faster than any program, so a real file would make it
-// measure the writer's bandwidth). ZARENA_BENCH_TRACE_FILE=path writes a real file.
+// measure the writer's bandwidth). ZTEST_BENCH_TRACE_FILE=path writes a real file.
 std::string trace_path() {
-  const char* p = std::getenv("ZARENA_BENCH_TRACE_FILE");
+  const char* p = std::getenv("ZTEST_BENCH_TRACE_FILE");
   return p != nullptr ? p : "/dev/null";
 }
 

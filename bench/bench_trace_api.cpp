@@ -1,7 +1,7 @@
 // What tracing costs a program: zarena_alloc + zarena_free through libzarena.so (the
 // library programs link), on an arena without a trace and on one with cfg.trace_file set
 // (written to /dev/null, so the figures are the hot path's, not the disk's;
-// ZARENA_BENCH_TRACE_FILE=path for a real file).
+// ZTEST_BENCH_TRACE_FILE=path for a real file).
 //
 // BM_TraceOverhead is the figure docs/PERFORMANCE.md reports: both arenas in one
 // benchmark, alternating batches of pairs so that both see the same machine load; its
@@ -23,7 +23,7 @@ namespace {
 const uint64_t kSizes[] = {4096, 16384, 1 << 20, 256, 65536, 12288, 3 << 20, 2048};
 
 std::string trace_path() {
-  const char* p = std::getenv("ZARENA_BENCH_TRACE_FILE");
+  const char* p = std::getenv("ZTEST_BENCH_TRACE_FILE");
   return p != nullptr ? p : "/dev/null";
 }
 

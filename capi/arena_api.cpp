@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "handle.h"
+#include "zarena/zarena_testing.h"
 
 using zarena_core::Arena;
 using zarena_core::guarded;

@@ -1,5 +1,5 @@
 /* The zarena_dlopen build mode: the package builds without libzarena (the header comes
- * from internal/include, a copy kept in sync by the zarena_config_gen target) and loads
+ * from internal/include, a copy kept in sync by the zarena_generate target) and loads
  * the library at run time with dlopen. Each zarena_* function the binding calls becomes
  * a call through a pointer that zarena_go_dl_load fills; the macros below rename the calls, so
  * shim.h is the same code in every mode. Without ZARENA_GO_DLOPEN this header declares nothing
@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <zarena/zarena.h>
+#include <zarena/zarena_testing.h>
 
 /* Every function the binding calls, in the order they are looked up. */
 #define ZARENA_GO_DL_FUNCTIONS(X)       \

@@ -69,7 +69,7 @@ func TestLogFatalKeepsTheDiagnosis(t *testing.T) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "ZARENA_TEST_HELPER_MODE=go-log-fatal",
+			cmd.Env = append(os.Environ(), "ZTEST_HELPER_MODE=go-log-fatal",
 				"ZARENA_LOG_LEVEL=info")
 			var out, errOut bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut

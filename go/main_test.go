@@ -6,7 +6,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	switch os.Getenv("ZARENA_TEST_HELPER_MODE") {
+	switch os.Getenv("ZTEST_HELPER_MODE") {
 	case "go-log-fatal":
 		logFatalChild()
 	}

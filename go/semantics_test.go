@@ -244,9 +244,9 @@ func TestSetPoisonFillsFreedBlocksWithNaN(t *testing.T) {
 }
 
 // Step marks each step (zarena_step_begin): seen in the trace, whose events zarena-replay
-// counts. Needs the build's zarena-replay (ZARENA_BUILD_DIR, set by scripts/go-test.sh).
+// counts. Needs the build's zarena-replay (ZTEST_BUILD_DIR, set by scripts/go-test.sh).
 func TestStepCallsStepBegin(t *testing.T) {
-	build := os.Getenv("ZARENA_BUILD_DIR")
+	build := os.Getenv("ZTEST_BUILD_DIR")
 	replay := filepath.Join(build, "tools", "zarena_replay", "zarena-replay")
 	if _, err := os.Stat(replay); build == "" || err != nil {
 		t.Skip("zarena-replay not found (run through scripts/go-test.sh)")

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <zarena/zarena.h>
+#include <zarena/zarena_testing.h>
 
 #include "dlopen.h"
 

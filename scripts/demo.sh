@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-BUILD=${ZARENA_BUILD_DIR:-$ROOT/build}
+BUILD=${ZTEST_BUILD_DIR:-$ROOT/build}
 
 ./scripts/deps.sh
 echo "== configuring $BUILD"

@@ -14,11 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-BUILD=$(cd "${1:-${ZARENA_BUILD_DIR:-$ROOT/build}}" && pwd)
+BUILD=$(cd "${1:-${ZTEST_BUILD_DIR:-$ROOT/build}}" && pwd)
 fail() { echo "go-outside-test.sh: FAIL: $*" >&2; exit 1; }
 
 GO=""
-for g in "${ZARENA_GO:-}" /usr/lib/go-1.23/bin/go "$(command -v go || true)"; do
+for g in "${ZTEST_GO:-}" /usr/lib/go-1.23/bin/go "$(command -v go || true)"; do
   if [ -n "$g" ] && [ -x "$g" ]; then GO=$g; break; fi
 done
 [ -n "$GO" ] || fail "no Go toolchain"

@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-BUILD=${ZARENA_BUILD_DIR:-$ROOT/build}
+BUILD=${ZTEST_BUILD_DIR:-$ROOT/build}
 RUN_BENCH=0
 for arg in "$@"; do
   case "$arg" in
@@ -30,7 +30,7 @@ done
 BUILD=$(cd "$BUILD" && pwd)
 
 GO=""
-for g in "${ZARENA_GO:-}" /usr/lib/go-1.23/bin/go "$(command -v go || true)"; do
+for g in "${ZTEST_GO:-}" /usr/lib/go-1.23/bin/go "$(command -v go || true)"; do
   if [ -n "$g" ] && [ -x "$g" ]; then GO=$g; break; fi
 done
 if [ -z "$GO" ]; then
@@ -80,7 +80,7 @@ export GOCACHE=${GOCACHE:-$BUILD/go-cache}
 export GOPATH=${GOPATH:-$BUILD/go-path}
 export GOMODCACHE=$GOPATH/pkg/mod
 export GOENV=off
-export ZARENA_BUILD_DIR=$BUILD # tests that use the build's tools (zarena-replay) find them
+export ZTEST_BUILD_DIR=$BUILD # tests that use the build's tools (zarena-replay) find them
 
 echo "-- $("$GO" version), library $LIBDIR"
 CC=${CC:-cc}

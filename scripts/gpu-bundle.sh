@@ -6,12 +6,12 @@
 # so everything is built here. Then run .gpubuild/run.sh there (from the repository root,
 # with $OUT set to a folder for the results); docs/PERFORMANCE.md records such runs.
 #
-# usage: scripts/gpu-bundle.sh [BUILD_DIR]   (default: $ZARENA_BUILD_DIR or ./build; it must
+# usage: scripts/gpu-bundle.sh [BUILD_DIR]   (default: $ZTEST_BUILD_DIR or ./build; it must
 #        be a build that scripts/test.sh ran, so the Go pkg-config files exist)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-BUILD=$(cd "${1:-${ZARENA_BUILD_DIR:-$ROOT/build}}" && pwd)
+BUILD=$(cd "${1:-${ZTEST_BUILD_DIR:-$ROOT/build}}" && pwd)
 G=$ROOT/.gpubuild
 rm -rf "$G"
 mkdir -p "$G/bin" "$G/lib"

@@ -12,7 +12,7 @@ G=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export ZARENA_SHARED_LIB=$G/lib/libzarena.so
+export ZTEST_SHARED_LIB=$G/lib/libzarena.so
 parts=${*:-tests bench go}
 [ "$parts" = all ] && parts="tests bench go torch"
 summary=$OUT/summary.txt
@@ -27,7 +27,7 @@ for part in $parts; do
     tests)
       for t in "$G"/bin/gpu_test_*; do
         n=$(basename "$t")
-        ZARENA_TEST_HELPER=$t timeout 240 "$t" --gtest_color=no >"$OUT/$n.log" 2>&1
+        ZTEST_HELPER=$t timeout 240 "$t" --gtest_color=no >"$OUT/$n.log" 2>&1
         r=$?
         echo "$n rc=$r $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$n.log" | tr '\n' ' ')" >>"$summary"
         [ $r -eq 0 ] || [ $r -eq 77 ] || rc=1  # 77: every test skipped (gpu_main.cpp)

@@ -7,14 +7,14 @@
 #   $BUILD-asan  ASan + UBSan (+ LeakSanitizer): every C/C++ suite that exercises the
 #                engine through the C ABI or its internals, the fault walk and the fuzz replay
 #   $BUILD-tsan  TSan: the thread and concurrency suites
-# ZARENA_SANITIZE=0 skips the sanitizer builds (a quick local run). docs/RELIABILITY.md says
+# ZTEST_SANITIZE=0 skips the sanitizer builds (a quick local run). docs/RELIABILITY.md says
 # how to run each longer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-BUILD=${ZARENA_BUILD_DIR:-$ROOT/build}
+BUILD=${ZTEST_BUILD_DIR:-$ROOT/build}
 JOBS=${JOBS:-$(nproc)}
-SANITIZE=${ZARENA_SANITIZE:-1}
+SANITIZE=${ZTEST_SANITIZE:-1}
 start=$SECONDS
 stamp() { echo "== [$((SECONDS - start))s] $*"; }
 

@@ -5,7 +5,7 @@ set(ZARENA_PUBLIC_HEADERS_DIR ${PROJECT_SOURCE_DIR}/capi/include/zarena)
 set(ZARENA_ABI_BASELINE ${PROJECT_SOURCE_DIR}/abi/libzarena.so.${PROJECT_VERSION_MAJOR}.abi)
 
 add_test(NAME abi_symbols COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/check_symbols.sh
-  $<TARGET_FILE:zarena> ${ZARENA_PUBLIC_HEADERS_DIR}/zarena.h ${PROJECT_VERSION_MAJOR}
+  $<TARGET_FILE:zarena> ${ZARENA_PUBLIC_HEADERS_DIR} ${PROJECT_VERSION_MAJOR}
   ${PROJECT_SOURCE_DIR}/cmake/zarena.map)
 set_tests_properties(abi_symbols PROPERTIES LABELS "abi")
 

@@ -6,8 +6,8 @@
 # when go/ exists. Programs linked against libzarena.so run without LD_LIBRARY_PATH where
 # the README says they can (CMake's rpath, pkg-config's libdir as rpath).
 # usage: check_install.sh <build dir> <source dir> <cmake> <C compiler> [<libdir>]
-# Environment: ZARENA_CONSUMER_CMAKE_ARGS (extra consumer configure arguments),
-# ZARENA_CONSUMER_HIDE_CUDA (:-separated CUDA Toolkit folders to hide; empty when zarena
+# Environment: ZTEST_CONSUMER_CMAKE_ARGS (extra consumer configure arguments),
+# ZTEST_CONSUMER_HIDE_CUDA (:-separated CUDA Toolkit folders to hide; empty when zarena
 # was built without CUDA).
 set -euo pipefail
 build=$1 src=$2 cmake=$3 cc=$4 libdir_rel=${5:-lib}
@@ -58,7 +58,7 @@ check_static() {
 echo "== find_package(zarena CONFIG)"
 cp -r "$src/tests/consumer" "$work/consumer"
 "$cmake" -S "$work/consumer" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_C_COMPILER="$cc" ${ZARENA_CONSUMER_CMAKE_ARGS:-} >"$work/cm.log" 2>&1 || {
+  -DCMAKE_C_COMPILER="$cc" ${ZTEST_CONSUMER_CMAKE_ARGS:-} >"$work/cm.log" 2>&1 || {
   cat "$work/cm.log"; fail "consumer configure"; }
 grep 'found zarena' "$work/cm.log"
 "$cmake" --build "$work/cm" >"$work/cm-build.log" 2>&1 || {
@@ -66,9 +66,9 @@ grep 'found zarena' "$work/cm.log"
 check_shared "$work/cm/consumer"
 check_static "$work/cm/consumer_static"
 
-if [ -n "${ZARENA_CONSUMER_HIDE_CUDA:-}" ]; then
+if [ -n "${ZTEST_CONSUMER_HIDE_CUDA:-}" ]; then
   echo "== find_package(zarena CONFIG) with the CUDA Toolkit hidden"
-  IFS=':' read -r -a cuda_dirs <<<"$ZARENA_CONSUMER_HIDE_CUDA"
+  IFS=':' read -r -a cuda_dirs <<<"$ZTEST_CONSUMER_HIDE_CUDA"
   ignore=() hidden_path=$PATH
   for d in "${cuda_dirs[@]}"; do
     [ -n "$d" ] || continue
@@ -136,7 +136,7 @@ check_static "$work/pc_consumer_static"
 if [ -f "$src/go/go.mod" ]; then
   echo "== Go bindings against the installed prefix (cgo pkg-config)"
   go=""
-  for g in "${ZARENA_GO:-}" /usr/lib/go-1.23/bin/go "$(command -v go || true)"; do
+  for g in "${ZTEST_GO:-}" /usr/lib/go-1.23/bin/go "$(command -v go || true)"; do
     if [ -n "$g" ] && [ -x "$g" ]; then go=$g; break; fi
   done
   [ -n "$go" ] || fail "go/ exists but no Go toolchain found"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Symbol hygiene of libzarena.so: the dynamic symbol table holds exactly the functions the
-# public header declares, each in the version node that cmake/zarena.map names for it
-# (ZARENA_<major>, ZARENA_<major>.<minor> or ZARENA_EXPERIMENTAL; the map lists every
-# function by name, no wildcards); the SONAME carries the major; the only runtime
-# dependencies are the C/C++ runtime (no libcudart.so, libfmt, libspdlog).
-# usage: check_symbols.sh <libzarena.so> <zarena.h> <major> <zarena.map>
+# public headers declare (zarena.h, zarena_testing.h), each in the version node that
+# cmake/zarena.map names for it (ZARENA_<major>, ZARENA_<major>.<minor> or
+# ZARENA_EXPERIMENTAL; the map lists every function by name, no wildcards); the SONAME
+# carries the major; the only runtime dependencies are the C/C++ runtime (no libcudart.so,
+# libfmt, libspdlog).
+# usage: check_symbols.sh <libzarena.so> <header, or folder of headers> <major> <zarena.map>
 set -euo pipefail
 lib=$1 header=$2 major=$3 map=$4
 node="ZARENA_${major}"
@@ -68,15 +69,17 @@ while read -r sym; do
 done <<<"$defined"
 grep -qx "$node" <<<"$defined" || err "version node $node missing (version script not applied?)"
 
-# Every function the header declares is exported, and nothing else.
-declared=$(tr '\n' ' ' <"$header" | grep -o 'ZARENA_API[^;(]*(' |
+# Every function the headers declare is exported, and nothing else.
+headers=("$header")
+[ -d "$header" ] && headers=("$header"/*.h)
+declared=$(cat "${headers[@]}" | tr '\n' ' ' | grep -o 'ZARENA_API[^;(]*(' |
   grep -o 'zarena_[a-z0-9_]*[[:space:]]*($' | tr -d ' (' | sort -u)
 got=$(printf '%s\n' "${exported[@]}" | sort -u)
 missing=$(comm -23 <(echo "$declared") <(echo "$got"))
 extra=$(comm -13 <(echo "$declared") <(echo "$got"))
 [ -z "$missing" ] || err "declared in the header but not exported: $(echo $missing)"
 [ -z "$extra" ] || err "exported but not declared in the header: $(echo $extra)"
-[ "$(echo "$declared" | wc -l)" -ge 10 ] || err "parsed too few declarations from $header"
+[ "$(echo "$declared" | wc -l)" -ge 10 ] || err "parsed too few declarations from ${headers[*]}"
 
 soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "libzarena.so.$major" ] || err "SONAME is '$soname', want libzarena.so.$major"

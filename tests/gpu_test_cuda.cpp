@@ -614,7 +614,7 @@ TEST(CudaBackend, CallsFromOtherThreadsUseTheArenasDevice) {
 TEST(CudaBackend, StreamFromTheHostProgramsRuntimeThroughSharedLibrary) {
   REQUIRE_DEVICE();
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("ZARENA_SHARED_LIB")) candidates.emplace_back(env);
+  if (const char* env = std::getenv("ZTEST_SHARED_LIB")) candidates.emplace_back(env);
   char exe[4096];
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len > 0) {

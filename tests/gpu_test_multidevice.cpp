@@ -34,7 +34,7 @@ using zarena_core::CudaCallCounters;
 constexpr const char* kChildMode = "multidevice_child";
 
 bool in_child() {
-  const char* m = std::getenv("ZARENA_TEST_HELPER_MODE");
+  const char* m = std::getenv("ZTEST_HELPER_MODE");
   return m != nullptr && std::string(m) == kChildMode;
 }
 
@@ -106,8 +106,8 @@ TEST(MultiDeviceChild, ArenaOnDevice1FromAFreshThreadMakesNoContextOnDevice0) {
 TEST(MultiDevice, NoContextOnDevice0) {
   REQUIRE_DEVICES(2);
   if (in_child()) GTEST_SKIP() << "the parent's half";
-  // This binary (CTest names it in ZARENA_TEST_HELPER; run by hand, /proc/self/exe).
-  const char* self = std::getenv("ZARENA_TEST_HELPER");
+  // This binary (CTest names it in ZTEST_HELPER; run by hand, /proc/self/exe).
+  const char* self = std::getenv("ZTEST_HELPER");
   std::string exe = self != nullptr ? self : "";
   if (exe.empty()) {
     char path[4096];
@@ -115,7 +115,7 @@ TEST(MultiDevice, NoContextOnDevice0) {
     ASSERT_GT(n, 0);
     exe.assign(path, static_cast<size_t>(n));
   }
-  const std::string cmd = "ZARENA_TEST_HELPER_MODE=" + std::string(kChildMode) + " '" + exe +
+  const std::string cmd = "ZTEST_HELPER_MODE=" + std::string(kChildMode) + " '" + exe +
                           "' --gtest_filter=MultiDeviceChild.* 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   ASSERT_NE(f, nullptr);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "zarena/zarena.h"
+#include "zarena/zarena_testing.h"
 
 static void on_log(void* user_data, const zarena_log_record* rec) {
   (void)user_data;
@@ -36,6 +37,7 @@ int main(void) {
   stats.struct_size = (uint32_t)sizeof stats;
   if (zarena_get_stats(a, &stats) != ZARENA_OK || stats.live_allocs != 1) return 1;
   if (zarena_free(a, p) != ZARENA_OK) return 1;
+  if (zarena_debug_inject_overflow_fault(a, 0, 0, 0) != ZARENA_OK) return 1;
   if (zarena_destroy(a) != ZARENA_OK) return 1;
   zarena_set_log_callback(NULL, NULL, ZARENA_LOG_INFO);
   printf("C99 header check OK (zarena %s)\n", zarena_version_string());

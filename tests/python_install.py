@@ -37,7 +37,7 @@ def fail(msg):
 
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
-           if k not in ("ZARENA_LIBRARY", "ZARENA_BUILD_DIR", "LD_LIBRARY_PATH", "PYTHONPATH")}
+           if k not in ("ZARENA_LIBRARY", "ZTEST_BUILD_DIR", "LD_LIBRARY_PATH", "PYTHONPATH")}
     env.update(PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1", ZARENA_LOG_LEVEL="warn")
     env.update(extra)
     return env

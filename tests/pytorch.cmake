@@ -7,7 +7,7 @@ find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)
   add_test(NAME torch_train_compare COMMAND ${Python3_EXECUTABLE}
     ${CMAKE_CURRENT_SOURCE_DIR}/pytorch/train_compare.py
-    --json ${CMAKE_BINARY_DIR}/torch_train_compare.json)
+    --json ${PROJECT_BINARY_DIR}/torch_train_compare.json)
   set_tests_properties(torch_train_compare PROPERTIES LABELS "gpu" TIMEOUT 1200
     SKIP_RETURN_CODE 77 ENVIRONMENT
     "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "config/config_fields.h"
+#include "diagnosis/verdicts.h"
+#include "log/log_events.h"
 #include "zarena/zarena.h"
 
 namespace zarena_test {
@@ -85,9 +88,84 @@ inline Record copy_record(const zarena_log_record* r) {
   return out;
 }
 
+// --- the catalogue of records (src/log/log_events.h) ---------------------------------
+
+// The catalogue's entry for an event; nullptr when it has none.
+inline const zarena_core::LogEvent* catalogue_entry(const std::string& event) {
+  for (const zarena_core::LogEvent* e : zarena_core::kLogEvents) {
+    if (event == e->name) return e;
+  }
+  return nullptr;
+}
+
+// The kind the entry documents for key (a pattern row matches its family of keys), or -1
+// when it documents no such field.
+inline int32_t documented_kind(const zarena_core::LogEvent& e, const std::string& key) {
+  auto config_row = [](const std::string& k) -> const zarena_core::FieldSpec* {
+    for (const zarena_core::FieldSpec& f : zarena_core::kConfigFields) {
+      if (k == f.key) return &f;
+    }
+    return nullptr;
+  };
+  if (e.rate_limited && key == zarena_core::kSuppressedField.key) {
+    return zarena_core::kSuppressedField.kind;
+  }
+  const std::string source = "_source";
+  for (size_t i = 0; i < e.field_count; ++i) {
+    const zarena_core::LogFieldSpec& f = e.fields[i];
+    const std::string spec = f.key;
+    if (spec == key) return f.kind;
+    if (spec == "<config field>") {
+      if (const zarena_core::FieldSpec* row = config_row(key)) {
+        return zarena_core::record_field_kind(row->kind);
+      }
+    } else if (spec == "<config field>_source") {
+      if (key.size() > source.size() &&
+          key.compare(key.size() - source.size(), source.size(), source) == 0 &&
+          config_row(key.substr(0, key.size() - source.size())) != nullptr) {
+        return f.kind;
+      }
+    } else if (spec == "warning<N>") {
+      if (key.rfind("warning", 0) == 0 && key.size() > 7 &&
+          key.find_first_not_of("0123456789", 7) == std::string::npos) {
+        return f.kind;
+      }
+    }
+  }
+  return -1;
+}
+
+// What a record shows that the catalogue does not document ("" when nothing): an event
+// without an entry, another level than the entry's, a field the entry does not list or of
+// another kind, a verdict that is not in the verdict table (src/diagnosis/verdicts.h).
+// Events named "test.*" are a test's own and are not checked.
+inline std::string undocumented(const Record& r) {
+  if (r.event.rfind("test.", 0) == 0) return "";
+  const zarena_core::LogEvent* e = catalogue_entry(r.event);
+  if (e == nullptr) return "event " + r.event + " is not in src/log/log_events.h";
+  std::string out;
+  if (r.level != e->level) out += r.event + ": level differs from its entry; ";
+  for (const Field& f : r.fields) {
+    const int32_t kind = documented_kind(*e, f.key);
+    if (kind < 0) {
+      out += r.event + ": field " + f.key + " is not in its entry; ";
+    } else if (kind != f.kind) {
+      out += r.event + ": field " + f.key + " has another kind than its entry says; ";
+    }
+    if (f.key == "verdict") {
+      bool known = false;
+      for (const zarena_core::VerdictSpec& v : zarena_core::kVerdicts) known |= f.s == v.name;
+      if (!known) out += r.event + ": verdict " + f.s + " is not in src/diagnosis/verdicts.h; ";
+    }
+  }
+  return out;
+}
+
 // Registers itself as the log callback for its lifetime (copying every record it
 // receives, thread-safe), so records reach the test instead of stderr; restores the
-// default sink at the end. LogCapture(ZARENA_LOG_OFF) just keeps a test quiet.
+// default sink at the end. LogCapture(ZARENA_LOG_OFF) just keeps a test quiet. Every record
+// it receives is checked against the catalogue (undocumented above): a record the
+// catalogue does not describe fails the test.
 class LogCapture {
  public:
   explicit LogCapture(int32_t min_level = ZARENA_LOG_TRACE) {
@@ -123,6 +201,7 @@ class LogCapture {
   static void callback(void* self, const zarena_log_record* rec) {
     auto* c = static_cast<LogCapture*>(self);
     Record r = copy_record(rec);
+    if (const std::string why = undocumented(r); !why.empty()) ADD_FAILURE() << why;
     std::lock_guard<std::mutex> lock(c->mu_);
     c->records_.push_back(std::move(r));
   }

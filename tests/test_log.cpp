@@ -2,8 +2,8 @@
 // ZARENA_LOG_LEVEL and callback thresholds, callbacks that read stats, callbacks from 8
 // threads at once, and the rate limiter with its "suppressed" count.
 //
-// Child processes re-run this test binary ($ZARENA_TEST_HELPER, else /proc/self/exe)
-// with ZARENA_TEST_HELPER_MODE set: a static initialiser then runs one scenario and
+// Child processes re-run this test binary ($ZTEST_HELPER, else /proc/self/exe)
+// with ZTEST_HELPER_MODE set: a static initialiser then runs one scenario and
 // exits before GoogleTest starts.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -25,6 +25,7 @@
 
 #include "log/log.h"
 #include "support.h"
+#include "zarena/zarena_testing.h"
 
 extern char** environ;
 
@@ -107,7 +108,7 @@ int run_helper_mode(const std::string& mode) {
 
 struct HelperHook {
   HelperHook() {
-    const char* mode = std::getenv("ZARENA_TEST_HELPER_MODE");
+    const char* mode = std::getenv("ZTEST_HELPER_MODE");
     if (mode != nullptr) _exit(run_helper_mode(mode));
   }
 } const g_helper_hook;
@@ -126,16 +127,16 @@ std::string slurp(const char* path) {
 
 // Runs this binary in `mode` with the ZARENA_LOG_* variables replaced by `env`.
 ChildResult run_child(const std::string& mode, const std::vector<std::string>& env) {
-  const char* helper = std::getenv("ZARENA_TEST_HELPER");
+  const char* helper = std::getenv("ZTEST_HELPER");
   const std::string exe = helper != nullptr ? helper : "/proc/self/exe";
   std::vector<std::string> vars;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "ZARENA_LOG_", 11) != 0 &&
-        std::strncmp(*e, "ZARENA_TEST_HELPER_MODE=", 24) != 0) {
+        std::strncmp(*e, "ZTEST_HELPER_MODE=", 24) != 0) {
       vars.emplace_back(*e);
     }
   }
-  vars.push_back("ZARENA_TEST_HELPER_MODE=" + mode);
+  vars.push_back("ZTEST_HELPER_MODE=" + mode);
   for (const auto& v : env) vars.push_back(v);
   std::vector<char*> envp;
   for (auto& v : vars) envp.push_back(v.data());
@@ -508,26 +509,34 @@ class RateLimit : public ::testing::Test {
   static void advance(uint64_t ns) { g_fake_now.fetch_add(ns); }
 };
 
+// Events of this test only ("test." events are exempt from the catalogue check).
+constexpr zarena_core::LogEvent kTestRepeat = zarena_core::log_event(
+    "test.repeat", ZARENA_LOG_WARN, zarena_core::kLimited, "a repeated warning");
+constexpr zarena_core::LogEvent kTestOther = zarena_core::log_event(
+    "test.other", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "a warning never limited");
+constexpr zarena_core::LogEvent kTestFormat =
+    zarena_core::log_event("arena.test", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "");
+
 TEST_F(RateLimit, BurstThenDropsThenSuppressedCount) {
   LogCapture cap;
-  auto emit = [](const char* event, bool limited) {
-    zarena_core::LogRecord r(ZARENA_LOG_WARN, event, "rl");
-    r.message("again").add_uint("n", 1).rate_limited(limited);
+  auto emit = [](const zarena_core::LogEvent& event) {
+    zarena_core::LogRecord r(event, "rl");
+    r.message("again").add_uint("n", 1);
     zarena_core::log_emit(r);
   };
-  for (int i = 0; i < 20; ++i) emit("test.repeat", true);
-  for (int i = 0; i < 20; ++i) emit("test.other", false);  // not marked: never dropped
+  for (int i = 0; i < 20; ++i) emit(kTestRepeat);
+  for (int i = 0; i < 20; ++i) emit(kTestOther);  // not rate-limited: never dropped
   EXPECT_EQ(cap.of("test.repeat").size(), zarena_core::kRateBurst);
   EXPECT_EQ(cap.of("test.other").size(), 20u);
   for (const Record& r : cap.of("test.repeat")) EXPECT_EQ(r.field("suppressed"), nullptr);
   EXPECT_EQ(zarena_core::log_pending_suppressed(), 15u);
 
   advance(zarena_core::kRateIntervalNs / 2);  // half a token: still dropped
-  emit("test.repeat", true);
+  emit(kTestRepeat);
   EXPECT_EQ(cap.of("test.repeat").size(), zarena_core::kRateBurst);
 
   advance(zarena_core::kRateIntervalNs / 2);  // one token
-  emit("test.repeat", true);
+  emit(kTestRepeat);
   auto got = cap.of("test.repeat");
   ASSERT_EQ(got.size(), zarena_core::kRateBurst + 1);
   EXPECT_EQ(got.back().u("suppressed"), 16u);
@@ -536,7 +545,7 @@ TEST_F(RateLimit, BurstThenDropsThenSuppressedCount) {
 
   // The count restarts after it was reported; a long pause refills only up to the burst.
   advance(100 * zarena_core::kRateIntervalNs);
-  for (int i = 0; i < 10; ++i) emit("test.repeat", true);
+  for (int i = 0; i < 10; ++i) emit(kTestRepeat);
   got = cap.of("test.repeat");
   EXPECT_EQ(got.size(), 2 * zarena_core::kRateBurst + 1);
   EXPECT_EQ(got.back().field("suppressed"), nullptr);
@@ -576,7 +585,7 @@ TEST_F(RateLimit, OverflowSlowIsLimitedFirstOverflowIsNot) {
 }
 
 TEST(Format, OneLineWithTypedValuesAndQuotedStrings) {
-  zarena_core::LogRecord r(ZARENA_LOG_WARN, "arena.test", "fmt");
+  zarena_core::LogRecord r(kTestFormat, "fmt");
   r.message("hello")
       .add_uint("u", 18446744073709551615ull)
       .add_int("i", -3)

@@ -4,6 +4,7 @@
 // the JSON line parses back with every field, typed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +13,7 @@
 #include "config/config_records.h"
 #include "diagnosis/diagnostics.h"
 #include "log/log.h"
+#include "support.h"
 
 using nlohmann::json;
 using zarena_core::LogRecord;
@@ -19,6 +21,15 @@ using zarena_core::LogRecord;
 namespace {
 
 constexpr uint64_t kHuge = UINT64_MAX;
+// Records of this test only, for the format's edge cases.
+constexpr zarena_core::LogEvent kTestCut =
+    zarena_core::log_event("test.cut", ZARENA_LOG_INFO, zarena_core::kNeverDropped, "");
+constexpr zarena_core::LogEvent kTestOnly =
+    zarena_core::log_event("test.only", ZARENA_LOG_INFO, zarena_core::kNeverDropped, "");
+constexpr zarena_core::LogEvent kTestWarn =
+    zarena_core::log_event("test.ctl", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "");
+constexpr zarena_core::LogEvent kTestError =
+    zarena_core::log_event("test.escape", ZARENA_LOG_ERROR, zarena_core::kNeverDropped, "");
 const std::string kLongName(100, 'n');
 
 zarena_core::ExhaustionFacts huge_facts(const char* path) {
@@ -97,6 +108,33 @@ std::vector<LogRecord> every_record_type() {
   return out;
 }
 
+// Every record the builders make is what the catalogue (log_events.h, docs/LOGGING.md)
+// says: its event is listed, at that level, and each field is listed with its kind.
+TEST(Catalogue, EveryRecordTypeIsDocumented) {
+  for (const LogRecord& r : every_record_type()) {
+    zarena_test::Record copy;
+    copy.level = r.level();
+    copy.event = r.event();
+    for (const auto& f : r.fields()) copy.fields.push_back({f.key, f.kind, f.i, f.f, f.s});
+    EXPECT_EQ(zarena_test::undocumented(copy), "");
+  }
+}
+
+TEST(Catalogue, EventsAreUniqueAndDescribed) {
+  std::vector<std::string> names;
+  for (const zarena_core::LogEvent* e : zarena_core::kLogEvents) {
+    EXPECT_EQ(std::count(names.begin(), names.end(), e->name), 0) << e->name;
+    names.push_back(e->name);
+    EXPECT_GT(std::strlen(e->when), 20u) << e->name;
+    for (size_t i = 0; i < e->field_count; ++i) {
+      EXPECT_GT(std::strlen(e->fields[i].doc), 3u) << e->name << " " << e->fields[i].key;
+      for (size_t k = 0; k < i; ++k) {
+        EXPECT_STRNE(e->fields[i].key, e->fields[k].key) << e->name;
+      }
+    }
+  }
+}
+
 TEST(HumanLine, EveryRecordTypeFitsTheBound) {
   std::vector<std::string> events;
   for (const LogRecord& r : every_record_type()) {
@@ -136,7 +174,7 @@ TEST(HumanLine, FirstOverflowLeadsWithTheVerdictAndItsFix) {
 }
 
 TEST(HumanLine, LongSentenceIsCutAtAWordAndMarked) {
-  LogRecord r(ZARENA_LOG_INFO, "test.cut", "");
+  LogRecord r(kTestCut, "");
   std::string words;
   for (int i = 0; i < 60; ++i) words += "word" + std::to_string(i) + " ";
   r.message(words).add_uint("n", 7).headline({"n"});
@@ -151,13 +189,13 @@ TEST(HumanLine, LongSentenceIsCutAtAWordAndMarked) {
 }
 
 TEST(HumanLine, ControlCharactersNeverBreakTheLine) {
-  LogRecord r(ZARENA_LOG_WARN, "test.ctl", "two\nlines");
+  LogRecord r(kTestWarn, "two\nlines");
   r.message("a\nb\rc").add_string("s", "x\ny").headline({"s"});
   EXPECT_EQ(zarena_core::log_format_line(r), "test.ctl [two lines]: a b c s=\"x y\"");
 }
 
 TEST(HumanLine, StderrMessageOnlyHidesHeadlineFields) {
-  LogRecord r(ZARENA_LOG_INFO, "test.only", "a");
+  LogRecord r(kTestOnly, "a");
   r.message("m").add_uint("n", 1).headline({"n"}).stderr_message_only();
   EXPECT_EQ(zarena_core::log_format_line(r), "test.only [a]: m");
 }
@@ -200,7 +238,7 @@ TEST(JsonLine, EveryRecordParsesBackWithEveryFieldTyped) {
 }
 
 TEST(JsonLine, StringsAreEscapedNotTrusted) {
-  LogRecord r(ZARENA_LOG_ERROR, "test.escape", "quote\"back\\slash\nnew");
+  LogRecord r(kTestError, "quote\"back\\slash\nnew");
   r.message("tab\there \x01 ctl").add_string("bad_utf8", "\xff\xfe ok").add_double("d", 0.5);
   const json j = json::parse(zarena_core::log_format_json(r, 0));
   EXPECT_EQ(j["level"], "error");

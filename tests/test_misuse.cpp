@@ -5,7 +5,7 @@
 // text zarena_last_error() must contain, and that a refused call left the arena as it was
 // (stats equal except the failure counters the manual names). Rows are named by their id
 // (Misuse/Table.Case/M17); MisuseDoc checks that the document lists the same rows, statuses
-// and messages, so neither can drift. ZARENA_PRINT_MISUSE_TABLE=1 prints the rows.
+// and messages, so neither can drift. ZTEST_PRINT_MISUSE_TABLE=1 prints the rows.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "support.h"
 #include "zarena/zarena.h"
+#include "zarena/zarena_testing.h"
 
 namespace {
 
@@ -674,7 +675,7 @@ std::string doc_row(const Case& c) {
 // table a reader trusts is the one the suite runs.
 TEST(MisuseDoc, TheDocumentListsEveryRowAsTheTestRunsIt) {
   const std::vector<Case> all = cases();
-  if (std::getenv("ZARENA_PRINT_MISUSE_TABLE") != nullptr) {
+  if (std::getenv("ZTEST_PRINT_MISUSE_TABLE") != nullptr) {
     for (const Case& c : all) std::printf("%s\n", doc_row(c).c_str());
   }
   std::ifstream in(std::string(ZARENA_SOURCE_DIR) + "/docs/RELIABILITY.md");

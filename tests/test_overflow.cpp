@@ -14,6 +14,7 @@
 #include "log/log.h"
 #include "support.h"
 #include "zarena/zarena.h"
+#include "zarena/zarena_testing.h"
 
 using zarena_test::ArenaHolder;
 using zarena_test::LogCapture;

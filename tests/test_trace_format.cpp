@@ -504,7 +504,7 @@ TEST(TraceFormat, DamageIsReported) {
 // The child half of AtExitWithoutClose: traces from several threads and exits without
 // close(). Runs only when the parent starts it.
 TEST(TraceExit, ChildBody) {
-  const char* path = std::getenv("ZARENA_TRACE_CHILD_PATH");
+  const char* path = std::getenv("ZTEST_TRACE_CHILD_PATH");
   if (path == nullptr) GTEST_SKIP() << "run by TraceExit.AtExitWithoutClose";
   Result err;
   // Leaked on purpose: the program "forgets" it, as one that never destroys its arena.
@@ -515,7 +515,7 @@ TEST(TraceExit, ChildBody) {
   }
   for (auto& th : threads) th.join();
   write_mixed(t, 9, 77);
-  if (std::getenv("ZARENA_TRACE_CHILD_BUSY") != nullptr) {
+  if (std::getenv("ZTEST_TRACE_CHILD_BUSY") != nullptr) {
     // A thread still tracing while the process exits.
     std::thread([t] {
       for (;;) t->on_step_begin();
@@ -527,12 +527,12 @@ TEST(TraceExit, ChildBody) {
 
 // Runs ChildBody in a new process; returns its trace.
 Trace run_child(const std::string& path, bool busy) {
-  const char* self = std::getenv("ZARENA_TEST_HELPER");
+  const char* self = std::getenv("ZTEST_HELPER");
   const pid_t pid = fork();
   EXPECT_GE(pid, 0);
   if (pid == 0) {
-    setenv("ZARENA_TRACE_CHILD_PATH", path.c_str(), 1);
-    if (busy) setenv("ZARENA_TRACE_CHILD_BUSY", "1", 1);
+    setenv("ZTEST_TRACE_CHILD_PATH", path.c_str(), 1);
+    if (busy) setenv("ZTEST_TRACE_CHILD_BUSY", "1", 1);
     execl(self, self, "--gtest_filter=TraceExit.ChildBody", static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -544,8 +544,8 @@ Trace run_child(const std::string& path, bool busy) {
 }
 
 TEST(TraceExit, AtExitWithoutClose) {
-  if (std::getenv("ZARENA_TEST_HELPER") == nullptr) {
-    GTEST_SKIP() << "ZARENA_TEST_HELPER (set by CTest) names this binary";
+  if (std::getenv("ZTEST_HELPER") == nullptr) {
+    GTEST_SKIP() << "ZTEST_HELPER (set by CTest) names this binary";
   }
   const std::string path = temp_path("atexit");
   const Trace r = run_child(path, false);
@@ -559,8 +559,8 @@ TEST(TraceExit, AtExitWithoutClose) {
 // A thread still tracing at exit: everything before its last moments is in the file; at
 // most the record it was writing when the flush ran is missing.
 TEST(TraceExit, AtExitWhileAThreadIsStillTracing) {
-  if (std::getenv("ZARENA_TEST_HELPER") == nullptr) {
-    GTEST_SKIP() << "ZARENA_TEST_HELPER (set by CTest) names this binary";
+  if (std::getenv("ZTEST_HELPER") == nullptr) {
+    GTEST_SKIP() << "ZTEST_HELPER (set by CTest) names this binary";
   }
   const std::string path = temp_path("atexit_busy");
   const Trace r = run_child(path, true);

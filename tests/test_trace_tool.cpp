@@ -21,7 +21,7 @@ struct ToolRun {
 };
 
 std::string tool() {
-  const char* p = std::getenv("ZARENA_REPLAY");
+  const char* p = std::getenv("ZTEST_REPLAY");
   return p != nullptr ? p : "";
 }
 
@@ -52,8 +52,8 @@ nlohmann::json read_json(const std::string& path) {
 class ReplayTool : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (tool().empty()) GTEST_SKIP() << "ZARENA_REPLAY (set by CTest) names the tool";
-    const char* sample = std::getenv("ZARENA_TRACE_SAMPLE");
+    if (tool().empty()) GTEST_SKIP() << "ZTEST_REPLAY (set by CTest) names the tool";
+    const char* sample = std::getenv("ZTEST_TRACE_SAMPLE");
     ASSERT_NE(sample, nullptr);
     never_ = temp("never.zat");
     reset_ = temp("reset.zat");

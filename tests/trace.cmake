@@ -10,8 +10,8 @@ foreach(t test_trace_format test_trace_replay test_trace_tool test_trace_engine)
 endforeach()
 if(TARGET test_trace_tool)
   set_property(TEST test_trace_tool APPEND PROPERTY ENVIRONMENT
-    "ZARENA_REPLAY=$<TARGET_FILE:zarena-replay>"
-    "ZARENA_TRACE_SAMPLE=$<TARGET_FILE:trace_sample>")
+    "ZTEST_REPLAY=$<TARGET_FILE:zarena-replay>"
+    "ZTEST_TRACE_SAMPLE=$<TARGET_FILE:trace_sample>")
   add_dependencies(test_trace_tool zarena-replay trace_sample)
 endif()
 

@@ -6,7 +6,7 @@ Search order (the first that exists and loads wins):
 2. Next to the package: zarena/libzarena.so.1, a copy installed with the package
    (pip install --config-settings bundle-library=PATH, see python/build_backend).
 3. A source checkout's build tree, when the package is imported from python/ of a
-   checkout: $ZARENA_BUILD_DIR/capi, then build/capi.
+   checkout: $ZTEST_BUILD_DIR/capi, then build/capi.
 4. The system loader: "libzarena.so.1" through ld.so.cache, LD_LIBRARY_PATH, rpath.
 """
 
@@ -39,7 +39,7 @@ def build_dirs():
     if root is None:
         return []
     dirs = []
-    env = os.environ.get("ZARENA_BUILD_DIR")
+    env = os.environ.get("ZTEST_BUILD_DIR")
     if env:
         dirs.append(env if os.path.isabs(env) else os.path.join(root, env))
     dirs.append(os.path.join(root, "build"))

@@ -6,6 +6,7 @@ tests/python/test_layout.py, which compiles a probe of zarena.h in the suite."""
 import ctypes
 
 from . import _args
+from ._stats_fields import STATS_FIELDS
 
 
 class Config(ctypes.Structure):
@@ -52,22 +53,6 @@ class Config(ctypes.Structure):
             value = _args.unsigned(value, what, ctypes.sizeof(ctype) * 8)
         setattr(self, key, value)
 
-
-STATS_FIELDS = (
-    "capacity_bytes used_bytes floor_bytes high_water_bytes epoch epoch_allocs "
-    "epoch_max_alloc_bytes epoch_high_water_bytes hits misses reuses resets free_list_len "
-    "free_list_bytes largest_free_block_bytes live_allocs stale_frees invalid_frees "
-    "overflow_allocs overflow_live_bytes overflow_peak_bytes overflow_max_latency_ns "
-    "overflow_reclaimed overflow_failures "
-    # 1.1
-    "pinned_bytes pinned_blocks pin_retained_bytes deferred_frees overflow_deferred_gives "
-    "poison_fills poison_skipped top_bytes committed_bytes commit_events trim_events "
-    "commit_failures "
-    # 1.1: diagnosis
-    "steps epoch_steps overflow_epochs overflow_records overflow_summaries needed_bytes "
-    # 1.1: observation
-    "used_peak_bytes"
-).split()
 
 # What repr() shows: the figures that answer "how full, how much churn, anything wrong".
 _REPR_FIELDS = ("capacity_bytes", "used_bytes", "high_water_bytes", "floor_bytes", "epoch",

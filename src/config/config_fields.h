@@ -2,13 +2,13 @@
 // and everything else is driven by the table: the defaults zarena_config_init writes, the
 // environment variables that set a field (ztensor's aliases included) and how their text
 // is read, the "0 means a default" rules applied at create, source attribution, the typed
-// fields of the "arena.config" record, the Go mirror (go/config_fields_gen.go) and the
-// README's configuration table (both printed by tests/config_gen.cpp; CTest fails when the
-// committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
+// fields of the "arena.config" record, the Go mirror (go/config_fields_gen.go), the
+// README's configuration table and docs/CONFIG.md's (all written by tools/gen; CTest fails
+// when the committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
 // below the table so that the unknown-variable check knows them.
 //
 // Adding a field: append it to zarena_config (zarena.h), add its row here in struct order,
-// then regenerate (cmake --build <build> --target zarena_config_gen).
+// then regenerate (cmake --build <build> --target zarena_generate).
 #pragma once
 
 #include <cstddef>
@@ -48,7 +48,23 @@ enum class ValueKind : uint8_t {
   kPointer,   // an opaque handle; no environment variable (record: STRING)
 };
 
-// How one environment variable writes a value (see the parsing rules in zarena.h).
+// The kind of the field's value in the "arena.config" record (ZARENA_FIELD_*).
+constexpr int32_t record_field_kind(ValueKind k) {
+  switch (k) {
+    case ValueKind::kCount:
+      return ZARENA_FIELD_INT;
+    case ValueKind::kBytes:
+    case ValueKind::kDuration:
+    case ValueKind::kWord:
+      return ZARENA_FIELD_UINT;
+    case ValueKind::kSwitch:
+      return ZARENA_FIELD_BOOL;
+    default:  // enum names, text, the stream
+      return ZARENA_FIELD_STRING;
+  }
+}
+
+// How one environment variable writes a value (docs/CONFIG.md has the parsing rules).
 enum class Syntax : uint8_t {
   kNone,              // no value to check (tooling variables)
   kEnumName,          // one of enum_names, any case
@@ -310,8 +326,8 @@ struct OtherVariable {
   const char* name;
   Syntax syntax;
   const char* example;
-  const char* doc;          // README; nullptr: tooling, not listed in the README table
-  const char* default_doc;  // README
+  const char* doc;          // README, docs/CONFIG.md
+  const char* default_doc;  // README, docs/CONFIG.md
   const char* const* enum_names = nullptr;
   uint32_t enum_count = 0;
 };
@@ -331,13 +347,6 @@ inline constexpr OtherVariable kOtherVariables[] = {
      "next to the module, then the build tree"},
     {"ZARENA_TORCH_LIBRARY", Syntax::kNone, nullptr, "`zarena.torch`: path of libzarena_torch.so",
      "next to the loaded libzarena.so.1"},
-    // Read by the test scripts and suites only.
-    {"ZARENA_TEST_HELPER", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_TEST_HELPER_MODE", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_BUILD_DIR", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_GO", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_SHARED_LIB", Syntax::kNone, nullptr, nullptr, nullptr},
-    {"ZARENA_CONSUMER_CMAKE_ARGS", Syntax::kNone, nullptr, nullptr, nullptr},
 };
 
 }  // namespace zarena_core

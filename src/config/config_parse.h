@@ -1,5 +1,5 @@
-// Reading one environment value by its syntax (the rules are in zarena.h, above
-// zarena_config_init): strict, so that a typo or a shell mistake is reported instead of
+// Reading one environment value by its syntax (docs/CONFIG.md has the rules, "How values
+// are read"): strict, so that a typo or a shell mistake is reported instead of
 // becoming a different number. Pure functions; no environment access.
 #pragma once
 

@@ -10,7 +10,7 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                         int32_t backend_kind, int32_t policy, const std::string& fallback,
                         uint64_t memory_free, uint64_t memory_total) {
   const zarena_config& c = rc.cfg;
-  LogRecord rec(ZARENA_LOG_INFO, "arena.config", rc.name);
+  LogRecord rec(log_events::kArenaConfig, rc.name);
   std::string from, from_short;
   for (const auto& s : rc.sources) {
     if (s.origin == "default") continue;
@@ -43,16 +43,14 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
     const FieldSpec& f = kConfigFields[i];
     const ResolvedConfig::Source& s = rc.sources[i];
     const uint64_t v = field_number(c, f);
-    switch (f.kind) {
-      case ValueKind::kCount:
+    switch (record_field_kind(f.kind)) {
+      case ZARENA_FIELD_INT:
         rec.add_int(s.field, static_cast<int64_t>(v));
         break;
-      case ValueKind::kBytes:
-      case ValueKind::kDuration:
-      case ValueKind::kWord:
+      case ZARENA_FIELD_UINT:
         rec.add_uint(s.field, v);
         break;
-      case ValueKind::kSwitch:
+      case ZARENA_FIELD_BOOL:
         rec.add_bool(s.field, v != 0);
         break;
       default:  // enum names, text (the arena's copies), the stream
@@ -73,9 +71,9 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
 
 LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena_name) {
   const std::string value = p.value.size() <= 24 ? p.value : p.value.substr(0, 21) + "...";
-  LogRecord rec(ZARENA_LOG_WARN,
-                p.unknown_variable ? "config.unknown_variable" : "config.invalid_value",
-                arena_name);
+  LogRecord rec(
+      p.unknown_variable ? log_events::kConfigUnknownVariable : log_events::kConfigInvalidValue,
+      arena_name);
   rec.message(p.describe());
   rec.add_string("variable", p.variable).add_string("value", p.value);
   if (p.unknown_variable) {

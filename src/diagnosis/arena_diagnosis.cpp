@@ -72,7 +72,8 @@ bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_sl
     warned_ = true;
     CadenceFacts& w = warning_;
     const uint64_t restarts = cadence_.restarts();
-    w.verdict = cadence_.resumed() ? "reset_stopped" : "never_reset";
+    w.verdict =
+        verdict_name(cadence_.resumed() ? VerdictId::kResetStopped : VerdictId::kNeverReset);
     w.steps = cadence_.steps();
     w.step_allocs = cadence_.step_allocs();
     w.grown_bytes = cadence_.grown_bytes();
@@ -224,7 +225,7 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     if (!grew || warned_) return;
     warned_ = true;
     const uint64_t done = n - step1_n_;  // steps completed since the first one seen
-    f.verdict = c.resets > 0 ? "reset_stopped" : "never_reset";
+    f.verdict = verdict_name(c.resets > 0 ? VerdictId::kResetStopped : VerdictId::kNeverReset);
     f.steps = n;
     f.steps_explicit = true;
     f.step_repeats = n - 1;
@@ -395,14 +396,14 @@ void ArenaDiagnosis::diagnose(const ExhaustionFacts& f, bool overflowed,
     ExhaustionFacts g = f;
     g.path = "none";
     Verdict v = zarena_core::diagnose(g);
-    if (std::strcmp(v.name, "never_reset") == 0 || std::strcmp(v.name, "reset_stopped") == 0) {
+    if (v.id == VerdictId::kNeverReset || v.id == VerdictId::kResetStopped) {
       out->verdict = v.name;
       out->cause = "not full yet, but " + v.cause;
       out->advice = std::move(v.advice);
       return;
     }
   }
-  out->verdict = "ok";
+  out->verdict = verdict_name(VerdictId::kOk);
   out->cause = f.steps >= 2 ? fmt::format(
                                   "no overflow in this epoch; {} steps gave back what "
                                   "they allocated",

@@ -59,7 +59,7 @@ struct OverflowRequest {
 // zarena_diagnose's answer: the epoch's overflow verdict when it overflowed, else the
 // early warning's when one applies, else "ok".
 struct CurrentDiagnosis {
-  const char* verdict = "ok";
+  const char* verdict = verdict_name(VerdictId::kOk);
   std::string cause, advice;
   bool overflowed = false;
   bool warned = false;

@@ -57,7 +57,7 @@ uint64_t reported_steps(const ExhaustionFacts& f) {
 
 Verdict diagnose(const ExhaustionFacts& f) {
   if (std::strcmp(f.path, "capture_refused") == 0) {
-    return {"capture_refused",
+    return {VerdictId::kCaptureRefused,
             "the region was full while the arena's stream was being captured into a CUDA "
             "graph, where a synchronous overflow allocation would break the capture",
             "use the ASYNC overflow policy with the captured stream, or give the arena room "
@@ -65,7 +65,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             "use the ASYNC overflow policy with the captured stream"};
   }
   if (f.commit_failed) {
-    return {"commit_failed",
+    return {VerdictId::kCommitFailed,
             fmt::format("the expandable arena could not commit more memory ({} committed of its "
                         "{} maximum): {}",
                         human_bytes(f.committed_bytes), human_bytes(f.capacity_bytes),
@@ -78,7 +78,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   const uint64_t usable = f.capacity_bytes > f.floor_bytes ? f.capacity_bytes - f.floor_bytes : 0;
   const uint64_t biggest = std::max(f.aligned_bytes, f.step_max_alloc_bytes);
   if (f.aligned_bytes > usable) {
-    return {"runaway_buffer",
+    return {VerdictId::kRunawayBuffer,
             fmt::format("one request of {} can never fit: only {} of the {} arena lies above "
                         "its floor",
                         human_bytes(f.aligned_bytes), human_bytes(usable),
@@ -88,7 +88,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   }
   const uint64_t steps = reported_steps(f);
   if (steps_kept_bytes(f) && f.resets == 0) {
-    return {"never_reset",
+    return {VerdictId::kNeverReset,
             fmt::format("the arena was never reset while {} ran in this epoch and kept {} ({} "
                         "per step, {} allocations)",
                         steps_phrase(f, steps), human_bytes(f.kept_bytes),
@@ -103,7 +103,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
                   "the {} epoch(s) before this one each made up to {} allocations and "
                   "peaked at {}",
                   f.prior_epochs, f.prior_allocs, human_bytes(f.prior_peak_bytes));
-    return {"reset_stopped",
+    return {VerdictId::kResetStopped,
             fmt::format("{}, but epoch {} has run {} without a reset ({} allocations, {} above "
                         "the floor{})",
                         before, f.epoch, steps_phrase(f, steps), f.epoch_allocs,
@@ -116,14 +116,14 @@ Verdict diagnose(const ExhaustionFacts& f) {
             "call zarena_reset after every step again"};
   }
   if (biggest >= usable / 2) {
-    return {"runaway_buffer",
+    return {VerdictId::kRunawayBuffer,
             fmt::format("one request of {} is {:.0f}% of the {} a step can use",
                         human_bytes(biggest), percent(biggest, usable), human_bytes(usable)),
             kShapeAdvice, kShapeFix};
   }
   if (f.free_list_bytes >= f.aligned_bytes && f.free_list_bytes >= usable / 8 &&
       f.largest_free_block_bytes < f.aligned_bytes) {
-    return {"fragmentation",
+    return {VerdictId::kFragmentation,
             fmt::format("{} are free in {} blocks but the largest holds only {} of the {} "
                         "requested",
                         human_bytes(f.free_list_bytes), f.free_list_len,
@@ -135,7 +135,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   const std::string needed = human_bytes(f.used_bytes + f.overflow_live_bytes + f.aligned_bytes);
   if (f.steps >= 2) {
     // Steps repeated and gave back what they allocated: a reset would change nothing.
-    return {"working_set_full",
+    return {VerdictId::kWorkingSetFull,
             fmt::format("one step needs more than the {} arena: {} ran in this epoch and "
                         "gave back what they allocated (live bytes did not grow step over "
                         "step), {} allocations",
@@ -148,7 +148,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
   }
   if (f.resets == 0 && f.live_count != 0 && f.epoch_allocs >= 8 * f.live_count) {
     // No step seen, but the epoch gives its blocks back (a general-purpose workload).
-    return {"working_set_full",
+    return {VerdictId::kWorkingSetFull,
             fmt::format("the work in flight needs more than the {} arena: {} of the {} blocks "
                         "allocated in this epoch were freed again ({} live), so the memory "
                         "comes back and does not pile up",
@@ -160,7 +160,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             fmt::format("raise the capacity beyond {} (a reset would not help)", needed)};
   }
   if (f.resets == 0) {
-    return {"working_set_full",
+    return {VerdictId::kWorkingSetFull,
             fmt::format("the first step alone needs more than the {} arena ({} allocations "
                         "so far, no reset yet)",
                         human_bytes(f.capacity_bytes), f.epoch_allocs),
@@ -170,7 +170,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
                         needed),
             fmt::format("raise the capacity beyond {} or reduce the batch size", needed)};
   }
-  return {"working_set_full",
+  return {VerdictId::kWorkingSetFull,
           fmt::format("one step needs more than the {} arena ({} allocations this epoch)",
                       human_bytes(f.capacity_bytes), f.epoch_allocs),
           fmt::format("raise the capacity (ZARENA_CAPACITY_BYTES or ZERFOO_ARENA_SIZE_GB) "
@@ -180,7 +180,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
 }
 
 Verdict oversized_request_verdict(uint64_t size) {
-  return {"runaway_buffer",
+  return {VerdictId::kRunawayBuffer,
           fmt::format("one request of {} bytes is larger than any arena can serve", size),
           kShapeAdvice, kShapeFix};
 }
@@ -192,7 +192,7 @@ std::string verdict_suffix(const Verdict& v) {
 LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& arena_name,
                                 const std::string& top_tags) {
   const Verdict v = diagnose(f);
-  LogRecord rec(ZARENA_LOG_WARN, "arena.first_overflow", arena_name);
+  LogRecord rec(log_events::kFirstOverflow, arena_name);
   rec.message(fmt::format(
       "arena full, verdict {}: {}. Fix: {}. (request {}, {} of {} in use, overflow {}{}{})", v.name,
       v.cause, v.advice, human_bytes(f.requested_bytes), human_bytes(f.offset_bytes),
@@ -225,7 +225,7 @@ LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& are
 
 LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::string& arena_name) {
   const Verdict v = diagnose(f.last);
-  LogRecord rec(ZARENA_LOG_WARN, "arena.overflow_summary", arena_name);
+  LogRecord rec(log_events::kOverflowSummary, arena_name);
   rec.message(fmt::format(
       "overflowed in {} of {} epochs ({} since the last record, not logged one by one), "
       "verdict {} (epoch {}): {}. Fix: {}",
@@ -247,7 +247,7 @@ LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::stri
 
 LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint64_t bytes,
                                const char* path, const std::string& arena_name) {
-  LogRecord rec(ZARENA_LOG_WARN, "overflow.slow", arena_name);
+  LogRecord rec(log_events::kOverflowSlow, arena_name);
   rec.message(fmt::format("overflow allocation of {} bytes via {} took {:.3f} ms", bytes, path,
                           static_cast<double>(duration_ns) / 1e6));
   rec.add_uint("duration_ns", duration_ns)
@@ -255,13 +255,12 @@ LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint
       .add_uint("bytes", bytes)
       .add_string("path", path)
       .headline({"threshold_ns"});
-  rec.rate_limited();  // a wedged backend would otherwise log on every overflow call
   return rec;
 }
 
 LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_name) {
   const double fill = percent(f.offset_bytes, f.capacity_bytes);
-  const bool stopped = std::strcmp(f.verdict, "reset_stopped") == 0;
+  const bool stopped = std::strcmp(f.verdict, verdict_name(VerdictId::kResetStopped)) == 0;
   const std::string left =
       f.steps_to_full == 0
           ? std::string()
@@ -293,7 +292,7 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
         "zarena_reset after every step",
         f.steps, human_bytes(f.step_bytes), fill);
   }
-  LogRecord rec(ZARENA_LOG_WARN, "arena.reset_cadence", arena_name);
+  LogRecord rec(log_events::kResetCadence, arena_name);
   rec.message(fmt::format("{}. Fix: {}", what, advice));
   rec.add_uint("step_repeats", f.step_repeats)
       .add_uint("step_allocs", f.step_allocs)
@@ -311,15 +310,12 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
       .add_bool("steps_explicit", f.steps_explicit)
       .human(std::move(human))
       .headline({"steps_to_full"});
-  // An arena warns at most once in its life, but a program that creates arena after arena
-  // would repeat it.
-  rec.rate_limited();
   return rec;
 }
 
 LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name) {
   const uint64_t usable = f.capacity_bytes > f.floor_bytes ? f.capacity_bytes - f.floor_bytes : 0;
-  LogRecord rec(ZARENA_LOG_INFO, "arena.step", arena_name);
+  LogRecord rec(log_events::kStep, arena_name);
   const std::string over = f.overflow_allocs == 0
                                ? std::string("no overflow")
                                : fmt::format("{} overflow allocations (peak {})", f.overflow_allocs,
@@ -346,7 +342,7 @@ LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name) {
 
 LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
                          const std::string& arena_name) {
-  LogRecord rec(ZARENA_LOG_INFO, "arena.destroy", arena_name);
+  LogRecord rec(log_events::kDestroy, arena_name);
   rec.message(fmt::format(
       "destroyed after {} allocations in {} epoch(s): high water {} of {} ({:.0f}%); region "
       "exhausted in {} epoch(s), {} overflow allocations (peak {}); {} stale and {} invalid "

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/human_bytes.h"
+#include "diagnosis/verdicts.h"
 #include "log/log.h"
 #include "zarena/zarena.h"
 
@@ -61,8 +62,14 @@ struct ExhaustionFacts {
 };
 
 struct Verdict {
-  const char* name;    // never_reset | reset_stopped | runaway_buffer | working_set_full |
-                       // fragmentation | capture_refused | commit_failed
+  Verdict(VerdictId v, std::string cause_text, std::string advice_text, std::string fix_text)
+      : id(v),
+        name(verdict_name(v)),
+        cause(std::move(cause_text)),
+        advice(std::move(advice_text)),
+        fix(std::move(fix_text)) {}
+  const VerdictId id;
+  const char* const name;  // id's name in the verdict table (verdicts.h)
   std::string cause;   // what the counters show
   std::string advice;  // one sentence naming the fix (no ';': see verdict_suffix)
   std::string fix;     // the advice in a few words, for the human stderr line
@@ -113,7 +120,7 @@ struct OverflowSummaryFacts {
 LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::string& arena_name);
 
 struct CadenceFacts {
-  const char* verdict = "never_reset";  // or reset_stopped
+  const char* verdict = verdict_name(VerdictId::kNeverReset);  // or reset_stopped
   uint64_t steps = 0;                   // steps begun so far, as the loop counts them
   bool steps_explicit = false;          // counted by zarena_step_begin
   uint64_t step_repeats = 0;            // steps - 1

@@ -133,7 +133,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
       a.fast_path_flags_.fetch_or(kTracing, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
     } else if (log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(ZARENA_LOG_WARN, "arena.trace_failed", rc.name);
+      LogRecord rec(log_events::kTraceFailed, rc.name);
       rec.message(
           fmt::format("could not open the trace file '{}' ({}); the arena runs "
                       "without a trace",
@@ -239,14 +239,13 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
   const Result now = overflow_.give_back(blocks, cap, fill, this);
   if (r.is_ok()) r = now;
   if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(ZARENA_LOG_WARN, "overflow.give_failed", name_);
+    LogRecord rec(log_events::kOverflowGiveFailed, name_);
     rec.message(
         fmt::format("could not give an overflow block back to the backend ({}); it is "
                     "kept and tried again at the next overflow call, free, reset or "
                     "destroy",
                     r.message));
     rec.add_string("reason", r.message);
-    rec.rate_limited();
     log_emit(rec);
   }
   if (warnings_.any()) emit_backend_warnings();
@@ -255,15 +254,15 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
 void Arena::emit_backend_warnings() {
   for (auto& [kind, why] : warnings_.take()) {
     if (!log_enabled(ZARENA_LOG_WARN)) continue;
-    const char* event = "";
+    const LogEvent* event = nullptr;
     std::string message;
     switch (kind) {
       case QueuedWarnings::kPoisonFailed:
-        event = "poison.failed";
+        event = &log_events::kPoisonFailed;
         message = fmt::format("a poison fill failed ({}); that block was not poisoned", why);
         break;
       case QueuedWarnings::kCaptureQueryFailed:
-        event = "arena.capture_query_failed";
+        event = &log_events::kCaptureQueryFailed;
         message = fmt::format(
             "could not ask the backend whether a capture is active ({}); the "
             "arena acts as if one were (poison skipped, overflow gives "
@@ -273,10 +272,9 @@ void Arena::emit_backend_warnings() {
       default:
         continue;
     }
-    LogRecord rec(ZARENA_LOG_WARN, event, name_);
+    LogRecord rec(*event, name_);
     rec.message(std::move(message));
     rec.add_string("reason", why);
-    rec.rate_limited();
     log_emit(rec);
   }
 }
@@ -290,7 +288,7 @@ void Arena::emit_queued_warnings() {
       poison_skip_queued_.exchange(false, std::memory_order_relaxed) &&
       !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {
     if (log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(ZARENA_LOG_WARN, "poison.skipped", name_);
+      LogRecord rec(log_events::kPoisonSkipped, name_);
       rec.message(
           "a poison fill was skipped because a CUDA graph capture is active (a fill would be "
           "recorded into the graph); freed blocks are not poisoned until the capture ends");
@@ -302,15 +300,13 @@ void Arena::emit_queued_warnings() {
 void Arena::warn_commit_failed(const std::string& why) {
   if (!log_enabled(ZARENA_LOG_WARN)) return;
   const uint64_t committed = commits_.committed_bytes();
-  LogRecord rec(ZARENA_LOG_WARN, "arena.commit_failed", name_);
+  LogRecord rec(log_events::kCommitFailed, name_);
   rec.message(
       fmt::format("could not commit more memory for the expandable arena ({}); "
                   "allocations beyond {} go to overflow",
                   why, human_bytes(committed)));
   rec.add_uint("committed_bytes", committed);
   rec.add_string("reason", why);
-  // Every request past the committed end tries again while the device stays full.
-  rec.rate_limited();
   log_emit(rec);
 }
 

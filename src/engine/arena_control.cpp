@@ -39,13 +39,12 @@ void Arena::reset() {
   if (expandable_ && cfg_.trim_keep_bytes != 0 && !capturing()) {
     const Result r = commits_.trim(cfg_.trim_keep_bytes);
     if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(ZARENA_LOG_WARN, "arena.trim_failed", name_);
+      LogRecord rec(log_events::kTrimFailed, name_);
       rec.message(
           fmt::format("could not decommit memory of the expandable arena at a reset "
                       "({}); it stays committed and the next reset tries again",
                       r.message));
       rec.add_string("reason", r.message);
-      rec.rate_limited();
       log_emit(rec);
     }
   }
@@ -193,13 +192,12 @@ Result Arena::destroy() {
   std::string recovered;
   Result r1 = overflow_.release_all(&recovered);
   if (!recovered.empty() && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(ZARENA_LOG_WARN, "overflow.give_failed", name_);
+    LogRecord rec(log_events::kOverflowGiveFailed, name_);
     rec.message(
         fmt::format("could not give an overflow block back to the backend at destroy "
                     "({}); the second try did",
                     recovered));
     rec.add_string("reason", recovered);
-    rec.rate_limited();
     log_emit(rec);
   }
   Result r2 = backend_->release_region();

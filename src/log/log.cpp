@@ -78,26 +78,24 @@ Sink& sink() {
   return *s;
 }
 
+// A stderr logger that writes every line at once (never destroyed: records may be emitted
+// at exit).
+spdlog::logger* new_stderr_logger(const char* name, const char* pattern) {
+  auto l = new spdlog::logger(name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  l->set_pattern(pattern);
+  l->set_level(spdlog::level::trace);
+  l->flush_on(spdlog::level::trace);
+  return l;
+}
+
 spdlog::logger& stderr_logger() {
-  static spdlog::logger* logger = [] {
-    auto l = new spdlog::logger("zarena", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    l->set_pattern("%Y-%m-%dT%H:%M:%S.%e zarena %l %v");
-    l->set_level(spdlog::level::trace);
-    l->flush_on(spdlog::level::trace);
-    return l;
-  }();
+  static spdlog::logger* logger = new_stderr_logger("zarena", "%Y-%m-%dT%H:%M:%S.%e zarena %l %v");
   return *logger;
 }
 
 // JSON lines carry their own time and level: the sink writes them as they are.
 spdlog::logger& json_logger() {
-  static spdlog::logger* logger = [] {
-    auto l = new spdlog::logger("zarena-json", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    l->set_pattern("%v");
-    l->set_level(spdlog::level::trace);
-    l->flush_on(spdlog::level::trace);
-    return l;
-  }();
+  static spdlog::logger* logger = new_stderr_logger("zarena-json", "%v");
   return *logger;
 }
 
@@ -118,19 +116,20 @@ spdlog::level::level_enum to_spdlog(int32_t level) {
 
 // Takes a token for the event under s.mu. Returns false when the record must be dropped;
 // otherwise *suppressed gets the drops to report with it (and the count restarts).
-bool take_token(Sink& s, const std::string& event, uint64_t* suppressed) {
+bool take_token(Sink& s, const char* event, uint64_t* suppressed) {
   const uint64_t now = s.now_ns();
   Bucket* b = nullptr;
   for (int i = 0; i < s.bucket_count; ++i) {
-    if (event == s.buckets[i].event) b = &s.buckets[i];
+    if (std::strcmp(event, s.buckets[i].event) == 0) b = &s.buckets[i];
   }
   if (b == nullptr) {
     // An unknown event beyond the table's size, or a name too long for it, is not
     // limited rather than limited together with others.
-    if (s.bucket_count == kMaxBuckets || event.size() >= sizeof(Bucket::event)) return true;
+    const size_t len = std::strlen(event);
+    if (s.bucket_count == kMaxBuckets || len >= sizeof(Bucket::event)) return true;
     b = &s.buckets[s.bucket_count++];
     *b = Bucket{};
-    std::memcpy(b->event, event.c_str(), event.size() + 1);
+    std::memcpy(b->event, event, len + 1);
     b->tokens = static_cast<double>(kRateBurst);
     b->last_ns = now;
   }
@@ -168,7 +167,7 @@ void deliver(const LogRecord& rec, zarena_log_fn fn, void* ud, bool to_stderr) {
   std::memset(&out, 0, sizeof out);
   out.struct_size = sizeof(zarena_log_record);
   out.level = rec.level();
-  out.event = rec.event().c_str();
+  out.event = rec.event();
   out.message = rec.text().c_str();
   out.arena_name = rec.arena_name().c_str();
   out.fields = fields.data();
@@ -178,8 +177,8 @@ void deliver(const LogRecord& rec, zarena_log_fn fn, void* ud, bool to_stderr) {
 
 }  // namespace
 
-LogRecord::LogRecord(int32_t level, std::string event, std::string arena_name)
-    : level_(level), event_(std::move(event)), arena_name_(std::move(arena_name)) {}
+LogRecord::LogRecord(const LogEvent& event, std::string arena_name)
+    : event_(&event), arena_name_(std::move(arena_name)) {}
 
 LogRecord& LogRecord::message(std::string m) {
   message_ = std::move(m);
@@ -203,10 +202,6 @@ LogRecord& LogRecord::add_string(std::string key, std::string v) {
 }
 LogRecord& LogRecord::add_bool(std::string key, bool v) {
   fields_.push_back({std::move(key), ZARENA_FIELD_BOOL, v ? 1 : 0, 0, {}});
-  return *this;
-}
-LogRecord& LogRecord::rate_limited(bool on) {
-  rate_limited_ = on;
   return *this;
 }
 LogRecord& LogRecord::human(std::string sentence) {

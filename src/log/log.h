@@ -15,10 +15,13 @@
 // object per line with every field, typed (log_format_json). Callbacks always get the full
 // message and every field.
 //
-// Rate limiting: a record marked rate_limited() is subject to a token bucket per event
+// Events: a record is built from its event's entry in the catalogue (log_events.h), which
+// gives its name, level and rate limiting, and documents its fields.
+//
+// Rate limiting: a record whose event is rate_limited is subject to a token bucket per event
 // name (process-wide: a burst of kRateBurst, then one every kRateIntervalNs). A dropped
 // record is counted; the next one of that event that passes carries a "suppressed" field
-// with the count. Records not marked (arena.config, arena.first_overflow, arena.destroy)
+// with the count. The other events (arena.config, arena.first_overflow, arena.destroy, ...)
 // are never dropped by the limiter.
 #pragma once
 
@@ -27,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "log/log_events.h"
 #include "zarena/zarena.h"
 
 namespace zarena_core {
@@ -42,7 +46,7 @@ inline constexpr size_t kHumanPrefixMax = 39;
 // A record under construction; owns its strings until emitted.
 class LogRecord {
  public:
-  LogRecord(int32_t level, std::string event, std::string arena_name);
+  LogRecord(const LogEvent& event, std::string arena_name);
 
   LogRecord& message(std::string m);
   LogRecord& add_int(std::string key, int64_t v);
@@ -50,8 +54,6 @@ class LogRecord {
   LogRecord& add_double(std::string key, double v);
   LogRecord& add_string(std::string key, std::string v);
   LogRecord& add_bool(std::string key, bool v);
-  // Subject to the per-event rate limiter (repeatable warnings only).
-  LogRecord& rate_limited(bool on = true);
   // The sentence of the human stderr line when the message is too long to lead it (e.g.
   // the verdict and its fix without the facts behind them); callbacks get the message.
   LogRecord& human(std::string sentence);
@@ -61,13 +63,14 @@ class LogRecord {
   // On stderr, write the sentence without any key=value field, headline ones included.
   LogRecord& stderr_message_only(bool on = true);
 
-  int32_t level() const { return level_; }
-  const std::string& event() const { return event_; }
+  const LogEvent& spec() const { return *event_; }
+  int32_t level() const { return event_->level; }
+  const char* event() const { return event_->name; }
   const std::string& text() const { return message_; }
   // The human line's sentence: human() when set, else the message.
   const std::string& human_text() const { return human_.empty() ? message_ : human_; }
   const std::string& arena_name() const { return arena_name_; }
-  bool is_rate_limited() const { return rate_limited_; }
+  bool is_rate_limited() const { return event_->rate_limited; }
   bool is_stderr_message_only() const { return stderr_message_only_; }
 
   struct Field {
@@ -81,13 +84,11 @@ class LogRecord {
   const std::vector<Field>& fields() const { return fields_; }
 
  private:
-  int32_t level_;
-  std::string event_;
+  const LogEvent* event_;
   std::string message_;
   std::string human_;
   std::string arena_name_;
   std::vector<Field> fields_;
-  bool rate_limited_ = false;
   bool stderr_message_only_ = false;
 };
 

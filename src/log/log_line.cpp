@@ -63,7 +63,7 @@ std::string render(const LogRecord::Field& f) {
 }  // namespace
 
 std::string log_format_line(const LogRecord& rec) {
-  std::string head = rec.event();
+  std::string head(rec.event());
   if (!rec.arena_name().empty()) {
     head += fmt::format(" [{}]", cut(one_line(rec.arena_name()), kMaxArenaName));
   }

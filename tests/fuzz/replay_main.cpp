@@ -2,7 +2,7 @@
 // directories (or files) named, then pseudo-random programs.
 //   fuzz_arena_replay [programs] [seed] [corpus dir or file ...]
 // CTest runs it over tests/fuzz/corpus on every build; a crash input from a fuzzing run
-// replays the same way (fuzz_arena_replay 0 0 crash-...). With ZARENA_FUZZ_LAST_INPUT=path,
+// replays the same way (fuzz_arena_replay 0 0 crash-...). With ZTEST_FUZZ_LAST_INPUT=path,
 // each pseudo-random program is written there before it runs, so a failing one can be
 // kept (in the corpus, as a regression input).
 #include <dirent.h>
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < programs; ++i) {
     std::vector<uint8_t> input(64 + rng() % 8192);
     for (auto& b : input) b = static_cast<uint8_t>(rng());
-    if (const char* keep = std::getenv("ZARENA_FUZZ_LAST_INPUT")) {
+    if (const char* keep = std::getenv("ZTEST_FUZZ_LAST_INPUT")) {
       std::ofstream(keep, std::ios::binary)
           .write(reinterpret_cast<const char*>(input.data()), static_cast<long>(input.size()));
     }

@@ -18,7 +18,7 @@ PROBE = ("import json, sys; sys.path.insert(0, %r); import zarena; "
 
 def probe(env, package_dir=PACKAGE_DIR):
     base = {k: v for k, v in os.environ.items()
-            if k not in ("ZARENA_LIBRARY", "ZARENA_BUILD_DIR", "LD_LIBRARY_PATH")}
+            if k not in ("ZARENA_LIBRARY", "ZTEST_BUILD_DIR", "LD_LIBRARY_PATH")}
     base.update(env)
     return subprocess.run([sys.executable, "-c", PROBE % package_dir], env=base,
                           capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir())
@@ -39,13 +39,13 @@ class LibrarySearchTest(unittest.TestCase):
 
     def test_explicit_path_does_not_fall_back(self):
         out = probe({"ZARENA_LIBRARY": "/nonexistent/libzarena.so.1",
-                     "ZARENA_BUILD_DIR": self.build})
+                     "ZTEST_BUILD_DIR": self.build})
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("ImportError", out.stderr)
         self.assertIn("/nonexistent/libzarena.so.1 (missing)", out.stderr)
 
     def test_checkout_build_tree(self):
-        out = probe({"ZARENA_BUILD_DIR": self.build})
+        out = probe({"ZTEST_BUILD_DIR": self.build})
         self.assertEqual(out.returncode, 0, out.stderr)
         got = json.loads(out.stdout)["path"]
         self.assertEqual(os.path.dirname(got), os.path.join(os.path.realpath(self.build), "capi"))

@@ -8,7 +8,7 @@ accounting (no refused, invalid or stale free, no failed malloc may happen).
     python3 tests/pytorch/train_compare.py --dry-run [--json out.json]
 
 The library is found as the zarena package finds it ($ZARENA_LIBRARY, or the checkout's
-build tree: ZARENA_BUILD_DIR=build-dir; libzarena_torch.so next to it). Exit status: 0 pass,
+build tree: ZTEST_BUILD_DIR=build-dir; libzarena_torch.so next to it). Exit status: 0 pass,
 1 fail, 77 skipped (no torch or no CUDA device; prints "skipped: ..."), which CTest reports
 as skipped. --json FILE gets the verdict, every figure and both runs' data in every case
 (also "skipped" and failed runs).

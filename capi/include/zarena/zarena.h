@@ -1,18 +1,30 @@
 /*
  * zarena — a GPU memory arena behind a stable C ABI.
  *
- * This header is the manual. Read it top to bottom once.
+ * This header is the manual: one section per topic, each function with its contract (what
+ * it does, what it returns, who owns what, which threads may call it). The lists that live
+ * in tables in the code are in docs/: the environment variables (docs/CONFIG.md), the log
+ * events and the verdicts (docs/LOGGING.md), the statistics (docs/STATS.md). Test hooks
+ * are in zarena/zarena_testing.h, outside this contract.
+ *
+ *   1. Versions, status codes, errors     7. Statistics, live blocks, text formats
+ *   2. Configuration and lifetime         8. Diagnosis
+ *   3. Allocation and free                9. Logging
+ *   4. Reset, floors and steps           10. Trace
+ *   5. Pins                              11. Expandable arenas
+ *   6. Capture, stream and poison
  *
  * WHAT IT IS
  *   An arena reserves one large region from a backend (CUDA device memory, or host
  *   memory) at create. zarena_alloc hands out aligned blocks of it: first from blocks
  *   freed earlier in the same epoch (good fit from an O(1) two-level segregated-fit
- *   index; freed neighbours coalesce), otherwise by bumping a top offset. zarena_reset rewinds the
- * arena to its floor in O(1) and starts a new epoch: every block allocated above the floor since
- *   the last reset is reclaimed at once. zarena_mark_step_boundary raises the floor to
- *   the current top, so what was allocated so far (weights, uploaded samples) survives
- *   later resets. When the region is exhausted, an allocation spills into an overflow
- *   pool according to the overflow policy, or fails with ZARENA_E_OUT_OF_MEMORY.
+ *   index; freed neighbours coalesce), otherwise by bumping a top offset. zarena_reset
+ *   rewinds the arena to its floor in O(1) and starts a new epoch: every block allocated
+ *   above the floor since the last reset is reclaimed at once. zarena_mark_step_boundary
+ *   raises the floor to the current top, so what was allocated so far (weights, uploaded
+ *   samples) survives later resets. When the region is exhausted, an allocation spills
+ *   into an overflow pool according to the overflow policy, or fails with
+ *   ZARENA_E_OUT_OF_MEMORY.
  *
  *   A training loop therefore looks like:
  *       upload weights (zarena_alloc ...); zarena_mark_step_boundary(a);
@@ -41,6 +53,9 @@
  *   - Pointers returned by zarena_alloc are device pointers for the CUDA backend and
  *     host pointers for the host backend. zarena never reads or writes them, except
  *     when ZARENA_FLAG_POISON asks it to fill freed and reclaimed blocks.
+ *   - Strings zarena returns are owned by zarena (static storage, or as each function
+ *     says); strings and structs the caller passes are read during the call only, unless
+ *     the function says it copies them.
  *
  * THREADS
  *   zarena_alloc, zarena_free, zarena_get_stats, zarena_epoch and zarena_mark_step_boundary
@@ -64,11 +79,11 @@
  *   fields may be added by minor versions. Versioned structs begin with struct_size: set
  *   it to sizeof() as you compiled it; the library reads and writes only that many bytes.
  *   Each stable function carries the symbol version of the release that added it
- *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...), so a program that needs a newer
- *   function refuses to start on an older library instead of failing at the call.
- *   Functions of an EXPERIMENTAL section (none at present) carry the symbol version
- *   ZARENA_EXPERIMENTAL and may change or go in any minor version. docs/ABI.md has the
- *   rules and the checks that hold them.
+ *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...; cmake/zarena.map lists them), so a
+ *   program that needs a newer function refuses to start on an older library instead of
+ *   failing at the call. Functions of an EXPERIMENTAL section (none at present) carry the
+ *   symbol version ZARENA_EXPERIMENTAL and may change or go in any minor version.
+ *   docs/ABI.md has the rules and the checks that hold them.
  */
 #ifndef ZARENA_ZARENA_H
 #define ZARENA_ZARENA_H
@@ -95,9 +110,9 @@
 extern "C" {
 #endif
 
-/* ---------------------------------------------------------------------------------
- * Versions
- * ------------------------------------------------------------------------------- */
+/* =================================================================================
+ * 1. Versions, status codes, errors
+ * ================================================================================= */
 #define ZARENA_VERSION_MAJOR 1
 #define ZARENA_VERSION_MINOR 1
 #define ZARENA_VERSION_PATCH 0
@@ -107,12 +122,10 @@ extern "C" {
 /* The version of the library actually loaded (compare with ZARENA_VERSION_NUMBER to
  * detect a header/library mismatch). Never fails; thread-safe. */
 ZARENA_API uint32_t zarena_version_number(void);
-/* "MAJOR.MINOR.PATCH" of the loaded library; static storage, never NULL. */
+/* "MAJOR.MINOR.PATCH" of the loaded library; static storage, never NULL. Thread-safe. */
 ZARENA_API const char* zarena_version_string(void);
 
-/* ---------------------------------------------------------------------------------
- * Status codes. Values are fixed forever; new codes are added after the last one.
- * ------------------------------------------------------------------------------- */
+/* Status codes. Values are fixed forever; new codes are added after the last one. */
 typedef int32_t zarena_status;
 #define ZARENA_OK 0
 #define ZARENA_E_INVALID_ARGUMENT 1 /* NULL handle/out pointer, bad config value */
@@ -127,52 +140,20 @@ typedef int32_t zarena_status;
 #define ZARENA_E_INTERNAL 10        /* a bug in zarena; please report with the message */
 
 /* A short constant description of a status ("out of memory"); static, never NULL.
- * Unknown values yield "unknown status". */
+ * Unknown values yield "unknown status". Thread-safe. */
 ZARENA_API const char* zarena_status_string(zarena_status s);
 /* Detail of the most recent failure on the calling thread (names sizes, pointers,
  * CUDA error text). Thread-local; valid until the next zarena call on this thread;
  * never NULL ("" when no failure happened yet). Successful calls do not clear it. */
 ZARENA_API const char* zarena_last_error(void);
 
-/* ---------------------------------------------------------------------------------
- * Configuration
- * ------------------------------------------------------------------------------- */
-#define ZARENA_BACKEND_AUTO 0 /* CUDA when a device is usable, else host */
-#define ZARENA_BACKEND_HOST 1 /* page-backed host memory: CPU engines, tests */
-#define ZARENA_BACKEND_CUDA 2 /* cudaMalloc'ed device memory on cfg->device */
-
-#define ZARENA_OVERFLOW_DEFAULT 0 /* ASYNC when a stream is configured, else SYNC */
-#define ZARENA_OVERFLOW_ASYNC 1   /* stream-ordered pool (cudaMallocFromPoolAsync) */
-#define ZARENA_OVERFLOW_SYNC 2    /* cudaMalloc; refused while the stream is captured */
-#define ZARENA_OVERFLOW_REFUSE 3  /* region full => ZARENA_E_OUT_OF_MEMORY */
-
-#define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
-#define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with poison_word (debugging) */
-#define ZARENA_FLAG_OVERFLOW_PREWARM            \
-  0x4u /* at create, allocate+free the retained \
-          overflow size once so pages are resident */
-/* capacity_bytes becomes the maximum: the region's address range is reserved at create
- * and memory is committed on demand, commit_chunk_bytes at a time (see trim_keep_bytes) */
-#define ZARENA_FLAG_EXPANDABLE 0x8u
-/* with ZARENA_FLAG_MANAGED on a device without managed memory: use device memory (and
- * say so in "arena.config") instead of failing zarena_create with ZARENA_E_UNSUPPORTED */
-#define ZARENA_FLAG_MANAGED_FALLBACK 0x10u
-/* invalid configuration fails zarena_create with ZARENA_E_INVALID_ARGUMENT (the message
- * lists every problem) instead of a warning: this includes invalid environment values
- * and unknown ZARENA_* environment variables (see zarena_config_init) */
-#define ZARENA_FLAG_STRICT_CONFIG 0x20u
-/* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
- * reuse and overflow. Off by default: a training loop resets thousands of times */
-#define ZARENA_FLAG_STEP_RECORDS 0x40u
-
-/* The first this many epochs whose region is exhausted are logged one by one
- * ("arena.first_overflow"); later ones are summarised ("arena.overflow_summary"). */
-#define ZARENA_OVERFLOW_RECORDS 3
-
-/* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
-#define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
-
-/* OVERFLOW AND CUDA
+/* =================================================================================
+ * 2. Configuration and lifetime
+ *
+ * An arena is configured by a zarena_config: zarena_config_init fills the defaults and
+ * the environment's overrides, the caller changes what it wants, zarena_create reads it.
+ *
+ * OVERFLOW AND CUDA
  *   The CUDA backend takes the region from cudaMalloc (cudaMallocManaged with
  *   ZARENA_FLAG_MANAGED) on cfg->device. The arena is bound to that device: every call
  *   makes it current for its duration and restores the calling thread's current device
@@ -190,8 +171,8 @@ ZARENA_API const char* zarena_last_error(void);
  *   synchronisations instead of giving it back to the OS and faulting it in again.
  *   The pool maps memory in chunks larger than the requests (32 MiB on an H200): a
  *   threshold below one chunk keeps nothing, so the default retain is the capacity but
- *   at least 64 MiB. ZARENA_FLAG_OVERFLOW_PREWARM allocates and frees the retained size once at
- *   create (and synchronises the stream), so the first overflow does not pay for
+ *   at least 64 MiB. ZARENA_FLAG_OVERFLOW_PREWARM allocates and frees the retained size
+ *   once at create (and synchronises the stream), so the first overflow does not pay for
  *   mapping it (milliseconds for a fresh pool). An ASYNC overflow made while cfg->stream
  *   is being captured into a CUDA graph becomes an allocation node of that graph and
  *   belongs to it: its free (zarena_free, or the reset that reclaims it) is deferred until
@@ -211,15 +192,48 @@ ZARENA_API const char* zarena_last_error(void);
  *
  *   Both: overflow_limit_bytes caps live overflow bytes (ZARENA_E_OUT_OF_MEMORY beyond
  *   it; by default the cap is the capacity, so overflow at most doubles what the arena
- *   takes, ZARENA_OVERFLOW_UNLIMITED lifts it); zarena_free returns a block to its route; zarena_reset frees every overflow
- *   block of the epoch still live; blocks live at zarena_mark_step_boundary survive
- *   resets like the region below the floor. Overflow blocks are aligned to
- *   cfg->alignment on every route, like region blocks (above CUDA's own 256 bytes the
- *   backend allocates alignment - 256 bytes more and hands out the aligned address
- *   inside). An overflow backend call slower than
- *   overflow_slow_ns logs "overflow.slow"; stats.overflow_max_latency_ns keeps the
- *   slowest. The "arena.first_overflow" record names the route in "path": async, sync,
- *   capture_refused, refused (REFUSE) or limit. */
+ *   takes, ZARENA_OVERFLOW_UNLIMITED lifts it); zarena_free returns a block to its route;
+ *   zarena_reset frees every overflow block of the epoch still live; blocks live at
+ *   zarena_mark_step_boundary survive resets like the region below the floor. Overflow
+ *   blocks are aligned to cfg->alignment on every route, like region blocks (above
+ *   CUDA's own 256 bytes the backend allocates alignment - 256 bytes more and hands out
+ *   the aligned address inside). An overflow backend call slower than overflow_slow_ns
+ *   logs "overflow.slow"; stats.overflow_max_latency_ns keeps the slowest. The
+ *   "arena.first_overflow" record names the route in "path": async, sync,
+ *   capture_refused, refused (REFUSE) or limit.
+ * ================================================================================= */
+#define ZARENA_BACKEND_AUTO 0 /* CUDA when a device is usable, else host */
+#define ZARENA_BACKEND_HOST 1 /* page-backed host memory: CPU engines, tests */
+#define ZARENA_BACKEND_CUDA 2 /* cudaMalloc'ed device memory on cfg->device */
+
+#define ZARENA_OVERFLOW_DEFAULT 0 /* ASYNC when a stream is configured, else SYNC */
+#define ZARENA_OVERFLOW_ASYNC 1   /* stream-ordered pool (cudaMallocFromPoolAsync) */
+#define ZARENA_OVERFLOW_SYNC 2    /* cudaMalloc; refused while the stream is captured */
+#define ZARENA_OVERFLOW_REFUSE 3  /* region full => ZARENA_E_OUT_OF_MEMORY */
+
+#define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
+#define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with poison_word (debugging) */
+#define ZARENA_FLAG_OVERFLOW_PREWARM            \
+  0x4u /* at create, allocate+free the retained \
+          overflow size once so pages are resident */
+/* capacity_bytes becomes the maximum: the region's address range is reserved at create
+ * and memory is committed on demand, commit_chunk_bytes at a time (see "Expandable
+ * arenas") */
+#define ZARENA_FLAG_EXPANDABLE 0x8u
+/* with ZARENA_FLAG_MANAGED on a device without managed memory: use device memory (and
+ * say so in "arena.config") instead of failing zarena_create with ZARENA_E_UNSUPPORTED */
+#define ZARENA_FLAG_MANAGED_FALLBACK 0x10u
+/* invalid configuration fails zarena_create with ZARENA_E_INVALID_ARGUMENT (the message
+ * lists every problem) instead of a warning: this includes invalid environment values
+ * and unknown ZARENA_* environment variables (see zarena_config_init) */
+#define ZARENA_FLAG_STRICT_CONFIG 0x20u
+/* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
+ * reuse and overflow. Off by default: a training loop resets thousands of times */
+#define ZARENA_FLAG_STEP_RECORDS 0x40u
+
+/* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
+#define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
+
 typedef struct zarena_config {
   uint32_t struct_size;           /* sizeof(zarena_config) as the caller compiled it */
   int32_t backend;                /* ZARENA_BACKEND_*; default AUTO */
@@ -236,101 +250,66 @@ typedef struct zarena_config {
   void* stream;                   /* cudaStream_t the memory is used on; NULL = legacy */
   uint32_t flags;                 /* ZARENA_FLAG_* */
   const char* name;               /* label in log lines; copied at create; NULL = "zarena" */
-  /* --- extensions: a struct_size that ends before a field below means "default" --- */
-  uint64_t overflow_slow_ns; /* watchdog: overflow calls slower than this log
-                                "overflow.slow"; 0 = default 10 ms */
-  /* --- 1.1 --- */
+  /* --- after the 1.0.0 layout (88 bytes): a struct_size that ends before a field below
+   *     means "default" for it --- */
+  uint64_t overflow_slow_ns;   /* watchdog: overflow calls slower than this log
+                                  "overflow.slow"; 0 = default 10 ms */
   uint32_t poison_word;        /* 32-bit poison pattern (ZARENA_FLAG_POISON); 0 = default
                                   0x7FF80000 (a quiet NaN read as float32 and as float64) */
   uint32_t reserved0;          /* must be 0 */
   uint64_t commit_chunk_bytes; /* ZARENA_FLAG_EXPANDABLE: commit step; 0 = default 64 MiB */
   uint64_t trim_keep_bytes;    /* ZARENA_FLAG_EXPANDABLE: at reset, decommit what lies above
                                   max(this, what is in use); 0 = never trim */
-  const char* trace_file;      /* record every event to this file (see zarena-replay);
+  const char* trace_file;      /* record every event to this file (see "Trace");
                                   NULL = none; copied at create */
 } zarena_config;
 
-/* Fills *cfg with the defaults, then applies environment overrides (table below), and
- * sets cfg->struct_size. Never fails; NULL is ignored.
+/* Fills *cfg with the defaults, then applies the environment's overrides, and sets
+ * cfg->struct_size. Never fails; NULL is ignored. Thread-safe (it reads the environment,
+ * which no thread may change meanwhile).
  * zarena_config_init(cfg) is a macro for zarena_config_init_sized(cfg, sizeof *cfg): the
  * library writes exactly the struct the caller compiled, never past it, whatever
  * version of zarena is loaded (a newer caller's unknown tail is zeroed). The exported
  * function of the same name (for dlopen users and function pointers) fills the 1.0.0
  * layout, 88 bytes, forever.
- *
- *   ZARENA_BACKEND            auto | host | cuda
- *   ZARENA_DEVICE             CUDA device ordinal
- *   ZARENA_CAPACITY_BYTES     capacity, a byte size (ZERFOO_ARENA_SIZE_GB: in GiB;
- *                             ZARENA_CAPACITY_BYTES wins when both are set)
- *   ZARENA_ALIGNMENT          alignment, a byte size (power of two in [8, 1 GiB])
- *   ZARENA_OVERFLOW_POLICY    default | async | sync | refuse
- *   ZARENA_OVERFLOW_RETAIN_BYTES (or ZERFOO_OVERFLOW_POOL_RETAIN_GB, in GiB)
- *   ZARENA_OVERFLOW_LIMIT_BYTES  cap on live overflow bytes, a byte size or "unlimited"
- *   ZARENA_OVERFLOW_SLOW_MS   watchdog threshold in milliseconds
- *   ZARENA_POISON=1           (or ZTENSOR_ARENA_POISON=1) sets ZARENA_FLAG_POISON
- *   ZARENA_POISON_WORD        poison_word: decimal, or hex with 0x (0x7FF80000)
- *   ZARENA_MANAGED=1          (or ZERFOO_ENABLE_MANAGED_MEM=1) sets ZARENA_FLAG_MANAGED
- *   ZARENA_MANAGED_FALLBACK=1 sets ZARENA_FLAG_MANAGED_FALLBACK
- *   ZARENA_OVERFLOW_PREWARM=1 sets ZARENA_FLAG_OVERFLOW_PREWARM
- *   ZARENA_EXPANDABLE=1       sets ZARENA_FLAG_EXPANDABLE
- *   ZARENA_COMMIT_CHUNK_BYTES commit_chunk_bytes, a byte size
- *   ZARENA_TRIM_KEEP_BYTES    trim_keep_bytes, a byte size
- *   ZARENA_STRICT_CONFIG=1    sets ZARENA_FLAG_STRICT_CONFIG
- *   ZARENA_STEP_RECORDS=1     sets ZARENA_FLAG_STEP_RECORDS
- *   ZARENA_TRACE_FILE         trace_file
- *   ZARENA_NAME               arena label
- * Values are read strictly, so that a typo cannot pass for a setting:
- *   - numbers are decimal digits only: no sign, no blanks before, after or inside, no
- *     hexadecimal (poison words excepted), no exponent; a leading zero is refused
- *     ("010" is neither ten nor eight: write 10);
- *   - a byte size is a number, optionally with a fraction ("1.5"), then optionally a
- *     unit, any case: B; K, KiB, M, MiB, G, GiB, T, TiB are powers of 1024; KB, MB, GB,
- *     TB are powers of 1000 ("2GB" = 2000000000, "2GiB" = "2G" = 2147483648, "64k" =
- *     65536). A fraction is rounded to the nearest byte. ztensor's *_GB variables take a
- *     plain number (fraction allowed) of GiB, as ztensor does;
- *   - switches: 1, true, yes, on / 0, false, no, off, or empty (off), any case;
- *   - names (policy, backend): as listed, any case; text (name, trace file): non-empty,
- *     no blanks at either end.
- * An invalid value is ignored (the default stays) and logged at warn when an arena is
- * created (event "config.invalid_value": the variable, its text, why, and an example of
- * a valid value), as is every ZARENA_* variable zarena does not know (event
- * "config.unknown_variable", with the closest known name). Known besides the table: the
- * logging variables ZARENA_LOG_LEVEL (trace|debug|info|warn|error|off, default info),
- * ZARENA_LOG_STDERR=1 and ZARENA_LOG_FORMAT (text|json) (see zarena_set_log_callback),
- * and the tooling variables ZARENA_LIBRARY and ZARENA_TORCH_LIBRARY (the Python module and
- * zarena.torch), ZARENA_TEST_HELPER,
- * ZARENA_TEST_HELPER_MODE, ZARENA_BUILD_DIR, ZARENA_GO, ZARENA_SHARED_LIB and
- * ZARENA_CONSUMER_CMAKE_ARGS (the test scripts). With ZARENA_FLAG_STRICT_CONFIG these
- * problems fail zarena_create instead. The "arena.config" record names each value's
- * source. */
+ * The environment: a ZARENA_* variable per field (ZARENA_CAPACITY_BYTES,
+ * ZARENA_OVERFLOW_POLICY, ZARENA_POISON=1, ...) and ztensor's names
+ * (ZERFOO_ARENA_SIZE_GB, ZERFOO_OVERFLOW_POOL_RETAIN_GB, ZTENSOR_ARENA_POISON,
+ * ZERFOO_ENABLE_MANAGED_MEM); docs/CONFIG.md has the table and how values are read
+ * (strictly: a typo cannot pass for a setting). An invalid value is ignored (the default
+ * stays) and logged at warn when an arena is created ("config.invalid_value"), as is
+ * every ZARENA_* variable zarena does not know ("config.unknown_variable", with the
+ * closest known name); with ZARENA_FLAG_STRICT_CONFIG these problems fail zarena_create
+ * instead. The "arena.config" record names each value's source. */
 ZARENA_API void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size);
 ZARENA_API void zarena_config_init(zarena_config* cfg);
 #define zarena_config_init(cfg) zarena_config_init_sized((cfg), (uint32_t)sizeof(*(cfg)))
 
-/* ---------------------------------------------------------------------------------
- * Arena lifetime
- * ------------------------------------------------------------------------------- */
 typedef struct zarena zarena; /* opaque */
 
 /* Creates an arena and reserves its whole region from the backend.
  * cfg: required; start from zarena_config_init. A cfg whose struct_size is smaller
  * than this header's (an older caller) is read up to struct_size, the rest defaults;
- * a larger one (a newer caller) is accepted when its unknown tail is all zero.
- * out: receives the handle on success; untouched on failure.
+ * a larger one (a newer caller) is accepted when its unknown tail is all zero. The
+ * strings it points to are copied.
+ * out: receives the handle on success; untouched on failure. The caller owns the arena
+ * and releases it with zarena_destroy.
  * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL cfg/out, struct_size too small or
  *   with a non-zero unknown tail, capacity 0, bad alignment, unknown backend or policy);
  *   ZARENA_E_NO_DEVICE (BACKEND_CUDA without a usable device, or a build without CUDA
  *   support: the message says which); ZARENA_E_OUT_OF_MEMORY (the backend could not
  *   reserve the region); ZARENA_E_UNSUPPORTED (e.g. MANAGED on a device without managed
  *   memory, ASYNC overflow without memory-pool support); ZARENA_E_BACKEND.
- * Logs "arena.config" with the resolved configuration and each value's source. */
+ * Logs "arena.config" with the resolved configuration and each value's source.
+ * Any thread may create arenas, several at once (see THREADS). */
 ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
 
 /* Releases the region, every live overflow block and the arena itself (CUDA: waits for
  * the stream-ordered frees on cfg->stream, trims and destroys the overflow pool, so all
- * device memory the arena took is given back). Every pointer
- * the arena handed out becomes invalid. NULL is accepted and returns ZARENA_OK.
- * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary.
+ * device memory the arena took is given back). Every pointer the arena handed out
+ * becomes invalid. NULL is accepted and returns ZARENA_OK.
+ * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary,
+ * after delivering the arena's records still queued.
  * Using the handle afterwards is undefined behaviour: it is not reliably detected (memory
  * not yet reused reads as "not a live arena handle", ZARENA_E_INVALID_ARGUMENT, by luck).
  * Returns ZARENA_OK, or ZARENA_E_BACKEND when the backend reported an error while
@@ -338,9 +317,30 @@ ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
  * anyway; the handle is invalid afterwards). */
 ZARENA_API zarena_status zarena_destroy(zarena* a);
 
-/* ---------------------------------------------------------------------------------
- * Allocation
- * ------------------------------------------------------------------------------- */
+/* The backend the arena actually uses (ZARENA_BACKEND_HOST or _CUDA; AUTO resolves at
+ * create), or -1 for NULL. Thread-safe. */
+ZARENA_API int32_t zarena_backend(const zarena* a);
+
+/* =================================================================================
+ * 3. Allocation and free
+ *
+ * EPOCH-CHECKED FREES. Every block belongs to the epoch it was handed out in. An engine
+ * that frees tensors from garbage-collector finalizers may free long after a reset: by
+ * then the same address may belong to a live block of the current epoch, and a plain
+ * zarena_free would free that one. So zarena_alloc_ex returns the block's epoch with the
+ * pointer (one call), and zarena_free_at(a, ptr, epoch) frees only if the block at ptr
+ * was handed out in that epoch; otherwise it returns ZARENA_E_STALE and changes nothing.
+ * The check and the free are one atomic step: a reset on another thread cannot come in
+ * between.
+ *
+ * BATCHES. Bindings that cross a costly boundary per call (cgo) make many frees and
+ * allocations in one call: zarena_free_batch, zarena_alloc_batch, zarena_free_then_alloc.
+ *
+ * TAGS. A block may carry a tag (a registered name, process-wide): it is shown in
+ * live-block dumps, traces and the "top_tags" of an overflow's record.
+ *
+ * All calls of this section are thread-safe, like zarena_alloc and zarena_free.
+ * ================================================================================= */
 
 /* Allocates size bytes, aligned to cfg.alignment, and writes the pointer to *out_ptr.
  * size 0 succeeds, allocates nothing and writes NULL (freeing NULL is a no-op).
@@ -353,32 +353,120 @@ ZARENA_API zarena_status zarena_destroy(zarena* a);
  *   ZARENA_E_OUT_OF_MEMORY (region full and overflow refused, capped or failed; the
  *   message names requested size, used, capacity and the overflow route);
  *   ZARENA_E_CAPTURE_UNSAFE (SYNC overflow needed while the stream is being captured);
- *   ZARENA_E_BACKEND (overflow allocation failed in the backend).
+ *   ZARENA_E_BACKEND (overflow allocation failed in the backend). A failure because the
+ *   region was full carries the diagnosis in its message (see "Diagnosis").
  * Thread-safe. The region path makes no backend call and takes only the calling thread's
  * slot lock (uncontended unless threads outnumber the slots). */
 ZARENA_API zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr);
 
+/* What zarena_alloc_ex hands out. */
+typedef struct zarena_block {
+  void* ptr;      /* the block (NULL for a size-0 request) */
+  uint64_t epoch; /* the epoch the block belongs to: pass it to zarena_free_at */
+  uint64_t size;  /* bytes the block holds (the request rounded up to the alignment) */
+  uint32_t flags; /* ZARENA_BLOCK_* */
+  uint32_t tag;   /* the tag it was allocated with */
+} zarena_block;
+#define ZARENA_BLOCK_OVERFLOW 0x1u /* the block comes from the overflow pool */
+#define ZARENA_BLOCK_REUSED 0x2u   /* a freed block was reused (no new bump space used) */
+
+/* zarena_alloc, plus the block's epoch, size and flags, in one call. tag: 0, or an id
+ * from zarena_tag_register (kept with the block, shown in live-block dumps and traces).
+ * out: required; written on ZARENA_OK only. Returns as zarena_alloc. Thread-safe. */
+ZARENA_API zarena_status zarena_alloc_ex(zarena* a, uint64_t size, uint32_t tag, zarena_block* out);
+
 /* Returns a block to the arena; the size is tracked, not passed. NULL is a no-op (OK).
  * Freed blocks are reused by later allocations of the same epoch and coalesce with
- * free neighbours; freeing the topmost block lowers the top.
+ * free neighbours; freeing the topmost block lowers the top. A pinned block is freed at
+ * its last unpin (see "Pins").
  * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a);
  *   ZARENA_E_NOT_OWNED (ptr was never returned by this arena, or points inside a
  *     block rather than at its start);
  *   ZARENA_E_DOUBLE_FREE (ptr's block was already freed and not handed out again);
  *   ZARENA_E_STALE (ptr's block was reclaimed by a reset; the call is dropped and
  *     counted in stats.stale_frees). A pointer whose address was handed out again
- *     after the reset denotes the new block: zarena cannot tell the two apart.
+ *     after the reset denotes the new block: zarena cannot tell the two apart (use
+ *     zarena_free_at).
  *   None of the three errors changes any state (they count in stats).
  * Thread-safe. */
 ZARENA_API zarena_status zarena_free(zarena* a, void* ptr);
 
+/* zarena_free_at with this epoch checks nothing (it is zarena_free). */
+#define ZARENA_ANY_EPOCH UINT64_MAX
+
+/* Frees ptr if and only if the block at ptr was handed out in `epoch` (see above);
+ * ZARENA_ANY_EPOCH: as zarena_free. NULL is a no-op (OK).
+ * Returns: ZARENA_OK; ZARENA_E_STALE (the block at ptr belongs to another epoch, or the
+ *   block was reclaimed: nothing changed, counted in stats.stale_frees); and the errors of
+ *   zarena_free. Thread-safe. */
+ZARENA_API zarena_status zarena_free_at(zarena* a, void* ptr, uint64_t epoch);
+
+typedef struct zarena_free_item {
+  void* ptr;      /* NULL: skipped (OK) */
+  uint64_t epoch; /* as for zarena_free_at; ZARENA_ANY_EPOCH: unchecked */
+} zarena_free_item;
+
+/* Frees items[0..n) in order, each exactly as zarena_free_at would. statuses (may be NULL)
+ * receives each item's status. Returns ZARENA_OK when every item succeeded; else the
+ * status of the first item that failed (zarena_last_error describes it; the others were
+ * still attempted). ZARENA_E_INVALID_ARGUMENT for NULL a, or NULL items with n > 0.
+ * Thread-safe. */
+ZARENA_API zarena_status zarena_free_batch(zarena* a, const zarena_free_item* items, size_t n,
+                                           zarena_status* statuses);
+
+/* Allocates sizes[0..n) (tag for all of them) into out[0..n), each as zarena_alloc_ex.
+ * statuses (may be NULL) receives each item's status; out[i] is zeroed for a failed item.
+ * Returns ZARENA_OK when every item succeeded, else the first failure's status (the
+ * items after it were still attempted). Thread-safe. */
+ZARENA_API zarena_status zarena_alloc_batch(zarena* a, const uint64_t* sizes, size_t n,
+                                            uint32_t tag, zarena_block* out,
+                                            zarena_status* statuses);
+
+/* The frees first (so their space is reused exactly as if they had been made one by one
+ * before), then one allocation: zarena_free_batch(a, frees, nfrees, free_statuses) then
+ * zarena_alloc_ex(a, size, tag, out). Returns the allocation's status; the frees' errors
+ * are in free_statuses (may be NULL; they are counted in stats either way). Thread-safe. */
+ZARENA_API zarena_status zarena_free_then_alloc(zarena* a, const zarena_free_item* frees,
+                                                size_t nfrees, zarena_status* free_statuses,
+                                                uint64_t size, uint32_t tag, zarena_block* out);
+
+/* Registers a tag name (process-wide, for every arena) and writes its id (>= 1) to *id;
+ * registering a name again returns the same id. Names are copied; up to 63 bytes are kept.
+ * Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (NULL name/id, empty name), or
+ * ZARENA_E_OUT_OF_MEMORY (more than 65535 tags). Thread-safe. */
+ZARENA_API zarena_status zarena_tag_register(const char* name, uint32_t* id);
+/* The name of a registered tag, or "" for 0 and unknown ids. Static storage (valid for
+ * the life of the process). Thread-safe. */
+ZARENA_API const char* zarena_tag_name(uint32_t id);
+
+/* =================================================================================
+ * 4. Reset, floors and steps
+ *
+ * FLOORS. Every live block below the floor survives resets. zarena_mark_step_boundary
+ * raises the floor to the current top; zarena_set_floor moves it to any block boundary
+ * between 0 and the top (zarena_region_info says where they are): raising the floor keeps
+ * what lies under it, lowering it gives the blocks between the new and the old floor back
+ * to the current epoch (the next reset reclaims them).
+ *
+ * STEPS. zarena_step_begin marks where each training step starts: it turns the diagnosis
+ * of a loop that forgot to reset from a guess into a fact (see "Diagnosis").
+ *
+ * zarena_set_floor, zarena_step_begin and zarena_region_info take the arena's whole-arena
+ * lock briefly (as zarena_reset and zarena_get_stats do); all calls of this section are
+ * thread-safe, with zarena_reset's condition (see THREADS).
+ * ================================================================================= */
+
 /* Rewinds the arena to its floor and starts a new epoch (epoch += 1): every block
  * allocated above the floor, and every overflow block allocated since the last reset
- * that is still live, is reclaimed. Cost is O(1) in the region whatever was allocated,
- * plus one backend free per reclaimed overflow block. Blocks below the floor stay.
+ * that is still live, is reclaimed (pinned blocks excepted, see "Pins"). Cost is O(1) in
+ * the region whatever was allocated, plus one backend free per reclaimed overflow block.
+ * Blocks below the floor stay.
  * Resetting never fails on a valid handle: returns ZARENA_OK, or
  * ZARENA_E_INVALID_ARGUMENT for NULL. See THREADS for what the caller must ensure. */
 ZARENA_API zarena_status zarena_reset(zarena* a);
+
+/* The current epoch: 0 after create, +1 at every reset. 0 for NULL. Thread-safe. */
+ZARENA_API uint64_t zarena_epoch(const zarena* a);
 
 /* Sets the floor to the current top: everything allocated so far (and still live,
  * overflow blocks included) survives later resets; it can still be freed individually.
@@ -391,12 +479,151 @@ ZARENA_API zarena_status zarena_reset(zarena* a);
  * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL. Thread-safe. */
 ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
 
-/* The current epoch: 0 after create, +1 at every reset. 0 for NULL. Thread-safe. */
-ZARENA_API uint64_t zarena_epoch(const zarena* a);
+/* Moves the floor to `offset` bytes from the region's base (see FLOORS above). Unlike
+ * zarena_mark_step_boundary, it leaves overflow blocks as they are. Cost: O(blocks
+ * between the old and the new floor).
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a, offset not a multiple of the
+ *   alignment, above the top, or inside a block; the message says which) with nothing
+ *   changed; ZARENA_E_OUT_OF_MEMORY (host memory for block records ran out; nothing
+ *   changed). Thread-safe. */
+ZARENA_API zarena_status zarena_set_floor(zarena* a, uint64_t offset);
 
-/* ---------------------------------------------------------------------------------
- * Statistics
- * ------------------------------------------------------------------------------- */
+/* Marks the start of a step (an engine calls it at the top of every training step; Go's
+ * Arena.Step does). When a step begins and no zarena_reset came since the step before,
+ * and the live bytes (region and overflow) grew over that step, the early warning
+ * "arena.reset_cadence" is logged at once (verdict never_reset, or reset_stopped when the
+ * arena was reset before), at the second step. Steps that give back what they allocate
+ * (live bytes do not grow) are not warned about. Once an arena has seen
+ * zarena_step_begin, the guessing detector (which recognises steps by their repeating
+ * request sizes) is switched off for it, and the steps in "arena.first_overflow",
+ * zarena_diagnose and zarena_stats are the counted ones. A zarena_mark_step_boundary
+ * before the second step of an epoch ends the set-up: the step after it is compared with
+ * the ones that follow (weights uploaded after the first call are not what a step kept).
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL. Thread-safe; takes the
+ * whole-arena lock briefly (as zarena_get_stats does). */
+ZARENA_API zarena_status zarena_step_begin(zarena* a);
+
+/* Where the region is and how far it is used (zarena_region_info). */
+typedef struct zarena_region {
+  uint32_t struct_size;     /* set by the caller to sizeof(zarena_region) */
+  void* base;               /* the region's first byte (aligned to cfg.alignment) */
+  uint64_t capacity_bytes;  /* the region's size (the maximum, for an expandable arena) */
+  uint64_t top_bytes;       /* offset of the top: everything at or above it is unused */
+  uint64_t floor_bytes;     /* offset of the floor */
+  uint64_t committed_bytes; /* bytes backed by memory (the capacity unless expandable) */
+  uint32_t managed;         /* 1 when the region is managed memory */
+  uint32_t expandable;      /* 1 when the arena is expandable */
+} zarena_region;
+
+/* Fills *out (set out->struct_size first; at most that many bytes are written).
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size too small
+ * for the fields up to floor_bytes). Thread-safe; O(threads that used the arena). */
+ZARENA_API zarena_status zarena_region_info(const zarena* a, zarena_region* out);
+
+/* 1 when ptr lies inside the arena's region ([base, base + capacity)), else 0 (also for
+ * NULL a, and for overflow blocks). O(1), no lock. Thread-safe. */
+ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
+
+/* =================================================================================
+ * 5. Pins
+ *
+ * zarena_pin keeps a block alive across resets (an engine's saved-for-backward
+ * activations): a reset leaves every pinned block where it is and rewinds the top to just
+ * above the highest pinned block above the floor (not to the floor); the space below it
+ * that no pin covers is reclaimed as free holes that later allocations reuse (stats:
+ * pin_retained_bytes). A zarena_free of a pinned block returns ZARENA_OK at once and takes
+ * effect at its last zarena_unpin (stats: deferred_frees). A block unpinned but not freed
+ * is reclaimed by the next reset, like any other. Overflow blocks are pinned the same way.
+ * Pins are counted: each zarena_pin needs one zarena_unpin (at most 65535 at once per
+ * block). A block that is neither pinned nor below the floor is never retained by a reset.
+ * Both calls are thread-safe, like zarena_alloc and zarena_free.
+ * ================================================================================= */
+
+/* Adds a pin to the live block that starts at ptr (region or overflow).
+ * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (not the start of a live block of this arena);
+ *   ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
+ *   ZARENA_E_INVALID_ARGUMENT (NULL, or the block already holds 65535 pins). Nothing
+ *   changes on failure. Thread-safe. */
+ZARENA_API zarena_status zarena_pin(zarena* a, void* ptr);
+
+/* Removes a pin. The last one completes a zarena_free made while the block was pinned
+ * (poisoning it, with ZARENA_FLAG_POISON, exactly as the free would have).
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL, or the block is not pinned); and
+ *   the other errors of zarena_pin. Thread-safe. */
+ZARENA_API zarena_status zarena_unpin(zarena* a, void* ptr);
+
+/* =================================================================================
+ * 6. Capture, stream and poison
+ *
+ * CAPTURE. Engines that capture CUDA graphs know when a capture runs; the arena's own
+ * stream queries see only its stream. While a capture is active (zarena_set_capture_active,
+ * or the backend reports that the arena's stream, the legacy stream or the calling
+ * thread's per-thread stream is capturing): SYNC overflow is refused with
+ * ZARENA_E_CAPTURE_UNSAFE before any CUDA call; poison fills are skipped (counted in
+ * stats.poison_skipped; one "poison.skipped" warning per capture); and overflow blocks
+ * freed or reclaimed are not given back to CUDA (a free during a capture would be recorded
+ * into the graph, or break it): they wait (stats.overflow_deferred_gives) and go back,
+ * poisoned first when poison is on, at the next overflow allocation, overflow free, reset
+ * or zarena_set_capture_active(a, 0) made outside a capture, or at destroy. A block the
+ * backend refuses to take back (a capture no query could see) waits the same way and is
+ * retried; zarena_free answers OK for it, and destroy returns ZARENA_E_BACKEND if the last
+ * try fails too. zarena_free itself always answers at once.
+ *
+ * POISON. While poison is on, freed blocks (when freed), blocks a reset reclaims (at the
+ * reset) and overflow blocks (before they go back to the backend) are filled with the
+ * 32-bit word, repeated; word 0 selects the default 0x7FF80000, a quiet NaN whether read
+ * as float32 or float64 (so a kernel that reads a stale activation produces NaN, not a
+ * tiny number). CUDA: cuMemsetD32Async on the arena's stream. Never touches pinned blocks
+ * or the live blocks below the floor; skipped during captures (see above). Costs one
+ * backend call per free: a debugging mode.
+ * ================================================================================= */
+
+/* Tells the arena that a capture is running (active != 0) until called again with 0
+ * (see CAPTURE above); the call with 0, made outside a capture, gives back the overflow
+ * blocks that waited. Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL.
+ * Thread-safe. */
+ZARENA_API zarena_status zarena_set_capture_active(zarena* a, int active);
+
+/* Replaces cfg->stream (engines often create their stream after the arena). The stream
+ * must belong to the arena's device; cudaStreamPerThread is refused (a different stream
+ * in every thread: a free from another thread would not be ordered after the work that
+ * used the block); NULL and cudaStreamLegacy mean the legacy default stream. What it
+ * changes: overflow blocks given back from now on (ASYNC: cudaFreeAsync) and poison fills
+ * are ordered on the new stream; ASYNC overflow allocations are made on it. Blocks
+ * already handed out stay valid. The change itself orders the new stream after the work
+ * queued on the old one until then (CUDA: an event recorded on the old stream, which the
+ * new stream waits for), so a block still used by kernels queued on the old stream, freed
+ * after the change, is neither poisoned nor handed out again before they finish. Later
+ * work queued on the old stream is not waited for: free a block only once the work using
+ * it is ordered before the arena's current stream. The host backend keeps the handle and
+ * orders nothing.
+ * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a, or a refused stream; nothing
+ * changed); ZARENA_E_CAPTURE_UNSAFE (a capture is running on the old or the new stream:
+ * the wait would join the capture or break it; nothing changed); ZARENA_E_BACKEND.
+ * Thread-safe (takes the whole-arena lock). */
+ZARENA_API zarena_status zarena_set_stream(zarena* a, void* stream);
+
+/* Switches ZARENA_FLAG_POISON at run time (see POISON above): enabled != 0 turns it on
+ * with `word` (0 = the default 0x7FF80000), 0 turns it off. Returns ZARENA_OK, or
+ * ZARENA_E_INVALID_ARGUMENT for NULL. Thread-safe. */
+ZARENA_API zarena_status zarena_set_poison(zarena* a, int enabled, uint32_t word);
+
+/* =================================================================================
+ * 7. Statistics, live blocks, text formats
+ *
+ * zarena_stats is one consistent snapshot of an arena's counters (all fields from one
+ * instant). docs/STATS.md says what each field means, grouped as the TEXT format prints
+ * them; the JSON format, the Go and the Python bindings use the field names below as keys.
+ *
+ * FORMATS. TEXT is for people (aligned columns, sizes also in KiB/MiB/GiB); JSON is for
+ * programs. The caller passes buf/cap; the text and its terminating NUL are written when
+ * they fit. *needed (may be NULL, except for a size query) receives the bytes required,
+ * NUL included. A size query (buf NULL, cap 0) returns ZARENA_OK and only sets *needed.
+ * When the text does not fit, buf gets "" (when cap > 0), *needed is set and the call
+ * returns ZARENA_E_INVALID_ARGUMENT. Each call takes a new snapshot, so the size can grow
+ * between a size query and the call that follows (other threads allocate): loop until
+ * ZARENA_OK, with some room to spare (see examples/training_loop.c).
+ * ================================================================================= */
 typedef struct zarena_stats {
   uint32_t struct_size;              /* set by the caller to sizeof(zarena_stats) */
   uint64_t capacity_bytes;           /* region size */
@@ -423,10 +650,9 @@ typedef struct zarena_stats {
   uint64_t overflow_peak_bytes;      /* highest overflow_live_bytes since create (or
                                         the last zarena_reset_peak_stats) */
   uint64_t overflow_max_latency_ns;  /* slowest overflow backend allocation */
-  /* --- extensions: written only when the caller's struct_size covers them --- */
-  uint64_t overflow_reclaimed; /* overflow blocks reclaimed by resets */
-  uint64_t overflow_failures;  /* overflow attempts refused, capped or failed */
-  /* --- 1.1 --- */
+  /* --- after the 1.0.0 layout: written only when the caller's struct_size covers them --- */
+  uint64_t overflow_reclaimed;      /* overflow blocks reclaimed by resets */
+  uint64_t overflow_failures;       /* overflow attempts refused, capped or failed */
   uint64_t pinned_bytes;            /* bytes in pinned blocks, region and overflow */
   uint64_t pinned_blocks;           /* blocks with at least one pin */
   uint64_t pin_retained_bytes;      /* at the last reset: bytes between the floor and the top
@@ -443,16 +669,15 @@ typedef struct zarena_stats {
   uint64_t commit_events;           /* expandable: successful commits */
   uint64_t trim_events;             /* expandable: decommits at reset */
   uint64_t commit_failures;         /* expandable: commits the backend refused */
-  /* --- 1.1: diagnosis (see zarena_diagnose) --- */
-  uint64_t steps;              /* zarena_step_begin calls since create */
-  uint64_t epoch_steps;        /* zarena_step_begin calls since the last reset */
-  uint64_t overflow_epochs;    /* epochs in which the region was exhausted at least once */
-  uint64_t overflow_records;   /* of those, the ones reported one by one
-                                  ("arena.first_overflow": the first ZARENA_OVERFLOW_RECORDS) */
-  uint64_t overflow_summaries; /* "arena.overflow_summary" records (the later epochs) */
-  uint64_t needed_bytes;       /* the capacity the workload needed so far: the highest, over
-                                  the epochs, of the top plus the live overflow bytes */
-  /* --- 1.1: observation (see zarena_reset_peak_stats) --- */
+  uint64_t steps;                   /* zarena_step_begin calls since create */
+  uint64_t epoch_steps;             /* zarena_step_begin calls since the last reset */
+  uint64_t overflow_epochs;         /* epochs in which the region was exhausted at least once */
+  uint64_t overflow_records;        /* of those, the ones reported one by one
+                                       ("arena.first_overflow": the first
+                                       ZARENA_OVERFLOW_RECORDS) */
+  uint64_t overflow_summaries;      /* "arena.overflow_summary" records (the later epochs) */
+  uint64_t needed_bytes;            /* the capacity the workload needed so far: the highest, over
+                                       the epochs, of the top plus the live overflow bytes */
   uint64_t used_peak_bytes;         /* highest used_bytes since create or the last
                                        zarena_reset_peak_stats (see there) */
 } zarena_stats;
@@ -464,152 +689,90 @@ typedef struct zarena_stats {
  * the 1.0 layout). Thread-safe, and safe to call from inside a log callback. */
 ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
 
-/* ---------------------------------------------------------------------------------
- * Epochs, pins, floors (1.1)
+/* Restarts the epoch-independent peaks from the arena's state now, as PyTorch's
+ * reset_peak_memory_stats does: high_water_bytes becomes the current top,
+ * overflow_peak_bytes the current overflow_live_bytes, used_peak_bytes the current
+ * used_bytes; each then rises again as the arena is used. Epoch figures (epoch_*) are
+ * left alone (a reset restarts them). Use: measure one step's peak with a peak reset
+ * before it and a snapshot after it.
+ * used_peak_bytes is kept without a shared counter (each thread's slot records its own
+ * maximum; a snapshot combines them): it is exact when one thread makes all allocations
+ * and frees; with several threads it can read higher than the true peak (each slot's own
+ * maximum counts, though they may come from different instants), never lower, and never
+ * above high_water_bytes. Returns ZARENA_OK or ZARENA_E_INVALID_ARGUMENT (NULL or closed
+ * arena). Thread-safe (whole-arena lock). */
+ZARENA_API zarena_status zarena_reset_peak_stats(zarena* a);
+
+#define ZARENA_FORMAT_TEXT 0 /* a table for people; ends with a newline */
+#define ZARENA_FORMAT_JSON 1 /* one JSON object on one line (no trailing newline) */
+
+/* Formats one consistent stats snapshot (as zarena_get_stats takes it) into buf (see
+ * FORMATS above).
+ * TEXT: a titled table, one field a line, grouped (region, requests, free index,
+ *   overflow, pins and poison, expandable); `name  value  (human value)`.
+ * JSON: {"capacity_bytes": ..., "used_bytes": ..., ...}: every zarena_stats field
+ *   (struct_size left out), in struct order, with integer values.
+ * Returns as described above; ZARENA_E_INVALID_ARGUMENT also for a NULL or closed arena,
+ * an unknown format, or buf NULL with cap > 0. Thread-safe (takes the whole-arena lock
+ * briefly, as zarena_get_stats does); allocates host memory for the text. */
+ZARENA_API zarena_status zarena_format_stats(const zarena* a, int32_t format, char* buf, size_t cap,
+                                             size_t* needed);
+
+typedef struct zarena_live_block {
+  void* ptr;
+  uint64_t size;
+  uint64_t epoch; /* the epoch it was handed out in */
+  uint32_t pins;  /* pins held now */
+  uint32_t tag;   /* 0 = untagged */
+  uint32_t flags; /* ZARENA_LIVE_* */
+  uint32_t reserved;
+} zarena_live_block;
+#define ZARENA_LIVE_OVERFLOW 0x1u   /* an overflow block */
+#define ZARENA_LIVE_PERSISTENT 0x2u /* below the floor (or kept by a step boundary) */
+#define ZARENA_LIVE_FREED 0x4u      /* freed while pinned: goes at its last unpin */
+
+/* Calls fn(user_data, block) for every live block, region blocks in address order then
+ * overflow blocks, from one snapshot taken at the start (other threads may allocate and
+ * free meanwhile; the walk does not see that). fn is called with no arena lock held and
+ * may call any zarena function except zarena_destroy on this arena; a nonzero return
+ * stops the walk. The block passed to fn is valid during the call only.
+ * Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (NULL a or fn), ZARENA_E_OUT_OF_MEMORY (the
+ * snapshot's host memory). Thread-safe; O(live blocks). */
+typedef int (*zarena_live_block_fn)(void* user_data, const zarena_live_block* block);
+ZARENA_API zarena_status zarena_for_each_live_block(zarena* a, zarena_live_block_fn fn,
+                                                    void* user_data);
+
+/* Formats the live blocks (region blocks in address order, then overflow blocks) from one
+ * snapshot, safe while other threads allocate and free (as zarena_for_each_live_block),
+ * into buf (see FORMATS above).
+ * JSON: {"arena": name, "epoch": E, "count": N, "bytes": B, "blocks": [
+ *          {"address": "0x7f3a00000000", "offset": 0 (region) or null (overflow),
+ *           "size": S, "epoch": E, "pins": P, "pinned": bool, "overflow": bool,
+ *           "persistent": bool, "freed": bool, "tag_id": T, "tag": "name" or null}, ...]}
+ *   address is a hexadecimal string (exact in every JSON reader); size is the block's
+ *   aligned size; persistent: below the floor or kept by a step boundary; freed: freed
+ *   while pinned, goes at its last unpin.
+ * TEXT: a title line (count, bytes, epoch), then one line per block: address, offset
+ *   (or "overflow"), size, epoch, pins, flags, tag.
+ * Returns as described above. Thread-safe; O(live blocks); allocates host memory. */
+ZARENA_API zarena_status zarena_format_live_blocks(zarena* a, int32_t format, char* buf, size_t cap,
+                                                   size_t* needed);
+
+/* =================================================================================
+ * 8. Diagnosis
  *
- * What a tensor engine needs to make the arena the source of truth for its buffers.
- *
- * EPOCH-CHECKED FREES. Every block belongs to the epoch it was handed out in. An engine
- * that frees tensors from garbage-collector finalizers may free long after a reset: by
- * then the same address may belong to a live block of the current epoch, and a plain
- * zarena_free would free that one. So zarena_alloc_ex returns the block's epoch with the
- * pointer (one call), and zarena_free_at(a, ptr, epoch) frees only if the block at ptr
- * was handed out in that epoch; otherwise it returns ZARENA_E_STALE and changes nothing.
- * The check and the free are one atomic step: a reset on another thread cannot come in
- * between.
- *
- * PINS (save-for-backward). zarena_pin keeps a block alive across resets: a reset leaves
- * every pinned block where it is and rewinds the top to just above the highest pinned
- * block above the floor (not to the floor); the space below it that no pin covers is
- * reclaimed as free holes that later allocations reuse (stats: pin_retained_bytes). A
- * zarena_free of a pinned block returns ZARENA_OK at once and takes effect at its last
- * zarena_unpin (stats: deferred_frees). A block unpinned but not freed is reclaimed by the
- * next reset, like any other. Overflow blocks are pinned the same way. Pins are counted:
- * each zarena_pin needs one zarena_unpin (at most 65535 at once per block). A block that
- * is neither pinned nor below the floor is never retained by a reset.
- *
- * FLOORS. zarena_set_floor moves the floor to any block boundary between 0 and the top
- * (zarena_region_info says where they are). Every live block below the floor survives
- * resets; raising the floor keeps what lies under it, lowering it gives the blocks between
- * the new and the old floor back to the current epoch (the next reset reclaims them).
- * zarena_mark_step_boundary is zarena_set_floor at the top, plus: live overflow blocks
- * survive later resets too. Cost: O(blocks between the old and the new floor).
- *
- * THREADS. All calls of this section may be made from any thread at once, like
- * zarena_alloc and zarena_free. zarena_set_floor, zarena_region_info and the walks take
- * the arena's whole-arena lock briefly (as zarena_reset and zarena_get_stats do).
- * ------------------------------------------------------------------------------- */
-
-/* What zarena_alloc_ex hands out. */
-typedef struct zarena_block {
-  void* ptr;      /* the block (NULL for a size-0 request) */
-  uint64_t epoch; /* the epoch the block belongs to: pass it to zarena_free_at */
-  uint64_t size;  /* bytes the block holds (the request rounded up to the alignment) */
-  uint32_t flags; /* ZARENA_BLOCK_* */
-  uint32_t tag;   /* the tag it was allocated with */
-} zarena_block;
-#define ZARENA_BLOCK_OVERFLOW 0x1u /* the block comes from the overflow pool */
-#define ZARENA_BLOCK_REUSED 0x2u   /* a freed block was reused (no new bump space used) */
-
-/* zarena_free_at with this epoch checks nothing (it is zarena_free). */
-#define ZARENA_ANY_EPOCH UINT64_MAX
-
-/* zarena_alloc, plus the block's epoch, size and flags, in one call. tag: 0, or an id
- * from zarena_tag_register (kept with the block, shown in live-block dumps and traces).
- * out: required; written on ZARENA_OK only. Returns as zarena_alloc. Thread-safe. */
-ZARENA_API zarena_status zarena_alloc_ex(zarena* a, uint64_t size, uint32_t tag,
-                                         zarena_block* out);
-
-/* Frees ptr if and only if the block at ptr was handed out in `epoch` (see above);
- * ZARENA_ANY_EPOCH: as zarena_free. NULL is a no-op (OK).
- * Returns: ZARENA_OK; ZARENA_E_STALE (the block at ptr belongs to another epoch, or the
- *   block was reclaimed: nothing changed, counted in stats.stale_frees); and the errors of
- *   zarena_free. Thread-safe. */
-ZARENA_API zarena_status zarena_free_at(zarena* a, void* ptr, uint64_t epoch);
-
-/* Adds a pin to the live block that starts at ptr (region or overflow).
- * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (not the start of a live block of this arena);
- *   ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
- *   ZARENA_E_INVALID_ARGUMENT (NULL, or the block already holds 65535 pins). Nothing
- *   changes on failure. Thread-safe. */
-ZARENA_API zarena_status zarena_pin(zarena* a, void* ptr);
-
-/* Removes a pin. The last one completes a zarena_free made while the block was pinned
- * (poisoning it, with ZARENA_FLAG_POISON, exactly as the free would have).
- * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL, or the block is not pinned); and
- *   the other errors of zarena_pin. Thread-safe. */
-ZARENA_API zarena_status zarena_unpin(zarena* a, void* ptr);
-
-/* Moves the floor to `offset` bytes from the region's base (see FLOORS above).
- * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (offset not a multiple of the alignment,
- *   above the top, or inside a block; the message says which) with nothing changed;
- *   ZARENA_E_OUT_OF_MEMORY (host memory for block records ran out; nothing changed). */
-ZARENA_API zarena_status zarena_set_floor(zarena* a, uint64_t offset);
-
-/* Where the region is and how far it is used (zarena_region_info). */
-typedef struct zarena_region {
-  uint32_t struct_size;     /* set by the caller to sizeof(zarena_region) */
-  void* base;               /* the region's first byte (aligned to cfg.alignment) */
-  uint64_t capacity_bytes;  /* the region's size (the maximum, for an expandable arena) */
-  uint64_t top_bytes;       /* offset of the top: everything at or above it is unused */
-  uint64_t floor_bytes;     /* offset of the floor */
-  uint64_t committed_bytes; /* bytes backed by memory (the capacity unless expandable) */
-  uint32_t managed;         /* 1 when the region is managed memory */
-  uint32_t expandable;      /* 1 when the arena is expandable */
-} zarena_region;
-
-/* Fills *out (set out->struct_size first; at most that many bytes are written).
- * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size too small
- * for the fields up to floor_bytes). Thread-safe; O(threads that used the arena). */
-ZARENA_API zarena_status zarena_region_info(const zarena* a, zarena_region* out);
-
-/* 1 when ptr lies inside the arena's region ([base, base + capacity)), else 0 (also for
- * NULL a, and for overflow blocks). O(1), no lock. */
-ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
-
-/* Marks the start of a step (an engine calls it at the top of every training step; Go's
- * Arena.Step does). It turns the diagnosis from a guess into a fact: when a step begins
- * and no zarena_reset came since the step before, and the live bytes (region and
- * overflow) grew over that step, the early warning "arena.reset_cadence" is logged at
- * once (verdict never_reset, or reset_stopped when the arena was reset before), at the
- * second step. Steps that give back what they allocate (live bytes do not grow) are not
- * warned about. Once an arena has seen zarena_step_begin, the guessing detector (which
- * recognises steps by their repeating request sizes) is switched off for it, and the
- * steps in "arena.first_overflow", zarena_diagnose and zarena_stats are the counted ones.
- * A zarena_mark_step_boundary before the second step of an epoch ends the set-up: the
- * step after it is compared with the ones that follow (weights uploaded after the first
- * call are not what a step kept). Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for
- * NULL. Thread-safe; takes the whole-arena lock briefly (as zarena_get_stats does). */
-ZARENA_API zarena_status zarena_step_begin(zarena* a);
-/* ---------------------------------------------------------------------------------
- * Diagnosis (1.1)
- *
- * VERDICTS. When the region cannot serve a request, zarena names the likely cause (a
- * verdict) and the fix (one sentence of advice) from its counters:
- *   capture_refused   overflow refused during CUDA graph capture;
- *   runaway_buffer    the request, or the step's largest, is at least half the space above
- *                     the floor, or cannot fit at all;
- *   never_reset       no reset ever, steps repeated (zarena_step_begin, or the request
- *                     sizes of a step recurring) and kept live bytes step over step;
- *   reset_stopped     the same after resets: the loop reset after each step, then stopped
- *                     (also when an epoch has 3x the requests and 2x the peak of at least
- *                     three consistent epochs before it, whose steps open differently);
- *   fragmentation     enough bytes free, no block big enough;
- *   working_set_full  one step needs more than the arena. When its steps repeated and
- *                     gave back what they allocated, the advice says a reset would not help
- *                     (zarena never advises only a larger capacity to an arena whose
- *                     repeated steps kept memory and were never reset);
- *   commit_failed     an expandable arena could not commit memory for the request: the
- *                     device is full, not the arena.
- * Steps that give back what they allocate (every block freed, live bytes flat) are never
- * told to reset.
+ * When the region cannot serve a request, zarena names the likely cause (a verdict, such
+ * as never_reset, runaway_buffer, working_set_full, fragmentation, capture_refused) and
+ * the fix (one sentence of advice) from its counters. docs/LOGGING.md lists every verdict
+ * and when it is given. Steps that give back what they allocate (every block freed, live
+ * bytes flat) are never told to reset.
  *
  * THE ERROR CARRIES IT. The zarena_last_error() message of every call that fails because
  * the region was full (ZARENA_E_OUT_OF_MEMORY, ZARENA_E_CAPTURE_UNSAFE, ZARENA_E_BACKEND
  * from zarena_alloc, zarena_alloc_ex, the batches) ends with
  *     ". verdict=<name>; fix: <advice>"
- * <name> is one of the verdicts above ([a-z_]+); <advice> is the sentence, up to the end of
- * the message (it contains no ';'). The regular expression
+ * <name> is a verdict ([a-z_]+); <advice> is the sentence, up to the end of the message
+ * (it contains no ';'). The regular expression
  *     verdict=([a-z_]+); fix: (.*)$
  * extracts both; this format is stable. When the call is the epoch's first overflow and a
  * record is due, its "arena.first_overflow" record is emitted before the call returns.
@@ -626,12 +789,14 @@ ZARENA_API zarena_status zarena_step_begin(zarena* a);
  * "arena.overflow_summary" record at most once a minute ("overflowed in 200 of 200
  * epochs, verdict ..."), and at zarena_destroy for the epochs not reported yet. Counts:
  * zarena_stats.overflow_epochs, overflow_records, overflow_summaries.
- * ------------------------------------------------------------------------------- */
+ * ================================================================================= */
+#define ZARENA_OVERFLOW_RECORDS 3
+
 typedef struct zarena_diagnosis {
   uint32_t struct_size; /* set by the caller to sizeof(zarena_diagnosis) */
   uint32_t overflowed;  /* 1: this epoch's region was exhausted; the verdict is that one's */
-  /* The verdict: a name of the list above, or "ok" (no overflow in this epoch and no sign
-   * of a missing reset). Before an overflow, never_reset / reset_stopped are what the
+  /* The verdict: a name from docs/LOGGING.md, or "ok" (no overflow in this epoch and no
+   * sign of a missing reset). Before an overflow, never_reset / reset_stopped are what the
    * steps seen so far predict (the early warning's verdict). Static storage. */
   const char* verdict;
   /* One sentence naming the fix ("" for "ok"), and what the counters show. Valid until
@@ -668,286 +833,23 @@ typedef struct zarena_diagnosis {
  * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size too small). */
 ZARENA_API zarena_status zarena_diagnose(zarena* a, zarena_diagnosis* out);
 
-
-/* ---------------------------------------------------------------------------------
- * Capture, stream and poison (1.1)
- *
- * CAPTURE. Engines that capture CUDA graphs know when a capture runs; the arena's own
- * stream queries see only its stream. zarena_set_capture_active(a, 1) tells the arena a
- * capture is running until zarena_set_capture_active(a, 0): meanwhile SYNC overflow is
- * refused with ZARENA_E_CAPTURE_UNSAFE before any CUDA call, poison fills are skipped
- * (counted in stats.poison_skipped; one "poison.skipped" warning per capture), and overflow
- * blocks freed or reclaimed are not given back to CUDA (a free during a capture would be
- * recorded into the graph, or break it): they wait (stats.overflow_deferred_gives) and go
- * back, poisoned first when poison is on, at the next overflow allocation, overflow free,
- * reset or zarena_set_capture_active(a, 0) made outside a capture, or at destroy. A block
- * the backend refuses to take back (a capture no query could see) waits the same way and
- * is retried; zarena_free answers OK for it, and destroy returns ZARENA_E_BACKEND if the
- * last try fails too. The arena applies the same rules, without the flag, whenever
- * its backend reports that its stream (or the legacy stream, or the calling thread's
- * per-thread stream) is capturing. zarena_free itself always answers at once.
- *
- * STREAM. zarena_set_stream replaces cfg->stream (engines often create their stream after
- * the arena). The stream must belong to the arena's device; cudaStreamPerThread is
- * refused (a different stream in every thread: a free from another thread would not be
- * ordered after the work that used the block); NULL and cudaStreamLegacy mean the legacy
- * default stream. What it changes: overflow blocks given back from now on (ASYNC:
- * cudaFreeAsync) and poison fills are ordered on the new stream; ASYNC overflow
- * allocations are made on it. Blocks already handed out stay valid. The change itself
- * orders the new stream after the work queued on the old one until then (CUDA: an event
- * recorded on the old stream, which the new stream waits for), so a block still used by
- * kernels queued on the old stream, freed after the change, is neither poisoned nor
- * handed out again before they finish. Later work queued on the old stream is not
- * waited for: free a block only once the work using it is ordered before the arena's
- * current stream. Refused while the old or the new stream is being captured (the wait
- * would join the capture or break it). The host backend keeps the handle and orders
- * nothing. Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (a refused stream; nothing
- * changed), ZARENA_E_CAPTURE_UNSAFE (a capture is running on either stream; nothing
- * changed), ZARENA_E_BACKEND. Thread-safe (takes the whole-arena lock).
- *
- * POISON. zarena_set_poison switches ZARENA_FLAG_POISON at run time: while on, freed
- * blocks (when freed), blocks a reset reclaims (at the reset) and overflow blocks (before
- * they go back to the backend) are filled with the 32-bit word, repeated; word 0 selects
- * the default 0x7FF80000, a quiet NaN whether read as float32 or float64 (so a kernel that
- * reads a stale activation produces NaN, not a tiny number). CUDA: cuMemsetD32Async on the
- * arena's stream. Never touches pinned blocks or the live blocks below the floor; skipped
- * during captures (see above). Costs one backend call per free: a debugging mode.
- * ------------------------------------------------------------------------------- */
-ZARENA_API zarena_status zarena_set_capture_active(zarena* a, int active);
-ZARENA_API zarena_status zarena_set_stream(zarena* a, void* stream);
-ZARENA_API zarena_status zarena_set_poison(zarena* a, int enabled, uint32_t word);
-
-/* ---------------------------------------------------------------------------------
- * Batches (1.1): many frees and allocations in one call (bindings that cross a costly
- * boundary per call, such as cgo, use them to cross once).
- * ------------------------------------------------------------------------------- */
-typedef struct zarena_free_item {
-  void* ptr;      /* NULL: skipped (OK) */
-  uint64_t epoch; /* as for zarena_free_at; ZARENA_ANY_EPOCH: unchecked */
-} zarena_free_item;
-
-/* Frees items[0..n) in order, each exactly as zarena_free_at would. statuses (may be NULL)
- * receives each item's status. Returns ZARENA_OK when every item succeeded; else the
- * status of the first item that failed (zarena_last_error describes it; the others were
- * still attempted). ZARENA_E_INVALID_ARGUMENT for NULL a, or NULL items with n > 0. */
-ZARENA_API zarena_status zarena_free_batch(zarena* a, const zarena_free_item* items, size_t n,
-                                           zarena_status* statuses);
-
-/* Allocates sizes[0..n) (tag for all of them) into out[0..n), each as zarena_alloc_ex.
- * statuses (may be NULL) receives each item's status; out[i] is zeroed for a failed item.
- * Returns ZARENA_OK when every item succeeded, else the first failure's status (the
- * items after it were still attempted). */
-ZARENA_API zarena_status zarena_alloc_batch(zarena* a, const uint64_t* sizes, size_t n,
-                                            uint32_t tag, zarena_block* out,
-                                            zarena_status* statuses);
-
-/* The frees first (so their space is reused exactly as if they had been made one by one
- * before), then one allocation: zarena_free_batch(a, frees, nfrees, free_statuses) then
- * zarena_alloc_ex(a, size, tag, out). Returns the allocation's status; the frees' errors
- * are in free_statuses (may be NULL; they are counted in stats either way). */
-ZARENA_API zarena_status zarena_free_then_alloc(zarena* a, const zarena_free_item* frees,
-                                                size_t nfrees, zarena_status* free_statuses,
-                                                uint64_t size, uint32_t tag, zarena_block* out);
-
-/* ---------------------------------------------------------------------------------
- * Live blocks and tags (1.1)
- * ------------------------------------------------------------------------------- */
-typedef struct zarena_live_block {
-  void* ptr;
-  uint64_t size;
-  uint64_t epoch;  /* the epoch it was handed out in */
-  uint32_t pins;   /* pins held now */
-  uint32_t tag;    /* 0 = untagged */
-  uint32_t flags;  /* ZARENA_LIVE_* */
-  uint32_t reserved;
-} zarena_live_block;
-#define ZARENA_LIVE_OVERFLOW 0x1u   /* an overflow block */
-#define ZARENA_LIVE_PERSISTENT 0x2u /* below the floor (or kept by a step boundary) */
-#define ZARENA_LIVE_FREED 0x4u      /* freed while pinned: goes at its last unpin */
-
-/* Calls fn(user_data, block) for every live block, region blocks in address order then
- * overflow blocks, from one snapshot taken at the start (other threads may allocate and
- * free meanwhile; the walk does not see that). fn is called with no arena lock held and
- * may call any zarena function except zarena_destroy on this arena; a nonzero return
- * stops the walk. Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (NULL a or fn),
- * ZARENA_E_OUT_OF_MEMORY (the snapshot's host memory). O(live blocks). */
-typedef int (*zarena_live_block_fn)(void* user_data, const zarena_live_block* block);
-ZARENA_API zarena_status zarena_for_each_live_block(zarena* a, zarena_live_block_fn fn,
-                                                    void* user_data);
-
-/* Registers a tag name (process-wide, for every arena) and writes its id (>= 1) to *id;
- * registering a name again returns the same id. Names are copied; up to 63 bytes are kept.
- * Returns ZARENA_OK, ZARENA_E_INVALID_ARGUMENT (NULL name/id, empty name), or
- * ZARENA_E_OUT_OF_MEMORY (more than 65535 tags). Thread-safe. */
-ZARENA_API zarena_status zarena_tag_register(const char* name, uint32_t* id);
-/* The name of a registered tag, or "" for 0 and unknown ids. Static storage. */
-ZARENA_API const char* zarena_tag_name(uint32_t id);
-
-/* ---------------------------------------------------------------------------------
- * Readable stats, peaks and live-block dumps (1.1)
- *
- * TEXT is for people (aligned columns, sizes also in KiB/MiB/GiB); JSON is for programs
- * and uses the same names everywhere: the stats object's keys are exactly the field names
- * of zarena_stats above (struct_size left out), in struct order, with integer values; the
- * Go and Python bindings use the same keys.
- *
- * Buffers: the caller passes buf/cap; the text and its terminating NUL are written when
- * they fit. *needed (may be NULL, except for a size query) receives the bytes required,
- * NUL included. A size query (buf NULL, cap 0) returns ZARENA_OK and only sets *needed.
- * When the text does not fit, buf gets "" (when cap > 0), *needed is set and the call
- * returns ZARENA_E_INVALID_ARGUMENT. Each call takes a new snapshot, so the size can grow
- * between a size query and the call that follows (other threads allocate): loop until
- * ZARENA_OK, with some room to spare (see examples/training_loop.c).
- * ------------------------------------------------------------------------------- */
-#define ZARENA_FORMAT_TEXT 0 /* a table for people; ends with a newline */
-#define ZARENA_FORMAT_JSON 1 /* one JSON object on one line (no trailing newline) */
-
-/* Formats one consistent stats snapshot (as zarena_get_stats takes it).
- * TEXT: a titled table, one field a line, grouped (region, requests, free index,
- *   overflow, pins and poison, expandable); `name  value  (human value)`.
- * JSON: {"capacity_bytes": ..., "used_bytes": ..., ...}: every zarena_stats field.
- * Returns as described above; ZARENA_E_INVALID_ARGUMENT also for a NULL or closed arena,
- * an unknown format, or buf NULL with cap > 0. Thread-safe (takes the whole-arena lock
- * briefly, as zarena_get_stats does); allocates host memory for the text. */
-ZARENA_API zarena_status zarena_format_stats(const zarena* a, int32_t format, char* buf, size_t cap,
-                                             size_t* needed);
-
-/* Restarts the epoch-independent peaks from the arena's state now, as PyTorch's
- * reset_peak_memory_stats does: high_water_bytes becomes the current top,
- * overflow_peak_bytes the current overflow_live_bytes, used_peak_bytes the current
- * used_bytes; each then rises again as the arena is used. Epoch figures (epoch_*) are
- * left alone (a reset restarts them). Use: measure one step's peak with a peak reset
- * before it and a snapshot after it.
- * used_peak_bytes is kept without a shared counter (each thread's slot records its own
- * maximum; a snapshot combines them): it is exact when one thread makes all allocations
- * and frees; with several threads it can read higher than the true peak (each slot's own
- * maximum counts, though they may come from different instants), never lower, and never
- * above high_water_bytes. Returns ZARENA_OK or ZARENA_E_INVALID_ARGUMENT (NULL or closed
- * arena). Thread-safe (whole-arena lock). */
-ZARENA_API zarena_status zarena_reset_peak_stats(zarena* a);
-
-/* Formats the live blocks (region blocks in address order, then overflow blocks) from one
- * snapshot, safe while other threads allocate and free (as zarena_for_each_live_block).
- * JSON: {"arena": name, "epoch": E, "count": N, "bytes": B, "blocks": [
- *          {"address": "0x7f3a00000000", "offset": 0 (region) or null (overflow),
- *           "size": S, "epoch": E, "pins": P, "pinned": bool, "overflow": bool,
- *           "persistent": bool, "freed": bool, "tag_id": T, "tag": "name" or null}, ...]}
- *   address is a hexadecimal string (exact in every JSON reader); size is the block's
- *   aligned size; persistent: below the floor or kept by a step boundary; freed: freed
- *   while pinned, goes at its last unpin.
- * TEXT: a title line (count, bytes, epoch), then one line per block: address, offset
- *   (or "overflow"), size, epoch, pins, flags, tag.
- * Returns as described above. Thread-safe; O(live blocks); allocates host memory. */
-ZARENA_API zarena_status zarena_format_live_blocks(zarena* a, int32_t format, char* buf, size_t cap,
-                                                   size_t* needed);
-
-/* ---------------------------------------------------------------------------------
- * Logging
+/* =================================================================================
+ * 9. Logging
  *
  * zarena reports configuration, early warnings and overflow diagnoses as structured
- * records. Without a registered callback each record is written as one line to stderr
- * (so the diagnosis reaches a human even when the host program wired no logger):
- *     <time> zarena <level> <event> [<arena>]: <sentence> key=value ...
- * at most 200 characters: the sentence is the message, or a shorter one for records whose
- * message is long (arena.first_overflow: the verdict and its fix), cut at a word with
- * "..." if it must be, followed by the record's few headline fields; callbacks always get
- * the whole message and every field. With ZARENA_LOG_FORMAT=json each record is instead
- * one JSON object per line: {"time" (ISO 8601 UTC), "level", "event", "arena", "message",
- * "fields": {every field, as a JSON number, boolean or string}}. With a callback registered,
- * records go to the callback instead, and to stderr as well when the environment has
- * ZARENA_LOG_STDERR=1 (for host programs whose logger discards them). Thresholds: the callback
- * receives records at or above the min_level it was registered with; stderr receives those at or
- * above ZARENA_LOG_LEVEL (trace, debug, info, warn, error, off; default info), read once when
- * zarena first logs (as is ZARENA_LOG_STDERR and ZARENA_LOG_FORMAT), and replaced by
- * zarena_set_log_callback(NULL, NULL, level). A record no sink wants is not built. Records are
- * emitted after the arena's lock is released, never on the allocation fast path. The
- * records of an overflow that succeeds are built and emitted by zarena's reporter thread,
- * off the call (see "Diagnosis"); zarena_log_flush waits for them.
- *
- * Rate limiting: the warnings that can repeat ("overflow.slow", "arena.reset_cadence",
- * "arena.commit_failed") are limited per event name, process-wide: a burst of 5, then
- * one every 10 seconds.
- * The next record of that event that passes carries a ZARENA_FIELD_UINT field
- * "suppressed" with how many were dropped (and "arena.destroy" carries
- * "log_suppressed" with the drops not reported yet). "arena.config",
- * "arena.first_overflow" and "arena.destroy" are never dropped by the limiter.
- *
- * Events (fields are typed; UINT unless noted):
- *   arena.config (info, at create; its stderr line names the fields that are not a
- *     default and where each came from): every configuration value under its field name,
- *     as resolved ("0 = default" fields hold the default): backend, device INT,
- *     capacity_bytes, alignment, overflow_policy, overflow_retain_bytes,
- *     overflow_limit_bytes (ZARENA_OVERFLOW_UNLIMITED when uncapped), stream, the flags as
- *     BOOL flags.managed / flags.poison / flags.overflow_prewarm / flags.expandable /
- *     flags.managed_fallback / flags.strict_config / flags.step_records, name,
- *     overflow_slow_ns, poison_word, commit_chunk_bytes, trim_keep_bytes, trace_file
- *     (STRING, "" for none); backend, overflow_policy, stream, name and trace_file are
- *     STRING. For each a STRING "<field>_source": "default", "config" (the struct) or
- *     "env:<VARIABLE>";
- *     backend_resolved and overflow_policy_resolved (STRING); backend_fallback (STRING,
- *     when AUTO fell back to host although a device was counted); memory_free_bytes and
- *     memory_total_bytes (the device's, or the host's, after the region was reserved);
- *     region_managed (BOOL: the region is CUDA managed memory) and, when
- *     ZARENA_FLAG_MANAGED was set but the region is not managed, managed_fallback (STRING,
- *     why: the device has no managed memory, the region is expandable, or the backend is
- *     the host's, whose memory the CPU reads directly);
- *     warningN (STRING) for each problem in the environment (see below).
- *   config.invalid_value (warn, at create, once per process per variable and text): an
- *     environment value was ignored. Fields (STRING): variable, value, reason, example
- *     (a valid value).
- *   config.unknown_variable (warn, likewise): a ZARENA_* variable zarena does not know.
- *     Fields (STRING): variable, value, closest (the known name nearest to it).
- *   arena.reset_cadence (warn, early warning, at most once per arena): steps are running
- *     without a reset and keep memory. With zarena_step_begin: at the second step that
- *     began with no reset since the one before, when the live bytes grew over it. Without
- *     it, a guess: the request sequence that opened the epoch (or followed the step
- *     boundary, or the epoch's first free) recurs, the lowest live bytes of each step rose
- *     over two consecutive steps, and by at least 1/64 of the capacity in all (so eight
- *     requests into the fourth step of the textbook per-sample loop); after resets, an
- *     epoch that grows well past the peaks of the epochs before it is watched for their
- *     opening recurring likewise (verdict reset_stopped). Fields: step_repeats (steps - 1),
- *     step_allocs, step_bytes (live bytes kept per step), grown_bytes (kept since the first
- *     step), offset_bytes (the top), capacity_bytes, fill_percent (DOUBLE), steps_to_full
- *     (at the rate the top grows per step; 0 unknown), epoch_allocs, resets, verdict
- *     ("never_reset" or "reset_stopped") and advice (STRING), steps (as the loop counts
- *     them), steps_explicit (BOOL).
- *   arena.first_overflow (warn, for the first ZARENA_OVERFLOW_RECORDS epochs in which the
- *     region cannot serve a request, at the first such request; see "Diagnosis"): path
- *     (STRING: async, sync, refused, limit, capture_refused), requested_bytes,
- *     aligned_bytes, capacity_bytes, offset_bytes (the top), epoch_allocs,
- *     epoch_max_alloc_bytes, hits, misses, reuses, resets, free_list_len, verdict and advice
- *     (STRING; the verdicts are listed under "Diagnosis"), epoch, steps, steps_explicit
- *     (BOOL), kept_bytes, and top_tags (STRING, only when tagged blocks of the epoch are
- *     live: the three tags holding the most live bytes, "matmul.grad 38.0 GiB, ..."; the
- *     human line shows it too).
- *   arena.overflow_summary (warn, at most once a minute, and at destroy): the epochs that
- *     overflowed after those. Fields: overflow_epochs, epochs, unreported_epochs (since
- *     the last record), epoch (of the facts), path, requested_bytes, capacity_bytes,
- *     verdict and advice (STRING).
- *   arena.step (info, at every zarena_reset, with ZARENA_FLAG_STEP_RECORDS): the epoch it
- *     ends. Fields: epoch, steps (zarena_step_begin calls), allocs, reuses, peak_bytes
- *     (the top above the floor), floor_bytes, capacity_bytes, overflow_allocs,
- *     overflow_peak_bytes, needed_bytes (top plus overflow at their highest).
- *   arena.commit_failed (warn, rate-limited like overflow.slow): an expandable arena could
- *     not commit memory; the request went to the overflow route. Fields: committed_bytes,
- *     reason (STRING: the backend call that failed and why).
- *   poison.skipped (warn, once per capture): a poison fill was skipped because a capture
- *     was active.
- *   overflow.slow (warn): an overflow allocation took longer than overflow_slow_ns.
- *     Fields: duration_ns, threshold_ns, bytes, path (STRING).
- *   Backend failures that no call returns (warn, rate-limited like overflow.slow; field
- *   "reason" (STRING): the backend's message). The call that met them still succeeds:
- *     overflow.give_failed: an overflow block could not be given back (free, reset,
- *       unpin); it waits with the deferred gives (stats.overflow_deferred_gives) and is
- *       tried again at the next overflow call, free, reset or capture end, and at destroy;
- *     poison.failed: a poison fill failed (the block is freed unpoisoned; poison_fills
- *       counts fills attempted);
- *     arena.capture_query_failed: the backend could not say whether a capture is active;
- *       the arena acts as if one were;
- *     arena.trim_failed: a decommit at reset failed; the memory stays committed;
- *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...,
- *     needed_bytes: the capacity the workload needed, as zarena_stats.needed_bytes).
- * ------------------------------------------------------------------------------- */
+ * records (an event, a level, a message, the arena's name, typed fields); docs/LOGGING.md
+ * lists every event with its fields, the stderr formats and the rate limiting. Without a
+ * registered callback each record is written as one line to stderr, so the diagnosis
+ * reaches a human even when the host program wired no logger (ZARENA_LOG_FORMAT=json: one
+ * JSON object per line). With a callback, records go to the callback instead, and to
+ * stderr as well when the environment has ZARENA_LOG_STDERR=1 (for host programs whose
+ * logger discards them). Thresholds: the callback receives records at or above the
+ * min_level it was registered with; stderr receives those at or above ZARENA_LOG_LEVEL
+ * (default info), read once when zarena first logs. A record no sink wants is not built.
+ * Records are emitted after the arena's lock is released, never on the allocation fast
+ * path; the records of an overflow that succeeds are emitted by zarena's reporter thread
+ * (see "Diagnosis"), and zarena_log_flush waits for them.
+ * ================================================================================= */
 #define ZARENA_LOG_TRACE 0
 #define ZARENA_LOG_DEBUG 1
 #define ZARENA_LOG_INFO 2
@@ -972,7 +874,7 @@ typedef struct zarena_log_field {
 typedef struct zarena_log_record {
   uint32_t struct_size;   /* sizeof(zarena_log_record) of the library */
   int32_t level;          /* ZARENA_LOG_* */
-  const char* event;      /* "arena.config", "arena.first_overflow", ... */
+  const char* event;      /* "arena.config", "arena.first_overflow", ... (docs/LOGGING.md) */
   const char* message;    /* one human-readable line */
   const char* arena_name; /* the arena's name, or "" for process-wide records */
   const zarena_log_field* fields;
@@ -998,7 +900,8 @@ typedef void (*zarena_log_fn)(void* user_data, const zarena_log_record* rec);
  *   - it must not throw or longjmp out.
  * After zarena_set_log_callback returns, calls already in flight to the previous
  * callback may still complete; keep its user_data valid until then.
- * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for a min_level out of range. */
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for a min_level out of range.
+ * Thread-safe. */
 ZARENA_API zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_data,
                                                  int32_t min_level);
 /* Waits until every record queued so far has been delivered (records of overflows that
@@ -1008,25 +911,32 @@ ZARENA_API zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_da
  * at once on the reporter thread). Thread-safe. */
 ZARENA_API void zarena_log_flush(void);
 
+/* =================================================================================
+ * 10. Trace
+ *
+ * With cfg->trace_file (or ZARENA_TRACE_FILE), the arena records every event (allocation
+ * with its outcome, free with its status, reset, step boundary, floor, pin, unpin, step
+ * begin, tag, capture state) to that file, in a compact binary format. The zarena-replay
+ * tool replays a trace offline through the real engine: how big the arena must be, what
+ * happened across the steps, what another capacity, alignment or policy would do, and the
+ * picture of the region over time. docs/TRACE.md has the format and the tool. A trace
+ * file that cannot be opened does not fail the create: the arena runs without a trace and
+ * logs "arena.trace_failed".
+ * ================================================================================= */
 
-/* ---------------------------------------------------------------------------------
- * Testing and introspection. Stable since 1.0.0 (symbol version ZARENA_1): they shipped
- * in 1.0.0 and programs may rely on them.
- * ------------------------------------------------------------------------------- */
-
-/* Fault injection for the overflow path of a HOST-backend arena, for testing programs
- * and bindings without a GPU. After this call, the fail_nth-th overflow allocation
- * from now (1 = the next) fails as the backend would (0 = never), and the
- * delay_nth-th overflow allocation (1 = the next; 0 = every one) sleeps delay_ns before
- * it completes (delay_ns 0 = no delay).
- * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a); ZARENA_E_UNSUPPORTED on an
- * arena whose backend is not HOST. Thread-safe. */
-ZARENA_API zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth,
-                                                            uint64_t delay_nth, uint64_t delay_ns);
-
-/* The backend the arena actually uses (ZARENA_BACKEND_HOST or _CUDA; AUTO resolves at
- * create), or -1 for NULL. Thread-safe. */
-ZARENA_API int32_t zarena_backend(const zarena* a);
+/* =================================================================================
+ * 11. Expandable arenas
+ *
+ * With ZARENA_FLAG_EXPANDABLE, capacity_bytes is the maximum: the region's address range
+ * is reserved at create and memory is committed on demand, commit_chunk_bytes at a time
+ * (default 64 MiB), as the top grows. At a reset, an arena with trim_keep_bytes set
+ * decommits what lies above max(trim_keep_bytes, what is in use), so an idle arena gives
+ * memory back. Pointers stay valid across commits (the range never moves). When a commit
+ * fails (the device is full) the request goes to the overflow route and
+ * "arena.commit_failed" is logged; the diagnosis of such a request is the verdict
+ * commit_failed. Counters: zarena_stats.committed_bytes, commit_events, trim_events,
+ * commit_failures; zarena_region_info says how much is committed.
+ * ================================================================================= */
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,324 @@
+// The catalogue of log records: every event zarena emits, its level, whether the rate limiter
+// applies to it, when it is emitted, and its fields. A LogRecord is built from an entry here
+// (it takes a LogEvent, whose level and limiting it uses), docs/LOGGING.md is generated from
+// this file (tools/gen), and the test suites' log capture (tests/support.h) fails on a
+// record whose event is not in kLogEvents or whose field its entry does not list. So an
+// event cannot be emitted without being documented.
+//
+// Adding an event: define it below, add it to kLogEvents, build its records with it, then
+// regenerate (cmake --build <build> --target zarena_generate).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "zarena/zarena.h"
+
+namespace zarena_core {
+
+struct LogFieldSpec {
+  // The field's key, or a pattern for a family of keys: "<config field>" (each key of the
+  // configuration table, src/config/config_fields.h, typed as its row says),
+  // "<config field>_source", "warning<N>" (N = 0, 1, ...).
+  const char* key;
+  int32_t kind;  // ZARENA_FIELD_*, or kKindOfConfigRow
+  const char* doc;
+};
+// "<config field>": each field has the kind its configuration row gives it
+// (record_field_kind in config_fields.h).
+inline constexpr int32_t kKindOfConfigRow = -1;
+
+struct LogEvent {
+  const char* name;
+  int32_t level;      // ZARENA_LOG_*
+  bool rate_limited;  // subject to the per-event limiter (log.h); adds "suppressed"
+  const char* when;   // when it is emitted, for docs/LOGGING.md
+  const LogFieldSpec* fields;
+  size_t field_count;
+};
+
+inline constexpr bool kLimited = true;
+inline constexpr bool kNeverDropped = false;
+
+template <size_t N>
+constexpr LogEvent log_event(const char* name, int32_t level, bool rate_limited, const char* when,
+                             const LogFieldSpec (&fields)[N]) {
+  return {name, level, rate_limited, when, fields, N};
+}
+constexpr LogEvent log_event(const char* name, int32_t level, bool rate_limited, const char* when) {
+  return {name, level, rate_limited, when, nullptr, 0};
+}
+
+// The field every rate-limited event may carry (added by log.cpp, not by the builders).
+inline constexpr LogFieldSpec kSuppressedField = {
+    "suppressed", ZARENA_FIELD_UINT,
+    "records of this event the limiter dropped since the last one that passed (only when "
+    "there were some)"};
+
+namespace log_events {
+
+constexpr int32_t kUint = ZARENA_FIELD_UINT;
+constexpr int32_t kInt = ZARENA_FIELD_INT;
+constexpr int32_t kDouble = ZARENA_FIELD_DOUBLE;
+constexpr int32_t kString = ZARENA_FIELD_STRING;
+constexpr int32_t kBool = ZARENA_FIELD_BOOL;
+
+inline constexpr LogFieldSpec kConfigRecordFields[] = {
+    {"<config field>", kKindOfConfigRow,
+     "the value as resolved (a \"0 means the default\" field holds the default; "
+     "overflow_limit_bytes is ZARENA_OVERFLOW_UNLIMITED when uncapped; trace_file is \"\" "
+     "for none)"},
+    {"<config field>_source", kString,
+     "where that value came from: \"default\", \"config\" (the struct) or "
+     "\"env:<VARIABLE>\""},
+    {"backend_resolved", kString, "the backend used: host or cuda"},
+    {"overflow_policy_resolved", kString, "the overflow policy used: async, sync or refuse"},
+    {"backend_fallback", kString,
+     "only when AUTO fell back to the host although a device was counted: why"},
+    {"memory_free_bytes", kUint,
+     "the device's (or the host's) free memory after the region was reserved; only when the "
+     "backend knows it"},
+    {"memory_total_bytes", kUint, "the device's (or the host's) memory; likewise"},
+    {"warning<N>", kString,
+     "each problem the environment had (each also has its config.invalid_value or "
+     "config.unknown_variable record)"},
+    {"region_managed", kBool, "the region is CUDA managed memory"},
+    {"managed_fallback", kString,
+     "only when ZARENA_FLAG_MANAGED was set but the region is not managed: why (the device "
+     "has no managed memory, the region is expandable, or the backend is the host's, whose "
+     "memory the CPU reads directly)"},
+};
+inline constexpr LogEvent kArenaConfig = log_event(
+    "arena.config", ZARENA_LOG_INFO, kNeverDropped,
+    "at zarena_create, once the region is reserved. Its stderr line names the values that are "
+    "not a default and where each came from",
+    kConfigRecordFields);
+
+inline constexpr LogFieldSpec kInvalidValueFields[] = {
+    {"variable", kString, "the environment variable"},
+    {"value", kString, "its text"},
+    {"reason", kString, "why it was ignored"},
+    {"example", kString, "a valid value"},
+};
+inline constexpr LogEvent kConfigInvalidValue = log_event(
+    "config.invalid_value", ZARENA_LOG_WARN, kNeverDropped,
+    "at zarena_create, once per process per variable and text: an environment value was "
+    "ignored (the default stays; with ZARENA_FLAG_STRICT_CONFIG the create fails instead)",
+    kInvalidValueFields);
+
+inline constexpr LogFieldSpec kUnknownVariableFields[] = {
+    {"variable", kString, "the environment variable"},
+    {"value", kString, "its text"},
+    {"closest", kString, "the known variable nearest to it"},
+};
+inline constexpr LogEvent kConfigUnknownVariable = log_event(
+    "config.unknown_variable", ZARENA_LOG_WARN, kNeverDropped,
+    "at zarena_create, once per process per variable and text: a ZARENA_* variable zarena "
+    "does not know (with ZARENA_FLAG_STRICT_CONFIG the create fails instead)",
+    kUnknownVariableFields);
+
+inline constexpr LogFieldSpec kResetCadenceFields[] = {
+    {"step_repeats", kUint, "steps - 1"},
+    {"step_allocs", kUint, "requests per step (0: not known)"},
+    {"step_bytes", kUint, "live bytes kept per step"},
+    {"grown_bytes", kUint, "live bytes kept since the first step"},
+    {"offset_bytes", kUint, "the top"},
+    {"capacity_bytes", kUint, "the region's size"},
+    {"fill_percent", kDouble, "the top as a percentage of the capacity"},
+    {"steps_to_full", kUint, "steps left at the rate the top grows per step (0: unknown)"},
+    {"epoch_allocs", kUint, "requests this epoch"},
+    {"resets", kUint, "resets since create"},
+    {"verdict", kString, "never_reset, or reset_stopped when the arena was reset before"},
+    {"advice", kString, "the fix, one sentence"},
+    {"steps", kUint, "steps begun so far, as the loop counts them"},
+    {"steps_explicit", kBool, "the steps were counted by zarena_step_begin"},
+};
+// Limited: an arena warns at most once in its life, but a program that creates arena after
+// arena would repeat it.
+inline constexpr LogEvent kResetCadence = log_event(
+    "arena.reset_cadence", ZARENA_LOG_WARN, kLimited,
+    "early warning, at most once per arena: steps are running without a reset and keep "
+    "memory. With zarena_step_begin: at the second step that began with no reset since the "
+    "one before, when the live bytes grew over it. Without it, a guess: the request sequence "
+    "that opened the epoch (or followed the step boundary, or the epoch's first free) recurs, "
+    "the lowest live bytes of each step rose over two consecutive steps, and by at least 1/64 "
+    "of the capacity in all; after resets, an epoch that grows well past the peaks of the "
+    "epochs before it is watched for their opening recurring likewise",
+    kResetCadenceFields);
+
+inline constexpr LogFieldSpec kFirstOverflowFields[] = {
+    {"path", kString,
+     "the overflow route: async, sync, refused (REFUSE), limit or "
+     "capture_refused"},
+    {"requested_bytes", kUint, "the request"},
+    {"aligned_bytes", kUint, "the request rounded up to the alignment"},
+    {"capacity_bytes", kUint, "the region's size"},
+    {"offset_bytes", kUint, "the top when the region gave up"},
+    {"epoch_allocs", kUint, "requests this epoch"},
+    {"epoch_max_alloc_bytes", kUint, "the largest request this epoch"},
+    {"hits", kUint, "requests the region served, since create"},
+    {"misses", kUint, "requests it could not serve"},
+    {"reuses", kUint, "hits served by a freed block"},
+    {"resets", kUint, "resets since create"},
+    {"free_list_len", kUint, "free blocks in the index"},
+    {"verdict", kString, "the likely cause (see Verdicts)"},
+    {"advice", kString, "the fix, one sentence"},
+    {"epoch", kUint, "the epoch"},
+    {"steps", kUint, "steps of this epoch as the loop counts them (0: none seen)"},
+    {"steps_explicit", kBool, "the steps were counted by zarena_step_begin"},
+    {"kept_bytes", kUint, "live bytes the steps of this epoch kept"},
+    {"top_tags", kString,
+     "only when tagged blocks of the epoch are live: the three tags holding the most live "
+     "bytes, \"matmul.grad 38.0 GiB, ...\" (the stderr line shows it too)"},
+};
+inline constexpr LogEvent kFirstOverflow = log_event(
+    "arena.first_overflow", ZARENA_LOG_WARN, kNeverDropped,
+    "for each of the first ZARENA_OVERFLOW_RECORDS epochs in which the region cannot serve a "
+    "request, at the first such request: the diagnosis (zarena.h, \"Diagnosis\"). Emitted "
+    "before the failing call returns; for an overflow that succeeds, by zarena's reporter "
+    "thread",
+    kFirstOverflowFields);
+
+inline constexpr LogFieldSpec kOverflowSummaryFields[] = {
+    {"overflow_epochs", kUint, "epochs that overflowed since create"},
+    {"epochs", kUint, "epochs since create, the current one included"},
+    {"unreported_epochs", kUint, "overflow epochs since the last record of this arena"},
+    {"epoch", kUint, "the epoch the facts are from (the latest that overflowed)"},
+    {"path", kString, "its overflow route"},
+    {"requested_bytes", kUint, "its first request that overflowed"},
+    {"capacity_bytes", kUint, "the region's size"},
+    {"verdict", kString, "the likely cause (see Verdicts)"},
+    {"advice", kString, "the fix, one sentence"},
+};
+inline constexpr LogEvent kOverflowSummary = log_event(
+    "arena.overflow_summary", ZARENA_LOG_WARN, kNeverDropped,
+    "the epochs that overflowed after the first ZARENA_OVERFLOW_RECORDS, summarised: at most "
+    "once a minute, and at zarena_destroy for those not reported yet",
+    kOverflowSummaryFields);
+
+inline constexpr LogFieldSpec kStepFields[] = {
+    {"epoch", kUint, "the epoch that ends"},
+    {"steps", kUint, "zarena_step_begin calls in it"},
+    {"allocs", kUint, "requests in it"},
+    {"reuses", kUint, "of those, served by a freed block"},
+    {"peak_bytes", kUint, "its highest top above the floor"},
+    {"floor_bytes", kUint, "the floor"},
+    {"capacity_bytes", kUint, "the region's size"},
+    {"overflow_allocs", kUint, "overflow allocations in it"},
+    {"overflow_peak_bytes", kUint, "its highest live overflow bytes"},
+    {"needed_bytes", kUint, "its top plus overflow at their highest"},
+};
+inline constexpr LogEvent kStep =
+    log_event("arena.step", ZARENA_LOG_INFO, kNeverDropped,
+              "at every zarena_reset of an arena with ZARENA_FLAG_STEP_RECORDS: the epoch it ends",
+              kStepFields);
+
+inline constexpr LogFieldSpec kOverflowSlowFields[] = {
+    {"duration_ns", kUint, "how long the backend call took"},
+    {"threshold_ns", kUint, "overflow_slow_ns"},
+    {"bytes", kUint, "the allocation's size"},
+    {"path", kString, "the overflow route: async or sync"},
+};
+// Limited: a wedged backend would otherwise log on every overflow call.
+inline constexpr LogEvent kOverflowSlow =
+    log_event("overflow.slow", ZARENA_LOG_WARN, kLimited,
+              "an overflow allocation took longer than overflow_slow_ns (the watchdog; "
+              "stats.overflow_max_latency_ns keeps the slowest)",
+              kOverflowSlowFields);
+
+inline constexpr LogFieldSpec kCommitFailedFields[] = {
+    {"committed_bytes", kUint, "memory committed so far"},
+    {"reason", kString, "the backend call that failed and why"},
+};
+// Limited: every request past the committed end tries again while the device stays full.
+inline constexpr LogEvent kCommitFailed =
+    log_event("arena.commit_failed", ZARENA_LOG_WARN, kLimited,
+              "an expandable arena could not commit memory; the request went to the overflow "
+              "route",
+              kCommitFailedFields);
+
+inline constexpr LogEvent kPoisonSkipped =
+    log_event("poison.skipped", ZARENA_LOG_WARN, kNeverDropped,
+              "once per capture: a poison fill was skipped because a capture was active "
+              "(stats.poison_skipped counts them)");
+
+// Backend failures that no call returns: the call that met them still succeeds.
+inline constexpr LogFieldSpec kReasonFields[] = {
+    {"reason", kString, "the backend's message"},
+};
+inline constexpr LogEvent kOverflowGiveFailed = log_event(
+    "overflow.give_failed", ZARENA_LOG_WARN, kLimited,
+    "an overflow block could not be given back to the backend (free, reset, unpin, destroy); "
+    "it waits with the deferred gives (stats.overflow_deferred_gives) and is tried again at "
+    "the next overflow call, free, reset or capture end, and at destroy",
+    kReasonFields);
+inline constexpr LogEvent kPoisonFailed =
+    log_event("poison.failed", ZARENA_LOG_WARN, kLimited,
+              "a poison fill failed; the block is freed unpoisoned (stats.poison_fills counts "
+              "fills attempted)",
+              kReasonFields);
+inline constexpr LogEvent kCaptureQueryFailed =
+    log_event("arena.capture_query_failed", ZARENA_LOG_WARN, kLimited,
+              "the backend could not say whether a capture is active; the arena acts as if "
+              "one were",
+              kReasonFields);
+inline constexpr LogEvent kTrimFailed =
+    log_event("arena.trim_failed", ZARENA_LOG_WARN, kLimited,
+              "a decommit of an expandable arena at reset failed; the memory stays committed "
+              "and the next reset tries again",
+              kReasonFields);
+
+inline constexpr LogFieldSpec kTraceFailedFields[] = {
+    {"trace_file", kString, "the file that could not be opened"},
+};
+inline constexpr LogEvent kTraceFailed =
+    log_event("arena.trace_failed", ZARENA_LOG_WARN, kNeverDropped,
+              "at zarena_create, when the configured trace file cannot be opened: the arena "
+              "runs without a trace",
+              kTraceFailedFields);
+
+inline constexpr LogFieldSpec kDestroyFields[] = {
+    {"allocs", kUint, "allocation requests over the arena's life"},
+    {"resets", kUint, "resets"},
+    {"high_water_bytes", kUint, "the highest top"},
+    {"capacity_bytes", kUint, "the region's size"},
+    {"hits", kUint, "requests the region served"},
+    {"misses", kUint, "requests it could not serve"},
+    {"reuses", kUint, "hits served by a freed block"},
+    {"overflow_allocs", kUint, "overflow allocations"},
+    {"overflow_peak_bytes", kUint, "the highest live overflow bytes"},
+    {"overflow_epochs", kUint, "epochs in which the region was exhausted"},
+    {"stale_frees", kUint, "frees answered ZARENA_E_STALE"},
+    {"invalid_frees", kUint, "frees answered ZARENA_E_NOT_OWNED or ZARENA_E_DOUBLE_FREE"},
+    {"live_allocs", kUint, "blocks still live"},
+    {"needed_bytes", kUint, "the capacity the workload needed (as zarena_stats.needed_bytes)"},
+    {"log_suppressed", kUint,
+     "only when the limiter dropped records that no later record reported: how many"},
+};
+inline constexpr LogEvent kDestroy =
+    log_event("arena.destroy", ZARENA_LOG_INFO, kNeverDropped,
+              "at zarena_destroy: a lifetime summary", kDestroyFields);
+
+}  // namespace log_events
+
+// Every event, in the order docs/LOGGING.md lists them.
+inline constexpr const LogEvent* kLogEvents[] = {
+    &log_events::kArenaConfig,
+    &log_events::kConfigInvalidValue,
+    &log_events::kConfigUnknownVariable,
+    &log_events::kResetCadence,
+    &log_events::kFirstOverflow,
+    &log_events::kOverflowSummary,
+    &log_events::kStep,
+    &log_events::kOverflowSlow,
+    &log_events::kCommitFailed,
+    &log_events::kPoisonSkipped,
+    &log_events::kOverflowGiveFailed,
+    &log_events::kPoisonFailed,
+    &log_events::kCaptureQueryFailed,
+    &log_events::kTrimFailed,
+    &log_events::kTraceFailed,
+    &log_events::kDestroy,
+};
+
+}  // namespace zarena_core
