@@ -16,13 +16,14 @@ import (
 
 // Flag bits (ZARENA_FLAG_*).
 const (
-	FlagManaged         Flags = 0x1  // region from `cudaMallocManaged` where supported
-	FlagPoison          Flags = 0x2  // fill freed and reclaimed blocks with the poison word
-	FlagOverflowPrewarm Flags = 0x4  // make the retained overflow size resident at create
-	FlagExpandable      Flags = 0x8  // capacity is the maximum; memory is committed on demand
-	FlagManagedFallback Flags = 0x10 // managed memory unsupported: use device memory instead of failing
-	FlagStrictConfig    Flags = 0x20 // invalid configuration or unknown `ZARENA_*` variables fail create
-	FlagStepRecords     Flags = 0x40 // log an `arena.step` record at every reset
+	FlagManaged         Flags = 0x1   // region from `cudaMallocManaged` where supported
+	FlagPoison          Flags = 0x2   // fill freed and reclaimed blocks with the poison word
+	FlagOverflowPrewarm Flags = 0x4   // make the retained overflow size resident at create
+	FlagExpandable      Flags = 0x8   // capacity is the maximum; memory is committed on demand
+	FlagManagedFallback Flags = 0x10  // managed memory unsupported: use device memory instead of failing
+	FlagStrictConfig    Flags = 0x20  // invalid configuration or unknown `ZARENA_*` variables fail create
+	FlagStepRecords     Flags = 0x40  // log an `arena.step` record at every reset
+	FlagPlan            Flags = 0x100 // learn repeating steps and serve them from a packed plan (docs/PLANS.md)
 )
 
 // backendNames are the names of the Backend values (as the environment and the log

@@ -103,6 +103,24 @@ type Stats struct {
 	NeededBytes uint64 `json:"needed_bytes"`
 	// UsedPeakBytes: highest used_bytes since create or the last peak reset.
 	UsedPeakBytes uint64 `json:"used_peak_bytes"`
+	// PlanSteps: steps served whole under a plan.
+	PlanSteps uint64 `json:"plan_steps"`
+	// PlanHits: allocations a plan served (not counted in hits or epoch_allocs).
+	PlanHits uint64 `json:"plan_hits"`
+	// PlanMisses: steps a deviation took off their plan.
+	PlanMisses uint64 `json:"plan_misses"`
+	// PlanFirstMiss: why the first deviation happened: ZARENA_PLAN_MISS_* (0: none).
+	PlanFirstMiss uint64 `json:"plan_first_miss"`
+	// PlansLearned: plans laid out.
+	PlansLearned uint64 `json:"plans_learned"`
+	// PlanBytes: the latest plan's peak: the zone it needs.
+	PlanBytes uint64 `json:"plan_bytes"`
+	// PlanLowerBoundBytes: the most bytes the latest plan's step has live at once.
+	PlanLowerBoundBytes uint64 `json:"plan_lower_bound_bytes"`
+	// PlanZoneBytes: the zone held now (one region block; 0: none).
+	PlanZoneBytes uint64 `json:"plan_zone_bytes"`
+	// PlanLiveBytes: bytes of planned blocks live now (counted in used_bytes).
+	PlanLiveBytes uint64 `json:"plan_live_bytes"`
 }
 
 // statsFromC converts a snapshot filled by zarena_get_stats.
@@ -151,5 +169,14 @@ func statsFromC(c *C.zarena_stats) Stats {
 	s.OverflowSummaries = uint64(c.overflow_summaries)
 	s.NeededBytes = uint64(c.needed_bytes)
 	s.UsedPeakBytes = uint64(c.used_peak_bytes)
+	s.PlanSteps = uint64(c.plan_steps)
+	s.PlanHits = uint64(c.plan_hits)
+	s.PlanMisses = uint64(c.plan_misses)
+	s.PlanFirstMiss = uint64(c.plan_first_miss)
+	s.PlansLearned = uint64(c.plans_learned)
+	s.PlanBytes = uint64(c.plan_bytes)
+	s.PlanLowerBoundBytes = uint64(c.plan_lower_bound_bytes)
+	s.PlanZoneBytes = uint64(c.plan_zone_bytes)
+	s.PlanLiveBytes = uint64(c.plan_live_bytes)
 	return s
 }

@@ -47,4 +47,13 @@ STATS_FIELDS = (
     "overflow_summaries",
     "needed_bytes",
     "used_peak_bytes",
+    "plan_steps",
+    "plan_hits",
+    "plan_misses",
+    "plan_first_miss",
+    "plans_learned",
+    "plan_bytes",
+    "plan_lower_bound_bytes",
+    "plan_zone_bytes",
+    "plan_live_bytes",
 )

@@ -283,6 +283,10 @@ inline constexpr FieldSpec kConfigFields[] = {
         .var("ZARENA_STEP_RECORDS", Syntax::kSwitch, "1")
         .go("FlagStepRecords", "Flags", GoKind::kFlag)
         .docs("log an `arena.step` record at every reset", "off"),
+    ZARENA_FLAG_FIELD("plan", ZARENA_FLAG_PLAN)
+        .var("ZARENA_PLAN", Syntax::kSwitch, "1")
+        .go("FlagPlan", "Flags", GoKind::kFlag)
+        .docs("learn repeating steps and serve them from a packed plan (docs/PLANS.md)", "off"),
     ZARENA_FIELD(name, kString, kText)
         .text_is(kDefaultName)
         .var("ZARENA_NAME", Syntax::kText, "train")

@@ -178,8 +178,10 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
                 rc.cfg.overflow_slow_ns),
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
-      diag_(rc.cfg.capacity_bytes, rc.name) {
+      diag_(rc.cfg.capacity_bytes, rc.name),
+      plans_((rc.cfg.flags & ZARENA_FLAG_PLAN) != 0 && rc.trace_file.empty(), rc.cfg.alignment) {
   region_.set_fill_enabled(poison_on_.load());
+  sync_plan_flags();
 }
 
 Arena::~Arena() = default;
@@ -327,6 +329,10 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
     trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
   }
   region_.leave(s);
+  if (__builtin_expect(flags & kLearning, 0)) {
+    plans_.learn_alloc(reinterpret_cast<uintptr_t>(base_ + p.offset), aligned, tag,
+                       Region::thread_number());
+  }
   out->ptr = base_ + p.offset;
   out->epoch = epoch;
   out->size = p.size;
@@ -342,6 +348,9 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
+  if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanEngaged, 0)) {
+    if (alloc_planned(aligned, tag, out)) return Status::kOk;
+  }
   Slot& s = region_.enter();
   ++s.c.epoch_allocs;
   Placement p;
@@ -453,6 +462,10 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
                        zarena_trace::AllocOutcome::kOverflow, ZARENA_OK, epoch, tag);
     }
     region_.leave(s);
+    if (fast_path_flags_.load(std::memory_order_relaxed) & kLearning) {
+      plans_.learn_alloc(reinterpret_cast<uintptr_t>(a.block.ptr), aligned, tag,
+                         Region::thread_number());
+    }
   } else {
     epoch = region_.epoch();
     if (trace_ != nullptr) {
@@ -493,6 +506,11 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
 Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
   if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
+    if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanZone, 0)) {
+      if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(p))) {
+        return free_planned(*run, ptr, want_epoch);
+      }
+    }
     const uint64_t off = static_cast<uint64_t>(p - base_);
     Slot& s = region_.enter();
     // The key is taken before the free, which may hand the space to other slots.
@@ -520,7 +538,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     }
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
-      if (__builtin_expect(flags & ~kTracing, 0)) after_free_flags(flags);
+      if (__builtin_expect(flags & ~kTracing, 0)) after_free_flags(flags, ptr);
       if (__builtin_expect(diag_.wants_free(), 0)) diag_.on_free(size, s.id);
       return Status::kOk;
     }
@@ -544,7 +562,8 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   }
 }
 
-void Arena::after_free_flags(uint32_t flags) {
+void Arena::after_free_flags(uint32_t flags, void* ptr) {
+  if (flags & kLearning) plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
   if (flags & kWarningsQueued) emit_queued_warnings();
 }
 
@@ -569,6 +588,10 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
     ++s.c.invalid_frees;
   }
   region_.leave(s);
+  if ((o == FreeOutcome::kOk || o == FreeOutcome::kDeferred) &&
+      (fast_path_flags_.load(std::memory_order_relaxed) & kLearning)) {
+    plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
+  }
   if (o == FreeOutcome::kOk) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
@@ -648,6 +671,12 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
 Result Arena::pin(void* ptr) {
   if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_pin: ptr is NULL");
   const char* p = static_cast<const char*>(ptr);
+  const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
+  if (flags & kPlanZone) {
+    if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(p))) {
+      return pin_planned(*run, ptr, true);
+    }
+  }
   Slot& s = region_.enter();
   PinOutcome o;
   try {
@@ -664,12 +693,19 @@ Result Arena::pin(void* ptr) {
                    static_cast<int32_t>(r.status));
   }
   region_.leave(s);
+  // A pinned block may outlive any step: it is no part of one.
+  if (r.is_ok() && (flags & kLearning)) plans_.learn_pin(reinterpret_cast<uintptr_t>(ptr));
   return r;
 }
 
 Result Arena::unpin(void* ptr) {
   if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_unpin: ptr is NULL");
   const char* p = static_cast<const char*>(ptr);
+  if (fast_path_flags_.load(std::memory_order_relaxed) & kPlanZone) {
+    if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(p))) {
+      return pin_planned(*run, ptr, false);
+    }
+  }
   Slot& s = region_.enter();
   // Before the unpin: the last one completes a deferred free (space to other slots).
   const uint64_t key = trace_ != nullptr ? trace_->take_key() : 0;

@@ -25,13 +25,14 @@
 #include "engine/snapshot.h"
 #include "log/log.h"
 #include "overflow/overflow.h"
+#include "plan/step_plans.h"
 #include "region/region.h"
 #include "trace/trace.h"
 #include "zarena/zarena.h"
 
 namespace zarena_core {
 
-class Arena final : private RegionHooks {
+class Arena final : private RegionHooks, private ZoneOps {
  public:
   // Resolves the backend (AUTO), reserves the region, logs "arena.config".
   static Result create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out);
@@ -69,6 +70,8 @@ class Arena final : private RegionHooks {
   // Live blocks (region and overflow) from one snapshot, in address order for the region;
   // *epoch (may be null): the epoch at that instant.
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
+  // The step plan bindings read (zarena/zarena_plan.h), or null.
+  const zarena_plan_view* plan_view() const { return plans_.view(); }
   // Releases region and overflow blocks and logs "arena.destroy".
   Result destroy();
 
@@ -101,7 +104,23 @@ class Arena final : private RegionHooks {
   Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
   Status free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
   // A free that found fast_path_flags_ other than kTracing set (out of line).
-  void after_free_flags(uint32_t flags);
+  void after_free_flags(uint32_t flags, void* ptr);
+
+  // Step plans (docs/PLANS.md; plan/step_plans.h). A request the engaged plan serves
+  // (true), else the dynamic engine takes it.
+  bool alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noexcept;
+  Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
+  Result pin_planned(PlanRun& run, void* ptr, bool pin);
+  // A step ended (zarena_step_begin, a reset): the plans' boundary, the flags that route
+  // the hot paths to them, and the records of what happened (no lock held).
+  void plan_boundary();
+  void sync_plan_flags();
+  void log_plan_events(const PlanEvents& e);
+  // After the floor moved: a zone now under it ends its plan (its blocks persist).
+  void check_floor_over_zone();
+  // ZoneOps: the zone is one pinned region block (no lock held by the caller).
+  bool reserve_zone(uint64_t bytes, uintptr_t* base) noexcept override;
+  void release_zone(uintptr_t base, uint64_t bytes) noexcept override;
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   void give_back(std::vector<OverflowBlock>& blocks);
@@ -162,7 +181,10 @@ class Arena final : private RegionHooks {
   // What the allocation and free paths must look at besides the block itself: one load,
   // one predictable branch when nothing is on.
   static constexpr uint32_t kTracing = 1;         // trace_ is open
+  static constexpr uint32_t kLearning = 2;        // the step plans learn (hooks want events)
   static constexpr uint32_t kWarningsQueued = 4;  // a warning waits for emit_queued_warnings
+  static constexpr uint32_t kPlanZone = 8;        // a plan zone exists (frees and pins ask it)
+  static constexpr uint32_t kPlanEngaged = 16;    // a plan may serve allocations
   std::atomic<uint32_t> fast_path_flags_{0};
 
   std::atomic<bool> capture_flag_{false};
@@ -182,6 +204,13 @@ class Arena final : private RegionHooks {
   zarena_trace::Tracer* trace_ = nullptr;
 
   ArenaDiagnosis diag_;
+
+  // Step plans: off unless ZARENA_FLAG_PLAN (and never with a trace: the trace records
+  // what the dynamic engine does, for replay).
+  StepPlans plans_;
+  std::atomic<uint64_t> zone_offset_{0};  // the zone's region block (size 0: none)
+  std::atomic<uint64_t> zone_size_{0};
+  std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free
 };
 
 }  // namespace zarena_core

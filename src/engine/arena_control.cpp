@@ -29,6 +29,8 @@ void Arena::reset() {
     uint64_t reclaimed = 0;
     region_.reset_w(&reclaimed);
     overflow_.reclaim(region_.epoch(), &doomed);
+    // Planned blocks of the ended epoch are dead from here on, with the region's.
+    plans_.on_reset_locked(region_.epoch());
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
     // Under the locks, so a stats snapshot sees the epoch and the count move together.
     resets_.fetch_add(1, std::memory_order_relaxed);
@@ -50,6 +52,7 @@ void Arena::reset() {
   }
   const StepRecordFacts step = diag_.on_reset(end);
   give_back(doomed);
+  plan_boundary();  // a reset ends a step
   emit_queued_warnings();
   if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) diag_.log_step(step);
 }
@@ -64,6 +67,7 @@ void Arena::mark_step_boundary() {
       region_.slot_counters_w(i).step_max_alloc = 0;
     }
   }
+  check_floor_over_zone();
   diag_.on_boundary();
 }
 
@@ -75,6 +79,7 @@ Result Arena::set_floor(uint64_t offset) {
     if (trace_ != nullptr) trace_->on_set_floor(offset, static_cast<int32_t>(r.status));
   }
   if (!r.is_ok()) r.message = fmt::format("zarena_set_floor (arena '{}'): {}", name_, r.message);
+  if (r.is_ok()) check_floor_over_zone();
   return r;
 }
 
@@ -90,6 +95,9 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->steps = diag_.steps();
   out->epoch_steps = diag_.epoch_steps();
   out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
+  plans_.stats(&out->plan);
+  out->plan_zone_block = zone_size_.load(std::memory_order_relaxed);
+  out->plan_fills = plan_fills_.load(std::memory_order_relaxed);
   out->tag_bytes.clear();
   if (tags_epoch == kNoTags) return;
   if (tags_epoch == kCurrentEpochTags) tags_epoch = out->region.epoch;
@@ -166,6 +174,33 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
     Region::WriterLock w(region_);
     if (epoch != nullptr) *epoch = region_.epoch();
     region_.live_blocks_w(base_, out);
+    const uint64_t zone = zone_size_.load(std::memory_order_relaxed);
+    if (zone != 0) {
+      // The zone is one region block to the region; to the user, its live instances are.
+      char* const zp = base_ + zone_offset_.load(std::memory_order_relaxed);
+      std::vector<PlanRun::LiveInstance> inst;
+      plans_.live_instances(&inst);
+      const auto at =
+          std::find_if(out->begin(), out->end(), [&](const LiveBlock& b) { return b.ptr == zp; });
+      if (at != out->end()) {
+        const bool persistent = at->persistent;
+        const auto pos = out->erase(at) - out->begin();
+        std::vector<LiveBlock> mine;
+        for (const PlanRun::LiveInstance& i : inst) {
+          LiveBlock b;
+          b.ptr = reinterpret_cast<void*>(i.ptr);
+          b.size = i.size;
+          b.epoch = i.epoch;
+          b.pins = i.pins;
+          b.tag = i.tag;
+          b.persistent = persistent;
+          mine.push_back(b);
+        }
+        std::sort(mine.begin(), mine.end(),
+                  [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });
+        out->insert(out->begin() + pos, mine.begin(), mine.end());
+      }
+    }
     const size_t n = out->size();
     overflow_.live_blocks(out);
     return n;

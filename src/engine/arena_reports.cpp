@@ -36,7 +36,7 @@ void Arena::step_begin() {
   if (trace_ != nullptr) trace_->on_step_begin();
   ArenaSnapshot s;
   snapshot(&s);
-  diag_.on_step_begin(n, step_counters(s));
+  diag_.on_step_begin(n, step_counters(s));  plan_boundary();
 }
 
 void Arena::run_report_job(void* self, const void* payload) {

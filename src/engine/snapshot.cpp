@@ -63,6 +63,25 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
   // The ended epochs' highest need, or this one's so far.
   out->needed_bytes = std::max(d.needed_bytes, r.sum.epoch_high_water + o.epoch_peak_bytes);
   out->used_peak_bytes = r.used_peak;
+  // The zone is one pinned region block; to the user, the planned blocks live in it are.
+  const PlanStats& p = s.plan;
+  if (s.plan_zone_block != 0 && r.live_count != 0 && out->pinned_bytes >= s.plan_zone_block &&
+      out->used_bytes >= s.plan_zone_block) {
+    out->used_bytes = out->used_bytes - s.plan_zone_block + p.live_bytes;
+    out->live_allocs = out->live_allocs - 1 + p.live_count;
+    out->pinned_bytes -= s.plan_zone_block;
+    out->pinned_blocks -= 1;
+  }
+  out->poison_fills += s.plan_fills;
+  out->plan_steps = p.steps;
+  out->plan_hits = p.hits;
+  out->plan_misses = p.misses;
+  out->plan_first_miss = p.first_miss;
+  out->plans_learned = p.learned;
+  out->plan_bytes = p.peak_bytes;
+  out->plan_lower_bound_bytes = p.lower_bound_bytes;
+  out->plan_zone_bytes = s.plan_zone_block;
+  out->plan_live_bytes = p.live_bytes;
 }
 
 ExhaustionFacts exhaustion_facts(const ArenaSnapshot& s, const char* path, uint64_t size,

@@ -13,6 +13,7 @@
 #include "diagnosis/arena_diagnosis.h"
 #include "diagnosis/diagnostics.h"
 #include "overflow/overflow.h"
+#include "plan/step_plans.h"
 #include "region/region.h"
 #include "zarena/zarena.h"
 
@@ -26,6 +27,12 @@ struct ArenaSnapshot {
   uint64_t committed_bytes = 0, commit_events = 0, trim_events = 0, commit_failures = 0;
   uint64_t steps = 0, epoch_steps = 0;
   uint64_t overflow_fills = 0;  // overflow blocks poisoned before going back
+  // Step plans: their counters, the zone's region block (0: none; the region counts it
+  // as one pinned block, the stats count the planned blocks live in it instead), and the
+  // planned blocks poisoned at their free.
+  PlanStats plan;
+  uint64_t plan_zone_block = 0;
+  uint64_t plan_fills = 0;
   // Live bytes per tag of the snapshot's epoch, region and overflow (only when asked:
   // the walk is O(blocks)); unordered.
   std::vector<std::pair<uint32_t, uint64_t>> tag_bytes;

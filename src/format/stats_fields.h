@@ -28,10 +28,12 @@ enum class StatsGroup : uint8_t {
   kPins,
   kExpandable,
   kDiagnosis,
+  kPlans,
 };
 inline constexpr const char* kStatsGroupTitles[] = {
     "region",   "this epoch",      "requests and frees", "free index",
     "overflow", "pins and poison", "expandable region",  "diagnosis",
+    "step plans",
 };
 
 struct StatsField {
@@ -135,6 +137,24 @@ inline constexpr StatsField kStatsFields[] = {
         "the capacity the workload needed: the highest top plus live overflow, over the epochs"),
     ZARENA_STATS_FIELD(used_peak_bytes, kBytes, kRegion,
         "highest used_bytes since create or the last peak reset"),
+    ZARENA_STATS_FIELD(plan_steps, kCount, kPlans,
+        "steps served whole under a plan"),
+    ZARENA_STATS_FIELD(plan_hits, kCount, kPlans,
+        "allocations a plan served (not counted in hits or epoch_allocs)"),
+    ZARENA_STATS_FIELD(plan_misses, kCount, kPlans,
+        "steps a deviation took off their plan"),
+    ZARENA_STATS_FIELD(plan_first_miss, kCount, kPlans,
+        "why the first deviation happened: ZARENA_PLAN_MISS_* (0: none)"),
+    ZARENA_STATS_FIELD(plans_learned, kCount, kPlans,
+        "plans laid out"),
+    ZARENA_STATS_FIELD(plan_bytes, kBytes, kPlans,
+        "the latest plan's peak: the zone it needs"),
+    ZARENA_STATS_FIELD(plan_lower_bound_bytes, kBytes, kPlans,
+        "the most bytes the latest plan's step has live at once"),
+    ZARENA_STATS_FIELD(plan_zone_bytes, kBytes, kPlans,
+        "the zone held now (one region block; 0: none)"),
+    ZARENA_STATS_FIELD(plan_live_bytes, kBytes, kPlans,
+        "bytes of planned blocks live now (counted in used_bytes)"),
 };
 // clang-format on
 

@@ -299,6 +299,42 @@ inline constexpr LogEvent kDestroy =
     log_event("arena.destroy", ZARENA_LOG_INFO, kNeverDropped,
               "at zarena_destroy: a lifetime summary", kDestroyFields);
 
+inline constexpr LogFieldSpec kPlanLearnedFields[] = {
+    {"items", kUint, "allocations per step"},
+    {"planned", kUint, "of those, the ones the plan places (the rest outlive a step)"},
+    {"period", kUint, "steps after which the plan's offsets repeat (1 or 2)"},
+    {"plan_bytes", kUint, "the plan's peak: the zone it needs"},
+    {"lower_bound_bytes", kUint, "the most bytes the step has live at once"},
+    {"plan_ns", kUint, "how long laying it out took"},
+};
+inline constexpr LogEvent kPlanLearned =
+    log_event("arena.plan_learned", ZARENA_LOG_INFO, kNeverDropped,
+              "ZARENA_FLAG_PLAN: two steps in a row were the same and a plan was laid out for "
+              "the next ones",
+              kPlanLearnedFields);
+
+inline constexpr LogFieldSpec kPlanAbandonedFields[] = {
+    {"reason", kString, "size, tag, extra, short, late or floor (ZARENA_PLAN_MISS_*)"},
+    {"index", kUint, "the allocation of the step at which it left the plan"},
+    {"expected_bytes", kUint, "the size the plan expected there"},
+    {"expected_tag", kUint, "the tag the plan expected there"},
+};
+// Limited: a program whose steps keep changing leaves its plan often.
+inline constexpr LogEvent kPlanAbandoned =
+    log_event("arena.plan_abandoned", ZARENA_LOG_INFO, kLimited,
+              "ZARENA_FLAG_PLAN: a step left its plan (the rest of it went to the dynamic "
+              "engine; the next steps are learned again)",
+              kPlanAbandonedFields);
+
+inline constexpr LogFieldSpec kPlanFailedFields[] = {
+    {"reason", kString, "no_room, or why the planner refused"},
+};
+inline constexpr LogEvent kPlanFailed =
+    log_event("arena.plan_failed", ZARENA_LOG_WARN, kLimited,
+              "ZARENA_FLAG_PLAN: a learned step could not be planned, or its plan found no "
+              "room in the region; the steps stay dynamic",
+              kPlanFailedFields);
+
 }  // namespace log_events
 
 // Every event, in the order docs/LOGGING.md lists them.
@@ -318,6 +354,9 @@ inline constexpr const LogEvent* kLogEvents[] = {
     &log_events::kCaptureQueryFailed,
     &log_events::kTrimFailed,
     &log_events::kTraceFailed,
+    &log_events::kPlanLearned,
+    &log_events::kPlanAbandoned,
+    &log_events::kPlanFailed,
     &log_events::kDestroy,
 };
 

@@ -196,6 +196,7 @@ PlanRun::Alloc PlanRun::alloc(uint64_t size, uint32_t tag, Block* out) noexcept 
   unlock();
   out->ptr = view_.zone + view_.offset[id];
   out->size = size;
+  out->epoch = e;
   return Alloc::kServed;
 }
 
@@ -208,6 +209,17 @@ uint32_t PlanRun::instance_at(uint64_t off) const noexcept {
     if (o > off) break;
   }
   return kNone;
+}
+
+uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin) const noexcept {
+  const uint32_t id = instance_at(p - view_.zone);
+  if (id == kNone) return 0;
+  const uint64_t w = load(&view_.words[id]);
+  if (!plan_word::is_live(w, cur_epoch())) return 0;
+  const bool frees = last_unpin
+                         ? plan_word::state(w) == plan_word::kDeferred && plan_word::pins(w) == 1
+                         : plan_word::state(w) == plan_word::kLive && plan_word::pins(w) == 0;
+  return frees ? view_.item_size[id % view_.n] : 0;
 }
 
 PlanRun::Free PlanRun::free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept {
@@ -287,6 +299,10 @@ bool PlanRun::end_step() {
   const uint64_t st = load(view_.state);
   const uint32_t i = *view_.cursor;
   bool engaged = (st & ZARENA_PLAN_ENGAGED) != 0;
+  if (engaged && i == 0) {  // no allocation since the last boundary: not a step
+    unlock();
+    return true;
+  }
   if (engaged && i != view_.n) {
     deviate_locked(ZARENA_PLAN_MISS_SHORT, i);
     engaged = false;

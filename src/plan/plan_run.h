@@ -87,12 +87,17 @@ class PlanRun {
   struct Block {
     uintptr_t ptr;
     uint64_t size;
+    uint64_t epoch;  // the epoch it was handed out in
   };
   Alloc alloc(uint64_t size, uint32_t tag, Block* out) noexcept;
 
   enum class Free : uint8_t { kOk, kDeferred, kNotOwned, kDoubleFree, kStale };
   // p inside the zone. want_epoch: ZARENA_ANY_EPOCH or the epoch it was handed out in.
   Free free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept;
+  // The size of the instance starting at p if a free (last_unpin: its last unpin) would
+  // free it now, else 0. For a poison fill before the free marks it: only a free that
+  // races another free or unpin of the same block can fill a block already dead.
+  uint64_t live_size(uintptr_t p, bool last_unpin) const noexcept;
   enum class Pin : uint8_t { kOk, kNotOwned, kFreed, kStale, kNotPinned, kTooMany };
   Pin pin(uintptr_t p) noexcept;
   // *freed_size: the size of a block whose deferred free the last unpin completed, else 0.
@@ -102,8 +107,10 @@ class PlanRun {
   bool engaged() const { return (load(view_.state) & ZARENA_PLAN_ENGAGED) != 0; }
   // Starts serving with the next allocation. Call only when no instance is live.
   void engage();
-  // The step ended (a boundary, or a reset). A step cut short ends the plan's engagement
-  // (ZARENA_PLAN_MISS_SHORT); returns whether the plan stays engaged for the next step.
+  // The step ended (a boundary, or a reset). A boundary with no allocation since the last
+  // one is not a step (a loop may call zarena_step_begin and zarena_reset both). A step cut short
+  // ends the plan's engagement (ZARENA_PLAN_MISS_SHORT); returns whether the plan stays engaged for
+  // the next step.
   bool end_step();
   void disengage(uint64_t reason, uint64_t index);
   // A reset began epoch e: unpinned instances of earlier epochs are dead from now on.

@@ -215,7 +215,9 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
     start_learning();
     return;
   }
-  if (learning()) {
+  if (learning() && learner_.current_count() == 0) {
+    // No allocation since the last boundary: not a step (a loop may mark both ends).
+  } else if (learning()) {
     LearnedStep step;
     bool same = false;
     try {

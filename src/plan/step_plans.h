@@ -83,6 +83,8 @@ class StepPlans {
   bool enabled() const { return enabled_; }
   // Whether the learning hooks want events (the arena mirrors it in its hot-path word).
   bool learning() const { return learning_.load(std::memory_order_relaxed); }
+  // Whether a plan is engaged (may serve the next allocations).
+  bool engaged() const { return engaged_.load(std::memory_order_relaxed) != nullptr; }
   // Whether a zone exists (frees and pins must ask zone_run() first).
   bool has_zone() const { return zone_run_.load(std::memory_order_relaxed) != nullptr; }
 

@@ -115,6 +115,7 @@ class Region {
     return s;
   }
   void leave(Slot& s) { s.lock.unlock(); }
+  static uint32_t thread_number() { return SlotSet::thread_number(); }
   // Slot i instead of the calling thread's (tests drive several slots from one thread).
   Slot& enter_slot(uint32_t i) {
     Slot& s = slots_[i % slots_.size()];

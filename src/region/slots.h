@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/spin_lock.h"
 #include "region/block_store.h"
 #include "region/free_index.h"
-#include "base/spin_lock.h"
 
 namespace zarena_core {
 
@@ -118,6 +118,13 @@ class SlotSet {
     uint32_t n = t_thread_number;
     if (__builtin_expect(n == kNil, 0)) n = number_this_thread();
     return *slots_[n & mask_];
+  }
+
+  // The calling thread's number (threads are numbered as they first call in). Step plans
+  // use it to tell which threads a learned step came from.
+  static uint32_t thread_number() {
+    const uint32_t n = t_thread_number;
+    return __builtin_expect(n == kNil, 0) ? number_this_thread() : n;
   }
 
   // Slots [0, active()) have been used; the others hold nothing. A slot becomes active

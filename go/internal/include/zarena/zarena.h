@@ -230,6 +230,11 @@ ZARENA_API const char* zarena_last_error(void);
 /* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
  * reuse and overflow. Off by default: a training loop resets thousands of times */
 #define ZARENA_FLAG_STEP_RECORDS 0x40u
+/* (1.2) step plans: learn a repeating step (zarena_step_begin or zarena_reset marks where
+ * steps begin) and serve it from a packed plan, with no allocator work per block (see
+ * "Step plans" and docs/PLANS.md). Off with a trace file (the trace records the dynamic
+ * engine). 0x80u is kept for ZARENA_FLAG_NO_RESETS */
+#define ZARENA_FLAG_PLAN 0x100u
 
 /* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
 #define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
@@ -369,6 +374,7 @@ typedef struct zarena_block {
 } zarena_block;
 #define ZARENA_BLOCK_OVERFLOW 0x1u /* the block comes from the overflow pool */
 #define ZARENA_BLOCK_REUSED 0x2u   /* a freed block was reused (no new bump space used) */
+#define ZARENA_BLOCK_PLANNED 0x4u  /* served by a step plan (ZARENA_FLAG_PLAN) */
 
 /* zarena_alloc, plus the block's epoch, size and flags, in one call. tag: 0, or an id
  * from zarena_tag_register (kept with the block, shown in live-block dumps and traces).
@@ -680,6 +686,16 @@ typedef struct zarena_stats {
                                        the epochs, of the top plus the live overflow bytes */
   uint64_t used_peak_bytes;         /* highest used_bytes since create or the last
                                        zarena_reset_peak_stats (see there) */
+  /* --- 1.2: step plans (ZARENA_FLAG_PLAN; docs/PLANS.md) --- */
+  uint64_t plan_steps;             /* steps served whole under a plan */
+  uint64_t plan_hits;              /* allocations a plan served (not in hits or epoch_allocs) */
+  uint64_t plan_misses;            /* steps a deviation took off their plan */
+  uint64_t plan_first_miss;        /* why the first one did: ZARENA_PLAN_MISS_* (0: none) */
+  uint64_t plans_learned;          /* plans laid out */
+  uint64_t plan_bytes;             /* the latest plan's peak: the zone it needs */
+  uint64_t plan_lower_bound_bytes; /* ... and the most bytes its step has live at once */
+  uint64_t plan_zone_bytes;        /* the zone held now (one region block; 0: none) */
+  uint64_t plan_live_bytes;        /* bytes of planned blocks live now (in used_bytes) */
 } zarena_stats;
 
 /* Fills *out with a consistent snapshot (all fields from one instant). Set

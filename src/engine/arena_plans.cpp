@@ -1,0 +1,277 @@
+// The arena's side of step plans (docs/PLANS.md): the planned allocation, free and pin
+// paths the hot paths branch to, the boundary hook, the zone (one pinned region block),
+// and the records of what the plans did. The plans themselves live in src/plan/.
+#include <fmt/format.h>
+
+#include "base/human_bytes.h"
+#include "base/last_error.h"
+#include "engine/arena.h"
+
+namespace zarena_core {
+
+namespace {
+
+FreeOutcome free_outcome(PlanRun::Free f) {
+  switch (f) {
+    case PlanRun::Free::kOk:
+      return FreeOutcome::kOk;
+    case PlanRun::Free::kDeferred:
+      return FreeOutcome::kDeferred;
+    case PlanRun::Free::kDoubleFree:
+      return FreeOutcome::kDoubleFree;
+    case PlanRun::Free::kStale:
+      return FreeOutcome::kStale;
+    case PlanRun::Free::kNotOwned:
+      break;
+  }
+  return FreeOutcome::kNotOwned;
+}
+
+PinOutcome pin_outcome(PlanRun::Pin p) {
+  switch (p) {
+    case PlanRun::Pin::kOk:
+      return PinOutcome::kOk;
+    case PlanRun::Pin::kFreed:
+      return PinOutcome::kFreed;
+    case PlanRun::Pin::kStale:
+      return PinOutcome::kStale;
+    case PlanRun::Pin::kNotPinned:
+      return PinOutcome::kNotPinned;
+    case PlanRun::Pin::kTooMany:
+      return PinOutcome::kTooMany;
+    case PlanRun::Pin::kNotOwned:
+      break;
+  }
+  return PinOutcome::kNotOwned;
+}
+
+const char* miss_name(uint64_t reason) {
+  switch (reason) {
+    case ZARENA_PLAN_MISS_SIZE:
+      return "size";
+    case ZARENA_PLAN_MISS_TAG:
+      return "tag";
+    case ZARENA_PLAN_MISS_EXTRA:
+      return "extra";
+    case ZARENA_PLAN_MISS_SHORT:
+      return "short";
+    case ZARENA_PLAN_MISS_LATE:
+      return "late";
+    case ZARENA_PLAN_MISS_FLOOR:
+      return "floor";
+    default:
+      return "none";
+  }
+}
+
+const char* miss_text(uint64_t reason) {
+  switch (reason) {
+    case ZARENA_PLAN_MISS_SIZE:
+      return "a request of another size than the plan's";
+    case ZARENA_PLAN_MISS_TAG:
+      return "a request with another tag than the plan's";
+    case ZARENA_PLAN_MISS_EXTRA:
+      return "more allocations than the learned step";
+    case ZARENA_PLAN_MISS_SHORT:
+      return "the step ended before its last planned allocation";
+    case ZARENA_PLAN_MISS_LATE:
+      return "a block the plan reuses was still live (freed later than in the learned step)";
+    case ZARENA_PLAN_MISS_FLOOR:
+      return "the floor moved over the plan's zone";
+    default:
+      return "no deviation";
+  }
+}
+
+}  // namespace
+
+bool Arena::alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noexcept {
+  PlanRun::Block b;
+  if (plans_.alloc(aligned, tag, Region::thread_number(), &b) != PlanRun::Alloc::kServed) {
+    return false;  // a deviation is recorded in the run; the boundary reports it
+  }
+  out->ptr = reinterpret_cast<void*>(b.ptr);
+  out->epoch = b.epoch;
+  out->size = b.size;
+  out->flags = ZARENA_BLOCK_PLANNED;
+  out->tag = tag;
+  return true;
+}
+
+Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  // Poison goes in before the block is marked free: once it is, the plan may hand its
+  // space to the next instance at once.
+  if (poison_on_.load(std::memory_order_relaxed)) {
+    const uint64_t n = run.live_size(p, false);
+    if (n != 0 && !capturing()) {
+      const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
+      if (r.is_ok()) {
+        plan_fills_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        queue_warning(QueuedWarnings::kPoisonFailed, r.message);
+      }
+    }
+  }
+  uint64_t size = 0;
+  FreeOutcome o = free_outcome(run.free(p, want_epoch, &size));
+  if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
+    if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
+      emit_queued_warnings();
+    }
+    return Status::kOk;
+  }
+  Slot& s = region_.enter();
+  const uint64_t epoch = region_.epoch();
+  if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
+  if (o == FreeOutcome::kStale) {
+    ++s.c.stale_frees;
+  } else {
+    ++s.c.invalid_frees;
+  }
+  region_.leave(s);
+  return free_error(o, ptr, true, epoch);
+}
+
+Result Arena::pin_planned(PlanRun& run, void* ptr, bool pin) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  if (pin) return pin_error(pin_outcome(run.pin(p)), ptr, "zarena_pin");
+  // The last unpin of a block freed while pinned frees it: poison first, as for a free.
+  if (poison_on_.load(std::memory_order_relaxed)) {
+    const uint64_t n = run.live_size(p, true);
+    if (n != 0 && !capturing()) {
+      const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
+      if (r.is_ok()) {
+        plan_fills_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        queue_warning(QueuedWarnings::kPoisonFailed, r.message);
+      }
+    }
+  }
+  uint64_t freed = 0;
+  const Result r = pin_error(pin_outcome(run.unpin(p, &freed)), ptr, "zarena_unpin");
+  emit_queued_warnings();
+  return r;
+}
+
+void Arena::sync_plan_flags() {
+  uint32_t set = 0;
+  if (plans_.learning()) set |= kLearning;
+  if (plans_.has_zone()) set |= kPlanZone;
+  if (plans_.engaged()) set |= kPlanEngaged;
+  const uint32_t mask = kLearning | kPlanZone | kPlanEngaged;
+  fast_path_flags_.fetch_and(~(mask & ~set), std::memory_order_relaxed);
+  fast_path_flags_.fetch_or(set, std::memory_order_relaxed);
+}
+
+void Arena::plan_boundary() {
+  if (!plans_.enabled()) return;
+  PlanEvents events;
+  plans_.on_boundary(*this, &events);
+  sync_plan_flags();
+  emit_queued_warnings();  // a poison fill of a zone given back
+  log_plan_events(events);
+}
+
+void Arena::check_floor_over_zone() {
+  if (!plans_.has_zone() || zone_size_.load(std::memory_order_relaxed) == 0) return;
+  uint64_t floor = 0;
+  {
+    Region::WriterLock w(region_);
+    floor = region_.floor_w();
+  }
+  if (floor > zone_offset_.load(std::memory_order_relaxed)) {
+    plans_.on_floor_over_zone();
+    sync_plan_flags();
+  }
+}
+
+void Arena::log_plan_events(const PlanEvents& e) {
+  if (e.learned && log_enabled(ZARENA_LOG_INFO)) {
+    LogRecord rec(log_events::kPlanLearned, name_);
+    rec.message(fmt::format(
+        "step plan learned: {} allocations per step ({} planned) fit in {} (lower bound {}), "
+        "laid out in {:.2f} ms; it serves the next steps while they repeat",
+        e.items, e.planned, human_bytes(e.peak_bytes), human_bytes(e.lower_bound_bytes),
+        static_cast<double>(e.plan_ns) / 1e6));
+    rec.add_uint("items", e.items);
+    rec.add_uint("planned", e.planned);
+    rec.add_uint("period", e.period);
+    rec.add_uint("plan_bytes", e.peak_bytes);
+    rec.add_uint("lower_bound_bytes", e.lower_bound_bytes);
+    rec.add_uint("plan_ns", e.plan_ns);
+    log_emit(rec);
+  }
+  if (e.abandoned && log_enabled(ZARENA_LOG_INFO)) {
+    LogRecord rec(log_events::kPlanAbandoned, name_);
+    rec.message(fmt::format(
+        "step plan left at allocation {} ({}; the plan expected {} bytes, tag {}); the rest of "
+        "the step went to the dynamic engine and the next steps are learned again",
+        e.miss_index, miss_text(e.miss_reason), e.expected_size, e.expected_tag));
+    rec.add_string("reason", miss_name(e.miss_reason));
+    rec.add_uint("index", e.miss_index);
+    rec.add_uint("expected_bytes", e.expected_size);
+    rec.add_uint("expected_tag", e.expected_tag);
+    log_emit(rec);
+  }
+  if ((e.no_room || !e.failure.empty()) && log_enabled(ZARENA_LOG_WARN)) {
+    LogRecord rec(log_events::kPlanFailed, name_);
+    rec.message(e.no_room ? fmt::format("a learned step plan needs {} in one piece and the region "
+                                        "has no such room; the steps stay dynamic",
+                                        human_bytes(e.peak_bytes))
+                          : fmt::format("a step could not be planned ({}); the steps stay dynamic",
+                                        e.failure));
+    rec.add_string("reason", e.no_room ? std::string("no_room") : e.failure);
+    log_emit(rec);
+  }
+}
+
+bool Arena::reserve_zone(uint64_t bytes, uintptr_t* base) noexcept {
+  const uint64_t aligned = (bytes + granule_ - 1) & ~(granule_ - 1);
+  // Tries the region; a miss that needs memory committed (expandable) commits it with no
+  // lock held and tries again.
+  for (int round = 0; round < 4; ++round) {
+    Slot& s = region_.enter();
+    Placement p;
+    bool ok = false;
+    PinOutcome o = PinOutcome::kNotOwned;
+    try {
+      ok = region_.alloc(s, aligned, 0, &p);
+      // Pinned: resets leave it where it is; the plan decides what in it is live.
+      if (ok) o = region_.pin(s, p.offset);
+    } catch (...) {  // host memory for a block record
+      region_.leave(s);
+      return false;
+    }
+    if (ok && o == PinOutcome::kOk) {
+      // Under the slot lock: a stats snapshot sees the block and the zone together.
+      zone_offset_.store(p.offset, std::memory_order_relaxed);
+      zone_size_.store(p.size, std::memory_order_relaxed);
+    }
+    region_.leave(s);
+    if (ok) {
+      if (o != PinOutcome::kOk) return false;
+      *base = reinterpret_cast<uintptr_t>(base_ + p.offset);
+      return true;
+    }
+    std::string why;
+    if (p.commit_to == 0 || !commits_.grow(p.commit_to, p.commit_least, &why)) return false;
+  }
+  return false;
+}
+
+void Arena::release_zone(uintptr_t base, uint64_t) noexcept {
+  const uint64_t off = static_cast<uint64_t>(reinterpret_cast<char*>(base) - base_);
+  Slot& s = region_.enter();
+  zone_size_.store(0, std::memory_order_relaxed);
+  try {
+    uint64_t size = 0, freed = 0;
+    // Freed while pinned, then unpinned: the free takes effect at the unpin.
+    (void)region_.free(s, off, kAnyEpoch, &size);
+    (void)region_.unpin(s, off, &freed);
+  } catch (...) {  // host memory for a record: the zone stays a pinned block
+  }
+  region_.leave(s);
+}
+
+}  // namespace zarena_core

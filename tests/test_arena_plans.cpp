@@ -1,0 +1,518 @@
+// Step plans through the C API (ZARENA_FLAG_PLAN): a model test. Training-like steps
+// repeat with random deviations (another size, an extra or a missing allocation, a late
+// free, frees out of order, resets and pins mid-step, floors raised over the zone), from
+// one thread and from threads taking turns or freeing each other's blocks at random
+// moments. The model knows every block the arena handed out and not yet gave back; every
+// block handed out must lie in the region and overlap none of them, and every block keeps
+// the bytes written into it until it is freed or reclaimed. Stats are checked against the
+// model at quiet points; the plans must actually serve (plan_hits), or the test proves
+// nothing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "support.h"
+#include "zarena/zarena_plan.h"
+
+namespace {
+
+using namespace zarena_test;
+
+constexpr uint64_t kCapacity = 64 * kMiB;
+constexpr uint64_t kAlign = 256;
+
+zarena* make_plan_arena(const char* name, uint32_t flags = 0) {
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.capacity_bytes = kCapacity;
+  cfg.alignment = kAlign;
+  cfg.overflow_policy = ZARENA_OVERFLOW_REFUSE;
+  cfg.flags |= ZARENA_FLAG_PLAN | flags;
+  cfg.name = name;
+  zarena* a = nullptr;
+  EXPECT_EQ(zarena_create(&cfg, &a), ZARENA_OK) << zarena_last_error();
+  return a;
+}
+
+// What the arena handed out and has not given back. Thread-safe; every check fails the test.
+class Model {
+ public:
+  struct Block {
+    uint64_t size, epoch;
+    uint32_t pins = 0;
+    bool freed = false;  // freed while pinned: occupied until its last unpin
+    bool persistent = false;
+    uint8_t pattern = 0;
+  };
+  explicit Model(zarena* a) : a_(a), region_(region_of(a)) {}
+
+  // A block just handed out: in the region, over no other, its bytes written.
+  void handed_out(const zarena_block& b, const std::string& where) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(b.ptr);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(region_.base);
+    std::lock_guard<std::mutex> g(mu_);
+    ASSERT_TRUE(p >= base && p + b.size <= base + region_.capacity_bytes)
+        << where << ": block outside the region";
+    auto next = blocks_.lower_bound(p);
+    if (next != blocks_.end()) {
+      ASSERT_GE(next->first, p + b.size)
+          << where << ": overlaps a held block at +" << (next->first - base) << " (planned "
+          << ((b.flags & ZARENA_BLOCK_PLANNED) != 0) << ")";
+    }
+    if (next != blocks_.begin()) {
+      auto prev = std::prev(next);
+      ASSERT_LE(prev->first + prev->second.size, p)
+          << where << ": overlaps a held block at +" << (prev->first - base) << " (planned "
+          << ((b.flags & ZARENA_BLOCK_PLANNED) != 0) << ")";
+    }
+    Block blk{b.size, b.epoch};
+    blk.pattern = static_cast<uint8_t>(++counter_ | 1);
+    write(p, blk);
+    blocks_[p] = blk;
+    if (b.flags & ZARENA_BLOCK_PLANNED) ++planned_;
+  }
+
+  // Before the free call (after it, another thread may be handed the space).
+  // Returns the block's epoch; false when the model does not hold it as live.
+  bool take_for_free(uintptr_t p, uint64_t* epoch, bool* pinned) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = blocks_.find(p);
+    if (it == blocks_.end() || it->second.freed) return false;
+    check(p, it->second);
+    *epoch = it->second.epoch;
+    *pinned = it->second.pins > 0;
+    if (it->second.pins > 0) {
+      it->second.freed = true;
+    } else {
+      blocks_.erase(it);
+    }
+    return true;
+  }
+  bool pin(uintptr_t p) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = blocks_.find(p);
+    if (it == blocks_.end() || it->second.freed) return false;
+    ++it->second.pins;
+    return true;
+  }
+  // Before the unpin call: the last unpin of a freed block gives its space back.
+  void unpin(uintptr_t p) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = blocks_.find(p);
+    ASSERT_NE(it, blocks_.end());
+    ASSERT_GT(it->second.pins, 0u);
+    if (--it->second.pins == 0 && it->second.freed) {
+      check(p, it->second);
+      blocks_.erase(it);
+    }
+  }
+  // A reset: what is neither pinned nor persistent is gone (checked first).
+  void reset() {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto it = blocks_.begin(); it != blocks_.end();) {
+      check(it->first, it->second);
+      if (it->second.pins == 0 && !it->second.persistent) {
+        it = blocks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // The floor was raised to the top: every block held now survives resets.
+  void floor_to_top() {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& [p, b] : blocks_) {
+      if (!b.freed) b.persistent = true;
+    }
+  }
+  void check_all() {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& [p, b] : blocks_) check(p, b);
+  }
+  // Stats agree with the model (no thread may be calling).
+  void check_stats(const std::string& where) {
+    std::lock_guard<std::mutex> g(mu_);
+    uint64_t bytes = 0, count = 0;
+    for (auto& [p, b] : blocks_) {
+      bytes += b.size;
+      ++count;
+    }
+    const zarena_stats s = stats_of(a_);
+    EXPECT_EQ(s.live_allocs, count) << where;
+    EXPECT_EQ(s.used_bytes, bytes) << where;
+  }
+  uint64_t planned() const { return planned_.load(); }
+  std::vector<uintptr_t> live_unpinned() {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<uintptr_t> out;
+    for (auto& [p, b] : blocks_) {
+      if (!b.freed && b.pins == 0) out.push_back(p);
+    }
+    return out;
+  }
+
+ private:
+  static void write(uintptr_t p, const Block& b) {
+    const uint64_t n = std::min<uint64_t>(b.size, 64);
+    std::memset(reinterpret_cast<void*>(p), b.pattern, n);
+    std::memset(reinterpret_cast<void*>(p + b.size - n), b.pattern, n);
+  }
+  static void check(uintptr_t p, const Block& b) {
+    const uint64_t n = std::min<uint64_t>(b.size, 64);
+    const auto* head = reinterpret_cast<const uint8_t*>(p);
+    const auto* tail = reinterpret_cast<const uint8_t*>(p + b.size - n);
+    for (uint64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(head[i], b.pattern) << "block at " << p << " was written by another";
+      ASSERT_EQ(tail[i], b.pattern) << "block at " << p << " was written by another";
+    }
+  }
+
+  zarena* a_;
+  zarena_region region_;
+  std::mutex mu_;
+  std::map<uintptr_t, Block> blocks_;
+  uint32_t counter_ = 0;
+  std::atomic<uint64_t> planned_{0};
+};
+
+// One allocation of a step: its size, tag, and where it is freed (before allocation
+// `free_before` of the same step; n: at the step's end; kKeep: left to the reset).
+struct Item {
+  uint64_t size;
+  uint32_t tag;
+  uint32_t free_before;
+};
+constexpr uint32_t kKeep = ~0u;
+
+std::vector<Item> make_step(std::mt19937_64& rng, uint32_t n) {
+  std::vector<Item> items(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    items[i].size = (1 + rng() % 64) * kAlign * (rng() % 8 == 0 ? 16 : 1);
+    items[i].tag = static_cast<uint32_t>(rng() % 3);
+    const uint32_t r = static_cast<uint32_t>(rng() % 10);
+    items[i].free_before = r == 0 ? kKeep : r < 3 ? n : i + 1 + static_cast<uint32_t>(rng() % 8);
+    if (items[i].free_before != kKeep && items[i].free_before > n) items[i].free_before = n;
+  }
+  return items;
+}
+
+struct Driver {
+  zarena* a;
+  Model& m;
+  std::mt19937_64& rng;
+  std::vector<std::pair<uintptr_t, uint32_t>> pinned;  // pinned blocks and the step to unpin
+
+  uintptr_t alloc(uint64_t size, uint32_t tag, const std::string& where) {
+    zarena_block b;
+    const zarena_status st = zarena_alloc_ex(a, size, tag, &b);
+    EXPECT_EQ(st, ZARENA_OK) << where << ": " << zarena_last_error();
+    if (st != ZARENA_OK) return 0;
+    m.handed_out(b, where);
+    return reinterpret_cast<uintptr_t>(b.ptr);
+  }
+  void free(uintptr_t p, const std::string& where) {
+    uint64_t epoch = 0;
+    bool pinned_now = false;
+    if (p == 0 || !m.take_for_free(p, &epoch, &pinned_now)) return;
+    const bool checked = rng() % 2 == 0;
+    const zarena_status st = checked ? zarena_free_at(a, reinterpret_cast<void*>(p), epoch)
+                                     : zarena_free(a, reinterpret_cast<void*>(p));
+    EXPECT_EQ(st, ZARENA_OK) << where << ": " << zarena_last_error();
+  }
+};
+
+// Runs `steps` steps of one base step with deviations at rate `dev` (0: none).
+// resets: a zarena_reset ends every step (else everything is freed explicitly and the
+// step's kept blocks are freed early in the next one).
+void run_steps(zarena* a, Model& m, std::mt19937_64& rng, uint32_t steps, double dev, bool resets,
+               const std::string& name) {
+  Driver d{a, m, rng, {}};
+  const std::vector<Item> base = make_step(rng, 20 + static_cast<uint32_t>(rng() % 120));
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<uintptr_t> carried;  // no resets: the previous step's kept blocks
+  for (uint32_t step = 0; step < steps; ++step) {
+    const std::string where = name + " step " + std::to_string(step);
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    std::vector<Item> items = base;
+    const bool deviate = dev > 0 && u(rng) < dev;
+    const uint32_t kind = static_cast<uint32_t>(rng() % 8);
+    const uint32_t at = static_cast<uint32_t>(rng() % items.size());
+    if (deviate) {
+      switch (kind) {
+        case 0:  // another size
+          items[at].size += kAlign;
+          break;
+        case 1:  // an extra allocation
+          items.insert(items.begin() + at, Item{kAlign * 3, 1, at + 2});
+          for (Item& it : items) {
+            if (it.free_before != kKeep && it.free_before > at) ++it.free_before;
+          }
+          break;
+        case 2:  // a late free: held to the step's end
+          items[at].free_before = static_cast<uint32_t>(items.size());
+          break;
+        default:
+          break;  // kinds 3..7 act below (mid-step)
+      }
+    }
+    const uint32_t n = static_cast<uint32_t>(items.size());
+    std::vector<uintptr_t> ptr(n, 0);
+    std::vector<std::vector<uint32_t>> frees_before(n + 1);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (items[i].free_before != kKeep) frees_before[items[i].free_before].push_back(i);
+    }
+    for (uint32_t i = 0; i <= n; ++i) {
+      std::vector<uint32_t>& f = frees_before[i];
+      if (deviate && kind == 3 && f.size() > 1) std::reverse(f.begin(), f.end());  // out of order
+      for (uint32_t j : f) d.free(ptr[j], where);
+      if (i == 0) {
+        for (uintptr_t p : carried) d.free(p, where + " carried");
+        carried.clear();
+      }
+      if (i == n) break;
+      if (deviate && kind == 4 && i == at) continue;  // a missing allocation
+      ptr[i] = d.alloc(items[i].size, items[i].tag, where + " item " + std::to_string(i));
+      if (deviate && kind == 5 && i == at && ptr[i] != 0 && m.pin(ptr[i])) {  // pinned mid-step
+        ASSERT_EQ(zarena_pin(a, reinterpret_cast<void*>(ptr[i])), ZARENA_OK) << zarena_last_error();
+        d.pinned.push_back({ptr[i], step + 1 + static_cast<uint32_t>(rng() % 3)});
+      }
+      if (deviate && kind == 6 && i == at && resets) {  // a reset mid-step
+        m.reset();
+        ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+        std::fill(ptr.begin(), ptr.begin() + i + 1, 0);  // reclaimed (pinned ones stay held)
+      }
+      if (deviate && kind == 7 && i == at && rng() % 4 == 0) {  // the floor over everything
+        m.floor_to_top();
+        ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+      }
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      if (items[i].free_before == kKeep && ptr[i] != 0 && !resets) carried.push_back(ptr[i]);
+    }
+    for (auto it = d.pinned.begin(); it != d.pinned.end();) {
+      if (it->second <= step) {
+        m.unpin(it->first);
+        ASSERT_EQ(zarena_unpin(a, reinterpret_cast<void*>(it->first)), ZARENA_OK)
+            << where << ": " << zarena_last_error();
+        it = d.pinned.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (resets) {
+      // A free naming an epoch that ended is refused, whether the plan or the region
+      // held the block.
+      std::vector<uintptr_t> held = m.live_unpinned();
+      const uint64_t epoch = zarena_epoch(a);
+      m.reset();
+      ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+      if (!held.empty() && rng() % 4 == 0) {
+        const uintptr_t p = held[rng() % held.size()];
+        const zarena_status st = zarena_free_at(a, reinterpret_cast<void*>(p), epoch);
+        if (st != ZARENA_OK) {
+          EXPECT_EQ(st, ZARENA_E_STALE) << where << ": " << zarena_last_error();
+        }
+        // OK only if the block survived (below the floor): then the model must agree.
+        if (st == ZARENA_OK) {
+          uint64_t e = 0;
+          bool pinned_now = false;
+          EXPECT_TRUE(m.take_for_free(p, &e, &pinned_now)) << where << ": freed a reclaimed block";
+        }
+      }
+    }
+    m.check_all();
+    if (d.pinned.empty()) m.check_stats(where);
+  }
+  for (auto& [p, s] : d.pinned) {
+    m.unpin(p);
+    EXPECT_EQ(zarena_unpin(a, reinterpret_cast<void*>(p)), ZARENA_OK);
+  }
+}
+
+TEST(ArenaPlans, RepeatingStepsAreServedFromThePlan) {
+  LogCapture logs;
+  for (bool resets : {true, false}) {
+    std::mt19937_64 rng(resets ? 1 : 2);
+    zarena* a = make_plan_arena("plans");
+    Model m(a);
+    run_steps(a, m, rng, 12, 0, resets, resets ? "resets" : "frees");
+    const zarena_stats s = stats_of(a);
+    // Two steps to learn, then every step under the plan.
+    EXPECT_GE(s.plans_learned, 1u);
+    EXPECT_GE(s.plan_steps, 8u);
+    EXPECT_EQ(s.plan_misses, 0u);
+    EXPECT_GT(m.planned(), 0u);
+    EXPECT_EQ(s.plan_hits, m.planned());
+    EXPECT_GE(s.plan_bytes, s.plan_lower_bound_bytes);
+    EXPECT_LE(s.plan_bytes, s.plan_lower_bound_bytes * 11 / 10);
+    EXPECT_NE(zarena_plan_view_get(a), nullptr);
+    EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+  }
+  EXPECT_GE(logs.count("arena.plan_learned"), 2u);
+}
+
+TEST(ArenaPlans, OffByDefault) {
+  zarena* a = make_host_arena(kCapacity, "no-plans");
+  std::mt19937_64 rng(3);
+  Model m(a);
+  run_steps(a, m, rng, 6, 0, true, "off");
+  const zarena_stats s = stats_of(a);
+  EXPECT_EQ(s.plans_learned, 0u);
+  EXPECT_EQ(m.planned(), 0u);
+  EXPECT_EQ(zarena_plan_view_get(a), nullptr);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
+// The model test: random deviations of every kind, resets or explicit frees, poison on
+// or off; never an overlap, never a block written over, stats that agree.
+TEST(ArenaPlans, RandomDeviationsNeverOverlap) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  const uint32_t seeds = 120 / kSanitizerSlowdown;
+  uint64_t planned = 0, misses = 0;
+  for (uint32_t seed = 0; seed < seeds; ++seed) {
+    std::mt19937_64 rng(1000 + seed);
+    const bool poison = seed % 5 == 0;
+    zarena* a = make_plan_arena("plans-model", poison ? ZARENA_FLAG_POISON : 0);
+    Model m(a);
+    run_steps(a, m, rng, 30, 0.2, seed % 2 == 0, "seed " + std::to_string(seed));
+    const zarena_stats s = stats_of(a);
+    planned += s.plan_hits;
+    misses += s.plan_misses;
+    EXPECT_EQ(s.plan_hits, m.planned());
+    EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+    if (HasFatalFailure()) return;
+  }
+  // The test proves something only if plans served and deviations left them.
+  EXPECT_GT(planned, 1000u);
+  EXPECT_GT(misses, 10u);
+}
+
+// Two threads take turns within each step (the plan follows both), and each frees some
+// of the other's blocks; a third thread frees blocks handed to it at moments of its own,
+// racing the planned path (late frees).
+TEST(ArenaPlans, ThreadsTakingTurnsAndRacingFrees) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  zarena* a = make_plan_arena("plans-threads");
+  Model m(a);
+  std::mutex mu;
+  std::condition_variable cv;
+  int turn = 0;  // whose turn: 0 or 1
+  std::deque<uintptr_t> handoff;
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> racing_frees{0};
+  const uint32_t steps = 60 / kSanitizerSlowdown + 10;
+  const uint32_t per_turn = 12, turns = 6;
+
+  std::thread freer([&] {
+    std::mt19937_64 rng(77);
+    Driver d{a, m, rng, {}};
+    for (;;) {
+      uintptr_t p = 0;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (!handoff.empty()) {
+          p = handoff.front();
+          handoff.pop_front();
+        }
+      }
+      if (p != 0) {
+        d.free(p, "freer");
+        racing_frees.fetch_add(1);
+      } else if (done.load()) {
+        return;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  auto worker = [&](int me) {
+    std::mt19937_64 rng(static_cast<uint64_t>(me) + 5);
+    Driver d{a, m, rng, {}};
+    std::vector<uintptr_t> mine;
+    for (uint32_t step = 0; step < steps; ++step) {
+      for (uint32_t t = 0; t < turns; ++t) {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return turn == me; });
+        lk.unlock();
+        if (me == 0 && t == 0) {
+          EXPECT_EQ(zarena_step_begin(a), ZARENA_OK);
+        }
+        // The same sizes every step; after step 20, one block a turn goes to the freer
+        // (freed whenever it gets to it: the plan may see it late).
+        for (uint32_t i = 0; i < per_turn; ++i) {
+          const uint64_t size = kAlign * (1 + (i * 7 + t * 3 + me) % 40);
+          const uintptr_t p = d.alloc(size, 0, "thread " + std::to_string(me));
+          if (p == 0) continue;
+          if (step >= 20 && i == 0) {
+            std::lock_guard<std::mutex> g(mu);
+            handoff.push_back(p);
+          } else {
+            mine.push_back(p);
+          }
+          if (mine.size() > 6) {
+            d.free(mine.front(), "thread free");
+            mine.erase(mine.begin());
+          }
+        }
+        lk.lock();
+        turn = 1 - me;
+        cv.notify_all();
+      }
+    }
+    for (uintptr_t p : mine) d.free(p, "thread end");
+  };
+  std::thread t0(worker, 0), t1(worker, 1);
+  t0.join();
+  t1.join();
+  done.store(true);
+  freer.join();
+  m.check_all();
+  m.check_stats("threads");
+  const zarena_stats s = stats_of(a);
+  EXPECT_GT(s.plan_hits, 0u) << "the plan never served: the test proved nothing";
+  EXPECT_EQ(s.plan_hits, m.planned());
+  EXPECT_GT(racing_frees.load(), 0u);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
+// Bad input on planned blocks: double frees, interior pointers, frees naming another epoch,
+// unpins of unpinned blocks: a clear status, no state change.
+TEST(ArenaPlans, MisuseOfPlannedBlocks) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  zarena* a = make_plan_arena("plans-misuse");
+  std::vector<zarena_block> blocks(4);
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    for (auto& b : blocks) ASSERT_EQ(zarena_alloc_ex(a, 4096, 0, &b), ZARENA_OK);
+    for (auto& b : blocks) ASSERT_EQ(zarena_free(a, b.ptr), ZARENA_OK);
+  }
+  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+  for (auto& b : blocks) ASSERT_EQ(zarena_alloc_ex(a, 4096, 0, &b), ZARENA_OK);
+  ASSERT_NE(blocks[0].flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve";
+  const zarena_stats before = stats_of(a);
+  char* p = static_cast<char*>(blocks[1].ptr);
+  EXPECT_EQ(zarena_free(a, p + 256), ZARENA_E_NOT_OWNED);
+  EXPECT_EQ(zarena_free_at(a, p, blocks[1].epoch + 1), ZARENA_E_STALE);
+  EXPECT_EQ(zarena_unpin(a, p), ZARENA_E_INVALID_ARGUMENT);
+  const zarena_stats mid = stats_of(a);
+  EXPECT_EQ(mid.live_allocs, before.live_allocs);
+  EXPECT_EQ(mid.used_bytes, before.used_bytes);
+  EXPECT_EQ(zarena_pin(a, p), ZARENA_OK);
+  EXPECT_EQ(zarena_free(a, p), ZARENA_OK);  // deferred to the unpin
+  EXPECT_EQ(zarena_free(a, p), ZARENA_E_DOUBLE_FREE);
+  EXPECT_EQ(zarena_unpin(a, p), ZARENA_OK);
+  EXPECT_EQ(zarena_free(a, p), ZARENA_E_DOUBLE_FREE);
+  EXPECT_EQ(stats_of(a).live_allocs, before.live_allocs - 1);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
+}  // namespace
