@@ -9,8 +9,10 @@
 // nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -27,6 +29,13 @@ namespace {
 using namespace zarena_test;
 
 constexpr uint64_t kCapacity = 64 * kMiB;
+
+// A long run (docs/PLANS.md): ZTEST_PLAN_SEEDS=N runs N seeds of the model test, and
+// N/4 steps in the threads test, from ZTEST_PLAN_SEED_BASE (default 1000).
+uint64_t env_or(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::strtoull(v, nullptr, 10) : fallback;
+}
 constexpr uint64_t kAlign = 256;
 
 zarena* make_plan_arena(const char* name, uint32_t flags = 0) {
@@ -376,10 +385,11 @@ TEST(ArenaPlans, OffByDefault) {
 // or off; never an overlap, never a block written over, stats that agree.
 TEST(ArenaPlans, RandomDeviationsNeverOverlap) {
   LogCapture logs(ZARENA_LOG_OFF);
-  const uint32_t seeds = 120 / kSanitizerSlowdown;
+  const uint64_t seeds = env_or("ZTEST_PLAN_SEEDS", 120 / kSanitizerSlowdown);
+  const uint64_t seed_base = env_or("ZTEST_PLAN_SEED_BASE", 1000);
   uint64_t planned = 0, misses = 0;
-  for (uint32_t seed = 0; seed < seeds; ++seed) {
-    std::mt19937_64 rng(1000 + seed);
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    std::mt19937_64 rng(seed_base + seed);
     const bool poison = seed % 5 == 0;
     zarena* a = make_plan_arena("plans-model", poison ? ZARENA_FLAG_POISON : 0);
     Model m(a);
@@ -409,7 +419,8 @@ TEST(ArenaPlans, ThreadsTakingTurnsAndRacingFrees) {
   std::deque<uintptr_t> handoff;
   std::atomic<bool> done{false};
   std::atomic<uint64_t> racing_frees{0};
-  const uint32_t steps = 60 / kSanitizerSlowdown + 10;
+  const uint32_t steps = static_cast<uint32_t>(
+      std::max<uint64_t>(60 / kSanitizerSlowdown + 10, env_or("ZTEST_PLAN_SEEDS", 0) / 4));
   const uint32_t per_turn = 12, turns = 6;
 
   std::thread freer([&] {
