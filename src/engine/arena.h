@@ -111,6 +111,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   bool alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
   Result pin_planned(PlanRun& run, void* ptr, bool pin);
+  void poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept;
   // A step ended (zarena_step_begin, a reset): the plans' boundary, the flags that route
   // the hot paths to them, and the records of what happened (no lock held).
   void plan_boundary();
