@@ -81,23 +81,14 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, false, want_epoch);
   uint64_t size = 0;
-  FreeOutcome o = run.free(p, want_epoch, &size);
+  const FreeOutcome o = run.free(p, want_epoch, &size);
   if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
     if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
       emit_queued_warnings();
     }
     return Status::kOk;
   }
-  Slot& s = region_.enter();
-  const uint64_t epoch = region_.epoch();
-  if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
-  if (o == FreeOutcome::kStale) {
-    ++s.c.stale_frees;
-  } else {
-    ++s.c.invalid_frees;
-  }
-  region_.leave(s);
-  return free_error(o, ptr, true, epoch);
+  return free_refused(region_.enter(), o, ptr, want_epoch);
 }
 
 Result Arena::pin_planned(PlanRun& run, void* ptr, bool pin) {
