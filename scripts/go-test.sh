@@ -38,6 +38,10 @@ if [ -z "$GO" ]; then
   exit 1
 fi
 export PATH="$(dirname "$GO"):$PATH"
+# The suite sees none of the caller's ZARENA_*, ZERFOO_* or ZTENSOR_* variables (zarena
+# reads them, and flags unknown ZARENA_* names): the tests set what they need, and this
+# script exports ZARENA_BUILD_DIR below.
+while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep -E '^(ZARENA|ZERFOO|ZTENSOR)_' || true)
 
 LIBDIR=$BUILD/capi
 if [ ! -e "$LIBDIR/libzarena.so" ]; then
