@@ -3,7 +3,8 @@
 if(NOT TARGET zarena_replay_core)
   message(FATAL_ERROR "the trace tests need the tools (ZARENA_BUILD_TOOLS=ON)")
 endif()
-foreach(t test_trace_format test_trace_replay test_trace_tool test_trace_engine)
+foreach(t test_trace_format test_trace_replay test_trace_tool test_trace_engine
+    test_trace_edges)
   if(TARGET ${t})
     target_link_libraries(${t} PRIVATE zarena_trace zarena_trace_reader zarena_replay_core)
   endif()

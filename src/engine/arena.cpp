@@ -120,18 +120,30 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     Result err;
     zarena_trace::TraceOptions to;
     to.slots = a.region_.slot_count();  // the hot events go into their slot's lane
+    to.on_failure = &Arena::trace_failed;
+    to.failure_ctx = &a;
     a.tracer_ = zarena_trace::Tracer::open(rc.trace_file, th, &err, to);
     if (a.tracer_) {
       a.trace_ = a.tracer_.get();
       a.region_.set_order_counter(a.trace_->order_counter());
       a.extras_.fetch_or(kExtraTrace, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
+      if (a.tracer_->path() != rc.trace_file && log_enabled(ZARENA_LOG_WARN)) {
+        LogRecord rec(ZARENA_LOG_WARN, "arena.trace_renamed", rc.name);
+        rec.message(fmt::format("the trace file '{}' is written by another open trace (of this "
+                                "process or another); this arena traces to '{}'",
+                                rc.trace_file, a.tracer_->path()));
+        rec.add_string("trace_file", rc.trace_file);
+        rec.add_string("trace_path", a.tracer_->path());
+        log_emit(rec);
+      }
     } else if (log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(ZARENA_LOG_WARN, "arena.trace_failed", rc.name);
       rec.message(fmt::format("could not open the trace file '{}' ({}); the arena runs "
                               "without a trace",
                               rc.trace_file, err.message));
       rec.add_string("trace_file", rc.trace_file);
+      rec.add_string("reason", err.message);
       log_emit(rec);
     }
   }
@@ -182,6 +194,28 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
 }
 
 Arena::~Arena() = default;
+
+// The tracer's writer thread, no lock held, once: the trace stopped (a write failed, or
+// host memory for its buffers ran out). The program hears of it now, not at destroy.
+void Arena::trace_failed(void* ctx, const std::string& path, const Result& why) {
+  const Arena* a = static_cast<const Arena*>(ctx);
+  if (!log_enabled(ZARENA_LOG_WARN)) return;
+  try {
+    LogRecord rec(ZARENA_LOG_WARN, "arena.trace_failed", a->name_);
+    rec.message(fmt::format("the trace stopped: {}. The file '{}' ends there; "
+                            "zarena_trace_status reports it",
+                            why.message, path));
+    rec.add_string("trace_file", path);
+    rec.add_string("reason", why.message);
+    log_emit(rec);
+  } catch (...) {  // host memory: zarena_trace_status still says it
+  }
+}
+
+Result Arena::trace_status() const {
+  if (!tracer_) return Result::ok();
+  return tracer_->status();
+}
 
 FaultInjectingBackend* Arena::fault_injector() {
   return dynamic_cast<FaultInjectingBackend*>(backend_.get());

@@ -87,6 +87,8 @@ class Arena final : private RegionHooks {
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
   // Releases region and overflow blocks and logs "arena.destroy".
   Result destroy();
+  // OK (no trace, or nothing lost so far), or the trace's first failure.
+  Result trace_status() const;
 
   int32_t backend_kind() const { return backend_->kind(); }
   Backend& backend() { return *backend_; }
@@ -165,6 +167,8 @@ class Arena final : private RegionHooks {
   void fill(uint64_t offset, uint64_t bytes) noexcept override;
   bool ensure_committed(uint64_t end) noexcept override;
   static Result fill_overflow(void* ctx, void* ptr, uint64_t bytes);
+  // TraceOptions::on_failure: logs "arena.trace_failed".
+  static void trace_failed(void* ctx, const std::string& path, const Result& why);
   void trim_w();
 
   const std::string name_;

@@ -247,7 +247,10 @@ typedef struct zarena_config {
   uint64_t trim_keep_bytes;    /* ZARENA_FLAG_EXPANDABLE: at reset, decommit what lies above
                                   max(this, what is in use); 0 = never trim */
   const char* trace_file;      /* record every event to this file (see zarena-replay);
-                                  NULL = none; copied at create */
+                                  NULL = none; copied at create. A path another open
+                                  trace writes (another arena, another process) is not
+                                  truncated: the trace goes to "<stem>.2<ext>", ... and
+                                  "arena.trace_renamed" says so. See zarena_trace_status */
 } zarena_config;
 
 /* Fills *cfg with the defaults, then applies environment overrides (table below), and
@@ -335,7 +338,8 @@ ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
  * not yet reused reads as "not a live arena handle", ZARENA_E_INVALID_ARGUMENT, by luck).
  * Returns ZARENA_OK, or ZARENA_E_BACKEND when the backend reported an error while
  * releasing (an overflow block it refuses is tried once more; the arena is destroyed
- * anyway; the handle is invalid afterwards). */
+ * anyway; the handle is invalid afterwards), or the status of the arena's trace failure
+ * when its trace is incomplete (see zarena_trace_status; the arena is destroyed anyway). */
 ZARENA_API zarena_status zarena_destroy(zarena* a);
 
 /* ---------------------------------------------------------------------------------
@@ -463,6 +467,19 @@ typedef struct zarena_stats {
  * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT (NULL a/out, struct_size smaller than
  * the 1.0 layout). Thread-safe, and safe to call from inside a log callback. */
 ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
+
+/* The state of the arena's trace (cfg->trace_file, ZARENA_TRACE_FILE; see zarena-replay).
+ * The trace is written by a thread of its own; the first failure stops it: a write to the
+ * file failed (disk full, a file size limit, an I/O error), or host memory for its buffers
+ * ran out. From then on nothing more is written and later events are dropped (counted in
+ * the file's end record when one can still be written); the failure is logged at once
+ * ("arena.trace_failed", warn, from the trace's thread), and zarena_destroy returns its
+ * status too. The allocations themselves never fail because of the trace.
+ * Returns ZARENA_OK when the arena writes no trace or has lost nothing of it so far; else
+ * the status of the trace's first failure, with zarena_last_error() naming the file and
+ * the reason: ZARENA_E_BACKEND (the write failed), ZARENA_E_OUT_OF_MEMORY (host memory).
+ * ZARENA_E_INVALID_ARGUMENT for a NULL or closed arena. Thread-safe; O(1). */
+ZARENA_API zarena_status zarena_trace_status(const zarena* a);
 
 /* ---------------------------------------------------------------------------------
  * Epochs, pins, floors (1.1)
@@ -945,6 +962,13 @@ ZARENA_API zarena_status zarena_format_live_blocks(zarena* a, int32_t format, ch
  *     arena.capture_query_failed: the backend could not say whether a capture is active;
  *       the arena acts as if one were;
  *     arena.trim_failed: a decommit at reset failed; the memory stays committed;
+ *   arena.trace_failed (warn): the trace file could not be created at create (the arena
+ *     runs untraced), or the trace stopped later (a write failed, host memory for its
+ *     buffers ran out; logged at once, from the trace's thread; see zarena_trace_status).
+ *     Fields (STRING): trace_file, reason (later failures).
+ *   arena.trace_renamed (warn, at create): the trace file asked for is written by another
+ *     open trace; this arena's goes to a numbered name. Fields (STRING): trace_file (asked
+ *     for), trace_path (written).
  *   arena.destroy (info): a lifetime summary (allocs, resets, high_water_bytes, ...,
  *     needed_bytes: the capacity the workload needed, as zarena_stats.needed_bytes).
  * ------------------------------------------------------------------------------- */
