@@ -547,6 +547,18 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag, bool
 
 // --- frees and pins ---------------------------------------------------------------------
 
+// A free answered "stale" or "double" because an older block once started at that address
+// is a pointer into a live block now, when the address lies inside one: NOT_OWNED, as
+// zarena.h promises for interior pointers. Not for a free that names an earlier epoch:
+// its caller's block is of that epoch, whatever lies there now.
+template <typename Inside>
+FreeOutcome Arena::interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
+                               Inside&& inside) {
+  if (o != FreeOutcome::kStale && o != FreeOutcome::kDoubleFree) return o;
+  if (want_epoch != kAnyEpoch && want_epoch < epoch) return o;
+  return inside() ? FreeOutcome::kNotOwned : o;
+}
+
 Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
   if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
@@ -564,6 +576,10 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     } catch (...) {  // host memory for a record (a span given back below the floor)
       region_.leave(s);
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
+    }
+    if (__builtin_expect(o != FreeOutcome::kOk && o != FreeOutcome::kDeferred, 0)) {
+      o = interior_or(o, want_epoch, region_.epoch(),
+                      [&] { return region_.inside_live_block(off); });
     }
     // Loaded after the free: the free may have queued a note (a poison fill skipped).
     const uint32_t extras = extras_.load(std::memory_order_relaxed);
@@ -612,6 +628,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   uint64_t size = 0;
   FreeOutcome o = overflow_.free(ptr, want_epoch, epoch, &block, &size);
   if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
+  o = interior_or(o, want_epoch, epoch, [&] { return overflow_.inside_live_block(ptr); });
   if (trace_ != nullptr) {
     trace_->on_free(zarena_trace::TraceAddr::pointer(ptr),
                     o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
@@ -712,6 +729,14 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
   return Result::fail(Status::kInternal, "unknown pin outcome");
 }
 
+// As interior_or, for pins: a pin of a pointer inside a live block is NOT_OWNED.
+PinOutcome Arena::pin_interior_or(PinOutcome o, const char* p) const {
+  if (o != PinOutcome::kFreed && o != PinOutcome::kStale) return o;
+  const bool inside = contains(p) ? region_.inside_live_block(static_cast<uint64_t>(p - base_))
+                                  : overflow_.inside_live_block(p);
+  return inside ? PinOutcome::kNotOwned : o;
+}
+
 Result Arena::pin(void* ptr) {
   if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_pin: ptr is NULL");
   const char* p = static_cast<const char*>(ptr);
@@ -724,6 +749,7 @@ Result Arena::pin(void* ptr) {
     region_.leave(s);
     throw;
   }
+  o = pin_interior_or(o, p);
   Result r = pin_error(o, ptr, "zarena_pin");
   if (trace_ != nullptr) {
     trace_->on_pin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
@@ -750,6 +776,7 @@ Result Arena::unpin(void* ptr) {
     region_.leave(s);
     throw;
   }
+  o = pin_interior_or(o, p);
   if (trace_ != nullptr) {
     trace_->on_unpin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
                                  : zarena_trace::TraceAddr::pointer(ptr),

@@ -111,7 +111,11 @@ class Arena final : private RegionHooks {
   Status free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
   void after_free_extras(uint32_t extras);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
+  template <typename Inside>
+  static FreeOutcome interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
+                                 Inside&& inside);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
+  PinOutcome pin_interior_or(PinOutcome o, const char* p) const;
   void give_back(std::vector<OverflowBlock>& blocks);
   bool capturing();   // the engine's flag, else the backend's answer
   void after_op();    // emits records queued under locks (poison skipped, commit failed)

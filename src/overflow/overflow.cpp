@@ -111,6 +111,17 @@ bool OverflowPool::owns(void* ptr) const {
   return blocks_.count(ptr) != 0;
 }
 
+bool OverflowPool::inside_live_block(const void* ptr) const {
+  const char* p = static_cast<const char*>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [start, e] : blocks_) {
+    if (e.state != State::kLive && e.state != State::kDeferred) continue;
+    const char* s = static_cast<const char*>(start);
+    if (s < p && p < s + e.size) return true;
+  }
+  return false;
+}
+
 FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
                                uint64_t* size) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -80,6 +80,10 @@ class OverflowPool {
   void untrack_failed(const OverflowAttempt& a, uint64_t size);
 
   bool owns(void* ptr) const;
+  // Whether ptr lies strictly inside a live block (its start below ptr): for error paths,
+  // where a free or pin found no live block at ptr but an older one there said "freed" or
+  // "stale" (the backend handed that address out again inside a larger block). O(blocks).
+  bool inside_live_block(const void* ptr) const;
   // Under the caller's slot lock. On kOk, *out is the block to give back (with give_back
   // once no lock is held); *size its size. kDeferred: pinned, freed at the last unpin.
   FreeOutcome free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,

@@ -367,7 +367,8 @@ ZARENA_API zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr);
  * free neighbours; freeing the topmost block lowers the top.
  * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a);
  *   ZARENA_E_NOT_OWNED (ptr was never returned by this arena, or points inside a
- *     block rather than at its start);
+ *     block rather than at its start: always so for a pointer inside a live block,
+ *     region or overflow, also where an older block once started);
  *   ZARENA_E_DOUBLE_FREE (ptr's block was already freed and not handed out again);
  *   ZARENA_E_STALE (ptr's block was reclaimed by a reset; the call is dropped and
  *     counted in stats.stale_frees). A pointer whose address was handed out again
@@ -540,8 +541,9 @@ ZARENA_API zarena_status zarena_alloc_ex(zarena* a, uint64_t size, uint32_t tag,
 /* Frees ptr if and only if the block at ptr was handed out in `epoch` (see above);
  * ZARENA_ANY_EPOCH: as zarena_free. NULL is a no-op (OK).
  * Returns: ZARENA_OK; ZARENA_E_STALE (the block at ptr belongs to another epoch, or the
- *   block was reclaimed: nothing changed, counted in stats.stale_frees); and the errors of
- *   zarena_free. Thread-safe. */
+ *   block was reclaimed: nothing changed, counted in stats.stale_frees; an epoch before
+ *   the current one gets it whatever lies at ptr now, since the caller's block is gone);
+ *   and the errors of zarena_free. Thread-safe. */
 ZARENA_API zarena_status zarena_free_at(zarena* a, void* ptr, uint64_t epoch);
 
 /* Adds a pin to the live block that starts at ptr (region or overflow).
