@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "backend/backend_faults_testing.h"
 #include "log/log.h"
 #include "support.h"
 #include "zarena/zarena.h"
@@ -384,3 +388,66 @@ TEST(Overflow, FaultInjectionChecksItsHandle) {
 }
 
 }  // namespace
+
+// set_stream racing the give-back of an overflow block (item 12): a block's poison fill
+// and its free must go to one stream. Before, set_stream held the region's locks, which a
+// give-back does not take, so the fill could be ordered on the old stream and the free on
+// the new one (the pool could then hand the block out again on the new stream while the
+// fill still ran on the old). The backend records the stream of each fill and free; a
+// short pause inside the fill widens the window a stream change would need.
+namespace stream_race {
+
+struct Seen {
+  std::mutex mu;
+  std::map<const void*, void*> fill_stream;  // block -> the stream its fill went to
+  uint64_t pairs = 0, split = 0;
+};
+
+void observe(void* ctx, zarena_core::FaultSite site, const void* ptr, void* stream) {
+  auto* s = static_cast<Seen*>(ctx);
+  if (site == zarena_core::FaultSite::kFill32) {
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->fill_stream[ptr] = stream;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(s->mu);
+  auto it = s->fill_stream.find(ptr);
+  if (it == s->fill_stream.end()) return;
+  ++s->pairs;
+  if (it->second != stream) ++s->split;
+  s->fill_stream.erase(it);
+}
+
+}  // namespace stream_race
+
+TEST(OverflowStream, AGiveBackNeverStraddlesAStreamChange) {
+  stream_race::Seen seen;
+  zarena_core::FaultPlan plan;
+  plan.observe = &stream_race::observe;
+  plan.observe_ctx = &seen;
+  zarena_core::arm_faults_for_next_create(plan);
+  zarena_config c = host_config(ZARENA_OVERFLOW_SYNC);
+  c.flags |= ZARENA_FLAG_POISON;
+  ArenaHolder a(c);
+  const int rounds = 400 / zarena_test::kSanitizerSlowdown;
+  std::atomic<bool> done{false};
+  std::thread changer([&] {
+    char streams[2];
+    for (uint64_t i = 0; !done.load(); ++i) {
+      EXPECT_EQ(zarena_set_stream(a, &streams[i % 2]), ZARENA_OK) << zarena_last_error();
+    }
+  });
+  for (int i = 0; i < rounds; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 2 * kCapacity, &p), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_free(a, p), ZARENA_OK);
+  }
+  done.store(true);
+  changer.join();
+  std::lock_guard<std::mutex> lock(seen.mu);
+  EXPECT_EQ(seen.pairs, static_cast<uint64_t>(rounds));
+  EXPECT_EQ(seen.split, 0u) << "give-backs whose fill and free went to different streams";
+}

@@ -300,13 +300,17 @@ Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
 // first, so a block that fails now waits for the next give-back point instead of being
 // retried at once.
 void Arena::give_back(std::vector<OverflowBlock>& blocks) {
-  const bool cap = capturing();
-  const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
-  OverflowPool::FillFn fill = poison ? &Arena::fill_overflow : nullptr;
   Result r;
-  if (!cap && overflow_.has_deferred()) r = overflow_.flush_deferred(fill, this);
-  const Result now = overflow_.give_back(blocks, cap, fill, this);
-  if (r.is_ok()) r = now;
+  {
+    // A block's poison fill and its free go to one stream: set_stream waits.
+    std::shared_lock<std::shared_mutex> g(stream_mu_);
+    const bool cap = capturing();
+    const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
+    OverflowPool::FillFn fill = poison ? &Arena::fill_overflow : nullptr;
+    if (!cap && overflow_.has_deferred()) r = overflow_.flush_deferred(fill, this);
+    const Result now = overflow_.give_back(blocks, cap, fill, this);
+    if (r.is_ok()) r = now;
+  }
   if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
     LogRecord rec(ZARENA_LOG_WARN, "overflow.give_failed", name_);
     rec.message(

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,9 @@ class Arena final : private RegionHooks {
   static constexpr uint32_t kExtraNote = 4;     // a warning waits for after_op
   std::atomic<uint32_t> extras_{0};
 
+  // Give-backs (their poison fills and frees, on the backend's stream) hold it shared;
+  // set_stream exclusively, so a give-back never straddles a stream change.
+  std::shared_mutex stream_mu_;
   std::atomic<bool> capture_flag_{false};
   std::atomic<bool> poison_on_;
   std::atomic<uint32_t> poison_word_;

@@ -189,7 +189,9 @@ void Arena::set_capture_active(bool active) {
 Result Arena::set_stream(void* stream) {
   Result r;
   {
-    // No block may be given back on the old stream while the stream changes.
+    // No give-back is in flight while the stream changes (each one's poison fill and
+    // free go to one stream), and no region fill or trim (the slot locks).
+    std::unique_lock<std::shared_mutex> g(stream_mu_);
     Region::WriterLock w(region_);
     r = backend_->set_stream(stream);
   }
