@@ -51,9 +51,10 @@ zarena_status zarena_create(const zarena_config* cfg, zarena** out) {
     std::unique_ptr<Arena> arena;
     r = Arena::create(rc, &arena);
     if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_create: " + r.message);
-    auto* h = new zarena();
+    std::unique_ptr<zarena> h(new zarena());
     h->arena = std::move(arena);
-    *out = h;
+    zarena_core::handle_created(h.get());  // may throw: the arena goes with h
+    *out = h.release();
     return ZARENA_OK;
   });
 }
@@ -63,6 +64,7 @@ zarena_status zarena_destroy(zarena* a) {
   return guarded("zarena_destroy", [&]() -> zarena_status {
     Arena* arena = zarena_core::checked(a, "zarena_destroy");
     if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+    zarena_core::handle_destroyed(a);
     zarena_core::Result r = arena->destroy();
     a->magic = 0;
     a->arena.reset();

@@ -4,7 +4,7 @@ if(NOT TARGET zarena_replay_core)
   message(FATAL_ERROR "the trace tests need the tools (ZARENA_BUILD_TOOLS=ON)")
 endif()
 foreach(t test_trace_format test_trace_replay test_trace_tool test_trace_engine
-    test_trace_edges)
+    test_trace_edges test_fork)
   if(TARGET ${t})
     target_link_libraries(${t} PRIVATE zarena_trace zarena_trace_reader zarena_replay_core)
   endif()

@@ -57,6 +57,22 @@
  *   or start afterwards.
  *   Different arenas are fully independent.
  *
+ * FORK
+ *   A child created by fork() inherits the parent's arenas as they were at that instant,
+ *   possibly with locks held by parent threads that do not exist in the child, with
+ *   memory that is the parent's (and, on a GPU, no CUDA context the child may use). So in
+ *   the child every call on an arena created before the fork is refused with
+ *   ZARENA_E_INVALID_ARGUMENT at once, changing nothing (zarena_last_error says "fork");
+ *   zarena_destroy of it too: it releases nothing (the child's copy of host memory goes
+ *   with the child). The child may create, use and destroy arenas of its own (the host
+ *   backend; CUDA's own rules apply to a CUDA backend), and may exit in any way: its exit
+ *   writes nothing into the parent's traces and waits for nothing of the parent's.
+ *   zarena's handle, trace and log-sink locks and its reporter's are taken around fork()
+ *   so that the child finds them free. Anything a parent thread was inside at that instant
+ *   beyond those (a log line being written to stderr, the program's log callback, a tag
+ *   being registered) is, as POSIX says for a child of a multithreaded process, the
+ *   program's to avoid: fork while no other thread is inside zarena, or exec.
+ *
  * STABILITY
  *   Every function in this header is the stable ABI of major version 1 unless it sits
  *   in a section marked EXPERIMENTAL: names, numeric values and struct layouts do not
