@@ -100,6 +100,8 @@ class FaultInjectingBackend final : public Backend {
   Result overflow_free(const OverflowBlock& block) noexcept override;
   bool supports_async() const noexcept override { return inner_->supports_async(); }
   Result capture_status(bool* capturing) noexcept override;
+  Result capture_id(uint64_t* id) noexcept override { return inner_->capture_id(id); }
+  bool on_legacy_stream() const noexcept override { return inner_->on_legacy_stream(); }
   Result set_stream(void* stream) noexcept override;
   void* stream() const noexcept override { return inner_->stream(); }
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override;

@@ -305,10 +305,13 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
     // A block's poison fill and its free go to one stream: set_stream waits.
     std::shared_lock<std::shared_mutex> g(stream_mu_);
     const bool cap = capturing();
+    // The capture the arena's stream is in: its own allocation nodes are freed into it.
+    uint64_t capture_id = 0;
+    if (cap && !blocks.empty()) (void)backend_->capture_id(&capture_id);
     const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
     OverflowPool::FillFn fill = poison ? &Arena::fill_overflow : nullptr;
     if (!cap && overflow_.has_deferred()) r = overflow_.flush_deferred(fill, this);
-    const Result now = overflow_.give_back(blocks, cap, fill, this);
+    const Result now = overflow_.give_back(blocks, cap, capture_id, fill, this);
     if (r.is_ok()) r = now;
   }
   if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {

@@ -86,7 +86,8 @@ class Arena final : private RegionHooks {
   // Live blocks (region and overflow) from one snapshot, in address order for the region;
   // *epoch (may be null): the epoch at that instant.
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
-  // Releases region and overflow blocks and logs "arena.destroy".
+  // Releases region and overflow blocks and logs "arena.destroy"; during a capture, hands
+  // them to deferred_release.h instead (no CUDA call).
   Result destroy();
   // OK (no trace, or nothing lost so far), or the trace's first failure.
   Result trace_status() const;
@@ -118,6 +119,7 @@ class Arena final : private RegionHooks {
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   PinOutcome pin_interior_or(PinOutcome o, const char* p) const;
   void give_back(std::vector<OverflowBlock>& blocks);
+  Result destroy_later(const zarena_stats& s, const Result& trace_result);
   bool capturing();   // the engine's flag, else the backend's answer
   void after_op();    // emits records queued under locks (poison skipped, commit failed)
   void emit_notes();  // emits notes_ (no lock held)

@@ -101,12 +101,15 @@ class OverflowPool {
   void mark_step_boundary();
 
   // Gives blocks back to the backend (no lock held): at once, or, while `capturing`,
-  // into the deferred list. fill (may be null) poisons each block first when not
-  // capturing. Returns the first backend error; a block the backend refused joins the
-  // deferred list (tried again at the next give-back point, and at destroy), never dropped.
-  // `blocks` is used up (its contents are left unspecified).
+  // into the deferred list, except the blocks allocated during the capture running now
+  // (capture_id, the backend's: 0 none), which are freed into it (a free node, so the
+  // graph frees what it allocated and can be launched again). fill (may be null) poisons
+  // each block first when not capturing. Returns the first backend error; a block the
+  // backend refused joins the deferred list (tried again at the next give-back point, and
+  // at destroy), never dropped. `blocks` is used up (its contents are left unspecified).
   using FillFn = Result (*)(void* ctx, void* ptr, uint64_t bytes);
-  Result give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill, void* ctx);
+  Result give_back(std::vector<OverflowBlock>& blocks, bool capturing, uint64_t capture_id,
+                   FillFn fill, void* ctx);
   bool has_deferred() const;
   // Gives back the deferred blocks (call when no capture is active).
   Result flush_deferred(FillFn fill, void* ctx);
@@ -114,6 +117,9 @@ class OverflowPool {
   // the error of a block that failed twice (it is lost); *recovered (may be null) gets
   // the first failure's message when the second try gave everything back.
   Result release_all(std::string* recovered = nullptr);
+  // Every block the backend must still take back (live ones, deferred gives), forgotten
+  // here: for a release made elsewhere (an arena destroyed during a capture).
+  std::vector<OverflowBlock> take_all();
 
   OverflowStats stats() const;
   // peak_bytes restarts from live_bytes.

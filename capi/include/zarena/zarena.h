@@ -210,9 +210,14 @@ ZARENA_API const char* zarena_last_error(void);
  *   create (and synchronises the stream), so the first overflow does not pay for
  *   mapping it (milliseconds for a fresh pool). An ASYNC overflow made while cfg->stream
  *   is being captured into a CUDA graph becomes an allocation node of that graph and
- *   belongs to it: its free (zarena_free, or the reset that reclaims it) is deferred until
- *   the capture ends (see "Capture, stream and poison") and then ordered on the stream,
- *   so launch the graph before the capture's blocks are freed or reclaimed outside it.
+ *   belongs to it: freed (zarena_free, or a reset that reclaims it) within the same
+ *   capture, it becomes a free node of the graph too, so the graph allocates and frees it
+ *   at every launch and can be launched any number of times; freed later, its free is
+ *   ordered on the stream after the capture ends (see "Capture, stream and poison"), so
+ *   launch the graph before that. An arena on the legacy (NULL) stream has no stream of
+ *   its own to capture: its ASYNC overflow is refused with ZARENA_E_CAPTURE_UNSAFE, before
+ *   any call, whenever a SYNC one would be (below), since a stream-ordered call on the
+ *   legacy stream joins a blocking stream's capture and breaks it.
  *
  *   SYNC: cudaMalloc / cudaFree. A synchronous allocation during graph capture breaks
  *   the capture (CUDA refuses it and invalidates the capture; some drivers hang), so it
@@ -349,6 +354,16 @@ ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
  * the stream-ordered frees on cfg->stream, trims and destroys the overflow pool, so all
  * device memory the arena took is given back). Every pointer
  * the arena handed out becomes invalid. NULL is accepted and returns ZARENA_OK.
+ * During a capture (cfg->stream or the legacy stream being captured, the calling
+ * thread's per-thread stream, or zarena_set_capture_active(a, 1) in force) no CUDA call
+ * is made: the arena is destroyed at once (the handle is invalid, "arena.destroy" is
+ * logged) but its device memory (the region, its overflow blocks and pool) waits, with an
+ * "arena.destroy_deferred" warning, and goes back at the next zarena_create,
+ * zarena_destroy or zarena_set_capture_active(x, 0) of any arena made when that stream is
+ * no longer captured ("arena.released"), ordered on cfg->stream: keep the stream alive
+ * until then. So a destroy from any thread at any moment (a Go finalizer) never breaks a
+ * capture. Memory given back while another thread captures some other stream is freed
+ * in CUDA's relaxed capture mode, which leaves that capture whole.
  * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary.
  * Using the handle afterwards is undefined behaviour: it is not reliably detected (memory
  * not yet reused reads as "not a live arena handle", ZARENA_E_INVALID_ARGUMENT, by luck).
@@ -980,6 +995,11 @@ ZARENA_API zarena_status zarena_format_live_blocks(zarena* a, int32_t format, ch
  *     arena.capture_query_failed: the backend could not say whether a capture is active;
  *       the arena acts as if one were;
  *     arena.trim_failed: a decommit at reset failed; the memory stays committed;
+ *     arena.release_failed: giving back the memory of an arena destroyed during a
+ *       capture failed at its safe point; it stays with the process;
+ *   arena.destroy_deferred (warn, at zarena_destroy during a capture): fields
+ *     region_bytes, overflow_blocks (see zarena_destroy); arena.released (info) when that
+ *     memory went back, with the same fields.
  *   arena.trace_failed (warn): the trace file could not be created at create (the arena
  *     runs untraced), or the trace stopped later (a write failed, host memory for its
  *     buffers ran out; logged at once, from the trace's thread; see zarena_trace_status).
