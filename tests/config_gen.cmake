@@ -7,7 +7,7 @@ target_include_directories(config_gen PRIVATE ${PROJECT_SOURCE_DIR}/src
   ${PROJECT_SOURCE_DIR}/capi/include)
 
 add_test(NAME config_fields_in_sync COMMAND config_gen check ${PROJECT_SOURCE_DIR})
-set_tests_properties(config_fields_in_sync PROPERTIES LABELS unit)
+set_tests_properties(config_fields_in_sync PROPERTIES LABELS unit TIMEOUT 60)
 
 add_custom_target(zarena_config_gen
   COMMAND config_gen write ${PROJECT_SOURCE_DIR}

@@ -29,4 +29,4 @@ add_test(NAME trace_picture_is_well_formed
   COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_trace_outputs.py
   $<TARGET_FILE:trace_sample> $<TARGET_FILE:zarena-replay>
   ${CMAKE_CURRENT_BINARY_DIR}/trace_picture)
-set_tests_properties(trace_picture_is_well_formed PROPERTIES LABELS unit)
+set_tests_properties(trace_picture_is_well_formed PROPERTIES LABELS unit TIMEOUT 180)
