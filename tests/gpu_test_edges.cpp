@@ -36,36 +36,6 @@ using namespace zarena_gpu;
 using zarena_core::cuda_call_counters;
 using zarena_core::CudaCallCounters;
 
-struct Stream {
-  cudaStream_t s = nullptr;
-  explicit Stream(unsigned flags = cudaStreamDefault) {
-    EXPECT_EQ(cudaStreamCreateWithFlags(&s, flags), cudaSuccess);
-  }
-  ~Stream() { EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess); }
-  operator cudaStream_t() const { return s; }
-};
-
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(uint64_t n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
-  ~DeviceBuffer() { EXPECT_EQ(cudaFree(p), cudaSuccess); }
-};
-
-std::vector<cudaGraphNodeType> node_types(cudaGraph_t g) {
-  size_t n = 0;
-  EXPECT_EQ(cudaGraphGetNodes(g, nullptr, &n), cudaSuccess);
-  std::vector<cudaGraphNode_t> nodes(n);
-  std::vector<cudaGraphNodeType> types;
-  if (n == 0) return types;
-  EXPECT_EQ(cudaGraphGetNodes(g, nodes.data(), &n), cudaSuccess);
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType t = cudaGraphNodeTypeEmpty;
-    EXPECT_EQ(cudaGraphNodeGetType(node, &t), cudaSuccess);
-    types.push_back(t);
-  }
-  return types;
-}
-
 size_t count_of(const std::vector<cudaGraphNodeType>& types, cudaGraphNodeType t) {
   size_t n = 0;
   for (cudaGraphNodeType x : types) n += x == t;
@@ -83,12 +53,7 @@ void end_whole_capture(cudaStream_t s) {
   ASSERT_EQ(end, cudaSuccess) << "the capture was broken: " << cuda_text(end);
   const std::vector<cudaGraphNodeType> types = node_types(graph);
   EXPECT_EQ(types.size(), 1u) << "only the user's memset is in the graph";
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_OK(cudaGraphLaunch(exec, s));
-  CUDA_OK(cudaStreamSynchronize(s));
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
+  run_once_and_destroy(graph, s);
 }
 
 // --- #8 ------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@
 // the child may create and use arenas of its own, and its exit touches nothing of the
 // parent's (traces, the reporter).
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,25 +27,6 @@ using zarena_test::kKiB;
 using zarena_test::kMiB;
 
 constexpr auto kWatchdog = std::chrono::minutes(2);
-
-// waitpid, but a child still running after the watchdog's limit (one waiting forever on
-// a lock) is killed and fails the test instead of hanging it.
-int wait_child(pid_t pid) {
-  const auto deadline = std::chrono::steady_clock::now() + kWatchdog;
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;
-    if (std::chrono::steady_clock::now() > deadline) {
-      ADD_FAILURE() << "the child is still running after the watchdog's limit (a lock?)";
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return status;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
 
 // Holds a region poison fill, so its thread holds its slot lock, until released.
 struct Gate {
@@ -127,7 +107,7 @@ TEST(Fork, TheChildRefusesTheParentsArenasAndUsesItsOwn) {
   }
   gate.cv.notify_all();
   holder.join();
-  const int status = wait_child(pid);
+  const int status = zarena_test::wait_child(pid, kWatchdog);
   EXPECT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's check that failed (child_checks)";
   // The parent's arena and trace are whole.

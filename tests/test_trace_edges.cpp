@@ -2,7 +2,6 @@
 // out under a traced arena, a write that fails, a forked child, two arenas given one path.
 // Each failure must cost the trace, never the call, and must be told when it happens.
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,25 +79,6 @@ bool wait_for_record(const LogCapture& log, const std::string& event) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
-}
-
-// waitpid, but a child still running after the watchdog's limit is killed and fails the
-// test instead of hanging it. Returns the status.
-int wait_child(pid_t pid) {
-  const auto deadline = std::chrono::steady_clock::now() + kRecordWatchdog;
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;
-    if (std::chrono::steady_clock::now() > deadline) {
-      ADD_FAILURE() << "the child is still running after the watchdog's limit";
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return status;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
 }
 
 // The report zarena-replay would print for the trace, and its exit status.
@@ -215,7 +195,7 @@ TEST(TraceEdges, AForkedChildDoesNotWriteTheParentsTrace) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) std::exit(0);  // exit handlers run
-  const int status = wait_child(pid);
+  const int status = zarena_test::wait_child(pid, kRecordWatchdog);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   ASSERT_EQ(zarena_destroy(a), ZARENA_OK);
   zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_INFO);
