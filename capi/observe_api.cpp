@@ -78,4 +78,10 @@ zarena_status zarena_format_live_blocks(zarena* a, int32_t format, char* buf, si
   });
 }
 
+zarena_status zarena_trace_status(const zarena* a) {
+  Arena* arena = zarena_core::checked(a, "zarena_trace_status");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  return guarded("zarena_trace_status", [&] { return zarena_core::report(arena->trace_status()); });
+}
+
 }  // extern "C"
