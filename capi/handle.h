@@ -9,9 +9,9 @@
 #include <new>
 #include <string>
 
-#include "engine/arena.h"
 #include "base/last_error.h"
 #include "base/status.h"
+#include "engine/arena.h"
 #include "zarena/zarena.h"
 
 struct zarena {

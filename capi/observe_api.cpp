@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "handle.h"
 #include "format/live_blocks_format.h"
 #include "format/stats_format.h"
+#include "handle.h"
 #include "text_out.h"
 
 using zarena_core::Arena;

@@ -1,8 +1,8 @@
 // Status strings, version queries and the thread-local last error.
 #include <string>
 
-#include "handle.h"
 #include "base/last_error.h"
+#include "handle.h"
 
 namespace zarena_core {
 

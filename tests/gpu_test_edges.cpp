@@ -8,8 +8,8 @@
 //       destroy that releases at once;
 //   #10 a host function on the arena's stream that allocates from the arena, while another
 //       thread resets an expandable arena that trims: no deadlock (a watchdog ends the
-//       process with a failure instead of hanging; expected to fail until the `house`
-//       branch moves the trim's wait on the GPU out of the slot locks);
+//       process with a failure instead of hanging; the trim waits on the GPU outside
+//       the slot locks, ExpandableCommits);
 //   #11 a graph that allocates an ASYNC overflow block and frees it in the same capture
 //       launches 100 times.
 // Every test skips with a clear line without a device.
@@ -280,13 +280,14 @@ TEST(GpuEdges, AHostFunctionThatAllocatesDoesNotDeadlockATrimmingReset) {
   Stream s;
   zarena_config c = cuda_config(1 * kGiB, ZARENA_OVERFLOW_REFUSE, s);
   c.flags |= ZARENA_FLAG_EXPANDABLE;
-  c.commit_chunk_bytes = 0;        // 64 MiB
-  c.trim_keep_bytes = 2 * kMiB;    // a reset decommits all but the first chunk
+  c.commit_chunk_bytes = 0;      // 64 MiB
+  c.trim_keep_bytes = 2 * kMiB;  // a reset decommits all but the first chunk
   zarena* a = nullptr;
   ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
   // Four commits (one per 64 MiB chunk), all free again: a reset trims three.
   std::vector<void*> blocks(4);
-  for (void*& p : blocks) ASSERT_EQ(zarena_alloc(a, 60 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+  for (void*& p : blocks)
+    ASSERT_EQ(zarena_alloc(a, 60 * kMiB, &p), ZARENA_OK) << zarena_last_error();
   for (void* p : blocks) ASSERT_EQ(zarena_free(a, p), ZARENA_OK);
   ASSERT_GE(stats_of(a).commit_events, 4u);
   const uint64_t trims = stats_of(a).trim_events;

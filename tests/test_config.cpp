@@ -252,8 +252,8 @@ TEST(ConfigRanges, EveryNumberOutsideItsRangeIsRefusedFromEverySource) {
       if (is_signed && static_cast<int64_t>(v) < 0) continue;  // no decimal text for it
       for (int k = 0; k < f.env_count; ++k) {
         const zarena_core::EnvVar& var = f.env[k];
-        if (var.syntax != zarena_core::Syntax::kBytes && var.syntax != zarena_core::Syntax::kCount &&
-            var.syntax != zarena_core::Syntax::kWord) {
+        if (var.syntax != zarena_core::Syntax::kBytes &&
+            var.syntax != zarena_core::Syntax::kCount && var.syntax != zarena_core::Syntax::kWord) {
           continue;  // GiB, ms, names: their own units; the bytes form covers the range
         }
         Env e(var.name, std::to_string(v).c_str());

@@ -50,7 +50,7 @@ TEST(Interior, PointersInsideLiveBlocksAreNotOwned) {
       // Mostly small and medium blocks, some large ones that overflow when the region is
       // full (and coalesce into big free spans when freed).
       const uint64_t r = rng() % 100;
-      const uint64_t size = r < 70 ? 256 + rng() % (16 * kKiB)
+      const uint64_t size = r < 70   ? 256 + rng() % (16 * kKiB)
                             : r < 95 ? 16 * kKiB + rng() % (256 * kKiB)
                                      : kMiB + rng() % (3 * kMiB);
       zarena_block b;

@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -441,7 +441,7 @@ TEST(TraceFormat, Reads1xFiles) {
     end.h.seq = 0;
     end.h.kind = static_cast<uint8_t>(Kind::kEnd);
     end.h.words = zarena_trace::kEndRecordBytes_2_0 / 8;  // no dropped count before 2.1
-    end.events = 5;  // numbers 0-4 handed out; 4 is missing
+    end.events = 5;                                       // numbers 0-4 handed out; 4 is missing
     // Thread 0's buffer (seq 0, 2, 3), then thread 1's (seq 1).
     put(alloc(0, 0, 0));
     put(alloc(2, 0, 256));

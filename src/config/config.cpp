@@ -214,15 +214,14 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
     const uint64_t v = field_number(c, f);
     const std::string why = value_problem(f, v);
     if (why.empty()) continue;
-    const std::string shown = f.storage == Storage::kI32
-                                  ? std::to_string(static_cast<int64_t>(v))
-                                  : std::to_string(v);
+    const std::string shown =
+        f.storage == Storage::kI32 ? std::to_string(static_cast<int64_t>(v)) : std::to_string(v);
     if (f.kind == ValueKind::kEnum) {
       return Result::fail(Status::kInvalidArgument, fmt::format("unknown {} {}", f.key, shown));
     }
-    return Result::fail(Status::kInvalidArgument,
-                        fmt::format("{} {} is invalid: {} (valid: {} to {})", f.key, shown, why,
-                                    f.min, f.max));
+    return Result::fail(
+        Status::kInvalidArgument,
+        fmt::format("{} {} is invalid: {} (valid: {} to {})", f.key, shown, why, f.min, f.max));
   }
   if (c.capacity_bytes % c.alignment != 0) {
     // Round down to whole granules; a capacity below one granule is an error.

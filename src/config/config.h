@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "config/config_fields.h"
 #include "config/config_parse.h"
-#include "base/status.h"
 #include "zarena/zarena.h"
 
 namespace zarena_core {

@@ -136,9 +136,10 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
       if (a.tracer_->path() != rc.trace_file && log_enabled(ZARENA_LOG_WARN)) {
         LogRecord rec(log_events::kTraceRenamed, rc.name);
-        rec.message(fmt::format("the trace file '{}' is written by another open trace (of this "
-                                "process or another); this arena traces to '{}'",
-                                rc.trace_file, a.tracer_->path()));
+        rec.message(
+            fmt::format("the trace file '{}' is written by another open trace (of this "
+                        "process or another); this arena traces to '{}'",
+                        rc.trace_file, a.tracer_->path()));
         rec.add_string("trace_file", rc.trace_file);
         rec.add_string("trace_path", a.tracer_->path());
         log_emit(rec);
@@ -203,9 +204,10 @@ void Arena::trace_failed(void* ctx, const std::string& path, const Result& why) 
   if (!log_enabled(ZARENA_LOG_WARN)) return;
   try {
     LogRecord rec(log_events::kTraceFailed, a->name_);
-    rec.message(fmt::format("the trace stopped: {}. The file '{}' ends there; "
-                            "zarena_trace_status reports it",
-                            why.message, path));
+    rec.message(
+        fmt::format("the trace stopped: {}. The file '{}' ends there; "
+                    "zarena_trace_status reports it",
+                    why.message, path));
     rec.add_string("trace_file", path);
     rec.add_string("reason", why.message);
     log_emit(rec);

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "engine/deferred_release.h"
 #include "diagnosis/diagnostics.h"
 #include "engine/arena.h"
+#include "engine/deferred_release.h"
 #include "log/reporter.h"
 
 namespace zarena_core {
@@ -140,7 +140,7 @@ void Arena::set_capture_active(bool active) {
   if (!active) {
     poison_skip_warned_.store(false, std::memory_order_relaxed);
     std::vector<OverflowBlock> none;
-    give_back(none);  // frees deferred during the capture go back now
+    give_back(none);     // frees deferred during the capture go back now
     release_deferred();  // and arenas destroyed during it
   }
   emit_queued_warnings();
@@ -150,7 +150,7 @@ Result Arena::set_stream(void* stream) {
   Result r;
   {
     // No give-back is in flight while the stream changes (each one's poison fill and
-    // free go to one stream), and no region fill or trim (the slot locks).
+    // free go to one stream), and no region fill (the slot locks).
     std::unique_lock<std::shared_mutex> g(stream_mu_);
     Region::WriterLock w(region_);
     r = backend_->set_stream(stream);
@@ -240,12 +240,13 @@ Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
   }
   if (log_enabled(ZARENA_LOG_WARN)) {
     LogRecord rec(log_events::kDestroyDeferred, name_);
-    rec.message(fmt::format("zarena_destroy ran while a CUDA graph capture was active: {} of "
-                            "region and {} overflow blocks go back to the device at the next "
-                            "zarena_create, zarena_destroy or zarena_set_capture_active(a, 0) "
-                            "made when the arena's stream is no longer captured (keep its "
-                            "stream alive until then)",
-                            human_bytes(region_bytes), blocks));
+    rec.message(
+        fmt::format("zarena_destroy ran while a CUDA graph capture was active: {} of "
+                    "region and {} overflow blocks go back to the device at the next "
+                    "zarena_create, zarena_destroy or zarena_set_capture_active(a, 0) "
+                    "made when the arena's stream is no longer captured (keep its "
+                    "stream alive until then)",
+                    human_bytes(region_bytes), blocks));
     rec.add_uint("region_bytes", region_bytes);
     rec.add_uint("overflow_blocks", blocks);
     log_emit(rec);

@@ -79,16 +79,18 @@ void release_deferred() noexcept {
     try {
       if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
         LogRecord rec(log_events::kReleaseFailed, d.name);
-        rec.message(fmt::format("giving back the device memory of the arena destroyed during "
-                                "a capture failed ({}); it stays with the process",
-                                r.message));
+        rec.message(
+            fmt::format("giving back the device memory of the arena destroyed during "
+                        "a capture failed ({}); it stays with the process",
+                        r.message));
         rec.add_string("reason", r.message);
         log_emit(rec);
       } else if (r.is_ok() && log_enabled(ZARENA_LOG_INFO)) {
         LogRecord rec(log_events::kReleased, d.name);
-        rec.message(fmt::format("the device memory of the arena destroyed during a capture "
-                                "went back ({} region, {} overflow blocks)",
-                                human_bytes(d.region_bytes), d.blocks.size()));
+        rec.message(
+            fmt::format("the device memory of the arena destroyed during a capture "
+                        "went back ({} region, {} overflow blocks)",
+                        human_bytes(d.region_bytes), d.blocks.size()));
         rec.add_uint("region_bytes", d.region_bytes);
         rec.add_uint("overflow_blocks", d.blocks.size());
         log_emit(rec);

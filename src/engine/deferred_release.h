@@ -20,7 +20,7 @@ namespace zarena_core {
 struct DeferredRelease {
   std::unique_ptr<Backend> backend;
   std::vector<OverflowBlock> blocks;
-  std::string name;         // the arena's, for the log
+  std::string name;           // the arena's, for the log
   uint64_t region_bytes = 0;  // what the region held on the device
 };
 

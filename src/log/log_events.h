@@ -276,8 +276,8 @@ inline constexpr LogEvent kReleaseFailed =
 // An arena destroyed during a capture (zarena_destroy): its device memory waits for a safe
 // point.
 inline constexpr LogFieldSpec kDeferredReleaseFields[] = {
-    {"region_bytes", kUint, "the region's memory that waits"},
-    {"overflow_blocks", kUint, "the live overflow blocks that wait"},
+    {"region_bytes", kUint, "the destroyed arena's region memory"},
+    {"overflow_blocks", kUint, "its overflow blocks that were live"},
 };
 inline constexpr LogEvent kDestroyDeferred = log_event(
     "arena.destroy_deferred", ZARENA_LOG_WARN, kNeverDropped,
@@ -285,10 +285,9 @@ inline constexpr LogEvent kDestroyDeferred = log_event(
     "next zarena_create, zarena_destroy or zarena_set_capture_active(x, 0) made outside the "
     "capture (see zarena_destroy)",
     kDeferredReleaseFields);
-inline constexpr LogEvent kReleased =
-    log_event("arena.released", ZARENA_LOG_INFO, kNeverDropped,
-              "the memory of an arena destroyed during a capture went back",
-              kDeferredReleaseFields);
+inline constexpr LogEvent kReleased = log_event(
+    "arena.released", ZARENA_LOG_INFO, kNeverDropped,
+    "the memory of an arena destroyed during a capture went back", kDeferredReleaseFields);
 
 inline constexpr LogFieldSpec kTraceFailedFields[] = {
     {"trace_file", kString, "the trace file"},

@@ -217,7 +217,8 @@ std::unique_ptr<Tracer> Tracer::open(const std::string& path, const TraceHeader&
     t.reset(new Tracer(actual, fd, opts));
   } catch (const std::bad_alloc&) {
     ::close(fd);
-    *err = Result::fail(Status::kOutOfMemory, "out of host memory opening the trace '" + actual + "'");
+    *err =
+        Result::fail(Status::kOutOfMemory, "out of host memory opening the trace '" + actual + "'");
     return nullptr;
   }
   while (t->granule_shift_ < 63 && (uint64_t{1} << (t->granule_shift_ + 1)) <= header.alignment) {
@@ -263,7 +264,8 @@ std::unique_ptr<Tracer> Tracer::open(const std::string& path, const TraceHeader&
         Result::fail(Status::kBackend, std::string("cannot start the trace writer: ") + e.what());
     return nullptr;
   } catch (const std::bad_alloc&) {
-    *err = Result::fail(Status::kOutOfMemory, "out of host memory opening the trace '" + actual + "'");
+    *err =
+        Result::fail(Status::kOutOfMemory, "out of host memory opening the trace '" + actual + "'");
     return nullptr;
   }
   return t;
@@ -420,9 +422,8 @@ void Tracer::rotate(ThreadBuffer* b) noexcept {
     b->queued_records = b->records;
     m.queued_bytes += b->pos;
     m.work_cv.notify_one();
-    m.space_cv.wait(lock, [&] {
-      return m.queued_bytes <= m.max_queued_bytes || m.stopping || m.failed;
-    });
+    m.space_cv.wait(lock,
+                    [&] { return m.queued_bytes <= m.max_queued_bytes || m.stopping || m.failed; });
   }
   b->data = fresh;
   b->cap = m.chunk_bytes;

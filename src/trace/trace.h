@@ -65,10 +65,10 @@ struct TraceHeader {
   std::string arena_name;
   uint64_t capacity_bytes = 0;
   uint64_t alignment = 0;
-  int32_t overflow_policy = 0;  // resolved ZARENA_OVERFLOW_*
-  int32_t backend = 0;          // resolved ZARENA_BACKEND_*
-  uint32_t config_flags = 0;    // ZARENA_FLAG_*
-  uint64_t region_base = 0;     // the region's address, for reading raw pointers; 0 = unknown
+  int32_t overflow_policy = 0;        // resolved ZARENA_OVERFLOW_*
+  int32_t backend = 0;                // resolved ZARENA_BACKEND_*
+  uint32_t config_flags = 0;          // ZARENA_FLAG_*
+  uint64_t region_base = 0;           // the region's address, for reading raw pointers; 0 = unknown
   uint64_t overflow_limit_bytes = 0;  // the resolved cap (ZARENA_OVERFLOW_UNLIMITED: none)
 };
 
@@ -89,8 +89,7 @@ struct TraceOptions {
   uint32_t slots = 0;
   // Called once, soon after the trace's first failure (see "Failures" above), from the
   // tracer's writer thread with no tracer lock held. Null: nobody is told (status() is).
-  void (*on_failure)(void* ctx, const std::string& path, const zarena_core::Result& why) =
-      nullptr;
+  void (*on_failure)(void* ctx, const std::string& path, const zarena_core::Result& why) = nullptr;
   void* failure_ctx = nullptr;
   // Called by close() and the exit flush once chunks filled from then on are dropped and
   // before the writer drains what was queued: tests trace from another thread there.

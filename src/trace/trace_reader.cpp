@@ -238,7 +238,8 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
         sum.ended_at_exit = (rh.aux & kEndAtExit) != 0;
         // 1.x and 2.0 end records stop after `events`.
         declared = load<uint64_t>(r + offsetof(EndRecord, events));
-        if (bytes >= sizeof(EndRecord)) sum.dropped = load<uint64_t>(r + offsetof(EndRecord, dropped));
+        if (bytes >= sizeof(EndRecord))
+          sum.dropped = load<uint64_t>(r + offsetof(EndRecord, dropped));
         continue;  // not an event
     }
     out->events.push_back(e);

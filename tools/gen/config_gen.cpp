@@ -278,16 +278,15 @@ std::string range_doc(const FieldSpec& f) {
   const uint64_t type_max = f.storage == Storage::kU64   ? UINT64_MAX
                             : f.storage == Storage::kU32 ? UINT32_MAX
                                                          : INT32_MAX;
-  if (!zarena_core::holds_number(f) || f.kind == ValueKind::kEnum ||
-      f.kind == ValueKind::kSwitch || (f.min == 0 && f.max >= type_max)) {
+  if (!zarena_core::holds_number(f) || f.kind == ValueKind::kEnum || f.kind == ValueKind::kSwitch ||
+      (f.min == 0 && f.max >= type_max)) {
     return "";
   }
   switch (f.kind) {
     case ValueKind::kBytes:
       return size_doc(f.min) + " to " + size_doc(f.max);
     case ValueKind::kDuration:
-      return std::to_string(f.min / 1'000'000) + " to " + std::to_string(f.max / 1'000'000) +
-             " ms";
+      return std::to_string(f.min / 1'000'000) + " to " + std::to_string(f.max / 1'000'000) + " ms";
     default:
       return std::to_string(f.min) + " to " + std::to_string(f.max);
   }
@@ -351,8 +350,7 @@ const Column kVariableColumns[] = {
        return r.var ? syntax_doc(*r.var) + ", e.g. `" + r.var->example + "`"
                     : other_value(*r.other);
      }},
-    {"valid",
-     [](const VariableRow& r) { return r.field ? range_doc(*r.field) : std::string(); }},
+    {"valid", [](const VariableRow& r) { return r.field ? range_doc(*r.field) : std::string(); }},
     {"default",
      [](const VariableRow& r) {
        return std::string(r.field ? r.field->default_doc : r.other->default_doc);
