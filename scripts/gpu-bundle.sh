@@ -22,6 +22,8 @@ for b in bench_threads bench_arena bench_expandable bench_trace bench_trace_api;
   [ -x "$BUILD/bench/$b" ] && strip -o "$G/bin/$b" "$BUILD/bench/$b"
 done
 strip -o "$G/bin/training_loop" "$BUILD/examples/training_loop"
+# The step-plan model test, for a long run on the many cores there (run.sh plan).
+strip -o "$G/bin/test_arena_plans" "$BUILD/tests/test_arena_plans"
 cp -L "$BUILD/capi/libzarena.so.1" "$G/lib/libzarena.so.1"
 strip "$G/lib/libzarena.so.1"
 ln -s libzarena.so.1 "$G/lib/libzarena.so"
