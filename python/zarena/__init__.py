@@ -36,7 +36,7 @@ zarena.h is the manual for the semantics.
 """
 
 from . import _args
-from ._library import SONAME, last_error, library, library_path, load_library
+from ._library import SONAME, config_parse, last_error, library, library_path, load_library
 from ._library import status_string as _status_string
 from ._structs import (Config, LogField, Region, Stats, format_bytes, format_ns)
 from ._structs import LogRecordC as _LogRecordC  # noqa: F401 - kept for old imports
@@ -57,7 +57,7 @@ __all__ = [
     "NoDeviceError", "BackendError", "UnsupportedError", "InternalError", "error_class",
     "load_library", "library", "library_path", "set_log_callback", "log_to_logging",
     "callback_errors", "version_number", "version_string", "status_string", "last_error",
-    "format_bytes", "format_ns", "SONAME", "__version__",
+    "format_bytes", "format_ns", "config_parse", "SONAME", "__version__",
 ]
 
 
