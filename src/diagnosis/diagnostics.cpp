@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
+
+#include "diagnosis/cadence.h"
 
 namespace zarena_core {
 
@@ -68,7 +71,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             "graph, where a synchronous overflow allocation would break the capture",
             "use the ASYNC overflow policy with the captured stream, or give the arena room "
             "for the whole captured step",
-            "use the ASYNC overflow policy with the captured stream"};
+            "use the ASYNC policy on the captured stream"};
   }
   if (f.commit_failed) {
     return {"commit_failed",
@@ -94,7 +97,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             "check the tensor shape behind that request"};
   }
   const uint64_t steps = reported_steps(f);
-  if (steps_kept_bytes(f) && f.resets == 0) {
+  if (steps_kept_bytes(f) && f.resets == 0 && !f.no_resets) {
     return {"never_reset",
             fmt::format("the arena was never reset while {} ran in this epoch and kept {} ({} "
                         "per step, {} allocations)",
@@ -102,7 +105,18 @@ Verdict diagnose(const ExhaustionFacts& f) {
                         human_bytes(f.kept_bytes / (steps - 1)), f.epoch_allocs),
             kResetAdvice, "call zarena_reset after every step"};
   }
-  if ((steps_kept_bytes(f) && f.resets > 0) || reset_stopped_by_counts(f)) {
+  if (f.uniform_blocks >= CadenceDetector::kUniformRunMin && f.resets == 0 && !f.no_resets) {
+    return {"never_reset",
+            fmt::format("the arena was never reset, though a step boundary was marked: since "
+                        "then {} blocks of {} were allocated and none was freed ({} kept, {} "
+                        "allocations in the epoch)",
+                        f.uniform_blocks, human_bytes(f.uniform_size),
+                        human_bytes(f.uniform_blocks * f.uniform_size), f.epoch_allocs),
+            std::string(kResetAdvice) +
+                " (if one step really allocates them all, raise the capacity instead)",
+            "call zarena_reset after every step"};
+  }
+  if (!f.no_resets && ((steps_kept_bytes(f) && f.resets > 0) || reset_stopped_by_counts(f))) {
     const std::string before =
         f.prior_epochs == 0
             ? fmt::format("the arena was reset {} time(s) before", f.resets)
@@ -154,6 +168,18 @@ Verdict diagnose(const ExhaustionFacts& f) {
                         "they allocate",
                         needed),
             fmt::format("raise the capacity beyond {} (a reset would not help)", needed)};
+  }
+  if (f.no_resets) {
+    // A general-purpose pool: what is live at once is what the program holds.
+    return {"working_set_full",
+            fmt::format("the blocks the program holds at once need more than the {} arena ({} "
+                        "live, {} of the {} allocated so far freed again; it never resets)",
+                        human_bytes(f.capacity_bytes), f.live_count,
+                        f.epoch_allocs - std::min(f.epoch_allocs, f.live_count), f.epoch_allocs),
+            fmt::format("raise the capacity (ZARENA_CAPACITY_BYTES) beyond {} or reduce the "
+                        "batch size",
+                        needed),
+            fmt::format("raise the capacity beyond {} or reduce the batch size", needed)};
   }
   if (f.resets == 0 && f.live_count != 0 && f.epoch_allocs >= 8 * f.live_count) {
     // No step seen, but the epoch gives its blocks back (a general-purpose workload).
@@ -222,7 +248,7 @@ LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& are
   // The human line leads with the verdict and its fix, then who holds the memory; the
   // facts are in the fields.
   rec.human(fmt::format("arena full, verdict {}. Fix: {}", v.name, v.fix))
-      .headline({"requested_bytes", "verdict", "top_tags"});
+      .headline({"top_tags", "requested_bytes", "verdict"});
   return rec;
 }
 
@@ -242,7 +268,7 @@ LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::stri
       .add_uint("capacity_bytes", f.last.capacity_bytes)
       .add_string("verdict", v.name)
       .add_string("advice", v.advice);
-  rec.human(fmt::format("overflowed in {} of {} epochs, verdict {}. Fix: {}", f.overflow_epochs,
+  rec.human(fmt::format("overflowed in {}/{} epochs, verdict {}. Fix: {}", f.overflow_epochs,
                         f.epochs, v.name, v.fix))
       .headline({"verdict"});
   return rec;
@@ -343,6 +369,11 @@ LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name) {
       .add_uint("overflow_peak_bytes", f.overflow_peak_bytes)
       .add_uint("needed_bytes", f.needed_bytes)
       .headline({"allocs", "peak_bytes", "overflow_allocs"});
+  rec.human(
+      fmt::format("epoch {}: peak {} of {} above the floor ({:.0f}%), {} overflow "
+                  "allocations; needed {}",
+                  f.epoch, human_bytes(f.peak_bytes), human_bytes(usable),
+                  percent(f.peak_bytes, usable), f.overflow_allocs, human_bytes(f.needed_bytes)));
   rec.stderr_message_only();
   return rec;
 }
@@ -352,20 +383,43 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                         uint64_t memory_free, uint64_t memory_total) {
   const zarena_config& c = rc.cfg;
   LogRecord rec(ZARENA_LOG_INFO, "arena.config", rc.name);
-  std::string from, from_short;
+  std::string from, ignored;
+  std::vector<std::string> short_items;  // for the human line: overridden variables first
   for (const auto& s : rc.sources) {
+    if (!s.env_ignored.empty()) ignored += (ignored.empty() ? "" : ", ") + s.env_ignored;
     if (s.origin == "default") continue;
-    from += fmt::format("{}{}={} ({})", from.empty() ? "" : ", ", s.field, s.value, s.origin);
-    from_short += fmt::format("{}{} ({})", from_short.empty() ? "" : ", ", s.field, s.origin);
+    const std::string why =
+        s.env_ignored.empty() ? s.origin : fmt::format("{}; {} ignored", s.origin, s.env_ignored);
+    from += fmt::format("{}{}={} ({})", from.empty() ? "" : ", ", s.field, s.value, why);
+    const std::string item = fmt::format("{} ({})", s.field, why);
+    short_items.insert(s.env_ignored.empty() ? short_items.end() : short_items.begin(), item);
   }
   const std::string limit = c.overflow_limit_bytes == ZARENA_OVERFLOW_UNLIMITED
                                 ? std::string("unlimited")
                                 : human_bytes(c.overflow_limit_bytes);
+  const std::string shown_desc =
+      backend_desc.size() <= 32 ? backend_desc : backend_desc.substr(0, 29) + "...";
   const std::string head =
-      fmt::format("created on {}: capacity {}, overflow {} (limit {})", backend_desc,
+      fmt::format("created on {}: capacity {}, overflow {} (limit {})", shown_desc,
                   human_bytes(c.capacity_bytes), policy_name(policy), limit);
-  std::string msg = fmt::format("{}, alignment {}; {}{}", head, c.alignment,
-                                from.empty() ? "all defaults" : "set: ", from);
+  // The human line names what is not a default, as many as fit the line after its head.
+  const size_t line_head = std::strlen("arena.config [") +
+                           std::min(rc.name.size(), kHumanArenaNameMax) + std::strlen("]: ");
+  const size_t used = kHumanPrefixMax + line_head + head.size() + std::strlen("; set: ");
+  const size_t set_room = kHumanLineMax > used + 24 ? kHumanLineMax - used : 24;
+  std::string from_short;
+  for (size_t i = 0; i < short_items.size(); ++i) {
+    const std::string more = fmt::format(", +{} more", short_items.size() - i);
+    if (from_short.size() + 2 + short_items[i].size() + more.size() > set_room) {
+      from_short = i == 0 ? fmt::format("{} values", short_items.size()) : from_short + more;
+      break;
+    }
+    from_short += (i == 0 ? "" : ", ") + short_items[i];
+  }
+  std::string msg =
+      fmt::format("created on {}: capacity {}, overflow {} (limit {}), alignment {}; {}{}",
+                  backend_desc, human_bytes(c.capacity_bytes), policy_name(policy), limit,
+                  c.alignment, from.empty() ? "all defaults" : "set: ", from);
   for (const auto& w : rc.warnings) msg += "; " + w;
   if (!fallback.empty()) msg += "; AUTO fell back to host: " + fallback;
   if (memory_total != 0) {
@@ -401,6 +455,7 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
     }
     rec.add_string(s.field + "_source", s.origin);
   }
+  if (!ignored.empty()) rec.add_string("env_ignored", ignored);
   if (!fallback.empty()) rec.add_string("backend_fallback", fallback);
   if (memory_total != 0) {
     rec.add_uint("memory_free_bytes", memory_free);
@@ -420,7 +475,11 @@ LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena
   rec.message(p.describe());
   rec.add_string("variable", p.variable).add_string("value", p.value);
   if (p.unknown_variable) {
-    rec.human(fmt::format("unknown variable {}, ignored; did you mean {}?", p.variable, p.closest));
+    const std::string name =
+        p.variable.size() <= 32 ? p.variable : p.variable.substr(0, 29) + "...";
+    rec.human(p.closest.empty()
+                  ? fmt::format("unknown variable {}, ignored", name)
+                  : fmt::format("unknown variable {}, ignored; did you mean {}?", name, p.closest));
     rec.add_string("closest", p.closest);
   } else {
     rec.human(fmt::format("ignored {}='{}': {}", p.variable, value, p.why));
@@ -455,6 +514,12 @@ LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
       .add_uint("live_allocs", s.live_allocs)
       .add_uint("needed_bytes", f.needed_bytes)
       .headline({"overflow_allocs", "resets", "needed_bytes"});
+  rec.human(
+      fmt::format("destroyed: high water {} of {} ({:.0f}%), region exhausted in {} "
+                  "epoch(s); the workload needed {}",
+                  human_bytes(s.high_water_bytes), human_bytes(s.capacity_bytes),
+                  percent(s.high_water_bytes, s.capacity_bytes), f.overflow_epochs,
+                  human_bytes(f.needed_bytes)));
   // Drops the limiter never got to report with a later record of their kind.
   if (const uint64_t dropped = log_pending_suppressed(); dropped != 0) {
     rec.add_uint("log_suppressed", dropped);

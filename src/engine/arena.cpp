@@ -103,6 +103,11 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     return Result::fail(Status::kOutOfMemory, "out of host memory creating the arena");
   }
   Arena& a = **out;
+  if ((rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0) {
+    // A general-purpose pool: nothing to guess about steps that are never reset.
+    a.detector_on_.store(false, std::memory_order_relaxed);
+    a.watch_end_.store(~0ull, std::memory_order_relaxed);
+  }
   // An overflow that succeeds leaves its record to the reporter thread: start it now, not
   // on the first overflow's latency. (REFUSE overflows fail: their records are emitted by
   // the failing call.)
@@ -403,7 +408,7 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
     if (__builtin_expect(end > watch_end_.load(std::memory_order_relaxed) ||
                              nth <= static_cast<uint64_t>(CadenceDetector::kAnchorLen),
                          0)) {
-      diag_on_alloc(aligned, end, nth, s.id);
+      diag_on_alloc(aligned, end, nth);
     }
     return Status::kOk;
   }
@@ -544,7 +549,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
       if (__builtin_expect(extras & ~kExtraTrace, 0)) after_free_extras(extras);
-      if (__builtin_expect(detector_on_.load(std::memory_order_relaxed), 0)) diag_on_free(size, s.id);
+      if (__builtin_expect(detector_on_.load(std::memory_order_relaxed), 0)) diag_on_free(size);
       return Status::kOk;
     }
     const uint64_t epoch = region_.epoch();

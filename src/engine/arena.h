@@ -132,8 +132,9 @@ class Arena final : private RegionHooks {
     uint64_t reuses_total = 0, overflow_allocs_total = 0, overflow_peak = 0;
     uint64_t steps = 0;
   };
-  void diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
-  void diag_on_free(uint64_t size, uint32_t slot);
+  bool no_resets() const { return (cfg_.flags & ZARENA_FLAG_NO_RESETS) != 0; }
+  void diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot);
+  void diag_on_free(uint64_t size);
   void diag_on_reset(const EpochEnd& e);
   void diag_on_boundary();
   void emit_step_record(const EpochEnd& e);
@@ -220,11 +221,7 @@ class Arena final : private RegionHooks {
   // nothing is watched (~0), else those that carry the epoch past the earlier epochs'
   // peaks. Each slot's first kAnchorLen requests of an epoch go there too (its opening).
   std::atomic<uint64_t> watch_end_{0};
-  std::atomic<bool> detector_on_{true};      // frees feed the detector
-  // The slot whose requests the detector follows (kAnySlot: the next one to feed it).
-  static constexpr uint32_t kAnySlot = ~0u;
-  std::atomic<uint32_t> diag_slot_{kAnySlot};
-  bool cross_thread_frees_ = false;  // a free came from another thread: the guess stopped
+  std::atomic<bool> detector_on_{true};      // requests and frees feed the detector
   std::atomic<bool> explicit_steps_{false};  // zarena_step_begin was called: facts, not guesses
   SpinLock diag_mu_;
   CadenceDetector cadence_;

@@ -58,18 +58,17 @@ struct Arena::ReportJob {
 
 // --- feeding ----------------------------------------------------------------------------
 
-// The guessing detector follows one thread: the slot of the first request it sees. The
-// requests of other threads come here too (the detector's watch is arena-wide) and leave
-// before the lock unless they open their slot's epoch, so that many threads allocating
-// at once never meet on the diagnosis lock. Reading one thread's stream is also what makes
-// its steps recognisable (the requests of several threads interleave in no fixed order).
-void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot) {
+// The guessing detector reads the arena's whole stream, in the order the calls reach it.
+// It once followed one thread's slot and stopped at a free from another thread; but a
+// program's one thread of calls can run on several OS threads (Go moves a goroutine
+// between them), so the verdict then depended on the scheduler. Every request and free
+// now feeds it (under the diagnosis lock, only while it runs): the live bytes it sees are
+// the arena's, and one program order gives one verdict. Requests from threads running at
+// once interleave in no fixed order and rarely repeat exactly: such a guess warns late or
+// not at all, and stops (with its cost) after CadenceDetector::kGuessLimit requests
+// without a step.
+void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot) {
   const bool opening = nth_in_slot <= static_cast<uint64_t>(EpochHistory::kOpeningLen);
-  const uint32_t follows = diag_slot_.load(std::memory_order_relaxed);
-  if (!opening && follows != slot && follows != kAnySlot &&
-      detector_on_.load(std::memory_order_relaxed)) {
-    return;
-  }
   CadenceFacts warn;
   bool do_warn = false;
   uint64_t prior_allocs = 0;
@@ -78,17 +77,8 @@ void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, 
     if (opening && opening_.opening_len < EpochHistory::kOpeningLen) {
       opening_.opening[opening_.opening_len++] = aligned;
     }
-    if (detector_on_.load(std::memory_order_relaxed) &&
-        diag_slot_.load(std::memory_order_relaxed) == kAnySlot) {
-      diag_slot_.store(slot, std::memory_order_relaxed);
-    }
-    const bool mine = diag_slot_.load(std::memory_order_relaxed) == slot;
-    if ((mine || !detector_on_.load(std::memory_order_relaxed)) && end > cadence_top_) {
-      cadence_top_ = end;
-    }
-    if (!mine && detector_on_.load(std::memory_order_relaxed)) {
-      // Another thread's opening request: recorded above, not fed to the detector.
-    } else if (detector_on_.load(std::memory_order_relaxed)) {
+    if (end > cadence_top_) cadence_top_ = end;
+    if (detector_on_.load(std::memory_order_relaxed)) {
       if (cadence_.on_alloc(aligned, cadence_top_) && !warned_ &&
           !explicit_steps_.load(std::memory_order_relaxed)) {
         warned_ = true;
@@ -102,17 +92,26 @@ void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, 
         warn.offset_bytes = cadence_top_;
         warn.capacity_bytes = capacity_;
         warn.steps_to_full = cadence_.steps_to_full(cadence_top_);
+        if (restarts == 0 && cadence_.uniform_run() != 0) {  // one block kept per step
+          const uint64_t size = cadence_.uniform_size();
+          warn.steps = cadence_.uniform_run();
+          warn.step_allocs = 1;
+          warn.step_bytes = size;
+          warn.grown_bytes = warn.steps * size;
+          warn.steps_to_full = cadence_top_ < capacity_ ? (capacity_ - cadence_top_) / size : 0;
+        }
         warn.prior_epochs = history_.epochs_seen();
         prior_allocs = history_.max_allocs();
+      } else if (cadence_.gave_up()) {
+        detector_on_.store(false, std::memory_order_relaxed);
+        watch_end_.store(kNoWatch, std::memory_order_relaxed);
       }
     } else if (end > watch_end_.load(std::memory_order_relaxed)) {
       // This epoch went well past the peaks of the ones before it: a loop that stopped
       // resetting repeats their step. Watch for their opening from here.
       const uint64_t* opening = history_.shared_opening();
-      if (opening != nullptr && !warned_ && !cross_thread_frees_ &&
-          !explicit_steps_.load(std::memory_order_relaxed)) {
+      if (opening != nullptr && !warned_ && !explicit_steps_.load(std::memory_order_relaxed)) {
         cadence_.resume(opening, cadence_top_);
-        diag_slot_.store(slot, std::memory_order_relaxed);
         detector_on_.store(true, std::memory_order_relaxed);
         watch_end_.store(0, std::memory_order_relaxed);
       } else {
@@ -132,22 +131,9 @@ void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, 
   }
 }
 
-// A free from the thread the detector follows feeds it. A free from another thread means
-// blocks cross threads (a finalizer, a queue of frees, a data loader): the live bytes one
-// thread sees are then not the arena's, and a guess from them could warn a loop that
-// frees everything. The guess stops; zarena_step_begin still gives the facts.
-void Arena::diag_on_free(uint64_t size, uint32_t slot) {
-  const uint32_t follows = diag_slot_.load(std::memory_order_relaxed);
-  if (follows == kAnySlot) return;  // nothing fed yet: nothing to undo
+void Arena::diag_on_free(uint64_t size) {
   std::lock_guard<SpinLock> lock(diag_mu_);
-  if (!detector_on_.load(std::memory_order_relaxed)) return;
-  if (follows == slot) {
-    cadence_.on_free(size);
-    return;
-  }
-  detector_on_.store(false, std::memory_order_relaxed);
-  watch_end_.store(kNoWatch, std::memory_order_relaxed);
-  cross_thread_frees_ = true;
+  if (detector_on_.load(std::memory_order_relaxed)) cadence_.on_free(size);
 }
 
 void Arena::diag_on_boundary() {
@@ -171,11 +157,10 @@ void Arena::diag_on_reset(const EpochEnd& e) {
   cadence_.on_reset(e.floor);
   cadence_top_ = e.floor;
   detector_on_.store(false, std::memory_order_relaxed);
-  diag_slot_.store(kAnySlot, std::memory_order_relaxed);
   step_epoch_ = ~0ull;
   // Watch for an epoch that grows well past the ones before, when they share an opening
   // to look for (explicit steps need no guess).
-  if (!explicit_steps_.load(std::memory_order_relaxed) && !warned_ &&
+  if (!explicit_steps_.load(std::memory_order_relaxed) && !warned_ && !no_resets() &&
       history_.shared_opening() != nullptr) {
     watch_peak_ = history_.max_peak();
     watch_end_.store(e.floor + watch_peak_ + std::max(watch_peak_ / 2, capacity_ / 64),
@@ -220,7 +205,7 @@ void Arena::step_begin() {
       const bool grew = live > step_live_;
       step_live_ = live;
       step_top_ = top;
-      if (grew && !warned_) {
+      if (grew && !warned_ && !no_resets()) {
         warned_ = true;
         warn = true;
         const uint64_t done = n - step1_n_;  // steps completed since the first one seen
@@ -259,6 +244,9 @@ void Arena::add_step_facts_d(ExhaustionFacts* f) const {
     f->kept_bytes = cadence_.kept_bytes();
     f->steps =
         cadence_.resumed() ? ceil_div(f->epoch_allocs, history_.max_allocs()) : cadence_.steps();
+  } else if (cadence_.uniform_run() != 0) {
+    f->uniform_blocks = cadence_.uniform_run();
+    f->uniform_size = cadence_.uniform_size();
   }
   f->prior_epochs = history_.size();
   f->prior_peak_bytes = history_.max_peak();
@@ -305,6 +293,7 @@ ExhaustionFacts Arena::capture_facts(const char* path, uint64_t size, uint64_t a
     }
   }
   f.resets = resets_.load(std::memory_order_relaxed);
+  f.no_resets = no_resets();
   std::lock_guard<SpinLock> lock(diag_mu_);
   add_step_facts_d(&f);
   return f;
