@@ -122,6 +122,9 @@ func (e *Error) Error() string {
 	if e.Message == "" {
 		return "zarena: " + name
 	}
+	if e.notLoaded { // the message says what happened and what to do; a status adds nothing
+		return "zarena: " + e.Message
+	}
 	return "zarena: " + e.Message + " [" + name + "]"
 }
 

@@ -5,6 +5,7 @@ package zarena
 import (
 	"context"
 	"log/slog"
+	"strings"
 )
 
 // SlogLevel maps a zarena level to slog's: trace is slog.LevelDebug-4, the others match
@@ -51,7 +52,10 @@ func (r Record) Attrs() []slog.Attr {
 }
 
 // SlogFunc returns a logger for SetLogger that hands each record to h as an
-// slog.Record: the message, the mapped level, and the attributes of Record.Attrs.
+// slog.Record: the message, the mapped level, and the attributes of Record.Attrs less the
+// settings left at their defaults: a field X whose companion X_source is "default" (the
+// arena.config record lists every setting that way) is left out with its source, so a New
+// logs what was set rather than ~60 attributes. SetLogger's Record keeps every field.
 func SlogFunc(h slog.Handler) func(Record) {
 	return func(r Record) {
 		lvl := r.Level.SlogLevel()
@@ -60,9 +64,33 @@ func SlogFunc(h slog.Handler) func(Record) {
 			return
 		}
 		sr := slog.NewRecord(r.Time, lvl, r.Message, 0)
-		sr.AddAttrs(r.Attrs()...)
+		sr.AddAttrs(withoutDefaults(r.Attrs())...)
 		_ = h.Handle(ctx, sr)
 	}
+}
+
+// withoutDefaults drops the attributes X and X_source where X_source is "default".
+func withoutDefaults(attrs []slog.Attr) []slog.Attr {
+	const suffix = "_source"
+	defaults := map[string]bool{}
+	for _, a := range attrs {
+		if strings.HasSuffix(a.Key, suffix) && a.Value.Kind() == slog.KindString &&
+			a.Value.String() == "default" {
+			defaults[strings.TrimSuffix(a.Key, suffix)] = true
+		}
+	}
+	if len(defaults) == 0 {
+		return attrs
+	}
+	kept := attrs[:0:0]
+	for _, a := range attrs {
+		base := strings.TrimSuffix(a.Key, suffix)
+		if defaults[a.Key] || (base != a.Key && defaults[base]) {
+			continue
+		}
+		kept = append(kept, a)
+	}
+	return kept
 }
 
 // SetSlogHandler routes the library's records to h (see SetLogger for the rules). The
