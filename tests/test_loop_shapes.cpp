@@ -586,6 +586,7 @@ TEST(GuessedSteps, AStepThatOutgrowsTheArenaAfterStepsThatFreedEverything) {
   const auto over = cap.of("arena.first_overflow");
   ASSERT_EQ(over.size(), 1u);
   EXPECT_EQ(over[0].str("verdict"), "working_set_full") << over[0].message;
+  EXPECT_EQ(over[0].u("steps"), 0u) << "the layers are not steps: " << over[0].message;
   EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
   zarena_destroy(a);
 }
@@ -609,8 +610,12 @@ Outcome never_reset_loop(int handoff) {  // 0: one thread; 1: moved once; 2: eve
   zarena_status st = ZARENA_OK;
   void* w = nullptr;
   for (int i = 0; i < 3; ++i) EXPECT_EQ(zarena_alloc(a, 256 * kKiB, &w), ZARENA_OK);
+  std::string error;  // the failing call's message, read on the thread that made it
   while (st == ZARENA_OK && o.samples < 1000) {
-    auto step = [&] { st = sample_pass(a, 16 * kKiB); };
+    auto step = [&] {
+      st = sample_pass(a, 16 * kKiB);
+      if (st != ZARENA_OK) error = zarena_last_error();
+    };
     const bool other = handoff == 2 ? o.samples % 2 == 1 : handoff == 1 && o.samples >= 1;
     if (other) {
       on_thread(step);
@@ -620,7 +625,12 @@ Outcome never_reset_loop(int handoff) {  // 0: one thread; 1: moved once; 2: eve
     if (st == ZARENA_OK) ++o.samples;
   }
   EXPECT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
-  o.verdict = parse_error(zarena_last_error()).verdict;
+  o.verdict = parse_error(error).verdict;
+  const auto over = cap.of("arena.first_overflow");
+  EXPECT_EQ(over.size(), 1u);
+  if (!over.empty()) {
+    EXPECT_EQ(over[0].str("verdict"), o.verdict);
+  }
   const auto warn = cap.of("arena.reset_cadence");
   o.warnings = warn.size();
   if (!warn.empty()) o.warned_steps = warn[0].u("steps");

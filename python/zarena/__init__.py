@@ -10,6 +10,10 @@
             arena.reset()
         print(arena.stats())            # every field; repr() is the one-line summary
 
+Configuration may be written as the environment writes it (Arena(capacity_bytes="1.5GiB",
+overflow_policy="refuse"); zarena.config_parse is that reader), and `with arena.step():`
+runs one step as Go's Arena.Step does (step_begin, then reset, also on an exception).
+
 The 1.1 calls keep their C names: alloc_ex (a Block with ptr, epoch, size, flags, tag),
 free_at (epoch-checked), pin/unpin, set_floor, region_info, contains, step_begin,
 set_capture_active, set_stream, set_poison, free_batch/alloc_batch, live_blocks (LiveBlock

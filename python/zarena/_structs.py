@@ -36,7 +36,7 @@ class Config(ctypes.Structure):
         """The ctypes type of a settable field; TypeError naming the field meant for a
         near miss (capacity -> capacity_bytes, policy -> overflow_policy)."""
         types = dict(cls._fields_)
-        if key in types and key not in ("struct_size", "reserved0"):
+        if key in types and key != "struct_size":
             return types[key]
         names = [n for n, _ in cls._fields_ if n not in ("struct_size", "reserved0")]
         near = [n for n in names if isinstance(key, str) and

@@ -53,7 +53,8 @@ class Arena:
         cfg = Config()
         lib.zarena_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
         for key, value in config.items():
-            if isinstance(value, str) and Config.field_type(key) is not ctypes.c_char_p:
+            if isinstance(value, str) and Config.field_type(key) not in (ctypes.c_char_p,
+                                                                         ctypes.c_void_p):
                 value = config_parse(key, value)
             cfg.set_field(key, value)
         handle = ctypes.c_void_p()

@@ -179,7 +179,7 @@ void CadenceDetector::on_free(uint64_t size) {
 
 bool CadenceDetector::gave_up() const {
   if (withdrawn_) return true;
-  return restarts_ == 0 && !resumed_ && allocs_ - begun_at_ >= kGuessLimit;
+  return restarts_ == 0 && !resumed_ && !run_uniform_ && allocs_ - begun_at_ >= kGuessLimit;
 }
 
 void CadenceDetector::on_reset(uint64_t top) {

@@ -58,15 +58,14 @@ struct Arena::ReportJob {
 
 // --- feeding ----------------------------------------------------------------------------
 
-// The guessing detector reads the arena's whole stream, in the order the calls reach it.
-// It once followed one thread's slot and stopped at a free from another thread; but a
-// program's one thread of calls can run on several OS threads (Go moves a goroutine
-// between them), so the verdict then depended on the scheduler. Every request and free
-// now feeds it (under the diagnosis lock, only while it runs): the live bytes it sees are
-// the arena's, and one program order gives one verdict. Requests from threads running at
-// once interleave in no fixed order and rarely repeat exactly: such a guess warns late or
-// not at all, and stops (with its cost) after CadenceDetector::kGuessLimit requests
-// without a step.
+// The guessing detector reads the arena's whole stream, in the order the calls reach it:
+// every request and free feeds it (under the diagnosis lock, only while it runs). Not one
+// thread's slot: a program's one thread of calls can run on several OS threads (Go moves
+// a goroutine between them), and following a slot would make the verdict depend on the
+// scheduler. So the live bytes it sees are the arena's, and one program order gives one
+// verdict. Requests from threads running at once interleave in no fixed order and rarely
+// repeat exactly: such a guess warns late or not at all, and stops (with its cost) after
+// CadenceDetector::kGuessLimit requests without a step.
 void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot) {
   const bool opening = nth_in_slot <= static_cast<uint64_t>(EpochHistory::kOpeningLen);
   CadenceFacts warn;
