@@ -7,9 +7,11 @@
 // every block, shapes varying, never reset.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
@@ -652,6 +654,33 @@ TEST(GuessedSteps, TheVerdictDoesNotDependOnTheThreadThatCarriesTheCalls) {
     EXPECT_EQ(moved.warned_steps, one.warned_steps) << "handoff " << handoff;
     EXPECT_EQ(moved.steps, static_cast<uint64_t>(moved.samples) + 1) << "handoff " << handoff;
   }
+}
+
+// Threads running at once interleave their calls in no fixed order: the guess stops there
+// (forced here: two threads take turns call by call, each keeping blocks of a repeating
+// pattern and never resetting; guessed from the mixed stream, that warned).
+TEST(GuessedSteps, ThreadsThatInterleaveTheirCallsStopTheGuess) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "interleaved");
+  std::mutex mu;
+  std::condition_variable cv;
+  int turn = 0;
+  auto worker = [&](int me) {
+    for (int i = 0; i < 1500; ++i) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return turn == me; });
+      void* p = nullptr;
+      EXPECT_EQ(zarena_alloc(a, (1 + i % 8) * kKiB, &p), ZARENA_OK);
+      turn = 1 - me;
+      cv.notify_all();
+    }
+  };
+  std::thread t0(worker, 0), t1(worker, 1);
+  t0.join();
+  t1.join();
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty()) << cap.of("arena.reset_cadence")[0].message;
+  EXPECT_EQ(diagnose(a).steps, 0u);
+  zarena_destroy(a);
 }
 
 // Item 18: weights, a step boundary, then one block of one size per step, never freed or

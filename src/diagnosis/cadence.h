@@ -57,11 +57,11 @@
 // its warning means "reset stopped".
 //
 // Threads: the arena feeds the detector every request and free, in the order they reach
-// it; one program order (however many OS threads carry it) gives one verdict. Requests
-// from threads running at once interleave in no fixed order, so the detector sees fewer
-// exact repeats and may warn later or not at all; a loop that resets still never warns in
-// normal mode (the arena's reset gate does not depend on the order). After kGuessLimit
-// requests without a step the guess stops.
+// it; one program order (however many OS threads carry it) gives one verdict. Threads
+// running at once interleave their calls in no fixed order: the arena stops the guess
+// when the stream changes thread often (Arena::diag_interleaved_d); a loop that resets
+// never warns in normal mode (the arena's reset gate does not depend on the order). After
+// kGuessLimit requests without a step the guess stops.
 // Known blind spots: a step whose opening requests belong to a block that repeats inside
 // the step (e.g. a model whose very first allocations are layer 1's and whose activations
 // stay live) looks like repeated steps; real steps usually open with the input upload.

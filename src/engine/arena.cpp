@@ -408,7 +408,7 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
     if (__builtin_expect(end > watch_end_.load(std::memory_order_relaxed) ||
                              nth <= static_cast<uint64_t>(CadenceDetector::kAnchorLen),
                          0)) {
-      diag_on_alloc(aligned, end, nth);
+      diag_on_alloc(aligned, end, nth, s.id);
     }
     return Status::kOk;
   }
@@ -549,7 +549,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
       if (__builtin_expect(extras & ~kExtraTrace, 0)) after_free_extras(extras);
-      if (__builtin_expect(detector_on_.load(std::memory_order_relaxed), 0)) diag_on_free(size);
+      if (__builtin_expect(detector_on_.load(std::memory_order_relaxed), 0)) diag_on_free(size, s.id);
       return Status::kOk;
     }
     const uint64_t epoch = region_.epoch();

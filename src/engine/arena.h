@@ -133,8 +133,11 @@ class Arena final : private RegionHooks {
     uint64_t steps = 0;
   };
   bool no_resets() const { return (cfg_.flags & ZARENA_FLAG_NO_RESETS) != 0; }
-  void diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot);
-  void diag_on_free(uint64_t size);
+  void diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
+  void diag_on_free(uint64_t size, uint32_t slot);
+  // Under diag_mu_: notes the call's thread; true (and the guess stopped) when threads
+  // running at once interleave their calls.
+  bool diag_interleaved_d(uint32_t slot);
   void diag_on_reset(const EpochEnd& e);
   void diag_on_boundary();
   void emit_step_record(const EpochEnd& e);
@@ -222,6 +225,11 @@ class Arena final : private RegionHooks {
   // peaks. Each slot's first kAnchorLen requests of an epoch go there too (its opening).
   std::atomic<uint64_t> watch_end_{0};
   std::atomic<bool> detector_on_{true};      // requests and frees feed the detector
+  // Changes of thread in the stream the detector reads (diag_interleaved_d).
+  static constexpr uint32_t kNoSlot = ~0u;
+  static constexpr uint32_t kInterleaveWindow = 256, kInterleaveMax = 32;
+  uint32_t diag_last_slot_ = kNoSlot, diag_switches_ = 0, diag_window_calls_ = 0;
+  bool diag_interleaved_ = false;  // this epoch's guess stopped on interleaved threads
   std::atomic<bool> explicit_steps_{false};  // zarena_step_begin was called: facts, not guesses
   SpinLock diag_mu_;
   CadenceDetector cadence_;

@@ -63,10 +63,27 @@ struct Arena::ReportJob {
 // thread's slot: a program's one thread of calls can run on several OS threads (Go moves
 // a goroutine between them), and following a slot would make the verdict depend on the
 // scheduler. So the live bytes it sees are the arena's, and one program order gives one
-// verdict. Requests from threads running at once interleave in no fixed order and rarely
-// repeat exactly: such a guess warns late or not at all, and stops (with its cost) after
+// verdict. Threads running at once interleave their calls in no fixed order: when the
+// stream changes thread more than kInterleaveMax times in kInterleaveWindow calls, the
+// guess stops (one thread moved between OS threads changes far less often, so its
+// verdict does not depend on where it ran). It also stops, with its cost, after
 // CadenceDetector::kGuessLimit requests without a step.
-void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot) {
+bool Arena::diag_interleaved_d(uint32_t slot) {
+  if (slot != diag_last_slot_) {
+    if (diag_last_slot_ != kNoSlot) ++diag_switches_;
+    diag_last_slot_ = slot;
+  }
+  if (diag_switches_ > kInterleaveMax) {
+    diag_interleaved_ = true;  // what it guessed from the mixed stream is not used either
+    detector_on_.store(false, std::memory_order_relaxed);
+    watch_end_.store(kNoWatch, std::memory_order_relaxed);
+    return true;
+  }
+  if (++diag_window_calls_ == kInterleaveWindow) diag_window_calls_ = diag_switches_ = 0;
+  return false;
+}
+
+void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot) {
   const bool opening = nth_in_slot <= static_cast<uint64_t>(EpochHistory::kOpeningLen);
   CadenceFacts warn;
   bool do_warn = false;
@@ -77,7 +94,7 @@ void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot) 
       opening_.opening[opening_.opening_len++] = aligned;
     }
     if (end > cadence_top_) cadence_top_ = end;
-    if (detector_on_.load(std::memory_order_relaxed)) {
+    if (detector_on_.load(std::memory_order_relaxed) && !diag_interleaved_d(slot)) {
       if (cadence_.on_alloc(aligned, cadence_top_) && !warned_ &&
           !explicit_steps_.load(std::memory_order_relaxed)) {
         warned_ = true;
@@ -130,9 +147,11 @@ void Arena::diag_on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot) 
   }
 }
 
-void Arena::diag_on_free(uint64_t size) {
+void Arena::diag_on_free(uint64_t size, uint32_t slot) {
   std::lock_guard<SpinLock> lock(diag_mu_);
-  if (detector_on_.load(std::memory_order_relaxed)) cadence_.on_free(size);
+  if (detector_on_.load(std::memory_order_relaxed) && !diag_interleaved_d(slot)) {
+    cadence_.on_free(size);
+  }
 }
 
 void Arena::diag_on_boundary() {
@@ -155,6 +174,9 @@ void Arena::diag_on_reset(const EpochEnd& e) {
   needed_bytes_ = std::max(needed_bytes_, e.high_water + e.overflow_peak);
   cadence_.on_reset(e.floor);
   cadence_top_ = e.floor;
+  diag_interleaved_ = false;
+  diag_last_slot_ = kNoSlot;
+  diag_switches_ = diag_window_calls_ = 0;
   detector_on_.store(false, std::memory_order_relaxed);
   step_epoch_ = ~0ull;
   // Watch for an epoch that grows well past the ones before, when they share an opening
@@ -239,11 +261,11 @@ void Arena::add_step_facts_d(ExhaustionFacts* f) const {
       f->steps = epoch_steps_.load(std::memory_order_relaxed);
       f->kept_bytes = step_live_ > step1_live_ ? step_live_ - step1_live_ : 0;
     }
-  } else if (cadence_.restarts() != 0) {
+  } else if (cadence_.restarts() != 0 && !diag_interleaved_) {
     f->kept_bytes = cadence_.kept_bytes();
     f->steps =
         cadence_.resumed() ? ceil_div(f->epoch_allocs, history_.max_allocs()) : cadence_.steps();
-  } else if (cadence_.uniform_run() != 0) {
+  } else if (cadence_.uniform_run() != 0 && !diag_interleaved_) {
     f->uniform_blocks = cadence_.uniform_run();
     f->uniform_size = cadence_.uniform_size();
   }
