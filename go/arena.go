@@ -1,10 +1,9 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 
-static inline uint64_t zgo_epoch(const zarena* a) { return zarena_epoch(a); }
-static inline int32_t zgo_backend(const zarena* a) { return zarena_backend(a); }
+static inline int32_t shim_backend(uintptr_t a) { return zarena_backend((const zarena*)a); }
 */
 import "C"
 
@@ -29,7 +28,8 @@ type DevicePtr uintptr
 // ignores it.
 func (p DevicePtr) Pointer() unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
 
-// AnyEpoch as an epoch checks nothing: FreeAt(p, AnyEpoch) is Free(p) (ZARENA_ANY_EPOCH).
+// AnyEpoch as an epoch checks nothing: FreeNow(p, AnyEpoch) frees whatever block starts
+// at p (ZARENA_ANY_EPOCH).
 const AnyEpoch = ^uint64(0)
 
 // BlockFlags describe an allocation (ZARENA_BLOCK_*).
@@ -40,9 +40,10 @@ const (
 	BlockReused   BlockFlags = 0x2 // a freed block was reused (no new bump space)
 )
 
-// Block is what AllocBlock hands out: the pointer, the epoch it belongs to (for FreeAt),
-// its size (the request rounded up to the alignment), flags and tag, all from the one
-// crossing that allocated it.
+// Block is what AllocBlock hands out: the pointer, the epoch it belongs to (FreeBlock
+// checks it), its size (the request rounded up to the alignment), flags and tag, all from
+// the one crossing that allocated it. Its layout is zarena_block's (AllocBatch fills
+// Blocks in place).
 type Block struct {
 	Ptr   DevicePtr
 	Epoch uint64
@@ -51,21 +52,44 @@ type Block struct {
 	Tag   Tag
 }
 
-// Arena is one zarena arena. Every method may be called from many goroutines at once.
-// Reset may run concurrently with the others, but no goroutine may still use a block
-// that the reset reclaims. Close needs exclusive use: no other call may be in flight or
-// start afterwards (Free, including from finalizers, is the exception: after Close it
-// returns an error and does nothing).
+var (
+	_ [unsafe.Sizeof(Block{}) - C.sizeof_zarena_block]struct{}
+	_ [C.sizeof_zarena_block - unsafe.Sizeof(Block{})]struct{}
+	_ [unsafe.Offsetof(Block{}.Tag) - unsafe.Offsetof(C.zarena_block{}.tag)]struct{}
+	_ [unsafe.Offsetof(C.zarena_block{}.tag) - unsafe.Offsetof(Block{}.Tag)]struct{}
+)
+
+// Arena is one zarena arena. Every method may be called from many goroutines at once,
+// Close included: calls that began before Close complete first, later ones return
+// ErrClosed. Reset may run concurrently with the others, but no goroutine may still use
+// a block that the reset reclaims, nor any block after Close.
 type Arena struct {
-	q     freeQueue
-	name  string
-	base  uintptr // the region, cached at New for Contains
-	size  uint64
-	epoch atomic.Uint64 // the epoch as of the latest Reset (every reset goes through Go)
+	// h and poison change only while every shard lock is held, so one shard lock is
+	// enough to read them.
+	h      C.uintptr_t // the library's arena; 0 once closed
+	poison bool        // poison is on: frees cross at once
+
+	shards  []shard        // the free queue (freequeue.go)
+	mask    uint32         // len(shards) - 1
+	shift   uint32         // log2(len(shards))
+	pending []C.shim_queue // whole-arena calls list the shards' queued frees here
+	errs    freeErrors     // queued frees that failed
+	busy    atomic.Uint64  // calls that found their shard held (the benchmarks report it)
+	// newQueueBuffer allocates a shard's buffer (a test makes it fail).
+	newQueueBuffer func() unsafe.Pointer
+	closed         atomic.Bool   // for the calls that only ask (Epoch)
+	epoch          atomic.Uint64 // the epoch as of the latest Reset (every reset goes through Go)
+	name           string
+	base           uintptr // the region, cached at New for Contains
+	size           uint64
 }
 
 // New creates an arena from cfg (see Config for what zero fields mean).
-func New(cfg Config) (*Arena, error) {
+func New(cfg Config) (*Arena, error) { return newArena(cfg, 0) }
+
+// newArena is New with the number of shards of the free queue (0: the default, see
+// initShards; tests ask for one to make the order of frees and allocations exact).
+func newArena(cfg Config, shards int) (*Arena, error) {
 	if err := ready(); err != nil {
 		return nil, err
 	}
@@ -73,14 +97,15 @@ func New(cfg Config) (*Arena, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := C.zgo_create(c, C.uintptr_t(cfg.Stream))
+	r := C.shim_create(c, C.uintptr_t(cfg.Stream))
 	if strs != nil {
 		C.free(unsafe.Pointer(strs)) // the library copies the strings at create
 	}
 	if err := callError(r.status, r.err); err != nil {
 		return nil, err
 	}
-	a := &Arena{name: cfg.Name, base: uintptr(r.base), size: uint64(r.capacity)}
+	a := &Arena{h: r.arena, poison: c.flags&C.ZARENA_FLAG_POISON != 0, name: cfg.Name,
+		base: uintptr(r.base), size: uint64(r.capacity)}
 	if a.name == "" {
 		if cfg.Set&FieldName == 0 {
 			a.name = DefaultConfig().Name // ZARENA_NAME
@@ -89,7 +114,7 @@ func New(cfg Config) (*Arena, error) {
 			a.name = "zarena"
 		}
 	}
-	a.q.init(r.arena, a.name)
+	a.initShards(shards)
 	runtime.SetFinalizer(a, (*Arena).leaked)
 	return a, nil
 }
@@ -97,8 +122,7 @@ func New(cfg Config) (*Arena, error) {
 // leaked is the finalizer: a backstop for a forgotten Close, not a substitute. It
 // reports the leak through the logger and releases the region.
 func (a *Arena) leaked() {
-	b, h, err := a.q.takeExclusive("Close", true)
-	if err != nil {
+	if a.closed.Load() {
 		return
 	}
 	emitGo(Record{
@@ -108,11 +132,7 @@ func (a *Arena) leaked() {
 			"released now, call Close when done with an arena", a.name),
 		Arena: a.name,
 	})
-	q, nq, qs := b.cargs()
-	r := C.zgo_destroy(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	a.q.freeBuffers()
-	_ = errorFrom(r.status, r.err)
+	_ = a.destroy()
 }
 
 // Close applies the queued frees and destroys the arena: its region, every block and
@@ -124,29 +144,25 @@ func (a *Arena) Close() error {
 	if a == nil {
 		return nil
 	}
-	b, h, err := a.q.takeExclusive("Close", true)
-	if err != nil {
-		return nil // closed already
+	err := a.destroy()
+	if errors.Is(err, ErrClosed) {
+		return nil
 	}
 	runtime.SetFinalizer(a, nil)
-	q, nq, qs := b.cargs()
-	r := C.zgo_destroy(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	a.q.freeBuffers()
 	FlushLogs()
-	return errorFrom(r.status, r.err)
+	return err
+}
+
+func (a *Arena) destroy() error {
+	return a.whole("Close", func(h C.uintptr_t) C.shim_result {
+		r := C.shim_destroy(h)
+		a.closeLocked()
+		return r
+	})
 }
 
 // Name is the arena's label in log records.
 func (a *Arena) Name() string { return a.name }
-
-// keepAlive keeps the finalizer from destroying the arena while one of its C calls
-// is still running (a is otherwise dead once the handle has been loaded).
-func keepAlive(a *Arena) { runtime.KeepAlive(a) }
-
-func errClosed(op string) error {
-	return &Error{Status: StatusInvalidArgument, Message: op + ": the arena is closed"}
-}
 
 // callError is errorFrom for a call that failed in the library: before it returns, the
 // records that call logged (an overflow's verdict, say) are handed to the Go logger, so a
@@ -160,223 +176,202 @@ func callError(status C.zarena_status, msg *C.char) error {
 	return err
 }
 
-// Alloc allocates n bytes, aligned to the configured alignment, after applying the
-// queued frees (one cgo call for both). n == 0 returns 0 and no error, without a call.
-// When the region is full the overflow policy decides; errors: ErrOutOfMemory (with the
-// verdict in Error.Verdict when the library gave one), ErrCaptureUnsafe, ErrBackend,
-// ErrInvalidArgument (closed arena).
+// Alloc allocates n bytes, aligned to the configured alignment, after applying the frees
+// queued on the caller's shard (one cgo call for both). n == 0 returns 0 and no error,
+// without a call. When the region is full the overflow policy decides; errors:
+// ErrOutOfMemory (with the verdict in Error.Verdict when the library gave one),
+// ErrCaptureUnsafe, ErrBackend, ErrClosed.
 func (a *Arena) Alloc(n uint64) (DevicePtr, error) {
+	var here byte // in the caller's frame: it names the caller's shard (see home)
+	return a.alloc(uintptr(unsafe.Pointer(&here)), n)
+}
+
+func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	b, err := a.alloc(n, 0, "Alloc")
-	return b.Ptr, err
+	// Under a step plan, a planned block is served here, from the plan, without a crossing.
+	i := a.home(here)
+	s := &a.shards[i]
+	if !s.mu.TryLock() {
+		s = a.lockBusy(i)
+	}
+	if a.h == 0 {
+		s.mu.Unlock()
+		return 0, errClosed("Alloc")
+	}
+	r := C.shim_alloc(a.h, s.buf, C.size_t(s.n), C.uint64_t(n))
+	if s.n > 0 {
+		a.applied(s, r.qfailed)
+	}
+	s.mu.Unlock()
+	if r.status != C.ZARENA_OK || r.qfailed != 0 {
+		return 0, a.allocFailed(r.status, r.err)
+	}
+	return DevicePtr(r.ptr), nil
 }
 
-// AllocBlock is Alloc returning the whole Block: pointer, epoch (for FreeAt), size,
-// flags, from the same single cgo call.
-func (a *Arena) AllocBlock(n uint64) (Block, error) { return a.alloc(n, 0, "AllocBlock") }
+// allocFailed logs the failed queued frees an allocation applied and returns the
+// allocation's own error (nil when only the frees failed).
+func (a *Arena) allocFailed(status C.zarena_status, msg *C.char) error {
+	a.errs.logPending(a.name)
+	return callError(status, msg)
+}
+
+// AllocBlock is Alloc returning the whole Block: pointer, epoch (FreeBlock checks it),
+// size, flags, from the same single cgo call.
+func (a *Arena) AllocBlock(n uint64) (Block, error) {
+	var here byte
+	return a.allocBlock(uintptr(unsafe.Pointer(&here)), n, 0, "AllocBlock")
+}
 
 // AllocTagged is AllocBlock with a tag (RegisterTag): kept with the block, shown in
 // live-block dumps and traces.
 func (a *Arena) AllocTagged(n uint64, tag Tag) (Block, error) {
-	return a.alloc(n, tag, "AllocTagged")
+	var here byte
+	return a.allocBlock(uintptr(unsafe.Pointer(&here)), n, tag, "AllocTagged")
 }
 
-func (a *Arena) alloc(n uint64, tag Tag, op string) (Block, error) {
-	b, h, err := a.q.take(op)
-	if err != nil {
-		return Block{}, err
+func (a *Arena) allocBlock(here uintptr, n uint64, tag Tag, op string) (Block, error) {
+	s := a.lockHome(here)
+	if a.h == 0 {
+		s.mu.Unlock()
+		return Block{}, errClosed(op)
 	}
-	// The handle travels as an integer: cgo checks a pointer to an incomplete C type
-	// on every call (it cannot know what it holds), an integer it does not.
-	var r C.zgo_block_result
-	if b == nil {
-		r = C.zgo_alloc(C.uintptr_t(uintptr(unsafe.Pointer(h))), nil, 0, nil, C.uint64_t(n),
-			C.uint32_t(tag))
-	} else {
-		q, nq, qs := b.cargs()
-		r = C.zgo_alloc(C.uintptr_t(uintptr(unsafe.Pointer(h))), q, nq, qs, C.uint64_t(n),
-			C.uint32_t(tag))
-		a.q.release(b, r.qfailed)
+	r := C.shim_alloc_block(a.h, s.buf, C.size_t(s.n), C.uint64_t(n), C.uint32_t(tag))
+	if s.n > 0 {
+		a.applied(s, r.qfailed)
 	}
-	keepAlive(a)
-	if r.status != C.ZARENA_OK {
-		return Block{}, callError(r.status, r.err)
+	s.mu.Unlock()
+	if r.status != C.ZARENA_OK || r.qfailed != 0 {
+		if err := a.allocFailed(r.status, r.err); err != nil {
+			return Block{}, err
+		}
 	}
 	return Block{Ptr: DevicePtr(r.ptr), Epoch: uint64(r.epoch), Size: uint64(r.size),
 		Flags: BlockFlags(r.flags), Tag: Tag(r.tag)}, nil
 }
 
-// Free queues p to be returned to the arena and returns at once, without a cgo call (0
-// is a no-op). The free is applied, in order, at the start of the next call that acts
-// on the arena (the next Alloc reuses the space exactly as if it had been freed now) or
-// when the queue fills; see FreeNow for a free that reports its outcome. The error is
-// only that of a closed arena: a queued free that fails (ErrNotOwned, ErrDoubleFree,
-// ErrStale) changes nothing, is counted in Stats, logged ("go.free_failed") and kept
-// for FreeErrors. Safe from finalizers and from any number of goroutines.
-func (a *Arena) Free(p DevicePtr) error { return a.FreeAt(p, AnyEpoch) }
+// AllocBatch allocates a block for each of sizes, all with tag (0: none), in one cgo call
+// (zarena_alloc_batch) that first applies the frees queued on the caller's shard, and
+// writes sizes[i]'s block to blocks[i]. Every item is attempted: on an error, blocks[i] is
+// the zero Block for each size that failed and the error is the first failure's (a size
+// of 0 gives a zero Block and no error). blocks must hold len(sizes) Blocks
+// (ErrInvalidArgument otherwise, with nothing allocated).
+func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
+	if len(blocks) < len(sizes) {
+		return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
+			"AllocBatch: %d sizes but room for %d blocks", len(sizes), len(blocks))}
+	}
+	if len(sizes) == 0 {
+		return nil
+	}
+	var here byte
+	s := a.lockHome(uintptr(unsafe.Pointer(&here)))
+	if a.h == 0 {
+		s.mu.Unlock()
+		return errClosed("AllocBatch")
+	}
+	// Both slices are Go memory without Go pointers, read and written during the call only.
+	r := C.shim_alloc_batch(a.h, s.buf, C.size_t(s.n),
+		(*C.uint64_t)(unsafe.Pointer(&sizes[0])), C.size_t(len(sizes)), C.uint32_t(tag),
+		(*C.zarena_block)(unsafe.Pointer(&blocks[0])))
+	if s.n > 0 {
+		a.applied(s, C.uint32_t(r.qfailed))
+	}
+	s.mu.Unlock()
+	a.errs.logPending(a.name)
+	return callError(r.status, r.err)
+}
 
-// FreeAt queues an epoch-checked free, as Free does: applied, p is freed only if the
-// block at p was handed out in epoch (AllocBlock's Block.Epoch); a block of another
+// Free returns p to the arena: queued, without a cgo call, and applied by the next
+// crossing of the caller's shard (the goroutine's next Alloc reuses the space exactly as
+// if it had been freed now) or by the next whole-arena call; see freequeue.go for the
+// ordering. 0 is a no-op. With poison on, the free is applied at once, so the block is
+// filled before Free returns. The error is only ErrClosed: a queued free that fails
+// (ErrNotOwned, ErrDoubleFree, ErrStale) changes nothing, is counted in Stats, logged
+// ("go.free_failed") and kept for FreeErrors; FreeNow reports at once. Safe from
+// finalizers and from any number of goroutines.
+func (a *Arena) Free(p DevicePtr) error {
+	var here byte // in the caller's frame: it names the caller's shard (see home)
+	return a.queueFree(uintptr(unsafe.Pointer(&here)), p, AnyEpoch)
+}
+
+// FreeBlock is Free of b.Ptr, checked against b.Epoch when applied: a block of another
 // epoch (the address was handed out again after a reset) is left alone and the free
 // counts as stale (Stats.StaleFrees, FreeErrors; logged at debug only: it is expected).
-// This is the free for finalizers that may run long after a reset.
-func (a *Arena) FreeAt(p DevicePtr, epoch uint64) error {
-	if p == 0 {
-		if a.closed() {
-			return errClosed("Free")
-		}
-		return nil
-	}
-	full, h, sync, err := a.q.push(p, epoch)
-	if err != nil {
-		return err
-	}
-	if sync { // no queue buffer (C memory ran out): free now, reporting as a queued free would
-		r := C.zgo_free_at(h, nil, 0, nil, C.uintptr_t(p), C.uint64_t(epoch))
-		keepAlive(a)
-		if r.status != C.ZARENA_OK {
-			fb := freeBuf{items: []C.zgo_free_item{{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}},
-				statuses: []C.zarena_status{r.status}, n: 1}
-			C.free(unsafe.Pointer(r.err))
-			a.q.recordFailures(&fb)
-		}
-		return nil
-	}
-	if full != nil {
-		q, nq, qs := full.cargs()
-		r := C.zgo_flush(h, q, nq, qs)
-		a.q.release(full, r.qfailed)
-		keepAlive(a)
-	}
-	return nil
+// The free for finalizers that may run long after a reset; a finalizer that kept only the
+// pointer and the epoch passes Block{Ptr: p, Epoch: epoch}.
+func (a *Arena) FreeBlock(b Block) error {
+	var here byte
+	return a.queueFree(uintptr(unsafe.Pointer(&here)), b.Ptr, b.Epoch)
 }
 
-// FreeBlock queues the epoch-checked free of b: FreeAt(b.Ptr, b.Epoch).
-func (a *Arena) FreeBlock(b Block) error { return a.FreeAt(b.Ptr, b.Epoch) }
-
-// FreeNow frees p at once (after the queued frees, in the same cgo call) and returns its
-// status: ErrNotOwned (not a block start of this arena), ErrDoubleFree, ErrStale
-// (reclaimed by a reset; dropped). None of them changes any state.
-func (a *Arena) FreeNow(p DevicePtr) error { return a.FreeAtNow(p, AnyEpoch) }
-
-// FreeAtNow is FreeAt, applied at once, returning the free's status (ErrStale when the
-// block at p belongs to another epoch).
-func (a *Arena) FreeAtNow(p DevicePtr, epoch uint64) error {
-	b, h, err := a.q.take("FreeNow")
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_free_at(h, q, nq, qs, C.uintptr_t(p), C.uint64_t(epoch))
-	if b != nil {
-		a.q.release(b, r.qfailed)
-	}
-	keepAlive(a)
-	if r.status != C.ZARENA_OK {
-		return errorFrom(r.status, r.err) // counted in stats; nothing else was logged
-	}
-	return nil
+// FreeNow frees p at once, after every queued free, and returns its status: nil,
+// ErrNotOwned (not a block start of this arena), ErrDoubleFree, ErrStale (reclaimed by a
+// reset, or, with an epoch other than AnyEpoch, a block of another epoch), ErrClosed.
+// None of them changes any state. It waits for every shard: the checked free, not the
+// one for hot loops.
+func (a *Arena) FreeNow(p DevicePtr, epoch uint64) error {
+	return a.whole("FreeNow", func(h C.uintptr_t) C.shim_result {
+		return C.shim_free_at(h, C.uintptr_t(p), C.uint64_t(epoch))
+	})
 }
 
-// Flush applies the queued frees now (each Alloc, Reset, Stats... does it anyway).
-func (a *Arena) Flush() error {
-	b, h, err := a.q.takeExclusive("Flush", false)
-	if err != nil {
-		return err
+// FreeErrors applies every queued free, then returns the most recent queued frees that
+// failed (at most 64, oldest first, each a *FreeError that unwraps to ErrDoubleFree,
+// ErrNotOwned or ErrStale) and forgets them.
+func (a *Arena) FreeErrors() []error {
+	if _, err := a.lockAll("FreeErrors"); err == nil {
+		a.unlockAll()
 	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_flush(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	return nil
+	return a.errs.drain()
 }
-
-// FreeErrors returns the most recent queued frees that failed (at most 64, oldest
-// first, each a *FreeError that unwraps to ErrDoubleFree, ErrNotOwned or ErrStale) and
-// forgets them. Frees still queued have not failed yet: Flush first to include them.
-func (a *Arena) FreeErrors() []error { return a.q.drainErrors() }
-
-// FreeErrorCount is the number of queued frees of this arena that failed, ever.
-func (a *Arena) FreeErrorCount() uint64 { return a.q.failed.Load() }
 
 // Reset applies the queued frees, then rewinds the arena to its floor and starts a new
 // epoch: every block allocated above the floor since the last reset is reclaimed. It
 // fails only on a closed arena.
 func (a *Arena) Reset() error {
-	b, h, err := a.q.takeExclusive("Reset", false)
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_reset(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if r.status == C.ZARENA_OK {
-		e := uint64(r.epoch)
-		for cur := a.epoch.Load(); cur < e && !a.epoch.CompareAndSwap(cur, e); cur = a.epoch.Load() {
+	return a.whole("Reset", func(h C.uintptr_t) C.shim_result {
+		r := C.shim_reset(h)
+		if r.r.status == C.ZARENA_OK {
+			a.epoch.Store(uint64(r.epoch))
 		}
-	}
-	return callError(r.status, r.err)
+		return r.r
+	})
 }
 
 // MarkStepBoundary sets the floor to the current top: what was allocated so far
 // (weights, uploaded samples) survives later resets.
 func (a *Arena) MarkStepBoundary() error {
-	b, h, err := a.q.takeExclusive("MarkStepBoundary", false)
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_mark_step_boundary(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole("MarkStepBoundary", func(h C.uintptr_t) C.shim_result {
+		return C.shim_mark_step_boundary(h)
+	})
 }
 
 // StepBegin tells the arena a step begins (zarena_step_begin): the diagnosis then knows,
 // rather than guesses, that steps repeat without a reset. Step calls it.
 func (a *Arena) StepBegin() error {
-	b, h, err := a.q.take("StepBegin")
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_step_begin(h, q, nq, qs)
-	if b != nil {
-		a.q.release(b, r.qfailed)
-	}
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole("StepBegin", func(h C.uintptr_t) C.shim_result { return C.shim_step_begin(h) })
 }
 
 // Epoch is the number of resets since create (0 after Close). No cgo call: every reset
 // goes through this Arena, which keeps the count.
 func (a *Arena) Epoch() uint64 {
-	if a.closed() {
+	if a.closed.Load() {
 		return 0
 	}
 	return a.epoch.Load()
 }
 
-func (a *Arena) closed() bool {
-	a.q.mu.Lock()
-	defer a.q.mu.Unlock()
-	return a.q.h == nil
-}
-
 // Backend is the backend the arena actually uses (Auto resolves at create); -1 after
 // Close.
 func (a *Arena) Backend() Backend {
-	a.q.mu.Lock()
-	h := a.q.h
-	a.q.mu.Unlock()
-	if h == nil {
-		return -1
-	}
-	bk := Backend(C.zgo_backend(h))
-	keepAlive(a)
+	bk := Backend(-1)
+	_ = a.whole("Backend", func(h C.uintptr_t) C.shim_result {
+		bk = Backend(C.shim_backend(h))
+		return C.shim_result{}
+	})
 	return bk
 }
 

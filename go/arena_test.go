@@ -14,7 +14,7 @@ func TestNewDefaultsAndClose(t *testing.T) {
 	if a.Name() != t.Name() {
 		t.Fatalf("Name() = %q", a.Name())
 	}
-	s := a.Stats()
+	s := mustStats(t, a)
 	if s.CapacityBytes != 4*miB {
 		t.Fatalf("capacity %d, want %d", s.CapacityBytes, 4*miB)
 	}
@@ -24,23 +24,43 @@ func TestNewDefaultsAndClose(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := a.Alloc(1); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("Alloc after Close: %v, want ErrInvalidArgument", err)
+	// Every call that reaches the library says ErrClosed (also ErrInvalidArgument, the
+	// C ABI's status for a destroyed arena).
+	calls := map[string]func() error{
+		"Alloc":            func() error { _, err := a.Alloc(1); return err },
+		"AllocBlock":       func() error { _, err := a.AllocBlock(1); return err },
+		"AllocTagged":      func() error { _, err := a.AllocTagged(1, 0); return err },
+		"AllocBatch":       func() error { return a.AllocBatch([]uint64{1}, 0, make([]Block, 1)) },
+		"Free":             func() error { return a.Free(0x1000) },
+		"Free(0)":          func() error { return a.Free(0) },
+		"FreeBlock":        func() error { return a.FreeBlock(Block{Ptr: 0x1000, Epoch: 0}) },
+		"FreeNow":          func() error { return a.FreeNow(0x1000, AnyEpoch) },
+		"Reset":            a.Reset,
+		"MarkStepBoundary": a.MarkStepBoundary,
+		"StepBegin":        a.StepBegin,
+		"Stats":            func() error { _, err := a.Stats(); return err },
+		"ResetPeakStats":   a.ResetPeakStats,
+		"FormatStats":      func() error { _, err := a.FormatStats(FormatText); return err },
+		"FormatLiveBlocks": func() error { _, err := a.FormatLiveBlocks(FormatJSON); return err },
+		"LiveBlocks":       func() error { _, err := a.LiveBlocks(); return err },
+		"Pin":              func() error { return a.Pin(0x1000) },
+		"Unpin":            func() error { return a.Unpin(0x1000) },
+		"SetFloor":         func() error { return a.SetFloor(0) },
+		"RegionInfo":       func() error { _, err := a.RegionInfo(); return err },
+		"Diagnose":         func() error { _, err := a.Diagnose(); return err },
+		"SetCaptureActive": func() error { return a.SetCaptureActive(true) },
+		"SetStream":        func() error { return a.SetStream(0) },
+		"SetPoison":        func() error { return a.SetPoison(true, 0) },
+		"inject":           func() error { return a.injectOverflowFault(1, 0, 0) },
 	}
-	if err := a.Free(0); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("Free after Close: %v", err)
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrInvalidArgument) ||
+			StatusOf(err) != StatusInvalidArgument || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
 	}
-	if err := a.Reset(); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("Reset after Close: %v", err)
-	}
-	if err := a.MarkStepBoundary(); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("MarkStepBoundary after Close: %v", err)
-	}
-	if a.Epoch() != 0 || a.Backend() != -1 || a.Stats() != (Stats{}) {
-		t.Fatalf("closed arena: epoch %d backend %v stats %+v", a.Epoch(), a.Backend(), a.Stats())
-	}
-	if _, err := a.StatsErr(); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("StatsErr after Close: %v", err)
+	if a.Epoch() != 0 || a.Backend() != -1 || len(a.FreeErrors()) != 0 {
+		t.Fatalf("closed arena: epoch %d backend %v", a.Epoch(), a.Backend())
 	}
 	var nilArena *Arena
 	if err := nilArena.Close(); err != nil {
@@ -56,11 +76,11 @@ func TestConfigFieldsReachTheLibrary(t *testing.T) {
 	}
 	// The zero value keeps the environment's capacity; a set field wins.
 	a := newHost(t, Config{})
-	if c := a.Stats().CapacityBytes; c != 8*miB {
+	if c := mustStats(t, a).CapacityBytes; c != 8*miB {
 		t.Fatalf("zero Config capacity %d, want env's %d", c, 8*miB)
 	}
 	b := newHost(t, Config{CapacityBytes: 2 * miB, Alignment: 4096, Name: "named"})
-	if c := b.Stats().CapacityBytes; c != 2*miB {
+	if c := mustStats(t, b).CapacityBytes; c != 2*miB {
 		t.Fatalf("capacity %d", c)
 	}
 	p := mustAlloc(t, b, 1)
@@ -74,7 +94,7 @@ func TestConfigFieldsReachTheLibrary(t *testing.T) {
 }
 
 func TestAllocFreeReuse(t *testing.T) {
-	a := newHost(t, Config{CapacityBytes: 4 * miB})
+	a := newHostShards(t, Config{CapacityBytes: 4 * miB}, 1)
 	if p, err := a.Alloc(0); err != nil || p != 0 {
 		t.Fatalf("Alloc(0) = %#x, %v", p, err)
 	}
@@ -86,7 +106,7 @@ func TestAllocFreeReuse(t *testing.T) {
 	if p == 0 || q == 0 || p%256 != 0 || q%256 != 0 || p == q {
 		t.Fatalf("bad pointers %#x %#x", p, q)
 	}
-	s := a.Stats()
+	s := mustStats(t, a)
 	if s.LiveAllocs != 2 || s.UsedBytes != 2048 || s.Hits != 2 || s.EpochAllocs != 2 {
 		t.Fatalf("stats after 2 allocs: %+v", s)
 	}
@@ -97,7 +117,7 @@ func TestAllocFreeReuse(t *testing.T) {
 	if r != p {
 		t.Fatalf("freed block not reused: got %#x, want %#x", r, p)
 	}
-	if s := a.Stats(); s.Reuses != 1 || s.LiveAllocs != 2 {
+	if s := mustStats(t, a); s.Reuses != 1 || s.LiveAllocs != 2 {
 		t.Fatalf("stats after reuse: %+v", s)
 	}
 }
@@ -108,7 +128,7 @@ func TestResetEpochAndStepBoundary(t *testing.T) {
 	if err := a.MarkStepBoundary(); err != nil {
 		t.Fatalf("MarkStepBoundary: %v", err)
 	}
-	if s := a.Stats(); s.FloorBytes != 64*kiB {
+	if s := mustStats(t, a); s.FloorBytes != 64*kiB {
 		t.Fatalf("floor %d after mark", s.FloorBytes)
 	}
 	for i := uint64(1); i <= 3; i++ {
@@ -120,12 +140,12 @@ func TestResetEpochAndStepBoundary(t *testing.T) {
 			t.Fatalf("Epoch() = %d, want %d", a.Epoch(), i)
 		}
 	}
-	s := a.Stats()
+	s := mustStats(t, a)
 	if s.Resets != 3 || s.Epoch != 3 || s.UsedBytes != 64*kiB || s.LiveAllocs != 1 {
 		t.Fatalf("stats after resets: %+v", s)
 	}
 	// Below the floor survives: freeing the weights is fine, not stale.
-	if err := a.FreeNow(weights); err != nil {
+	if err := a.FreeNow(weights, AnyEpoch); err != nil {
 		t.Fatalf("Free(weights) after resets: %v", err)
 	}
 }
@@ -140,7 +160,7 @@ func TestStepResetsAfterErrorAndPanic(t *testing.T) {
 	if err != nil || a.Epoch() != 1 {
 		t.Fatalf("Step: err %v epoch %d", err, a.Epoch())
 	}
-	if err := a.FreeNow(inside); !errors.Is(err, ErrStale) {
+	if err := a.FreeNow(inside, AnyEpoch); !errors.Is(err, ErrStale) {
 		t.Fatalf("block of a finished step: %v, want ErrStale", err)
 	}
 	boom := errors.New("boom")
@@ -158,8 +178,8 @@ func TestStepResetsAfterErrorAndPanic(t *testing.T) {
 		}()
 		_ = a.Step(func() error { mustAlloc(t, a, kiB); panic("step panic") })
 	}()
-	if a.Epoch() != 3 || a.Stats().LiveAllocs != 0 {
-		t.Fatalf("no reset after a panicking step: %+v", a.Stats())
+	if a.Epoch() != 3 || mustStats(t, a).LiveAllocs != 0 {
+		t.Fatalf("no reset after a panicking step: %+v", mustStats(t, a))
 	}
 }
 
@@ -185,7 +205,54 @@ func TestVersion(t *testing.T) {
 func TestInjectOverflowFaultOnClosedArena(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: miB})
 	_ = a.Close()
-	if err := a.InjectOverflowFault(1, 0, 0); !errors.Is(err, ErrInvalidArgument) {
+	if err := a.injectOverflowFault(1, 0, 0); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// AllocBatch: one crossing that first applies the shard's queued frees, then allocates
+// every size; a size that fails leaves a zero Block and the error is the first failure's,
+// the sizes after it are still served.
+func TestAllocBatch(t *testing.T) {
+	a := newHostShards(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowRefuse}, 1)
+	p := mustAlloc(t, a, 4*kiB)
+	mustAlloc(t, a, kiB)
+	if err := a.Free(p); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := RegisterTag("batch." + t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := []uint64{4 * kiB, 100, 2 * miB, 0, 300}
+	blocks := make([]Block, len(sizes)+1)
+	blocks[len(sizes)] = Block{Ptr: 1} // beyond the sizes: untouched
+	err = a.AllocBatch(sizes, tag, blocks)
+	if !errors.Is(err, ErrOutOfMemory) || !strings.Contains(err.Error(), "item 2") {
+		t.Fatalf("AllocBatch with a size that cannot fit: %v", err)
+	}
+	if blocks[0].Ptr != p || blocks[0].Flags&BlockReused == 0 {
+		t.Fatalf("the queued free was not applied first: %+v (freed %#x)", blocks[0], p)
+	}
+	want := []uint64{4 * kiB, 256, 0, 0, 512}
+	for i, b := range blocks[:len(sizes)] {
+		if b.Size != want[i] || (b.Ptr != 0) != (want[i] != 0) || (b.Ptr != 0 && b.Tag != tag) {
+			t.Errorf("block %d: %+v, want %d bytes tagged %d", i, b, want[i], tag)
+		}
+	}
+	if blocks[len(sizes)].Ptr != 1 {
+		t.Fatal("AllocBatch wrote past the sizes")
+	}
+	if s := mustStats(t, a); s.LiveAllocs != 1+3 {
+		t.Fatalf("live %d, want the 1 KiB block and the 3 served", s.LiveAllocs)
+	}
+	if err := a.AllocBatch(sizes, 0, blocks[:2]); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("5 sizes, room for 2: %v", err)
+	}
+	if err := a.AllocBatch(nil, 0, nil); err != nil {
+		t.Fatalf("no sizes: %v", err)
+	}
+	if s := mustStats(t, a); s.LiveAllocs != 4 {
+		t.Fatalf("a refused batch allocated: live %d", s.LiveAllocs)
 	}
 }

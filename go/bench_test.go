@@ -1,9 +1,11 @@
 package zarena
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/zarena/zarena/go/internal/cgotest"
@@ -14,13 +16,18 @@ import (
 // stated in:
 //
 //	Pair        alloc+free of 256 B: Go binding (Free queued, applied by the next
-//	            Alloc: one crossing per pair), pure Go, the C pair in a C loop, and the
-//	            synchronous binding (FreeNow: two crossings) for comparison
+//	            Alloc: one crossing per pair), pure Go, the C pair (N pairs in one C call,
+//	            divided by N), and the checked binding (FreeNow: two crossings, the
+//	            second a whole-arena call) for comparison
+//	CgoCall     one empty cgo call (EmptyCgoPair: two); with the C pair, the floor the
+//	            Go pair is held to (<= 1.2x their sum)
+//	AllocFreeParallel  the 4 KiB pair on g = 1, 2, 4, 8, 16 goroutines sharing one arena
+//	            (ns per pair of wall time: g=1 / g=16 is the throughput ratio, >= 8 on 16
+//	            cores), and the C pair likewise (c/g=N)
 //	BumpReset   256 B allocations, a reset after every 4096 (time per allocation)
 //	Holes       a 512 B pair with 10 000 256 B holes in the free list
 //	Trace       one realistic sample: 4096 allocations of 256 B..256 KiB, a third of them
 //	            freed as they die, then a reset (time per sample)
-//	CgoCall     one empty cgo call (EmptyCgoPair: two)
 //
 // The zarena cases lock their goroutine to its OS thread, as a CUDA engine's dispatch
 // goroutine is: the library keeps a free index per thread (docs/CONCURRENCY.md), and a
@@ -71,7 +78,25 @@ func BenchmarkPair(b *testing.B) {
 			_ = a.FreeBlock(blk)
 		}
 	})
-	b.Run("zarena-sync", func(b *testing.B) { // FreeNow: two crossings, the 1.0 way
+	b.Run("zarena-batch16", func(b *testing.B) { // AllocBatch of 16, then 16 FreeBlocks
+		defer lockThread()()
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		sizes := make([]uint64, 16)
+		for i := range sizes {
+			sizes[i] = pairSize
+		}
+		blocks := make([]Block, len(sizes))
+		b.ResetTimer()
+		for i := 0; i < b.N; i += len(sizes) {
+			if err := a.AllocBatch(sizes, 0, blocks); err != nil {
+				b.Fatal(err)
+			}
+			for _, blk := range blocks {
+				_ = a.FreeBlock(blk)
+			}
+		}
+	})
+	b.Run("zarena-sync", func(b *testing.B) { // FreeNow: two crossings
 		defer lockThread()()
 		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
 		b.ResetTimer()
@@ -80,7 +105,7 @@ func BenchmarkPair(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := a.FreeNow(p); err != nil {
+			if err := a.FreeNow(p, AnyEpoch); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -177,7 +202,7 @@ func BenchmarkHoles(b *testing.B) {
 			_ = a.Free(ptrs[i])
 		}
 		// The first block's hole may merge with space before it; the rest cannot.
-		if s := a.Stats(); s.FreeListLen < holeCount-1 {
+		if s := mustStats(b, a); s.FreeListLen < holeCount-1 {
 			b.Fatalf("%d holes, want %d", s.FreeListLen, holeCount)
 		}
 		b.ResetTimer()
@@ -280,17 +305,66 @@ func lockThread() func() {
 	return runtime.UnlockOSThread
 }
 
+// parallelGoroutines are the goroutine counts of BenchmarkAllocFreeParallel.
+var parallelGoroutines = []int{1, 2, 4, 8, 16}
+
+// BenchmarkAllocFreeParallel: g goroutines on one arena, each making its share of b.N
+// Alloc+Free pairs of 4 KiB; ns/op is wall time per pair, so g=1's ns/op divided by
+// g=16's is how many times one goroutine's throughput sixteen reach (the target: >= 8 on
+// 16 cores). busy/op counts the calls whose shard another goroutine held. c/g=N is the C
+// pair on N goroutines (each a C loop in one call), the ceiling the library sets.
 func BenchmarkAllocFreeParallel(b *testing.B) {
-	a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench"})
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			p, err := a.Alloc(4096)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			_ = a.Free(p)
+	for _, g := range parallelGoroutines {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench"})
+			busy := a.busy.Load()
+			onGoroutines(b, g, func(n int) error {
+				for i := 0; i < n; i++ {
+					p, err := a.Alloc(4096)
+					if err != nil {
+						return err
+					}
+					_ = a.Free(p)
+				}
+				return nil
+			})
+			b.ReportMetric(float64(a.busy.Load()-busy)/float64(b.N), "busy/op")
+		})
+	}
+	for _, g := range parallelGoroutines {
+		b.Run(fmt.Sprintf("c/g=%d", g), func(b *testing.B) {
+			h := cgotest.NewHostArena(256 * miB)
+			defer cgotest.DestroyArena(h)
+			onGoroutines(b, g, func(n int) error {
+				if st := cgotest.Pairs(h, n, 4096); st != 0 {
+					return fmt.Errorf("status %d", st)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// onGoroutines runs b.N iterations of work split over g goroutines started together, and
+// times them from the start to the last one's end.
+func onGoroutines(b *testing.B, g int, work func(n int) error) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for k := 0; k < g; k++ {
+		n := b.N / g
+		if k < b.N%g {
+			n++
 		}
-	})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if err := work(n); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	b.ResetTimer()
+	close(start)
+	wg.Wait()
 }

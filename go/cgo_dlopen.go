@@ -4,9 +4,9 @@ package zarena
 
 // Build tag zarena_dlopen: the package builds without libzarena (neither pkg-config nor
 // the library are needed; the header is the copy in internal/include) and loads
-// libzarena.so.1 at run time with dlopen (zgo_dl.c). Available says whether that worked.
+// libzarena.so.1 at run time with dlopen (dlopen.c). Available says whether that worked.
 
-// #cgo CFLAGS: -DZGO_DLOPEN -I${SRCDIR}/internal/include
+// #cgo CFLAGS: -DZARENA_GO_DLOPEN -I${SRCDIR}/internal/include
 // #cgo LDFLAGS: -ldl
 import "C"
 

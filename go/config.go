@@ -1,7 +1,7 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
@@ -61,6 +61,6 @@ func DefaultConfig() Config {
 	if ready() != nil {
 		return Config{}
 	}
-	c := C.zgo_config_defaults()
+	c := C.shim_config_defaults()
 	return configFromC(&c)
 }

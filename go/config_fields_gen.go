@@ -4,7 +4,7 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
@@ -147,7 +147,7 @@ func (cfg *Config) toC() (C.zarena_config, *C.char, error) {
 		return C.zarena_config{}, nil, &Error{Status: StatusInvalidArgument,
 			Message: fmt.Sprintf("Config: flags %#x are both in Flags and in ClearFlags", uint32(both))}
 	}
-	c := C.zgo_config_defaults()
+	c := C.shim_config_defaults()
 	if cfg.Backend != 0 || cfg.Set&FieldBackend != 0 {
 		c.backend = C.int32_t(cfg.Backend)
 	}

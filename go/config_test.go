@@ -69,7 +69,7 @@ func TestOverflowIsCappedAtTheCapacityByDefault(t *testing.T) {
 	b := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync,
 		OverflowLimitBytes: OverflowUnlimited})
 	p := mustAlloc(t, b, 2*miB)
-	if err := b.FreeNow(p); err != nil {
+	if err := b.FreeNow(p, AnyEpoch); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -108,8 +108,8 @@ func TestConfigForcesValuesOverTheEnvironment(t *testing.T) {
 	envName := env.Name()
 	p, _ := env.Alloc(kiB)
 	mustAlloc(t, env, kiB)
-	_ = env.FreeNow(p)
-	envFills := env.Stats().PoisonFills
+	_ = env.FreeNow(p, AnyEpoch)
+	envFills := mustStats(t, env).PoisonFills
 	_ = env.Close()
 
 	forced, err := New(Config{
@@ -122,8 +122,8 @@ func TestConfigForcesValuesOverTheEnvironment(t *testing.T) {
 	}
 	p, _ = forced.Alloc(kiB)
 	mustAlloc(t, forced, kiB)
-	_ = forced.FreeNow(p)
-	forcedFills := forced.Stats().PoisonFills
+	_ = forced.FreeNow(p, AnyEpoch)
+	forcedFills := mustStats(t, forced).PoisonFills
 	forcedName := forced.Name()
 	_ = forced.Close()
 
@@ -160,7 +160,7 @@ func TestConfigSetAllFieldsIgnoresTheEnvironment(t *testing.T) {
 		t.Fatalf("Set: AllFields with capacity 0: %v", err)
 	}
 	a := newHost(t, Config{CapacityBytes: miB, Alignment: 256, Set: AllFields &^ FieldBackend})
-	if c := a.Stats().CapacityBytes; c != miB {
+	if c := mustStats(t, a).CapacityBytes; c != miB {
 		t.Fatalf("capacity %d", c)
 	}
 }

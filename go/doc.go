@@ -20,15 +20,25 @@
 // Every call into the library is a real cgo call, so a C call that blocks (an overflow
 // allocation stuck in the driver) holds one OS thread while the other goroutines and the
 // garbage collector keep running. The binding crosses once per tensor: Free only queues
-// the block, and the next Alloc (or any other arena call) applies the queued frees before
-// its own work, in the same cgo call; no Go pointer is passed to or kept by C.
-// AllocBlock returns the block's epoch with it, for FreeBlock/FreeAt from finalizers.
+// the block, and the next allocation applies the queued frees before its own work, in the
+// same cgo call; no Go pointer is kept by C. The queue is sharded, so goroutines on
+// different processors neither share a lock nor wait for each other; whole-arena calls
+// (Reset, Stats, Close, ...) apply every queued free first.
+//
+// Frees: Free(p) and FreeBlock(b) are queued (FreeBlock checks b's epoch when applied:
+// the free for finalizers, which may run after a reset); FreeNow(p, epoch) frees at once
+// and returns the outcome. With poison on, queued frees are applied, and filled, before
+// Free returns.
 //
 // Diagnostics (configuration at create, the reset-cadence warning, the first-overflow
-// verdict) go to stderr until SetLogger or SetSlogHandler routes them to Go. Go loggers
-// are called on one goroutine, in emission order, never inside a binding call; a call
-// that fails returns only after the records emitted so far reached the logger, so
-// log.Fatal(err) keeps the diagnosis. FlushLogs waits for them at any time.
+// verdict) go to stderr until SetLogger routes them to Go (SlogLogger adapts an
+// slog.Handler). Go loggers are called on one goroutine, in emission order, never inside
+// a binding call; a call that fails returns only after the records emitted so far reached
+// the logger, so log.Fatal(err) keeps the diagnosis. FlushLogs waits for them at any time.
+//
+// Errors are *Error values that unwrap to one sentinel per C status (ErrOutOfMemory,
+// ErrStale, ...); a call on a closed arena is ErrClosed. Test helpers that a program must
+// not ship (fault injection) are in package zarenatest.
 //
 // Linking: by default cgo finds the library with pkg-config (package "zarena"); set
 // PKG_CONFIG_PATH to the directory holding zarena.pc. The build tag zarena_static links

@@ -1,9 +1,9 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 
-static inline const char* zgo_status_string(zarena_status s) { return zarena_status_string(s); }
+static inline const char* shim_status_string(zarena_status s) { return zarena_status_string(s); }
 */
 import "C"
 
@@ -45,7 +45,7 @@ func (s Status) String() string {
 		}
 		return "unknown status"
 	}
-	return C.GoString(C.zgo_status_string(C.zarena_status(s)))
+	return C.GoString(C.shim_status_string(C.zarena_status(s)))
 }
 
 // sentinel is the error that each status code unwraps to. Its text is fixed here
@@ -89,6 +89,10 @@ var sentinels = [...]error{
 // The *Error is also ErrUnsupported.
 var ErrNotLoaded = errors.New("zarena: library not loaded")
 
+// ErrClosed: the call was made on an arena after Close. The *Error is also
+// ErrInvalidArgument, the status the C ABI gives a destroyed arena.
+var ErrClosed = errors.New("zarena: the arena is closed")
+
 // Error is a failed zarena call: its status and the library's zarena_last_error text,
 // captured on the thread that failed. It unwraps to the status's sentinel (nil for a
 // status newer than this package).
@@ -101,7 +105,7 @@ type Error struct {
 	Verdict string // never_reset, runaway_buffer, working_set_full, fragmentation, ...
 	Advice  string // the one-sentence fix that goes with the verdict
 
-	notLoaded bool
+	also error // a second sentinel this error is (ErrNotLoaded, ErrClosed), or nil
 }
 
 // newError builds an *Error and reads the diagnosis out of its message.
@@ -111,8 +115,9 @@ func newError(status Status, msg string) *Error {
 	return e
 }
 
-// Is makes errors.Is(err, ErrNotLoaded) true for a library that could not be loaded.
-func (e *Error) Is(target error) bool { return target == ErrNotLoaded && e.notLoaded }
+// Is makes errors.Is(err, ErrNotLoaded) true for a library that could not be loaded, and
+// errors.Is(err, ErrClosed) for a call on a closed arena.
+func (e *Error) Is(target error) bool { return e.also != nil && target == e.also }
 
 func (e *Error) Error() string {
 	name := "unknown status"
@@ -122,7 +127,7 @@ func (e *Error) Error() string {
 	if e.Message == "" {
 		return "zarena: " + name
 	}
-	if e.notLoaded { // the message says what happened and what to do; a status adds nothing
+	if e.also == ErrNotLoaded { // the message says what happened and what to do
 		return "zarena: " + e.Message
 	}
 	return "zarena: " + e.Message + " [" + name + "]"
@@ -249,6 +254,12 @@ func (e *FreeError) Error() string {
 
 // Unwrap returns the status's sentinel (ErrDoubleFree, ErrNotOwned, ErrStale, ...).
 func (e *FreeError) Unwrap() error { return statusSentinel(e.Status) }
+
+// errClosed is the error of op on a closed arena.
+func errClosed(op string) error {
+	return &Error{Status: StatusInvalidArgument, Message: op + ": the arena is closed",
+		also: ErrClosed}
+}
 
 // errorFrom builds the error of a failed call. msg is a malloc'ed copy of
 // zarena_last_error made by the C wrapper in the same call (the thread-local text

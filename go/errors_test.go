@@ -36,8 +36,8 @@ func TestErrInvalidArgument(t *testing.T) {
 	expectStatus(t, err, ErrInvalidArgument, "align")
 	_, err = New(Config{Backend: Backend(42)})
 	expectStatus(t, err, ErrInvalidArgument, "backend")
-	if err := SetLoggerLevel(func(Record) {}, Level(9)); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("SetLoggerLevel(level 9): %v", err)
+	if err := SetLogger(func(Record) {}, Level(9)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("SetLogger(level 9): %v", err)
 	}
 }
 
@@ -46,7 +46,7 @@ func TestErrOutOfMemory(t *testing.T) {
 	mustAlloc(t, a, 768*kiB)
 	_, err := a.Alloc(512 * kiB)
 	expectStatus(t, err, ErrOutOfMemory, "524288")
-	if s := a.Stats(); s.Misses != 1 || s.OverflowFailures != 1 || s.LiveAllocs != 1 {
+	if s := mustStats(t, a); s.Misses != 1 || s.OverflowFailures != 1 || s.LiveAllocs != 1 {
 		t.Fatalf("a failed Alloc changed state: %+v", s)
 	}
 	// A 1 PiB request fails the same way.
@@ -57,11 +57,11 @@ func TestErrOutOfMemory(t *testing.T) {
 func TestErrNotOwned(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: miB})
 	p := mustAlloc(t, a, 4*kiB)
-	expectStatus(t, a.FreeNow(p+256), ErrNotOwned, "not the start")
+	expectStatus(t, a.FreeNow(p+256, AnyEpoch), ErrNotOwned, "not the start")
 	b := newHost(t, Config{CapacityBytes: miB, Name: "other"})
 	q := mustAlloc(t, b, 4*kiB)
-	expectStatus(t, a.FreeNow(q), ErrNotOwned, "not allocated")
-	if s := a.Stats(); s.InvalidFrees != 2 || s.LiveAllocs != 1 {
+	expectStatus(t, a.FreeNow(q, AnyEpoch), ErrNotOwned, "not allocated")
+	if s := mustStats(t, a); s.InvalidFrees != 2 || s.LiveAllocs != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -73,7 +73,7 @@ func TestErrDoubleFree(t *testing.T) {
 	if err := a.Free(p); err != nil {
 		t.Fatalf("Free: %v", err)
 	}
-	expectStatus(t, a.FreeNow(p), ErrDoubleFree, "already freed")
+	expectStatus(t, a.FreeNow(p, AnyEpoch), ErrDoubleFree, "already freed")
 }
 
 func TestErrStale(t *testing.T) {
@@ -82,25 +82,25 @@ func TestErrStale(t *testing.T) {
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	expectStatus(t, a.FreeNow(p), ErrStale, "reset")
-	if s := a.Stats(); s.StaleFrees != 1 {
+	expectStatus(t, a.FreeNow(p, AnyEpoch), ErrStale, "reset")
+	if s := mustStats(t, a); s.StaleFrees != 1 {
 		t.Fatalf("stale_frees %d", s.StaleFrees)
 	}
 }
 
 func TestErrBackendFromFaultInjection(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync})
-	if err := a.InjectOverflowFault(2, 0, 0); err != nil {
+	if err := a.injectOverflowFault(2, 0, 0); err != nil {
 		t.Fatalf("InjectOverflowFault: %v", err)
 	}
 	mustAlloc(t, a, 768*kiB)
 	p := mustAlloc(t, a, 512*kiB) // first overflow allocation: served
-	if s := a.Stats(); s.OverflowAllocs != 1 || s.OverflowLiveBytes != 512*kiB {
+	if s := mustStats(t, a); s.OverflowAllocs != 1 || s.OverflowLiveBytes != 512*kiB {
 		t.Fatalf("overflow not used: %+v", s)
 	}
 	_, err := a.Alloc(512 * kiB) // second: the injected failure
 	expectStatus(t, err, ErrBackend, "injected")
-	if err := a.FreeNow(p); err != nil {
+	if err := a.FreeNow(p, AnyEpoch); err != nil {
 		t.Fatalf("Free(overflow block): %v", err)
 	}
 }
@@ -122,7 +122,7 @@ func TestErrUnsupportedNeedsCUDA(t *testing.T) {
 		t.Skipf("no CUDA arena here (%v)", err)
 	}
 	defer a.Close()
-	expectStatus(t, a.InjectOverflowFault(1, 0, 0), ErrUnsupported, "")
+	expectStatus(t, a.injectOverflowFault(1, 0, 0), ErrUnsupported, "")
 }
 
 // Statuses the host backend cannot produce (CAPTURE_UNSAFE, UNSUPPORTED, INTERNAL)

@@ -1,9 +1,9 @@
 package zarena
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
@@ -46,7 +46,7 @@ func objectKeys(t *testing.T, text string) []string {
 func TestFormatStatsTextNamesEveryField(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
 	mustAlloc(t, a, 3000)
-	text, err := a.FormatStats(false)
+	text, err := a.FormatStats(FormatText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestFormatStatsTextNamesEveryField(t *testing.T) {
 func TestFormatStatsJSONKeysAreStatsKeys(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
 	mustAlloc(t, a, 3000)
-	text, err := a.FormatStats(true)
+	text, err := a.FormatStats(FormatJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestFormatStatsJSONKeysAreStatsKeys(t *testing.T) {
 	if err := dec.Decode(&s); err != nil {
 		t.Fatal(err)
 	}
-	if now := a.Stats(); s != now { // one goroutine: nothing moved in between
+	if now := mustStats(t, a); s != now { // one goroutine: nothing moved in between
 		t.Fatalf("FormatStats %+v\n      Stats %+v", s, now)
 	}
 	if s.UsedBytes != 3072 || s.LiveAllocs != 1 {
@@ -94,7 +94,7 @@ func TestFormatAppliesQueuedFrees(t *testing.T) {
 	if err := a.Free(p); err != nil { // queued
 		t.Fatal(err)
 	}
-	text, err := a.FormatStats(true)
+	text, err := a.FormatStats(FormatJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestFormatAppliesQueuedFrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc liveBlocksJSON
-	text, err = a.FormatLiveBlocks(true)
+	text, err = a.FormatLiveBlocks(FormatJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestResetPeakStats(t *testing.T) {
 	big := mustAlloc(t, a, 3*miB)
 	over := mustAlloc(t, a, 2*miB) // overflow
 	small := mustAlloc(t, a, 100*kiB)
-	s := a.Stats()
+	s := mustStats(t, a)
 	if s.UsedPeakBytes != 3*miB+100*kiB || s.OverflowPeakBytes != 2*miB ||
 		s.HighWaterBytes < 3*miB+100*kiB {
 		t.Fatalf("peaks before: %+v", s)
@@ -145,7 +145,7 @@ func TestResetPeakStats(t *testing.T) {
 	if err := a.ResetPeakStats(); err != nil {
 		t.Fatal(err)
 	}
-	s = a.Stats()
+	s = mustStats(t, a)
 	if s.UsedBytes != 100*kiB || s.UsedPeakBytes != s.UsedBytes {
 		t.Fatalf("UsedPeakBytes %d, UsedBytes %d: want both %d", s.UsedPeakBytes, s.UsedBytes,
 			100*kiB)
@@ -164,17 +164,17 @@ func TestResetPeakStats(t *testing.T) {
 	if err := a.Free(small); err != nil {
 		t.Fatal(err)
 	}
-	if s = a.Stats(); s.UsedPeakBytes != 612*kiB || s.UsedBytes != 0 {
+	if s = mustStats(t, a); s.UsedPeakBytes != 612*kiB || s.UsedBytes != 0 {
 		t.Fatalf("a peak does not fall: %+v", s)
 	}
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	hw := a.Stats().HighWaterBytes
+	hw := mustStats(t, a).HighWaterBytes
 	if err := a.ResetPeakStats(); err != nil {
 		t.Fatal(err)
 	}
-	s = a.Stats()
+	s = mustStats(t, a)
 	if s.UsedPeakBytes != 0 || s.HighWaterBytes != 0 || s.TopBytes != 0 || hw == 0 {
 		t.Fatalf("after frees, Reset and ResetPeakStats: %+v (high water before %d)", s, hw)
 	}
@@ -204,10 +204,50 @@ func TestResetPeakStatsPerStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := a.Stats().UsedPeakBytes; got != step*miB {
+		if got := mustStats(t, a).UsedPeakBytes; got != step*miB {
 			t.Fatalf("step %d: UsedPeakBytes %d, want %d", step, got, step*miB)
 		}
 	}
+}
+
+// liveBlockJSON and liveBlocksJSON are the shape of zarena_format_live_blocks' JSON (and
+// Python's live_blocks_json).
+type liveBlockJSON struct {
+	Address    string  `json:"address"`
+	Offset     *uint64 `json:"offset"` // null for overflow blocks
+	Size       uint64  `json:"size"`
+	Epoch      uint64  `json:"epoch"`
+	Pins       uint32  `json:"pins"`
+	Pinned     bool    `json:"pinned"`
+	Overflow   bool    `json:"overflow"`
+	Persistent bool    `json:"persistent"`
+	Freed      bool    `json:"freed"`
+	TagID      uint32  `json:"tag_id"`
+	Tag        *string `json:"tag"` // null when untagged
+}
+
+type liveBlocksJSON struct {
+	Arena  string          `json:"arena"`
+	Epoch  uint64          `json:"epoch"`
+	Count  int             `json:"count"`
+	Bytes  uint64          `json:"bytes"`
+	Blocks []liveBlockJSON `json:"blocks"`
+}
+
+// liveBlocksDump is FormatLiveBlocks(FormatJSON), decoded: every key known.
+func liveBlocksDump(t *testing.T, a *Arena) (liveBlocksJSON, string) {
+	t.Helper()
+	text, err := a.FormatLiveBlocks(FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc liveBlocksJSON
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("%v: %s", err, text)
+	}
+	return doc, text
 }
 
 func TestFormatLiveBlocks(t *testing.T) {
@@ -222,31 +262,29 @@ func TestFormatLiveBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAlloc(t, a, 2*miB) // overflow
-	text, err := a.FormatLiveBlocks(true)
+	got, text := liveBlocksDump(t, a)
+	blocks, err := a.LiveBlocks()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got, want liveBlocksJSON
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&got); err != nil {
-		t.Fatalf("%v: %s", err, text)
+	if len(got.Blocks) != len(blocks) {
+		t.Fatalf("dump %s, LiveBlocks %+v", text, blocks)
 	}
-	var buf bytes.Buffer
-	if err := a.WriteLiveBlocksJSON(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(buf.Bytes(), &want); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("library's dump\n%s\nGo's\n%s", text, buf.String())
+	for i, lb := range blocks { // the dump says what LiveBlocks says
+		d := got.Blocks[i]
+		if d.Address != fmt.Sprintf("%#x", uintptr(lb.Ptr)) || d.Size != lb.Size ||
+			d.Epoch != lb.Epoch || d.Pins != lb.Pins || d.Pinned != (lb.Pins > 0) ||
+			d.TagID != uint32(lb.Tag) || d.Overflow != (lb.Flags&LiveOverflow != 0) ||
+			d.Persistent != (lb.Flags&LivePersistent != 0) || d.Freed != (lb.Flags&LiveFreed != 0) ||
+			(d.Offset == nil) != d.Overflow {
+			t.Errorf("block %d: dump %+v, LiveBlocks %+v", i, d, lb)
+		}
 	}
 	if got.Arena != a.Name() || got.Count != 2 || got.Blocks[0].Tag == nil ||
 		*got.Blocks[0].Tag != tag.Name() || !got.Blocks[1].Overflow {
 		t.Fatalf("dump %s", text)
 	}
-	table, err := a.FormatLiveBlocks(false)
+	table, err := a.FormatLiveBlocks(FormatText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,18 +330,18 @@ func TestFormatWhileOthersAllocate(t *testing.T) {
 		}()
 	}
 	for i := 0; i < 50; i++ {
-		text, err := a.FormatLiveBlocks(i%2 == 0)
+		text, err := a.FormatLiveBlocks(Format(i % 2))
 		if err != nil {
 			close(stop)
 			wg.Wait()
 			t.Fatal(err)
 		}
-		if i%2 == 0 && !json.Valid([]byte(text)) {
+		if i%2 == 1 && !json.Valid([]byte(text)) {
 			close(stop)
 			wg.Wait()
 			t.Fatalf("not JSON: %.200s", text)
 		}
-		if _, err := a.FormatStats(i%2 == 0); err != nil {
+		if _, err := a.FormatStats(Format(i % 2)); err != nil {
 			close(stop)
 			wg.Wait()
 			t.Fatal(err)
@@ -311,7 +349,7 @@ func TestFormatWhileOthersAllocate(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if s := a.Stats(); s.LiveAllocs != 0 {
+	if s := mustStats(t, a); s.LiveAllocs != 0 {
 		t.Fatalf("live blocks left: %+v", s)
 	}
 }
@@ -321,16 +359,24 @@ func TestFormatAndResetPeakAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range []Format{-1, 2} {
+		if _, err := a.FormatStats(f); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("FormatStats(%d): %v", f, err)
+		}
+		if _, err := a.FormatLiveBlocks(f); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("FormatLiveBlocks(%d): %v", f, err)
+		}
+	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.FormatStats(false); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatStats(FormatText); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("FormatStats after Close: %v", err)
 	}
-	if _, err := a.FormatStats(true); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("FormatStats(json) after Close: %v", err)
+	if _, err := a.FormatStats(FormatJSON); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("FormatStats(FormatJSON) after Close: %v", err)
 	}
-	if _, err := a.FormatLiveBlocks(false); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatLiveBlocks(FormatText); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("FormatLiveBlocks after Close: %v", err)
 	}
 	if err := a.ResetPeakStats(); !errors.Is(err, ErrInvalidArgument) {

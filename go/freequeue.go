@@ -1,306 +1,413 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
 import (
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 )
 
-// Queued frees (one cgo crossing per tensor).
+// Queued frees: one crossing per tensor, and goroutines that do not wait for each other.
 //
-// Arena.Free does not call C: it appends the block to a small per-arena buffer and
-// returns. The next crossing that acts on the arena takes the buffer and applies its
-// frees first, in the order they were queued, then does its own work, in the same C
-// call: Alloc through zarena_free_then_alloc (so the freed space is reused exactly as if
-// each Free had been a call of its own), Reset, Stats, MarkStepBoundary, Close and every
-// other arena call likewise; a full buffer (freeQueueCap frees) is applied at once.
+// Free does not call C: it appends the block to a buffer and returns. The buffers are
+// sharded: an arena has a power of two of shards, at least twice GOMAXPROCS at New, each
+// with its own lock and its own buffer (C memory, allocated at the shard's first free; the
+// C side never sees Go memory), each on cache lines of its own. A call finds its shard
+// from an address in its caller's stack frame (home): goroutines never share one unless
+// the shards run out, and a shard another goroutine holds is passed by for the next one,
+// so the common path takes no lock that another running goroutine takes. (A sync.Pool of
+// shard pointers, per P inside the runtime, was measured as the hint: its Get and Put cost
+// more instructions per alloc+free pair than the rest of the pair's Go side together.)
 //
-// The buffers are C memory (the C side never sees Go memory), and a buffer is handed
-// to exactly one crossing: the taker swaps in a spare under the queue's lock and crosses
-// without holding it, so allocations on many goroutines still run in parallel in C.
+// An allocation holds its shard's lock across its crossing and applies the shard's queued
+// frees first, in the order they were queued, then allocates, in the same crossing
+// (zarena_free_then_alloc: the space is reused exactly as if each free had been a call of
+// its own). A full buffer (freeQueueCap frees) is applied at once.
 //
-// Ordering. Frees queued before a call are applied before it, with one refinement for
-// batches that another goroutine took and has not applied yet (it is in its crossing):
-// whole-arena calls (Reset, MarkStepBoundary, SetFloor, Stats, RegionInfo, LiveBlocks,
-// Close) first wait until every batch taken before them was applied, and allocations
-// that would take a new batch meanwhile wait for them; so "Free(p) happens before
-// Reset()" in the program means p is freed before the reset, whichever goroutine
-// applies it. A free racing with a reset on another goroutine (no happens-before
-// between them) may land on either side, as with synchronous frees.
+// Whole-arena calls (Reset, Close, Stats, SetFloor, MarkStepBoundary, LiveBlocks,
+// RegionInfo, ...) and the calls that check one block (FreeNow, Pin, Unpin) take every
+// shard's lock, in shard order, apply every queued free, then make their own call: no other
+// crossing runs beside them. Close therefore never races a crossing: each crossing holds a
+// shard lock, and Close holds them all; after it, every shard refuses.
 //
-// Errors. A queued free that fails (double free, foreign pointer, stale) changes
-// nothing, as the synchronous call would not; the library counts it (Stats'
-// InvalidFrees and StaleFrees), the binding keeps the most recent ones (FreeErrors)
-// and counts them all (FreeErrorCount), and logs a "go.free_failed" record for the
-// first few and then at every power of two: a warning, except for a stale free that
-// named its epoch (FreeAt, FreeBlock: a finalizer that ran after the reset, the check
-// doing its job), which is logged at debug. FreeNow is the checked, synchronous free.
+// Ordering:
+//   - A Free that happens before a whole-arena or block call (the same goroutine, or one
+//     synchronised with it) is applied before that call: Free(p) then Reset() frees p before
+//     the reset, whichever goroutine freed it; Free(p) then Pin(p) is a double free.
+//   - An allocation applies the frees queued on its shard: those queued there since the
+//     shard last crossed, which include the goroutine's own frees just before it unless
+//     they landed on another shard (a held shard passed by, a call from elsewhere on its
+//     stack); those are applied by the next crossing of their shard, or the next
+//     whole-arena call. A free not applied yet only keeps its space from being reused.
+//   - A free racing a reset (no happens-before either way) may land on either side.
+//
+// Poison: while poison is on, frees do not wait: Free crosses at once (under its shard's
+// lock), so the block is filled before Free returns.
+//
+// Errors: a queued free that fails (double free, foreign pointer, stale) changes nothing,
+// as the synchronous call would not; the library counts it (Stats' InvalidFrees and
+// StaleFrees), the arena keeps the most recent ones (FreeErrors) and logs a
+// "go.free_failed" record for the first few and then at every power of two: a warning,
+// except for a stale free that named its epoch (FreeBlock: a finalizer that ran after the
+// reset, the check doing its job), which is logged at debug. FreeNow reports at once.
 const (
-	freeQueueCap     = 256 // frees per buffer; a full buffer is applied at once
-	freeErrorsKept   = 64  // FreeErrors keeps the most recent failures
-	freeErrorsLogged = 8   // logged one by one; then at 16, 32, 64, ... failures
+	freeQueueCap     = int(C.SHIM_QUEUE_CAP)
+	freeErrorsKept   = 64 // FreeErrors keeps the most recent failures
+	freeErrorsLogged = 8  // logged one by one; then at 16, 32, 64, ... failures
+	shardBytes       = 128
 )
 
-// freeBuf is one buffer of queued frees in C memory.
-type freeBuf struct {
-	mem      *C.zgo_free_item
-	items    []C.zgo_free_item // views of mem
-	statuses []C.zarena_status
-	n        int
+// shardState is one shard of an arena's free queue; mu guards every field.
+type shardState struct {
+	mu sync.Mutex
+	n  int // frees queued in buf
+	// limit is how many frees the shard may hold now: freeQueueCap, or 0 while frees may
+	// not wait (the arena is closed, poison is on) or before buf exists. One comparison on
+	// Free's fast path covers all of them.
+	limit    int
+	buf      C.uintptr_t        // C memory: freeQueueCap items, then their statuses (0: none yet)
+	items    []C.shim_free_item // buf's items
+	statuses []C.zarena_status  // and their statuses, written by the crossing that applies them
+	queued   uint64             // frees queued, ever (tests)
+	batches  uint64             // crossings that applied frees of this shard (tests)
 }
 
-func newFreeBuf() *freeBuf {
-	mem := C.zgo_queue_alloc(freeQueueCap)
-	if mem == nil {
+// shard pads shardState to cache lines of its own (two: the adjacent-line prefetcher pairs
+// them), so shards used on different cores never share one.
+type shard struct {
+	shardState
+	_ [shardBytes - unsafe.Sizeof(shardState{})%shardBytes]byte
+}
+
+// newQueueBuffer allocates a queue buffer (nil when C memory ran out).
+func newQueueBuffer() unsafe.Pointer { return unsafe.Pointer(C.shim_queue_alloc()) }
+
+// shardsPerProc is how many shards an arena has per GOMAXPROCS at New, at least (rounded
+// up to a power of two). More make two goroutines' homes meet less often (the benchmarks'
+// busy/op counts it) and every whole-arena call take more locks.
+const shardsPerProc = 2
+
+// initShards gives the arena n shards, a power of two (0: the default, shardsPerProc x
+// GOMAXPROCS rounded up).
+func (a *Arena) initShards(n int) {
+	if n <= 0 {
+		n = 1 << bits.Len(uint(shardsPerProc*runtime.GOMAXPROCS(0)-1))
+	}
+	a.shards = make([]shard, n)
+	a.pending = make([]C.shim_queue, n)
+	a.mask = uint32(n - 1)
+	a.shift = uint32(bits.Len(uint(n - 1)))
+	a.newQueueBuffer = newQueueBuffer
+}
+
+// shardProbes is how many shards a call tries before it waits for its own.
+const shardProbes = 4
+
+// home is the index of the calling goroutine's shard, named by here, an address on its
+// stack, 2 KiB at a time (the smallest goroutine stack): goroutines never share a bucket,
+// and calls of one goroutine from one place, at about the same depth, see the same one.
+// The exported methods take here from a local of their own and are small enough to be
+// inlined, so it lies in their caller's frame: an Alloc and a Free made from one function
+// (or from functions at one depth) find the same shard, and the Alloc applies the frees
+// the goroutine just queued. The bucket's higher bits are folded in, so stacks a multiple
+// of the shard count of buckets apart still part. A call locks its shard with
+//
+//	s := &a.shards[i]
+//	if !s.mu.TryLock() {
+//		s = a.lockBusy(i)
+//	}
+func (a *Arena) home(here uintptr) uint32 {
+	b := uint32(here >> 11)
+	return (b ^ b>>a.shift) & a.mask
+}
+
+// lockHome locks the caller's shard, or one beside it when that one is held; here is an
+// address in the caller's frame. Alloc and Free inline the same steps: the call costs on
+// their fast path.
+func (a *Arena) lockHome(here uintptr) *shard {
+	i := a.home(here)
+	s := &a.shards[i]
+	if !s.mu.TryLock() {
+		s = a.lockBusy(i)
+	}
+	return s
+}
+
+// lockBusy locks a shard when shard i, the caller's home, is held by another goroutine: the
+// next shards are tried, so two goroutines that share a stack bucket do not wait for each
+// other; only when shardProbes shards are all held (a whole-arena call holds every one)
+// does it wait, for its home.
+func (a *Arena) lockBusy(i uint32) *shard {
+	a.busy.Add(1)
+	for k := uint32(1); k < shardProbes; k++ {
+		if s := &a.shards[(i+k)&a.mask]; s.mu.TryLock() {
+			return s
+		}
+	}
+	s := &a.shards[i]
+	s.mu.Lock()
+	return s
+}
+
+// queueFree is Free and FreeBlock; here is an address in their caller's frame (see home).
+func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64) error {
+	// Under a step plan, a free inside the plan's zone is handled here, before the shard.
+	i := a.home(here)
+	s := &a.shards[i]
+	if !s.mu.TryLock() {
+		s = a.lockBusy(i)
+	}
+	if p == 0 || s.n >= s.limit {
+		err := a.freeUnqueued(s, p, epoch)
+		s.mu.Unlock()
+		a.errs.logPending(a.name)
+		return err
+	}
+	s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
+	s.n++
+	s.queued++
+	if s.n < s.limit {
+		s.mu.Unlock()
 		return nil
 	}
-	return &freeBuf{
-		mem:      mem,
-		items:    unsafe.Slice(mem, freeQueueCap),
-		statuses: unsafe.Slice(C.zgo_queue_statuses(mem, freeQueueCap), freeQueueCap),
+	a.applyShard(s) // full: applied at once
+	s.mu.Unlock()
+	a.errs.logPending(a.name)
+	return nil
+}
+
+// freeUnqueued is a free that cannot be queued as it stands, with s locked: the arena is
+// closed, p is 0, poison is on (the free crosses now), or the shard has no buffer yet (one
+// is made; when C memory ran out, the free crosses now). Crossing under the shard's lock
+// keeps Close from destroying the arena meanwhile.
+func (a *Arena) freeUnqueued(s *shard, p DevicePtr, epoch uint64) error {
+	if a.h == 0 {
+		return errClosed("Free")
 	}
-}
-
-// cargs are the queue arguments every arena wrapper of zgo.h takes: NULL, 0 for none.
-func (b *freeBuf) cargs() (*C.zgo_free_item, C.size_t, *C.zarena_status) {
-	if b == nil || b.n == 0 {
-		return nil, 0, nil
+	if p == 0 {
+		return nil
 	}
-	return b.mem, C.size_t(b.n), &b.statuses[0]
-}
-
-// freeQueue is an arena's queue and its handle: the handle is read under the queue's
-// lock, so a Free that fills the buffer can never cross after Close destroyed it.
-type freeQueue struct {
-	mu        sync.Mutex
-	cond      sync.Cond // signalled when inflight drops to 0 or exclusive to 0
-	h         *C.zarena // nil once Close took it
-	cur       *freeBuf  // frees queued, in call order; nil when C memory ran out
-	spare     []*freeBuf
-	all       []*freeBuf // every buffer, released at close
-	inflight  int        // batches taken and not applied yet
-	exclusive int        // whole-arena calls waiting for inflight to reach 0
-
-	errMu       sync.Mutex
-	errs        []*FreeError // ring of the most recent failures
-	errNext     int
-	failed      atomic.Uint64
-	queued      uint64 // frees queued (not counting FreeNow); under mu
-	batches     uint64 // crossings that applied at least one queued free; under mu
-	arenaName   string
-	logFailures bool
-}
-
-func (q *freeQueue) init(h *C.zarena, name string) {
-	q.cond.L = &q.mu
-	q.h = h
-	q.arenaName = name
-	q.logFailures = true
-	for i := 0; i < 2; i++ {
-		if b := newFreeBuf(); b != nil {
-			q.all = append(q.all, b)
-			q.spare = append(q.spare, b)
+	if !a.poison && s.buf == 0 {
+		if mem := (*C.shim_free_item)(a.newQueueBuffer()); mem != nil {
+			s.buf = C.uintptr_t(uintptr(unsafe.Pointer(mem)))
+			s.items = unsafe.Slice(mem, freeQueueCap)
+			s.statuses = unsafe.Slice((*C.zarena_status)(unsafe.Add(unsafe.Pointer(mem),
+				freeQueueCap*int(unsafe.Sizeof(*mem)))), freeQueueCap)
+			s.limit = freeQueueCap
+			s.items[0] = C.shim_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
+			s.n = 1
+			s.queued++
+			return nil
 		}
 	}
-	q.cur = q.popSpareLocked()
+	r := C.shim_free_at(a.h, C.uintptr_t(p), C.uint64_t(epoch))
+	if r.status != C.ZARENA_OK {
+		C.free(unsafe.Pointer(r.err))
+		a.errs.record(&FreeError{Ptr: p, Epoch: epoch, Status: Status(r.status)})
+	}
+	return nil
 }
 
-// popSpareLocked returns an empty buffer, making one when none is spare (nil when C
-// memory ran out: Free then crosses at once).
-func (q *freeQueue) popSpareLocked() *freeBuf {
-	if n := len(q.spare); n > 0 {
-		b := q.spare[n-1]
-		q.spare = q.spare[:n-1]
-		return b
-	}
-	b := newFreeBuf()
-	if b != nil {
-		q.all = append(q.all, b)
-	}
-	return b
+// applyShard applies s's queued frees in a crossing of their own (s locked, the arena open).
+func (a *Arena) applyShard(s *shard) {
+	a.applied(s, C.shim_apply(a.h, s.buf, C.size_t(s.n)))
 }
 
-// push queues one free. It returns a full buffer the caller must apply (with its
-// handle), or, when there is no buffer at all, sync true: the caller frees at once.
-func (q *freeQueue) push(p DevicePtr, epoch uint64) (full *freeBuf, h *C.zarena, sync bool, err error) {
-	q.mu.Lock()
-	if q.h == nil {
-		q.mu.Unlock()
-		return nil, nil, false, errClosed("Free")
+// applied empties s after a crossing applied its frees, recording the failed ones (s locked).
+func (a *Arena) applied(s *shard, failed C.uint32_t) {
+	if failed > 0 {
+		a.recordFailed(s)
 	}
-	if q.cur == nil {
-		if q.cur = q.popSpareLocked(); q.cur == nil {
-			h = q.h
-			q.mu.Unlock()
-			return nil, h, true, nil
+	s.batches++
+	s.n = 0
+}
+
+func (a *Arena) recordFailed(s *shard) {
+	for i, st := range s.statuses[:s.n] {
+		if st != C.ZARENA_OK {
+			it := s.items[i]
+			a.errs.record(&FreeError{Ptr: DevicePtr(it.ptr), Epoch: uint64(it.epoch),
+				Status: Status(st)})
 		}
 	}
-	b := q.cur
-	b.items[b.n] = C.zgo_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
-	b.n++
-	q.queued++
-	if b.n < freeQueueCap {
-		q.mu.Unlock()
-		return nil, nil, false, nil
+}
+
+// lockShards takes every shard's lock, in order; unlockShards releases them.
+func (a *Arena) lockShards() {
+	for i := range a.shards {
+		a.shards[i].mu.Lock()
 	}
-	// Taken at once, also while a whole-arena call waits (it then waits for this batch
-	// too): a full buffer must not stay current.
-	b, h = q.takeLocked()
-	q.mu.Unlock()
-	return b, h, false, nil
 }
 
-// takeLocked hands the current buffer to the caller's crossing.
-func (q *freeQueue) takeLocked() (*freeBuf, *C.zarena) {
-	b := q.cur
-	q.cur = q.popSpareLocked()
-	q.inflight++
-	return b, q.h
+func (a *Arena) unlockShards() {
+	for i := len(a.shards) - 1; i >= 0; i-- {
+		a.shards[i].mu.Unlock()
+	}
 }
 
-// take is the allocation's: the handle and the queued frees to apply first (nil when
-// none are queued: then nothing is to be released).
-func (q *freeQueue) take(op string) (*freeBuf, *C.zarena, error) {
-	q.mu.Lock()
-	for {
-		if q.h == nil {
-			q.mu.Unlock()
-			return nil, nil, errClosed(op)
+// lockAll takes every shard's lock and applies every queued free (one crossing for all),
+// then returns the handle; ErrClosed, with nothing held, for a closed arena. unlockAll
+// releases it.
+func (a *Arena) lockAll(op string) (C.uintptr_t, error) {
+	a.lockShards()
+	if a.h == 0 {
+		a.unlockShards()
+		return 0, errClosed(op)
+	}
+	k := 0
+	for i := range a.shards {
+		if s := &a.shards[i]; s.n > 0 {
+			a.pending[k] = C.shim_queue{buf: s.buf, n: C.size_t(s.n)}
+			k++
 		}
-		if q.cur == nil || q.cur.n == 0 {
-			h := q.h
-			q.mu.Unlock()
-			return nil, h, nil
+	}
+	if k == 0 {
+		return a.h, nil
+	}
+	C.shim_apply_queues(a.h, &a.pending[0], C.size_t(k))
+	k = 0
+	for i := range a.shards {
+		if s := &a.shards[i]; s.n > 0 {
+			a.applied(s, a.pending[k].failed)
+			k++
 		}
-		if q.exclusive == 0 {
-			break
+	}
+	return a.h, nil
+}
+
+func (a *Arena) unlockAll() {
+	a.unlockShards()
+	a.errs.logPending(a.name)
+}
+
+// whole makes call with every shard locked, after every queued free was applied: nothing
+// else crosses meanwhile, and Close cannot begin until it returns. The error is call's
+// (callError), or ErrClosed.
+func (a *Arena) whole(op string, call func(h C.uintptr_t) C.shim_result) error {
+	h, err := a.lockAll(op)
+	if err != nil {
+		return err
+	}
+	r := call(h)
+	a.unlockAll()
+	return callError(r.status, r.err)
+}
+
+// closeLocked makes every shard refuse and gives the buffers back (every shard locked, the
+// arena just destroyed).
+func (a *Arena) closeLocked() {
+	a.h = 0
+	a.closed.Store(true)
+	for i := range a.shards {
+		s := &a.shards[i]
+		if s.buf != 0 {
+			C.shim_queue_free(s.buf)
 		}
-		q.cond.Wait()
-	}
-	b, h := q.takeLocked()
-	q.mu.Unlock()
-	return b, h, nil
-}
-
-// takeExclusive is a whole-arena call's: it waits until the batches other goroutines
-// took were applied, then takes the queue (possibly empty). The caller must call
-// release with the buffer, also a nil one. closing: the handle is taken away for good.
-func (q *freeQueue) takeExclusive(op string, closing bool) (*freeBuf, *C.zarena, error) {
-	q.mu.Lock()
-	if q.h == nil {
-		q.mu.Unlock()
-		return nil, nil, errClosed(op)
-	}
-	q.exclusive++
-	for q.inflight > 0 {
-		q.cond.Wait()
-	}
-	q.exclusive--
-	if q.exclusive == 0 {
-		q.cond.Broadcast() // allocations waiting to take a batch
-	}
-	h := q.h
-	var b *freeBuf
-	if q.cur != nil && q.cur.n > 0 {
-		b = q.cur
-		q.cur = q.popSpareLocked()
-	}
-	q.inflight++
-	if closing {
-		q.h = nil
-	}
-	q.mu.Unlock()
-	return b, h, nil
-}
-
-// release returns a buffer after its crossing, recording the failures of its frees
-// (qfailed of them) first.
-func (q *freeQueue) release(b *freeBuf, qfailed C.uint32_t) {
-	if b != nil && qfailed > 0 {
-		q.recordFailures(b)
-	}
-	q.mu.Lock()
-	if b != nil {
-		if b.n > 0 {
-			q.batches++
-		}
-		b.n = 0
-		q.spare = append(q.spare, b)
-	}
-	q.inflight--
-	if q.inflight == 0 && q.exclusive > 0 {
-		q.cond.Broadcast()
-	}
-	q.mu.Unlock()
-}
-
-// counts returns the frees queued and the batches applied so far (tests).
-func (q *freeQueue) counts() (queued, batches uint64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.queued, q.batches
-}
-
-// freeBuffers gives the C memory back (Close, after the destroy: nothing is in flight).
-func (q *freeQueue) freeBuffers() {
-	q.mu.Lock()
-	all := q.all
-	q.all, q.spare, q.cur = nil, nil, nil
-	q.mu.Unlock()
-	for _, b := range all {
-		C.zgo_queue_free(b.mem)
+		s.buf, s.items, s.statuses, s.n, s.limit = 0, nil, nil, 0, 0
 	}
 }
 
-func (q *freeQueue) recordFailures(b *freeBuf) {
-	for i := 0; i < b.n; i++ {
-		st := Status(b.statuses[i])
-		if st == StatusOK {
-			continue
-		}
-		fe := &FreeError{Ptr: DevicePtr(b.items[i].ptr), Epoch: uint64(b.items[i].epoch), Status: st}
-		n := q.failed.Add(1)
-		q.errMu.Lock()
-		if len(q.errs) < freeErrorsKept {
-			q.errs = append(q.errs, fe)
-		} else {
-			q.errs[q.errNext] = fe
-			q.errNext = (q.errNext + 1) % freeErrorsKept
-		}
-		q.errMu.Unlock()
-		if q.logFailures && (n <= freeErrorsLogged || bits.OnesCount64(n) == 1) {
-			// A stale epoch-checked free is the check doing its job (a finalizer that ran
-			// after the reset): debug. The others are bugs in the caller: warn.
-			level := LevelWarn
-			if st == StatusStale && fe.Epoch != AnyEpoch {
-				level = LevelDebug
+// setPoisonLocked records whether frees must cross at once (every shard locked, every queue
+// applied).
+func (a *Arena) setPoisonLocked(on bool) {
+	a.poison = on
+	for i := range a.shards {
+		if s := &a.shards[i]; s.buf != 0 {
+			s.limit = freeQueueCap
+			if on {
+				s.limit = 0
 			}
-			emitGo(Record{
-				Level: level,
-				Event: "go.free_failed",
-				Message: fmt.Sprintf("%v (%d queued frees of this arena failed so far; "+
-					"Arena.FreeErrors lists the latest, FreeNow reports at once)", fe, n),
-				Arena: q.arenaName,
-			})
 		}
 	}
 }
 
-// drainErrors returns the kept failures, oldest first, and forgets them.
-func (q *freeQueue) drainErrors() []error {
-	q.errMu.Lock()
-	defer q.errMu.Unlock()
-	out := make([]error, 0, len(q.errs))
-	for i := range q.errs {
-		out = append(out, q.errs[(q.errNext+i)%len(q.errs)])
+// queueCounts returns the frees queued and the crossings that applied some, over every
+// shard (tests).
+func (a *Arena) queueCounts() (queued, batches uint64) {
+	a.lockShards()
+	defer a.unlockShards()
+	for i := range a.shards {
+		queued += a.shards[i].queued
+		batches += a.shards[i].batches
 	}
-	q.errs, q.errNext = nil, 0
+	return queued, batches
+}
+
+// freeErrors keeps the failures of queued frees and logs them.
+type freeErrors struct {
+	mu       sync.Mutex
+	kept     []*FreeError // ring of the most recent
+	next     int
+	count    uint64         // failures ever
+	unlogged []failureToLog // recorded under a shard lock, logged once it is released
+	toLog    atomic.Bool    // unlogged is not empty
+}
+
+type failureToLog struct {
+	fe    *FreeError
+	count uint64 // failures so far, this one included
+}
+
+// record keeps fe and notes whether it is to be logged (logPending logs it).
+func (e *freeErrors) record(fe *FreeError) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.count++
+	if len(e.kept) < freeErrorsKept {
+		e.kept = append(e.kept, fe)
+	} else {
+		e.kept[e.next] = fe
+		e.next = (e.next + 1) % freeErrorsKept
+	}
+	if e.count <= freeErrorsLogged || bits.OnesCount64(e.count) == 1 {
+		e.unlogged = append(e.unlogged, failureToLog{fe, e.count})
+		e.toLog.Store(true)
+	}
+}
+
+// logPending logs what record noted, with no shard lock held (the logger may block).
+func (e *freeErrors) logPending(arena string) {
+	if !e.toLog.Load() {
+		return
+	}
+	e.mu.Lock()
+	recs := e.unlogged
+	e.unlogged = nil
+	e.toLog.Store(false)
+	e.mu.Unlock()
+	for _, r := range recs {
+		fe := r.fe
+		// A stale epoch-checked free is the check doing its job (a finalizer that ran
+		// after the reset): debug. The others are bugs in the caller: warn.
+		level := LevelWarn
+		if fe.Status == StatusStale && fe.Epoch != AnyEpoch {
+			level = LevelDebug
+		}
+		emitGo(Record{
+			Level: level,
+			Event: "go.free_failed",
+			Message: fmt.Sprintf("%v (%d queued frees of this arena failed so far; "+
+				"Arena.FreeErrors lists the latest, FreeNow reports at once)", fe, r.count),
+			Arena: arena,
+		})
+	}
+}
+
+// drain returns the kept failures, oldest first, and forgets them.
+func (e *freeErrors) drain() []error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]error, 0, len(e.kept))
+	for i := range e.kept {
+		out = append(out, e.kept[(e.next+i)%len(e.kept)])
+	}
+	e.kept, e.next = nil, 0
 	return out
 }

@@ -14,11 +14,21 @@ const (
 // newHost creates a host-backend arena closed at the end of the test.
 func newHost(t testing.TB, cfg Config) *Arena {
 	t.Helper()
+	return newHostShards(t, cfg, 0)
+}
+
+// newHostShards is newHost with that many free-queue shards (0: the default). One shard
+// makes the order of frees and allocations exact: a test that asserts that the next Alloc
+// reuses a block the goroutine just freed uses one, since with many the goroutine's
+// shard follows its stack address, which the two calls may see on either side of a
+// bucket edge.
+func newHostShards(t testing.TB, cfg Config, shards int) *Arena {
+	t.Helper()
 	cfg.Backend = BackendHost
 	if cfg.Name == "" {
 		cfg.Name = t.Name()
 	}
-	a, err := New(cfg)
+	a, err := newArena(cfg, shards)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", cfg, err)
 	}
@@ -28,6 +38,20 @@ func newHost(t testing.TB, cfg Config) *Arena {
 		}
 	})
 	return a
+}
+
+// mustAllocBlocks allocates count blocks of n bytes.
+func mustAllocBlocks(t testing.TB, a *Arena, count int, n uint64) []Block {
+	t.Helper()
+	blocks := make([]Block, count)
+	for i := range blocks {
+		b, err := a.AllocBlock(n)
+		if err != nil {
+			t.Fatalf("AllocBlock(%d): %v", n, err)
+		}
+		blocks[i] = b
+	}
+	return blocks
 }
 
 func mustAlloc(t testing.TB, a *Arena, n uint64) DevicePtr {
@@ -94,15 +118,25 @@ func (r *recorder) count(event string) int {
 func captureLogs(t testing.TB, arena string, min Level) *recorder {
 	t.Helper()
 	r := &recorder{arena: arena}
-	if err := SetLoggerLevel(r.log, min); err != nil {
-		t.Fatalf("SetLoggerLevel: %v", err)
+	if err := SetLogger(r.log, min); err != nil {
+		t.Fatalf("SetLogger: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := SetLogger(nil); err != nil {
-			t.Errorf("SetLogger(nil): %v", err)
+		if err := SetLogger(nil, LevelFromEnv()); err != nil {
+			t.Errorf("SetLogger(nil, LevelFromEnv()): %v", err)
 		}
 	})
 	return r
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// mustStats is a.Stats() for an arena that must be open.
+func mustStats(t testing.TB, a *Arena) Stats {
+	t.Helper()
+	s, err := a.Stats()
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	return s
+}

@@ -1,18 +1,13 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 
-static inline const char* zgo_tag_name(uint32_t id) { return zarena_tag_name(id); }
+static inline const char* shim_tag_name(uint32_t id) { return zarena_tag_name(id); }
 */
 import "C"
 
-import (
-	"encoding/json"
-	"fmt"
-	"io"
-	"unsafe"
-)
+import "unsafe"
 
 // Live blocks and tags (zarena.h, 1.1).
 
@@ -32,8 +27,8 @@ func RegisterTag(name string) (Tag, error) {
 	}
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	r := C.zgo_tag_register(cname)
-	if err := callError(r.status, r.err); err != nil {
+	r := C.shim_tag_register(cname)
+	if err := callError(r.r.status, r.r.err); err != nil {
 		return 0, err
 	}
 	return Tag(r.id), nil
@@ -44,11 +39,8 @@ func (t Tag) Name() string {
 	if t == 0 || ready() != nil {
 		return ""
 	}
-	return C.GoString(C.zgo_tag_name(C.uint32_t(t)))
+	return C.GoString(C.shim_tag_name(C.uint32_t(t)))
 }
-
-// TagName is Tag(id).Name().
-func TagName(id Tag) string { return id.Name() }
 
 // LiveBlockFlags describe a live block (ZARENA_LIVE_*).
 type LiveBlockFlags uint32
@@ -73,23 +65,15 @@ type LiveBlock struct {
 // from one snapshot taken after the queued frees were applied (other goroutines may
 // allocate meanwhile). One cgo call; O(live blocks).
 func (a *Arena) LiveBlocks() ([]LiveBlock, error) {
-	blocks, _, _, err := a.liveBlocks()
-	return blocks, err
-}
-
-func (a *Arena) liveBlocks() ([]LiveBlock, uint64, DevicePtr, error) {
-	b, h, err := a.q.takeExclusive("LiveBlocks", false)
+	var r C.shim_blocks_result
+	err := a.whole("LiveBlocks", func(h C.uintptr_t) C.shim_result {
+		r = C.shim_live_blocks(h)
+		return r.r
+	})
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, err
 	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_live_blocks(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if err := callError(r.status, r.err); err != nil {
-		return nil, 0, 0, err
-	}
-	defer C.zgo_blocks_free(r.items)
+	defer C.free(unsafe.Pointer(r.items))
 	out := make([]LiveBlock, int(r.len))
 	if r.len > 0 {
 		for i, cb := range unsafe.Slice(r.items, int(r.len)) {
@@ -97,73 +81,17 @@ func (a *Arena) liveBlocks() ([]LiveBlock, uint64, DevicePtr, error) {
 				Pins: uint32(cb.pins), Tag: Tag(cb.tag), Flags: LiveBlockFlags(cb.flags)}
 		}
 	}
-	return out, uint64(r.epoch), DevicePtr(r.base), nil
+	return out, nil
 }
 
 // FormatLiveBlocks formats the live blocks from one snapshot, taken after the queued
-// frees were applied, as the library does (zarena_format_live_blocks): with json false a
-// title line (count, bytes, epoch) then one line per block (address, offset or
-// "overflow", size, epoch, pins, flags, tag); with json true one JSON object, the shape
-// WriteLiveBlocksJSON writes: {"arena", "epoch", "count", "bytes", "blocks": [{"address",
-// "offset", "size", "epoch", "pins", "pinned", "overflow", "persistent", "freed",
-// "tag_id", "tag"}, ...]}. Safe while other goroutines allocate; O(live blocks).
-// ErrInvalidArgument after Close.
-func (a *Arena) FormatLiveBlocks(json bool) (string, error) {
-	return a.format("FormatLiveBlocks", 1, json)
-}
-
-// liveBlockJSON and liveBlocksJSON are the dump's shape, the same keys as the C
-// library's zarena_format_live_blocks (and Python's) use.
-type liveBlockJSON struct {
-	Address    string  `json:"address"`
-	Offset     *uint64 `json:"offset"` // null for overflow blocks
-	Size       uint64  `json:"size"`
-	Epoch      uint64  `json:"epoch"`
-	Pins       uint32  `json:"pins"`
-	Pinned     bool    `json:"pinned"`
-	Overflow   bool    `json:"overflow"`
-	Persistent bool    `json:"persistent"`
-	Freed      bool    `json:"freed"`
-	TagID      uint32  `json:"tag_id"`
-	Tag        *string `json:"tag"` // null when untagged
-}
-
-type liveBlocksJSON struct {
-	Arena  string          `json:"arena"`
-	Epoch  uint64          `json:"epoch"`
-	Count  int             `json:"count"`
-	Bytes  uint64          `json:"bytes"`
-	Blocks []liveBlockJSON `json:"blocks"`
-}
-
-// WriteLiveBlocksJSON writes the live blocks as one JSON object: {"arena", "epoch",
+// frees were applied, as the library does (zarena_format_live_blocks): FormatText, a title
+// line (count, bytes, epoch) then one line per block (address, offset or "overflow",
+// size, epoch, pins, flags, tag); FormatJSON, one JSON object: {"arena", "epoch",
 // "count", "bytes", "blocks": [{"address": "0x...", "offset" (null for overflow), "size",
 // "epoch", "pins", "pinned", "overflow", "persistent", "freed", "tag_id", "tag" (name or
-// null)}, ...]}, the keys zarena_format_live_blocks uses.
-func (a *Arena) WriteLiveBlocksJSON(w io.Writer) error {
-	blocks, epoch, base, err := a.liveBlocks()
-	if err != nil {
-		return err
-	}
-	doc := liveBlocksJSON{Arena: a.name, Epoch: epoch, Count: len(blocks),
-		Blocks: make([]liveBlockJSON, len(blocks))}
-	for i, b := range blocks {
-		doc.Bytes += b.Size
-		j := liveBlockJSON{
-			Address: fmt.Sprintf("%#x", uintptr(b.Ptr)), Size: b.Size, Epoch: b.Epoch,
-			Pins: b.Pins, Pinned: b.Pins > 0, Overflow: b.Flags&LiveOverflow != 0,
-			Persistent: b.Flags&LivePersistent != 0, Freed: b.Flags&LiveFreed != 0,
-			TagID: uint32(b.Tag),
-		}
-		if !j.Overflow {
-			off := uint64(b.Ptr - base)
-			j.Offset = &off
-		}
-		if b.Tag != 0 {
-			name := b.Tag.Name()
-			j.Tag = &name
-		}
-		doc.Blocks[i] = j
-	}
-	return json.NewEncoder(w).Encode(doc)
+// null)}, ...]}. Safe while other goroutines allocate; O(live blocks).
+// ErrClosed after Close.
+func (a *Arena) FormatLiveBlocks(f Format) (string, error) {
+	return a.format("FormatLiveBlocks", 1, f)
 }

@@ -1,8 +1,6 @@
 package zarena
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -18,8 +16,8 @@ func TestTags(t *testing.T) {
 	if err != nil || again != tag {
 		t.Fatalf("registering again: %v, %v (want %v)", again, err, tag)
 	}
-	if tag.Name() != name || TagName(tag) != name || Tag(0).Name() != "" {
-		t.Fatalf("names: %q %q %q", tag.Name(), TagName(tag), Tag(0).Name())
+	if tag.Name() != name || Tag(0).Name() != "" || Tag(65535).Name() != "" {
+		t.Fatalf("names: %q %q %q", tag.Name(), Tag(0).Name(), Tag(65535).Name())
 	}
 	if _, err := RegisterTag(""); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("empty name: %v", err)
@@ -60,31 +58,18 @@ func TestLiveBlocksAndJSON(t *testing.T) {
 	if fmt.Sprint(blocks) != fmt.Sprint(want) {
 		t.Fatalf("LiveBlocks:\n got %+v\nwant %+v", blocks, want)
 	}
-	var buf bytes.Buffer
-	if err := a.WriteLiveBlocksJSON(&buf); err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Arena  string
-		Epoch  uint64
-		Count  int
-		Bytes  uint64
-		Blocks []map[string]any
-	}
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-		t.Fatalf("%v: %s", err, buf.String())
-	}
+	doc, text := liveBlocksDump(t, a)
 	if doc.Arena != t.Name() || doc.Count != 3 || doc.Bytes != (64+4+960)*kiB || len(doc.Blocks) != 3 {
-		t.Fatalf("dump: %s", buf.String())
+		t.Fatalf("dump: %s", text)
 	}
 	b1 := doc.Blocks[1]
-	if b1["address"] != fmt.Sprintf("%#x", uintptr(act.Ptr)) || b1["offset"] != float64(64*kiB) ||
-		b1["pinned"] != true || b1["tag"] != "act."+t.Name() || b1["tag_id"] != float64(tag) ||
-		b1["persistent"] != false || b1["freed"] != false {
-		t.Fatalf("pinned block in the dump: %v", b1)
+	if b1.Address != fmt.Sprintf("%#x", uintptr(act.Ptr)) || b1.Offset == nil ||
+		*b1.Offset != 64*kiB || !b1.Pinned || b1.Tag == nil || *b1.Tag != "act."+t.Name() ||
+		b1.TagID != uint32(tag) || b1.Persistent || b1.Freed {
+		t.Fatalf("pinned block in the dump: %s", text)
 	}
-	if doc.Blocks[0]["persistent"] != true || doc.Blocks[0]["tag"] != nil ||
-		doc.Blocks[2]["offset"] != nil || doc.Blocks[2]["overflow"] != true {
-		t.Fatalf("dump: %s", buf.String())
+	if !doc.Blocks[0].Persistent || doc.Blocks[0].Tag != nil || doc.Blocks[2].Offset != nil ||
+		!doc.Blocks[2].Overflow {
+		t.Fatalf("dump: %s", text)
 	}
 }

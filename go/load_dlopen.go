@@ -4,18 +4,18 @@ package zarena
 
 /*
 #include <stdlib.h>
-#include "zgo_dl.h"
+#include "dlopen.h"
 
 typedef struct {
   int ok;
   const char* err;
   int err_owned;
   const char* from;
-} zgo_load_result;
+} shim_load_result;
 
-static inline zgo_load_result zgo_load(const char* path) {
-  zgo_load_result r;
-  r.ok = zgo_dl_load(path, &r.err, &r.err_owned, &r.from);
+static inline shim_load_result shim_load(const char* path) {
+  shim_load_result r;
+  r.ok = zarena_go_dl_load(path, &r.err, &r.err_owned, &r.from);
   return r;
 }
 */
@@ -83,7 +83,7 @@ func loadLocked(path string) error {
 		cpath = C.CString(path)
 		defer C.free(unsafe.Pointer(cpath))
 	}
-	r := C.zgo_load(cpath)
+	r := C.shim_load(cpath)
 	if r.ok != 0 {
 		loader.from = C.GoString(r.from)
 		loader.loaded.Store(true)
@@ -98,7 +98,7 @@ func loadLocked(path string) error {
 	}
 	return &Error{Status: StatusUnsupported, Message: msg + " (set ZARENA_LIBRARY to " +
 		"libzarena.so.1's path, or install zarena; this program was built with the " +
-		"zarena_dlopen tag)", notLoaded: true}
+		"zarena_dlopen tag)", also: ErrNotLoaded}
 }
 
 func ready() error {

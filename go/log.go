@@ -2,10 +2,10 @@ package zarena
 
 /*
 #include "log_queue.h"
-#include "zgo.h"
+#include "shim.h"
 
-static inline zgo_result zgo_set_logger(int on, int32_t min_level) {
-  return zgo_wrap(zarena_set_log_callback(on ? zgo_logq_callback : NULL, NULL, min_level));
+static inline shim_result shim_set_logger(int on, int32_t min_level) {
+  return shim_wrap(zarena_set_log_callback(on ? zarena_go_logq_callback : NULL, NULL, min_level));
 }
 */
 import "C"
@@ -102,7 +102,7 @@ func (r Record) String() string {
 // binding call: Alloc and Free stay single cgo calls with nothing on top.
 type logSink struct {
 	fn       atomic.Pointer[func(Record)]
-	minLevel atomic.Int32 // the library's threshold, once SetLoggerLevel set it
+	minLevel atomic.Int32 // the library's threshold, once SetLogger set it
 	minSet   atomic.Bool
 	panics   atomic.Uint64
 	setMu    sync.Mutex    // serialises SetLogger calls; guards done
@@ -111,8 +111,10 @@ type logSink struct {
 
 var sink logSink
 
-// SetLogger routes the library's log records to fn, from the level in
-// ZARENA_LOG_LEVEL (default info). fn nil restores the library's stderr sink.
+// SetLogger routes the library's log records at minLevel and above to fn (LevelOff:
+// none); fn nil restores the library's stderr sink, with minLevel as its threshold. It
+// is the one way to set a logger: SlogLogger adapts an slog.Handler
+// (SetLogger(SlogLogger(h))); LevelFromEnv is the level ZARENA_LOG_LEVEL asks for.
 //
 // Delivery is asynchronous: the library's callback copies each record into a bounded
 // queue and returns, and fn runs on one goroutine of this package, one record at a
@@ -121,27 +123,22 @@ var sink logSink
 // before it returns its error, until the records emitted so far were delivered, so the
 // diagnosis is in the logger before the program can act on the error (log.Fatal).
 // Records from threads Go did not create arrive the same way. FlushLogs waits for what
-// was emitted so far; SetLogger and Close flush too. When fn falls behind and the queue (4096 records)
-// is full, newer records are dropped and counted (LogsDropped); a "go.log_dropped"
-// record with the count in its "dropped" field takes their place.
+// was emitted so far; SetLogger and Close flush too. When fn falls behind and the queue
+// (4096 records) is full, newer records are dropped and counted (LogsDropped); a
+// "go.log_dropped" record with the count in its "dropped" field takes their place.
 //
 // fn must not call Alloc, Free, Reset, MarkStepBoundary, New, Close, SetLogger or
 // FlushLogs, nor any call that may fail in the library (those that wait for the logger
-// would wait for themselves); Stats and Epoch are fine. A panic in fn
-// is recovered and reported on stderr; the record is lost, the program goes on.
-func SetLogger(fn func(Record)) error {
-	return SetLoggerLevel(fn, levelFromEnv())
-}
-
-// SetLoggerLevel is SetLogger with an explicit minimum level (LevelOff: none).
-func SetLoggerLevel(fn func(Record), minLevel Level) error {
+// would wait for themselves); Stats and Epoch are fine. A panic in fn is recovered and
+// reported on stderr; the record is lost, the program goes on.
+func SetLogger(fn func(Record), minLevel Level) error {
 	if err := ready(); err != nil {
 		return err
 	}
 	sink.setMu.Lock()
 	defer sink.setMu.Unlock()
 	if fn == nil {
-		r := C.zgo_set_logger(0, C.int32_t(minLevel))
+		r := C.shim_set_logger(0, C.int32_t(minLevel))
 		if err := errorFrom(r.status, r.err); err != nil {
 			return err
 		}
@@ -155,10 +152,10 @@ func SetLoggerLevel(fn func(Record), minLevel Level) error {
 	if started {
 		sink.startDispatcher()
 	} else {
-		C.zgo_logq_flush() // what was emitted before goes to the previous logger
+		C.zarena_go_logq_flush() // what was emitted before goes to the previous logger
 	}
 	prev := sink.fn.Swap(&fn)
-	r := C.zgo_set_logger(1, C.int32_t(minLevel))
+	r := C.shim_set_logger(1, C.int32_t(minLevel))
 	if err := errorFrom(r.status, r.err); err != nil {
 		if started {
 			sink.stopDispatcher()
@@ -178,7 +175,7 @@ func SetLoggerLevel(fn func(Record), minLevel Level) error {
 // reporter thread.
 func FlushLogs() {
 	C.zarena_log_flush()
-	C.zgo_logq_flush()
+	C.zarena_go_logq_flush()
 }
 
 // LoggerPanics counts records lost because the Go logger panicked.
@@ -186,12 +183,12 @@ func LoggerPanics() uint64 { return sink.panics.Load() }
 
 // LogsDropped counts records lost because the Go logger fell behind and the queue
 // was full (or a record could not be copied).
-func LogsDropped() uint64 { return uint64(C.zgo_logq_dropped()) }
+func LogsDropped() uint64 { return uint64(C.zarena_go_logq_dropped()) }
 
 // startDispatcher opens the queue and starts the goroutine that drains it. Called
 // with setMu held, before the library's callback points at the queue.
 func (s *logSink) startDispatcher() {
-	C.zgo_logq_open()
+	C.zarena_go_logq_open()
 	s.done = make(chan struct{})
 	go s.dispatch(s.done)
 }
@@ -203,9 +200,9 @@ func (s *logSink) stopDispatcher() {
 	if s.done == nil {
 		return
 	}
-	C.zgo_logq_close()
-	C.zgo_logq_flush()
-	C.zgo_logq_stop()
+	C.zarena_go_logq_close()
+	C.zarena_go_logq_flush()
+	C.zarena_go_logq_stop()
 	<-s.done
 	s.done = nil
 }
@@ -216,7 +213,7 @@ func (s *logSink) dispatch(done chan struct{}) {
 	defer close(done)
 	var recs []Record
 	for {
-		b := C.zgo_logq_next() // also releases the previous batch, now delivered
+		b := C.zarena_go_logq_next() // also releases the previous batch, now delivered
 		if b.stop != 0 {
 			return
 		}
@@ -245,12 +242,15 @@ func droppedRecord(n uint64, t time.Time) Record {
 		Level: LevelWarn,
 		Event: "go.log_dropped",
 		Message: fmt.Sprintf("%d log records were dropped: the Go logger fell behind and "+
-			"the queue of %d records was full", n, uint32(C.zgo_logq_capacity())),
+			"the queue of %d records was full", n, uint32(C.zarena_go_logq_capacity())),
 		Fields: []Field{{Key: "dropped", Value: n}},
 	}
 }
 
-func levelFromEnv() Level {
+// LevelFromEnv is the level ZARENA_LOG_LEVEL names (trace, debug, info, warn, error,
+// off), info when it is unset or unknown: the stderr sink's threshold, and what
+// SetLogger(fn, LevelFromEnv()) keeps.
+func LevelFromEnv() Level {
 	switch strings.ToLower(os.Getenv("ZARENA_LOG_LEVEL")) {
 	case "trace":
 		return LevelTrace
@@ -271,7 +271,7 @@ func threshold() Level {
 	if sink.minSet.Load() {
 		return Level(sink.minLevel.Load())
 	}
-	return levelFromEnv()
+	return LevelFromEnv()
 }
 
 // deliver hands a record to the Go logger, recovering its panic.
@@ -300,7 +300,7 @@ func emitGo(r Record) {
 	}
 	if sink.fn.Load() != nil {
 		ev, msg, arena := C.CString(r.Event), C.CString(r.Message), C.CString(r.Arena)
-		queued := C.zgo_logq_push(C.int32_t(r.Level), ev, msg, arena)
+		queued := C.zarena_go_logq_push(C.int32_t(r.Level), ev, msg, arena)
 		C.free(unsafe.Pointer(ev))
 		C.free(unsafe.Pointer(msg))
 		C.free(unsafe.Pointer(arena))
@@ -356,7 +356,7 @@ func unsafeFields(p *C.zarena_log_field, n int) []C.zarena_log_field {
 // setLogQueueCapacity changes the queue bound (tests make it small to see drops) and
 // returns the previous one.
 func setLogQueueCapacity(n uint32) uint32 {
-	prev := uint32(C.zgo_logq_capacity())
-	C.zgo_logq_set_capacity(C.uint32_t(n))
+	prev := uint32(C.zarena_go_logq_capacity())
+	C.zarena_go_logq_set_capacity(C.uint32_t(n))
 	return prev
 }

@@ -110,7 +110,7 @@ func TestNoLogCallbackInsideAlloc(t *testing.T) {
 		got     []delivery
 	)
 	g := newGate(t.Name() + "-gate")
-	err := SetLoggerLevel(func(r Record) {
+	err := SetLogger(func(r Record) {
 		if g.catch(r) || r.Arena != t.Name() {
 			return
 		}
@@ -122,7 +122,7 @@ func TestNoLogCallbackInsideAlloc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = SetLogger(nil) })
+	t.Cleanup(func() { _ = SetLogger(nil, LevelFromEnv()) })
 	t.Cleanup(g.open) // runs first: never leave the dispatcher held
 
 	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync})
@@ -141,7 +141,7 @@ func TestNoLogCallbackInsideAlloc(t *testing.T) {
 	if err != nil {
 		t.Fatalf("overflow Alloc: %v", err)
 	}
-	if s := a.Stats(); s.OverflowAllocs != 1 {
+	if s := mustStats(t, a); s.OverflowAllocs != 1 {
 		t.Fatalf("the request did not overflow: %+v", s)
 	}
 	g.open()
@@ -188,10 +188,10 @@ func TestLogOrderAndLoggerSwap(t *testing.T) {
 			}
 		}
 	}
-	if err := SetLoggerLevel(logTo(&first), LevelInfo); err != nil {
+	if err := SetLogger(logTo(&first), LevelInfo); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = SetLogger(nil) })
+	t.Cleanup(func() { _ = SetLogger(nil, LevelFromEnv()) })
 	const n = 20
 	var want []string
 	arenas := make([]*Arena, n)
@@ -207,7 +207,7 @@ func TestLogOrderAndLoggerSwap(t *testing.T) {
 	// The finalizer's path: a record the binding emits queues behind the library's.
 	emitGo(Record{Level: LevelWarn, Event: "go.test", Arena: prefix + "go"})
 	want = append(want, "go.test "+prefix+"go")
-	if err := SetLoggerLevel(logTo(&second), LevelInfo); err != nil {
+	if err := SetLogger(logTo(&second), LevelInfo); err != nil {
 		t.Fatal(err)
 	}
 	for i, a := range arenas {
@@ -245,7 +245,7 @@ func TestLogQueueDropsWhenFullAndSaysSo(t *testing.T) {
 	var mu sync.Mutex
 	var named, dropNotes []Record
 	g := newGate(name + "-gate")
-	err := SetLoggerLevel(func(r Record) {
+	err := SetLogger(func(r Record) {
 		if g.catch(r) {
 			return
 		}
@@ -261,7 +261,7 @@ func TestLogQueueDropsWhenFullAndSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = SetLogger(nil) })
+	t.Cleanup(func() { _ = SetLogger(nil, LevelFromEnv()) })
 	t.Cleanup(g.open)
 
 	prev := setLogQueueCapacity(capacity)
@@ -302,7 +302,7 @@ func TestLogQueueDropsWhenFullAndSaysSo(t *testing.T) {
 }
 
 func TestFlushLogsWithoutLogger(t *testing.T) {
-	if err := SetLogger(nil); err != nil {
+	if err := SetLogger(nil, LevelFromEnv()); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})

@@ -10,18 +10,18 @@
 #include <string.h>
 #include <time.h>
 
-#define ZGO_LOGQ_DEFAULT_CAPACITY 4096
+#define LOGQ_DEFAULT_CAPACITY 4096
 
 static struct {
   pthread_mutex_t mu;
   pthread_cond_t ready; /* records, drops or stop pending: wakes the dispatcher */
   pthread_cond_t done;  /* delivered advanced or the dispatcher left: wakes flushers */
-  zgo_qrec* head;
-  zgo_qrec* tail;
+  logq_record* head;
+  logq_record* tail;
   uint32_t len;
   uint32_t capacity;
   uint64_t pending_drops; /* dropped since the last queued record */
-  zgo_qrec* inflight;     /* the batch the dispatcher is delivering */
+  logq_record* inflight;  /* the batch the dispatcher is delivering */
   uint64_t inflight_weight;
   uint64_t offered;   /* records accepted or dropped while accepting */
   uint64_t delivered; /* of those, delivered or reported dropped */
@@ -35,7 +35,7 @@ static struct {
        NULL,
        NULL,
        0,
-       ZGO_LOGQ_DEFAULT_CAPACITY,
+       LOGQ_DEFAULT_CAPACITY,
        0,
        NULL,
        0,
@@ -63,15 +63,15 @@ static char* put_string(char** cursor, const char* s) {
 }
 
 /* One malloc for the record, its fields and all their strings. NULL when out of memory. */
-static zgo_qrec* copy_record(const zarena_log_record* rec) {
+static logq_record* copy_record(const zarena_log_record* rec) {
   uint32_t nf = rec->fields != NULL ? rec->field_count : 0;
-  size_t size = sizeof(zgo_qrec) + (size_t)nf * sizeof(zarena_log_field);
+  size_t size = sizeof(logq_record) + (size_t)nf * sizeof(zarena_log_field);
   size += strlen(nz(rec->event)) + strlen(nz(rec->message)) + strlen(nz(rec->arena_name)) + 3;
   for (uint32_t i = 0; i < nf; ++i) {
     size += strlen(nz(rec->fields[i].key)) + 1;
     if (rec->fields[i].kind == ZARENA_FIELD_STRING) size += strlen(nz(rec->fields[i].s)) + 1;
   }
-  zgo_qrec* c = (zgo_qrec*)malloc(size);
+  logq_record* c = (logq_record*)malloc(size);
   if (c == NULL) return NULL;
   c->next = NULL;
   c->unix_ns = now_unix_ns();
@@ -97,7 +97,7 @@ static zgo_qrec* copy_record(const zarena_log_record* rec) {
 
 static int enqueue(const zarena_log_record* rec) {
   /* Copy before locking: the emitting thread may be an allocating one. */
-  zgo_qrec* c = copy_record(rec);
+  logq_record* c = copy_record(rec);
   pthread_mutex_lock(&q.mu);
   if (!q.accepting) {
     pthread_mutex_unlock(&q.mu);
@@ -126,13 +126,13 @@ static int enqueue(const zarena_log_record* rec) {
   return 1;
 }
 
-void zgo_logq_callback(void* user_data, const zarena_log_record* rec) {
+void zarena_go_logq_callback(void* user_data, const zarena_log_record* rec) {
   (void)user_data;
   if (rec != NULL) enqueue(rec);
 }
 
-int32_t zgo_logq_push(int32_t level, const char* event, const char* message,
-                      const char* arena) {
+int32_t zarena_go_logq_push(int32_t level, const char* event, const char* message,
+                            const char* arena) {
   zarena_log_record rec;
   memset(&rec, 0, sizeof rec);
   rec.struct_size = sizeof rec;
@@ -143,7 +143,7 @@ int32_t zgo_logq_push(int32_t level, const char* event, const char* message,
   return enqueue(&rec);
 }
 
-void zgo_logq_open(void) {
+void zarena_go_logq_open(void) {
   pthread_mutex_lock(&q.mu);
   q.accepting = 1;
   q.dispatching = 1;
@@ -151,32 +151,32 @@ void zgo_logq_open(void) {
   pthread_mutex_unlock(&q.mu);
 }
 
-void zgo_logq_close(void) {
+void zarena_go_logq_close(void) {
   pthread_mutex_lock(&q.mu);
   q.accepting = 0;
   pthread_mutex_unlock(&q.mu);
 }
 
-void zgo_logq_stop(void) {
+void zarena_go_logq_stop(void) {
   pthread_mutex_lock(&q.mu);
   q.stop = 1;
   pthread_cond_signal(&q.ready);
   pthread_mutex_unlock(&q.mu);
 }
 
-static void free_list(zgo_qrec* r) {
+static void free_list(logq_record* r) {
   while (r != NULL) {
-    zgo_qrec* next = r->next;
+    logq_record* next = r->next;
     free(r);
     r = next;
   }
 }
 
-zgo_batch zgo_logq_next(void) {
-  zgo_batch b;
+logq_batch zarena_go_logq_next(void) {
+  logq_batch b;
   memset(&b, 0, sizeof b);
   pthread_mutex_lock(&q.mu);
-  zgo_qrec* done = q.inflight;
+  logq_record* done = q.inflight;
   q.inflight = NULL;
   q.delivered += q.inflight_weight;
   q.inflight_weight = 0;
@@ -193,7 +193,7 @@ zgo_batch zgo_logq_next(void) {
     b.stop = 1;
   } else {
     uint64_t weight = q.pending_drops;
-    for (zgo_qrec* r = q.head; r != NULL; r = r->next) weight += 1 + r->dropped_before;
+    for (logq_record* r = q.head; r != NULL; r = r->next) weight += 1 + r->dropped_before;
     b.head = q.head;
     b.tail_drops = q.pending_drops;
     q.inflight = q.head;
@@ -206,27 +206,27 @@ zgo_batch zgo_logq_next(void) {
   return b;
 }
 
-void zgo_logq_flush(void) {
+void zarena_go_logq_flush(void) {
   pthread_mutex_lock(&q.mu);
   uint64_t target = q.offered;
   while (q.dispatching && q.delivered < target) pthread_cond_wait(&q.done, &q.mu);
   pthread_mutex_unlock(&q.mu);
 }
 
-void zgo_logq_set_capacity(uint32_t capacity) {
+void zarena_go_logq_set_capacity(uint32_t capacity) {
   pthread_mutex_lock(&q.mu);
   q.capacity = capacity > 0 ? capacity : 1;
   pthread_mutex_unlock(&q.mu);
 }
 
-uint32_t zgo_logq_capacity(void) {
+uint32_t zarena_go_logq_capacity(void) {
   pthread_mutex_lock(&q.mu);
   uint32_t c = q.capacity;
   pthread_mutex_unlock(&q.mu);
   return c;
 }
 
-uint64_t zgo_logq_dropped(void) {
+uint64_t zarena_go_logq_dropped(void) {
   pthread_mutex_lock(&q.mu);
   uint64_t d = q.dropped_total;
   pthread_mutex_unlock(&q.mu);

@@ -21,10 +21,10 @@ func overflowOnce(t *testing.T, a *Arena) uint64 {
 	mustAlloc(t, a, 300*kiB)
 	const req = 600 * kiB
 	p := mustAlloc(t, a, req)
-	if s := a.Stats(); s.OverflowAllocs != 1 {
+	if s := mustStats(t, a); s.OverflowAllocs != 1 {
 		t.Fatalf("request did not overflow: %+v", s)
 	}
-	if err := a.FreeNow(p); err != nil {
+	if err := a.FreeNow(p, AnyEpoch); err != nil {
 		t.Fatal(err)
 	}
 	return req
@@ -91,7 +91,7 @@ func TestLoggerMinLevelAndRestore(t *testing.T) {
 		t.Fatalf("info record delivered below the minimum level")
 	}
 	_ = a
-	if err := SetLogger(nil); err != nil {
+	if err := SetLogger(nil, LevelFromEnv()); err != nil {
 		t.Fatal(err)
 	}
 	b := newHost(t, Config{CapacityBytes: miB, Name: t.Name()})
@@ -120,7 +120,7 @@ func TestPanickingLoggerIsRecovered(t *testing.T) {
 	calls := 0
 	var mu sync.Mutex
 	captureLogs(t, "", LevelInfo)
-	err := SetLoggerLevel(func(r Record) {
+	err := SetLogger(func(r Record) {
 		if r.Arena != t.Name() && r.Arena != "foreign-panic" {
 			return
 		}
@@ -162,10 +162,14 @@ func TestSlogHandlerBridge(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	h := slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelWarn})
-	if err := SetSlogHandler(h); err != nil {
+	fn, lowest := SlogLogger(h)
+	if lowest != LevelWarn {
+		t.Fatalf("SlogLogger: lowest level %v, want warn (the handler's)", lowest)
+	}
+	if err := SetLogger(fn, lowest); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = SetSlogHandler(nil) })
+	t.Cleanup(func() { _ = SetLogger(nil, LevelFromEnv()) })
 	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync})
 	overflowOnce(t, a)
 	FlushLogs()

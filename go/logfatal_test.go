@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// The README's pattern, SetSlogHandler + log.Fatal(err), must show the diagnosis every
+// The README's pattern, SetLogger(SlogLogger(h)) + log.Fatal(err), must show the diagnosis every
 // time: the verdict was lost in 11 of 20 runs when records were only delivered
 // asynchronously (os.Exit wins). Each run is a child process (this test binary, in
 // helper mode) that trains without resetting until Alloc fails, then calls log.Fatal.
@@ -20,7 +20,7 @@ const logFatalRuns = 100
 
 // logFatalChild is the child's main: it never returns.
 func logFatalChild() {
-	if err := SetSlogHandler(slog.NewJSONHandler(os.Stdout, nil)); err != nil {
+	if err := SetLogger(SlogLogger(slog.NewJSONHandler(os.Stdout, nil))); err != nil {
 		log.Fatal(err)
 	}
 	a, err := New(Config{Backend: BackendHost, CapacityBytes: 64 * miB,

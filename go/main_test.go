@@ -14,7 +14,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ZARENA_LOG_LEVEL") == "" {
 		os.Setenv("ZARENA_LOG_LEVEL", "warn")
 	}
-	if err := SetLogger(nil); err != nil {
+	if err := SetLogger(nil, LevelFromEnv()); err != nil {
 		panic(err)
 	}
 	os.Exit(m.Run())

@@ -24,7 +24,7 @@ func TestNoFreezeDuringBlockingCCall(t *testing.T) {
 	rec := captureLogs(t, t.Name(), LevelWarn)
 	a := newHost(t, Config{CapacityBytes: miB, OverflowPolicy: OverflowSync,
 		OverflowSlow: time.Second}) // keep the watchdog's record out of the measurement
-	if err := a.InjectOverflowFault(0, 1, block); err != nil {
+	if err := a.injectOverflowFault(0, 1, block); err != nil {
 		t.Fatalf("InjectOverflowFault: %v", err)
 	}
 	mustAlloc(t, a, 768*kiB)

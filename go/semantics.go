@@ -1,17 +1,19 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
-// Epochs, pins, floors; capture, stream and poison (zarena.h, 1.1). Each call applies the
-// queued frees first, in the same cgo call.
+// Pins, floors, region; capture, stream and poison. Each call applies every queued free
+// first and runs with every shard locked (freequeue.go).
 
 // Pin adds a pin to the live block at p: it survives resets (a reset leaves it where it
 // is) until the matching Unpin; a Free of a pinned block takes effect at its last Unpin.
+// Every free queued before it is applied first (Free(p) then Pin(p) is ErrDoubleFree).
 // Errors: ErrNotOwned, ErrDoubleFree (freed), ErrStale (reclaimed), ErrInvalidArgument
-// (65535 pins already). Use: activations saved for the backward pass across a reset.
+// (65535 pins already), ErrClosed. Use: activations saved for the backward pass across a
+// reset.
 func (a *Arena) Pin(p DevicePtr) error { return a.pin(p, 1, "Pin") }
 
 // Unpin removes a pin (ErrInvalidArgument when the block is not pinned). The last one
@@ -20,17 +22,7 @@ func (a *Arena) Pin(p DevicePtr) error { return a.pin(p, 1, "Pin") }
 func (a *Arena) Unpin(p DevicePtr) error { return a.pin(p, 0, "Unpin") }
 
 func (a *Arena) pin(p DevicePtr, on C.int, op string) error {
-	b, h, err := a.q.take(op)
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_pin(h, q, nq, qs, C.uintptr_t(p), on)
-	if b != nil {
-		a.q.release(b, r.qfailed)
-	}
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole(op, func(h C.uintptr_t) C.shim_result { return C.shim_pin(h, C.uintptr_t(p), on) })
 }
 
 // SetFloor moves the floor to offset bytes from the region's base, a block boundary
@@ -39,15 +31,9 @@ func (a *Arena) pin(p DevicePtr, on C.int, op string) error {
 // current epoch. ErrInvalidArgument (not a multiple of the alignment, above the top, or
 // inside a block) changes nothing.
 func (a *Arena) SetFloor(offset uint64) error {
-	b, h, err := a.q.takeExclusive("SetFloor", false)
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_set_floor(h, q, nq, qs, C.uint64_t(offset))
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole("SetFloor", func(h C.uintptr_t) C.shim_result {
+		return C.shim_set_floor(h, C.uint64_t(offset))
+	})
 }
 
 // Region is where an arena's region is and how far it is used (zarena_region).
@@ -64,15 +50,12 @@ type Region struct {
 // RegionInfo returns the region's base, size, top, floor and commit state (one
 // snapshot, after the queued frees).
 func (a *Arena) RegionInfo() (Region, error) {
-	b, h, err := a.q.takeExclusive("RegionInfo", false)
+	var r C.shim_region_result
+	err := a.whole("RegionInfo", func(h C.uintptr_t) C.shim_result {
+		r = C.shim_region_info(h)
+		return r.r
+	})
 	if err != nil {
-		return Region{}, err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_region_info(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if err := callError(r.status, r.err); err != nil {
 		return Region{}, err
 	}
 	return Region{
@@ -119,15 +102,12 @@ type Diagnosis struct {
 
 // Diagnose returns the diagnosis now (after the queued frees). Any goroutine, any time.
 func (a *Arena) Diagnose() (Diagnosis, error) {
-	b, h, err := a.q.takeExclusive("Diagnose", false)
+	var r C.shim_diagnosis_result
+	err := a.whole("Diagnose", func(h C.uintptr_t) C.shim_result {
+		r = C.shim_diagnose(h)
+		return r.r
+	})
 	if err != nil {
-		return Diagnosis{}, err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_diagnose(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if err := callError(r.status, r.err); err != nil {
 		return Diagnosis{}, err
 	}
 	d := &r.d
@@ -175,32 +155,18 @@ func (a *Arena) SetCaptureActive(active bool) error {
 	if active {
 		on = 1
 	}
-	b, h, err := a.q.take("SetCaptureActive")
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_set_capture_active(h, q, nq, qs, on)
-	if b != nil {
-		a.q.release(b, r.qfailed)
-	}
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole("SetCaptureActive", func(h C.uintptr_t) C.shim_result {
+		return C.shim_set_capture_active(h, on)
+	})
 }
 
 // SetStream replaces the arena's cudaStream_t (an integer here: a C pointer Go must not
 // hold as a pointer); 0 is the legacy stream. See zarena_set_stream for what it means for
 // blocks already handed out.
 func (a *Arena) SetStream(stream uintptr) error {
-	b, h, err := a.q.takeExclusive("SetStream", false)
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_set_stream(h, q, nq, qs, C.uintptr_t(stream))
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole("SetStream", func(h C.uintptr_t) C.shim_result {
+		return C.shim_set_stream(h, C.uintptr_t(stream))
+	})
 }
 
 // DefaultPoisonWord is the poison word 0 selects: a quiet NaN read as float32 and as
@@ -209,19 +175,20 @@ const DefaultPoisonWord uint32 = 0x7FF80000
 
 // SetPoison switches poisoning at run time: while on, freed blocks, blocks a reset
 // reclaims and overflow blocks given back are filled with word (0: DefaultPoisonWord),
-// so a kernel that reads a stale tensor sees NaN. A debugging mode: one fill per free.
+// so a kernel that reads a stale tensor sees NaN. Every free path fills before it returns:
+// while poison is on, Free and FreeBlock do not queue but free at once (FlagPoison at New
+// likewise), and the frees queued before SetPoison(true) are applied, unpoisoned, before it
+// takes effect. A debugging mode: one fill, and one cgo call, per free.
 func (a *Arena) SetPoison(enabled bool, word uint32) error {
 	on := C.int(0)
 	if enabled {
 		on = 1
 	}
-	b, h, err := a.q.takeExclusive("SetPoison", false)
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_set_poison(h, q, nq, qs, on, C.uint32_t(word))
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole("SetPoison", func(h C.uintptr_t) C.shim_result {
+		r := C.shim_set_poison(h, on, C.uint32_t(word))
+		if r.status == C.ZARENA_OK {
+			a.setPoisonLocked(enabled)
+		}
+		return r
+	})
 }

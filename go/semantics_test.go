@@ -33,18 +33,18 @@ func TestAllocBlockCarriesEpochSizeFlags(t *testing.T) {
 	if c.Epoch != 1 || a.Epoch() != 1 || c.Size != 256 {
 		t.Fatalf("after a reset: %+v, Epoch() %d", c, a.Epoch())
 	}
-	// The old block's address was handed out again: FreeAt with the old epoch must not
+	// The old block's address was handed out again: FreeNow with the old epoch must not
 	// free the new block.
 	if c.Ptr != b.Ptr {
 		t.Fatalf("address not reused (%#x vs %#x): the check below proves nothing", c.Ptr, b.Ptr)
 	}
-	if err := a.FreeAtNow(b.Ptr, b.Epoch); !errors.Is(err, ErrStale) {
-		t.Fatalf("FreeAtNow with the previous epoch: %v, want ErrStale", err)
+	if err := a.FreeNow(b.Ptr, b.Epoch); !errors.Is(err, ErrStale) {
+		t.Fatalf("FreeNow with the previous epoch: %v, want ErrStale", err)
 	}
-	if s := a.Stats(); s.LiveAllocs != 1 || s.StaleFrees != 1 {
+	if s := mustStats(t, a); s.LiveAllocs != 1 || s.StaleFrees != 1 {
 		t.Fatalf("the stale free changed state: %+v", s)
 	}
-	if err := a.FreeAtNow(c.Ptr, c.Epoch); err != nil {
+	if err := a.FreeNow(c.Ptr, c.Epoch); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -75,7 +75,7 @@ func TestPinAcrossReset(t *testing.T) {
 	if err := a.Pin(act.Ptr); err != nil {
 		t.Fatal(err)
 	}
-	if s := a.Stats(); s.PinnedBlocks != 1 || s.PinnedBytes != act.Size {
+	if s := mustStats(t, a); s.PinnedBlocks != 1 || s.PinnedBytes != act.Size {
 		t.Fatalf("pinned stats %+v", s)
 	}
 	for i := 0; i < 3; i++ {
@@ -97,10 +97,10 @@ func TestPinAcrossReset(t *testing.T) {
 		t.Fatal("the pinned activation's bytes changed across resets")
 	}
 	// Freed while pinned: deferred to the last unpin.
-	if err := a.FreeNow(act.Ptr); err != nil {
+	if err := a.FreeNow(act.Ptr, AnyEpoch); err != nil {
 		t.Fatal(err)
 	}
-	if s := a.Stats(); s.DeferredFrees != 1 {
+	if s := mustStats(t, a); s.DeferredFrees != 1 {
 		t.Fatalf("deferred_frees %d", s.DeferredFrees)
 	}
 	if err := a.Unpin(act.Ptr); err != nil {
@@ -109,7 +109,7 @@ func TestPinAcrossReset(t *testing.T) {
 	if err := a.Unpin(act.Ptr); !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrDoubleFree) {
 		t.Fatalf("Unpin of a freed block: %v", err)
 	}
-	if s := a.Stats(); s.PinnedBlocks != 0 || s.DeferredFrees != 0 {
+	if s := mustStats(t, a); s.PinnedBlocks != 0 || s.DeferredFrees != 0 {
 		t.Fatalf("after the last unpin: %+v", s)
 	}
 }
@@ -150,10 +150,10 @@ func TestSetFloorAndRegionInfo(t *testing.T) {
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.FreeNow(x); !errors.Is(err, ErrStale) {
+	if err := a.FreeNow(x, AnyEpoch); !errors.Is(err, ErrStale) {
 		t.Fatalf("block above the floor after a reset: %v", err)
 	}
-	if err := a.FreeNow(w); err != nil {
+	if err := a.FreeNow(w, AnyEpoch); err != nil {
 		t.Fatalf("block below the floor after a reset: %v", err)
 	}
 }
@@ -173,7 +173,7 @@ func TestContainsWithoutACall(t *testing.T) {
 			t.Errorf("Contains(%#x) = %v, want %v", c.p, got, c.want)
 		}
 	}
-	if s := a.Stats(); s.OverflowAllocs != 1 {
+	if s := mustStats(t, a); s.OverflowAllocs != 1 {
 		t.Fatalf("the 512 KiB block did not overflow: %+v", s)
 	}
 }
@@ -217,10 +217,8 @@ func TestSetPoisonFillsFreedBlocksWithNaN(t *testing.T) {
 	if err := a.Free(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range f {
+	for i, v := range f { // filled before Free returned
+
 		if !math.IsNaN(float64(v)) {
 			t.Fatalf("element %d of the freed block = %v, want NaN", i, v)
 		}
@@ -228,7 +226,7 @@ func TestSetPoisonFillsFreedBlocksWithNaN(t *testing.T) {
 	if math.Float32bits(f[0]) != DefaultPoisonWord {
 		t.Fatalf("poison word %#x", math.Float32bits(f[0]))
 	}
-	if s := a.Stats(); s.PoisonFills == 0 {
+	if s := mustStats(t, a); s.PoisonFills == 0 {
 		t.Fatalf("poison_fills 0")
 	}
 	if err := a.SetPoison(false, 0); err != nil {
@@ -237,7 +235,7 @@ func TestSetPoisonFillsFreedBlocksWithNaN(t *testing.T) {
 	q := mustAlloc(t, a, kiB)
 	g := unsafe.Slice((*float32)(q.Pointer()), 256)
 	g[0] = 2.5
-	if err := a.FreeNow(q); err != nil {
+	if err := a.FreeNow(q, AnyEpoch); err != nil {
 		t.Fatal(err)
 	}
 	if g[0] != 2.5 {
@@ -330,7 +328,7 @@ func TestDiagnoseNeverReset(t *testing.T) {
 	if !d.Overflowed || d.Verdict != "never_reset" || d.OverflowEpochs != 1 || d.NeededBytes == 0 {
 		t.Fatalf("after the overflow: %+v", d)
 	}
-	if st := a.Stats(); st.OverflowEpochs != 1 || st.Steps < 4 {
+	if st := mustStats(t, a); st.OverflowEpochs != 1 || st.Steps < 4 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -51,22 +51,31 @@ func (r Record) Attrs() []slog.Attr {
 	return attrs
 }
 
-// SlogFunc returns a logger for SetLogger that hands each record to h as an
-// slog.Record: the message, the mapped level, and the attributes of Record.Attrs less the
-// settings left at their defaults: a field X whose companion X_source is "default" (the
-// arena.config record lists every setting that way) is left out with its source, so a New
-// logs what was set rather than ~60 attributes. SetLogger's Record keeps every field.
-func SlogFunc(h slog.Handler) func(Record) {
+// SlogLogger adapts h for SetLogger: SetLogger(SlogLogger(h)). The function hands each
+// record to h as an slog.Record (the message, the mapped level, the attributes of
+// Record.Attrs less the settings left at their defaults: a field X whose companion
+// X_source is "default", as arena.config lists every setting, is left out with its
+// source, so a New logs what was set rather than ~60 attributes; a plain SetLogger's
+// Record keeps every field); the level is the lowest zarena level h is enabled for, so
+// records h would drop are not even built.
+func SlogLogger(h slog.Handler) (func(Record), Level) {
+	ctx := context.Background()
+	lowest := LevelOff
+	for l := LevelTrace; l < LevelOff; l++ {
+		if h.Enabled(ctx, l.SlogLevel()) {
+			lowest = l
+			break
+		}
+	}
 	return func(r Record) {
 		lvl := r.Level.SlogLevel()
-		ctx := context.Background()
 		if !h.Enabled(ctx, lvl) {
 			return
 		}
 		sr := slog.NewRecord(r.Time, lvl, r.Message, 0)
 		sr.AddAttrs(withoutDefaults(r.Attrs())...)
 		_ = h.Handle(ctx, sr)
-	}
+	}, lowest
 }
 
 // withoutDefaults drops the attributes X and X_source where X_source is "default".
@@ -91,21 +100,4 @@ func withoutDefaults(attrs []slog.Attr) []slog.Attr {
 		kept = append(kept, a)
 	}
 	return kept
-}
-
-// SetSlogHandler routes the library's records to h (see SetLogger for the rules). The
-// library's threshold becomes the lowest zarena level h is enabled for, so records h
-// would drop are not even built.
-func SetSlogHandler(h slog.Handler) error {
-	if h == nil {
-		return SetLoggerLevel(nil, levelFromEnv())
-	}
-	lowest := LevelOff
-	for l := LevelTrace; l < LevelOff; l++ {
-		if h.Enabled(context.Background(), l.SlogLevel()) {
-			lowest = l
-			break
-		}
-	}
-	return SetLoggerLevel(SlogFunc(h), lowest)
 }

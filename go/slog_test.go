@@ -16,10 +16,10 @@ func TestSlogConfigRecordLeavesDefaultsOut(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	h := slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil)
-	if err := SetSlogHandler(h); err != nil {
+	if err := SetLogger(SlogLogger(h)); err != nil {
 		t.Fatal(err)
 	}
-	defer SetLogger(nil)
+	defer SetLogger(nil, LevelFromEnv())
 	a, err := New(Config{Backend: BackendHost, CapacityBytes: 4 << 20, Name: "slogcfg"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 */
 import "C"
 
@@ -109,24 +109,15 @@ func statsFromC(s *C.zarena_stats) Stats {
 	}
 }
 
-// Stats returns a consistent snapshot of the arena's counters, after the queued frees
-// were applied (the zero Stats after Close).
-func (a *Arena) Stats() Stats {
-	s, _ := a.StatsErr()
-	return s
-}
-
-// StatsErr is Stats with the error of a failed call (a closed arena).
-func (a *Arena) StatsErr() (Stats, error) {
-	b, h, err := a.q.takeExclusive("Stats", false)
+// Stats returns a consistent snapshot of the arena's counters, after every queued free
+// was applied. The error is ErrClosed after Close.
+func (a *Arena) Stats() (Stats, error) {
+	var r C.shim_stats_result
+	err := a.whole("Stats", func(h C.uintptr_t) C.shim_result {
+		r = C.shim_get_stats(h)
+		return r.r
+	})
 	if err != nil {
-		return Stats{}, err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_get_stats(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if err := callError(r.status, r.err); err != nil {
 		return Stats{}, err
 	}
 	return statsFromC(&r.stats), nil
@@ -137,45 +128,40 @@ func (a *Arena) StatsErr() (Stats, error) {
 // OverflowPeakBytes the current OverflowLiveBytes, UsedPeakBytes the current UsedBytes;
 // each rises again from there. The epoch figures (Epoch*) are left alone. The queued
 // frees are applied first, so the peaks restart from the state they leave. Measure one
-// step's peak with ResetPeakStats before it and Stats after it. ErrInvalidArgument after
-// Close.
+// step's peak with ResetPeakStats before it and Stats after it. ErrClosed after Close.
 func (a *Arena) ResetPeakStats() error {
-	b, h, err := a.q.takeExclusive("ResetPeakStats", false)
-	if err != nil {
-		return err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_reset_peak_stats(h, q, nq, qs)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	return callError(r.status, r.err)
+	return a.whole("ResetPeakStats", func(h C.uintptr_t) C.shim_result {
+		return C.shim_reset_peak_stats(h)
+	})
 }
+
+// Format is the form of FormatStats' and FormatLiveBlocks' text (ZARENA_FORMAT_*).
+type Format int32
+
+const (
+	FormatText Format = 0 // a table for people, ending with a newline
+	FormatJSON Format = 1 // one JSON object on one line
+)
 
 // FormatStats formats one consistent stats snapshot, taken after the queued frees were
-// applied, as the library does (zarena_format_stats): with json false a titled table for
+// applied, as the library does (zarena_format_stats): FormatText, a titled table for
 // people, one field a line (the zarena_stats field names, grouped, sizes also in
-// KiB/MiB/GiB), ending with a newline; with json true one JSON object on one line whose
-// keys are exactly Stats' JSON keys, in struct order. ErrInvalidArgument after Close.
-func (a *Arena) FormatStats(json bool) (string, error) {
-	return a.format("FormatStats", 0, json)
+// KiB/MiB/GiB), ending with a newline; FormatJSON, one JSON object on one line whose keys
+// are exactly Stats' JSON keys, in struct order. ErrInvalidArgument for another Format;
+// ErrClosed after Close.
+func (a *Arena) FormatStats(f Format) (string, error) {
+	return a.format("FormatStats", 0, f)
 }
 
-// format is FormatStats (what 0) and FormatLiveBlocks (what 1): one cgo call that applies
-// the queued frees, asks the size, and formats (again while the text grew meanwhile).
-func (a *Arena) format(op string, what C.int, json bool) (string, error) {
-	f := C.int32_t(C.ZARENA_FORMAT_TEXT)
-	if json {
-		f = C.ZARENA_FORMAT_JSON
-	}
-	b, h, err := a.q.takeExclusive(op, false)
+// format is FormatStats (what 0) and FormatLiveBlocks (what 1): one cgo call that asks
+// the size and formats (again while the text grew meanwhile).
+func (a *Arena) format(op string, what C.int, f Format) (string, error) {
+	var r C.shim_text_result
+	err := a.whole(op, func(h C.uintptr_t) C.shim_result {
+		r = C.shim_format(h, what, C.int32_t(f))
+		return r.r
+	})
 	if err != nil {
-		return "", err
-	}
-	q, nq, qs := b.cargs()
-	r := C.zgo_format(h, q, nq, qs, what, f)
-	a.q.release(b, r.qfailed)
-	keepAlive(a)
-	if err := callError(r.status, r.err); err != nil {
 		return "", err
 	}
 	defer C.free(unsafe.Pointer(r.text))
@@ -197,7 +183,10 @@ func (a *Arena) PublishExpvar(name string) error {
 		return &Error{Status: StatusInvalidArgument,
 			Message: fmt.Sprintf("PublishExpvar: expvar %q is published already", name)}
 	}
-	expvar.Publish(name, expvar.Func(func() any { return a.Stats() }))
+	expvar.Publish(name, expvar.Func(func() any {
+		s, _ := a.Stats()
+		return s
+	}))
 	return nil
 }
 

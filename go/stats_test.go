@@ -41,7 +41,7 @@ func TestStats11Fields(t *testing.T) {
 	if err := a.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	s := a.Stats()
+	s := mustStats(t, a)
 	if s.PinnedBytes != 64*kiB || s.PinnedBlocks != 1 || s.TopBytes != 64*kiB ||
 		s.CommittedBytes != 4*miB {
 		t.Fatalf("1.1 stats: %+v", s)

@@ -1,10 +1,10 @@
 package zarena
 
 /*
-#include "zgo.h"
+#include "shim.h"
 
-static inline const char* zgo_version_string(void) { return zarena_version_string(); }
-static inline uint32_t zgo_version_number(void) { return zarena_version_number(); }
+static inline const char* shim_version_string(void) { return zarena_version_string(); }
+static inline uint32_t shim_version_number(void) { return zarena_version_number(); }
 */
 import "C"
 
@@ -19,5 +19,5 @@ func Version() (string, uint32) {
 	if ready() != nil {
 		return "", 0
 	}
-	return C.GoString(C.zgo_version_string()), uint32(C.zgo_version_number())
+	return C.GoString(C.shim_version_string()), uint32(C.shim_version_number())
 }

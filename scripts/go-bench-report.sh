@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prints the Go binding's benchmark ratios, target by target (issue 16), from the output
-# of `go test -bench` (go/bench_test.go; -count N: medians are used):
+# Prints the Go binding's benchmark ratios, target by target (issues 16 and 24), from the
+# output of `go test -bench` (go/bench_test.go; -count N: medians are used):
 #   scripts/go-bench-report.sh BENCH.txt [DLOPEN_BENCH.txt]
 # The second file, from a build with -tags zarena_dlopen, adds what calling the library
 # through dlopen'ed function pointers costs on the alloc+free pair. Only awk is needed,
@@ -15,9 +15,14 @@ awk -v dl="${2:-}" '
   }
   /^Benchmark/ {
     name = $1; sub(/-[0-9]+$/, "", name)
-    for (i = 2; i < NF; i++) if ($(i + 1) == "ns/op") { key = (FILENAME == dl ? "dl:" : "") name; v[key] = v[key] " " $i; runs[key]++ }
+    key = (FILENAME == dl ? "dl:" : "") name
+    for (i = 2; i < NF; i++) {
+      if ($(i + 1) == "ns/op") { v[key] = v[key] " " $i; runs[key]++ }
+      if ($(i + 1) == "busy/op") busy[key] = busy[key] " " $i
+    }
   }
   function m(k) { return (k in v) ? median(v[k]) : 0 }
+  function mb(k) { return (k in busy) ? median(busy[k]) : 0 }
   function verdict(r, target) { return r <= target ? "met" : "NOT met" }
   END {
     cgo = m("BenchmarkCgoCall"); pair = m("BenchmarkPair/zarena"); gopair = m("BenchmarkPair/go")
@@ -25,20 +30,40 @@ awk -v dl="${2:-}" '
     if (pair == 0 || gopair == 0) { print "go-bench-report: no BenchmarkPair results" > "/dev/stderr"; exit 1 }
     printf "medians of %d runs; ns per op\n", runs["BenchmarkPair/zarena"]
     printf "  empty cgo call %.1f; C pair (alloc_ex+free_at, C loop) %.1f; C free_then_alloc pair %.1f\n", cgo, cpair, cbatched
-    printf "  pair 256 B: zarena %.1f (block+epoch %.1f, synchronous FreeNow %.1f), pure Go %.1f\n",
-      pair, m("BenchmarkPair/zarena-block"), m("BenchmarkPair/zarena-sync"), gopair
+    printf "  pair 256 B: zarena %.1f (block+epoch %.1f, AllocBatch of 16 %.1f, checked FreeNow %.1f), pure Go %.1f\n",
+      pair, m("BenchmarkPair/zarena-block"), m("BenchmarkPair/zarena-batch16"), m("BenchmarkPair/zarena-sync"), gopair
     r = pair / gopair
     printf "target pair <= 1.0x pure Go:                 %.2fx  %s\n", r, verdict(r, 1.0)
     r = pair / (cgo + cpair)
     printf "target pair <= 1.2x (cgo call + C pair):      %.2fx  %s  (%.1f / (%.1f + %.1f))\n", r, verdict(r, 1.2), pair, cgo, cpair
+    p1 = m("BenchmarkAllocFreeParallel/g=1"); c1 = m("BenchmarkAllocFreeParallel/c/g=1")
+    if (p1 > 0) {
+      printf "parallel 4 KiB pair, one arena: goroutines, ns per pair (wall), throughput x one goroutine, busy shards per pair; C pair likewise\n"
+      for (g = 1; g <= 16; g *= 2) {
+        pg = m("BenchmarkAllocFreeParallel/g=" g); cg = m("BenchmarkAllocFreeParallel/c/g=" g)
+        if (pg == 0) continue
+        printf "  %2d  %7.1f  %5.2fx  busy %.3f    C %7.1f  %5.2fx\n", g, pg, p1 / pg, mb("BenchmarkAllocFreeParallel/g=" g), cg, (cg > 0 ? c1 / cg : 0)
+      }
+      p16 = m("BenchmarkAllocFreeParallel/g=16")
+      if (p16 > 0) {
+        r = p1 / p16
+        printf "target 16 goroutines >= 8x one goroutine:    %.2fx  %s  (%.1f vs %.1f ns per pair)\n", r, (r >= 8 ? "met" : "NOT met"), p16, p1
+      }
+    }
+    # The sections below print only when their benchmarks ran (a -bench filter may skip them).
     b = m("BenchmarkBumpReset/zarena"); gb = m("BenchmarkBumpReset/go")
-    r = b / gb
-    printf "target bump, reset every 4096 <= 2x pure Go: %.2fx  %s  (%.1f vs %.1f per alloc; C %.1f)\n", r, verdict(r, 2.0), b, gb, m("BenchmarkBumpReset/c")
+    if (b > 0 && gb > 0) {
+      r = b / gb
+      printf "target bump, reset every 4096 <= 2x pure Go: %.2fx  %s  (%.1f vs %.1f per alloc; C %.1f)\n", r, verdict(r, 2.0), b, gb, m("BenchmarkBumpReset/c")
+    }
     h = m("BenchmarkHoles/zarena"); gh = m("BenchmarkHoles/go")
-    printf "pair with 10 000 holes:                      %.3fx  (%.1f vs %.1f; %.0f times faster)\n", h / gh, h, gh, gh / h
+    if (h > 0 && gh > 0)
+      printf "pair with 10 000 holes:                      %.3fx  (%.1f vs %.1f; %.0f times faster)\n", h / gh, h, gh, gh / h
     t = m("BenchmarkTrace/zarena"); gt = m("BenchmarkTrace/go")
-    r = t / gt
-    printf "target per-sample trace <= 0.6x pure Go:     %.2fx  %s  (%.0f vs %.0f ns per sample)\n", r, verdict(r, 0.6), t, gt
+    if (t > 0 && gt > 0) {
+      r = t / gt
+      printf "target per-sample trace <= 0.6x pure Go:     %.2fx  %s  (%.0f vs %.0f ns per sample)\n", r, verdict(r, 0.6), t, gt
+    }
     cd = m("BenchmarkPair/c-dlsym")
     if (cd > 0) printf "call indirection (C pair through dlsym pointers / linked): %.1f vs %.1f ns (%.2fx)\n", cd, cpair, cd / cpair
     if (dl != "") {

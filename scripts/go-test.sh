@@ -64,12 +64,12 @@ CC=${CC:-cc}
     exit 1
   fi
   # The binding's C under the C side's warnings, in both ways of reaching the library.
-  for mode in "" "-DZGO_DLOPEN -Iinternal/include"; do
+  for mode in "" "-DZARENA_GO_DLOPEN -Iinternal/include"; do
     # shellcheck disable=SC2086
     "$CC" -std=gnu11 -Wall -Wextra -Werror -fsyntax-only $mode -I"$ROOT/capi/include" \
-      zgo_dl.c log_queue.c
+      dlopen.c log_queue.c
     # shellcheck disable=SC2086
-    printf '#include "zgo.h"\n' | "$CC" -std=gnu11 -Wall -Wextra -Werror -fsyntax-only $mode \
+    printf '#include "shim.h"\n' | "$CC" -std=gnu11 -Wall -Wextra -Werror -fsyntax-only $mode \
       -I. -I"$ROOT/capi/include" -x c -
   done
   "$GO" vet ./...

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, after scripts/gpu-bundle.sh packed
 # .gpubuild/ here: every gpu-labelled test, the benchmarks (bench/report.py's inputs as
-# JSON), the Go benchmarks, the demo, and (with "torch" as the first argument) the
-# PyTorch comparison. Results go to $OUT (at most 8 files come back from the device tool,
-# so they are few and whole).
-#   usage: .gpubuild/run.sh [tests|bench|go|torch|all]...   (default: tests bench go)
+# JSON), the Go benchmarks with their ratios (scripts/go-bench-report.sh appended to
+# go-bench.txt), the demo, and (with "torch" as the first argument) the PyTorch
+# comparison; "goprof" writes a CPU profile of the Go binding's single-goroutine pair
+# (go-pair.prof: `go tool pprof -top go-pair.prof` here). Results go to $OUT (at most 8
+# files come back from the device tool, so they are few and whole).
+#   usage: .gpubuild/run.sh [tests|bench|go|goprof|torch|all]...   (default: tests bench go)
 set -u
 G=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -46,8 +48,19 @@ for part in $parts; do
         --benchmark_repetitions=5 --benchmark_report_aggregates_only=true >>"$OUT/bench.txt" 2>&1
       ;;
     go)
+      # Every benchmark, GOMAXPROCS = the cores (AllocFreeParallel runs 1..16 goroutines).
       [ -x "$G/bin/zarena-go.test" ] && (cd "$G/bin" && ./zarena-go.test -test.run '^$' \
         -test.bench . -test.benchtime 0.3s -test.count 5 >"$OUT/go-bench.txt" 2>&1)
+      if [ -f "$OUT/go-bench.txt" ] && [ -x scripts/go-bench-report.sh ]; then
+        scripts/go-bench-report.sh "$OUT/go-bench.txt" >"$OUT/go-report.tmp" 2>&1
+        { echo "== scripts/go-bench-report.sh"; cat "$OUT/go-report.tmp"; } >>"$OUT/go-bench.txt"
+        rm -f "$OUT/go-report.tmp"
+      fi
+      ;;
+    goprof)
+      [ -x "$G/bin/zarena-go.test" ] && (cd "$G/bin" && ./zarena-go.test -test.run '^$' \
+        -test.bench 'Pair/zarena$' -test.benchtime 3s -test.cpuprofile "$OUT/go-pair.prof" \
+        >/dev/null 2>&1)
       ;;
     torch)
       ZARENA_LIBRARY=$G/lib/libzarena.so.1 ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \

@@ -36,7 +36,7 @@ if [ "$SANITIZE" != 0 ]; then
   # and pseudo-random replay of the fuzz target).
   ASAN_SUITES=(test_capi test_misuse test_overflow test_fault_walk test_backend_host
     test_region test_arena_threads test_threads test_config test_config_parse test_abi_structs
-    test_log test_diagnostics test_cadence test_trace_format fuzz_arena_replay)
+    test_log test_diagnostics test_cadence test_trace_format test_plan fuzz_arena_replay)
   TSAN_SUITES=(test_threads test_region_threads test_arena_threads test_log test_backend_host
     test_overflow)
   san_build() {  # folder, sanitizers, targets...

@@ -279,6 +279,36 @@ TEST_F(Semantics, StaleFreeFromAFinalizerThreadNeverFreesTheLiveBlockAtThatAddre
   EXPECT_EQ(zarena_free_at(g, live.ptr, ZARENA_ANY_EPOCH), ZARENA_E_DOUBLE_FREE);
 }
 
+// A batch of frees goes through every item, in order, each exactly as zarena_free_at: the
+// failures change nothing and are reported in statuses, the batch returns the first one with
+// its message, and the items after a failure are still freed.
+TEST_F(Semantics, BatchFreesEveryItemAndReportsTheFirstFailure) {
+  Arena g(host_config(64 * kKiB));
+  const zarena_block x = alloc_ex(g, kKiB), y = alloc_ex(g, kKiB), z = alloc_ex(g, kKiB);
+  int foreign = 0;  // not the arena's
+  const zarena_free_item items[] = {{x.ptr, x.epoch},
+                                    {&foreign, ZARENA_ANY_EPOCH},
+                                    {y.ptr, y.epoch + 1},
+                                    {z.ptr, ZARENA_ANY_EPOCH},
+                                    {x.ptr, ZARENA_ANY_EPOCH}};
+  zarena_status st[5];
+  EXPECT_EQ(zarena_free_batch(g, items, 5, st), ZARENA_E_NOT_OWNED);
+  EXPECT_NE(std::string(zarena_last_error()).find("item 1: "), std::string::npos)
+      << zarena_last_error();
+  const zarena_status want[] = {ZARENA_OK, ZARENA_E_NOT_OWNED, ZARENA_E_STALE, ZARENA_OK,
+                                ZARENA_E_DOUBLE_FREE};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(st[i], want[i]) << "item " << i;
+  const zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.live_allocs, 1u) << "y alone is live";
+  EXPECT_EQ(s.invalid_frees, 2u);
+  EXPECT_EQ(s.stale_frees, 1u);
+  EXPECT_EQ(zarena_free_batch(g, items, 1, nullptr), ZARENA_E_DOUBLE_FREE) << "no statuses";
+  const zarena_free_item last = {y.ptr, y.epoch};
+  EXPECT_EQ(zarena_free_batch(g, &last, 1, st), ZARENA_OK);
+  EXPECT_EQ(st[0], ZARENA_OK);
+  EXPECT_EQ(stats_of(g).live_allocs, 0u);
+}
+
 // Steps allocate tensors; half of them are "dropped" and freed later by a finalizer thread
 // with the epoch they came with, across resets; the other half the step frees itself. No
 // finalizer free may ever hit the step's own blocks (they keep their bytes and free with OK,

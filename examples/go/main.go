@@ -97,7 +97,10 @@ func run(name string, fixed bool) error {
 	}
 	// Records reach the logger asynchronously; let this run's warnings print first.
 	zarena.FlushLogs()
-	s := a.Stats()
+	s, err := a.Stats()
+	if err != nil {
+		return err
+	}
 	fmt.Printf("%s: %d samples, resets=%d, allocs this epoch=%d, high water %.1f of %d MiB, "+
 		"overflow allocations=%d (peak %.1f MiB), live blocks=%d\n\n",
 		name, samples, s.Resets, s.EpochAllocs, float64(s.HighWaterBytes)/mib, capacity/mib,
@@ -108,11 +111,11 @@ func run(name string, fixed bool) error {
 func main() {
 	// Warnings only: the arena.config and arena.destroy records (info) are long.
 	h := slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn})
-	// zarena.SetSlogHandler(h) is all a program needs; the example also remembers the
-	// verdicts it saw, to fail loudly if the diagnosis went missing.
-	toSlog := zarena.SlogFunc(h)
+	// zarena.SetLogger(zarena.SlogLogger(h)) is all a program needs; the example also
+	// remembers the verdicts it saw, to fail loudly if the diagnosis went missing.
+	toSlog, _ := zarena.SlogLogger(h)
 	verdicts := make(chan string, 16)
-	err := zarena.SetLoggerLevel(func(r zarena.Record) {
+	err := zarena.SetLogger(func(r zarena.Record) {
 		if v, ok := r.Field("verdict"); ok {
 			select {
 			case verdicts <- fmt.Sprintf("%s %s %v", r.Arena, r.Event, v):

@@ -74,7 +74,7 @@ enum class GoKind : uint8_t {
   kPlain,     // Go numeric type converted to and from the C type; zero = default/env
   kDuration,  // time.Duration from nanoseconds; > 0 overrides
   kString,    // Go string; "" = default/env
-  kStream,    // uintptr passed to zgo_create, not through the struct (cgo pointer rules)
+  kStream,    // uintptr passed to shim_create, not through the struct (cgo pointer rules)
   kFlag,      // a Flags constant; the Config's one Flags field is OR-ed in
 };
 

@@ -42,7 +42,12 @@ func main() {
 		fmt.Println("Reset:", err)
 		os.Exit(1)
 	}
+	s, err := a.Stats()
+	if err != nil {
+		fmt.Println("Stats:", err)
+		os.Exit(1)
+	}
 	v, _ := zarena.Version()
 	fmt.Printf("ok: zarena %s, build mode %s, epoch %d, live %d\n", v, zarena.BuildMode,
-		a.Epoch(), a.Stats().LiveAllocs)
+		a.Epoch(), s.LiveAllocs)
 }

@@ -9,8 +9,12 @@
 //  3. Graph capture is marked (SetCaptureActive): an allocation that would need a
 //     synchronous overflow is refused during the capture, before any CUDA call, and the
 //     engine falls back to running uncaptured.
-//  4. Poison (SetPoison) catches a use-after-reset: a kernel that reads a stale tensor
-//     gets NaN instead of yesterday's numbers.
+//  4. Poison (SetPoison) catches a use-after-reset, and a use-after-free as soon as Free
+//     returns: a kernel that reads a stale tensor gets NaN instead of yesterday's numbers.
+//  5. Layers run on many goroutines at once, each allocating a layer's outputs in one
+//     crossing (AllocBatch) and freeing them without one: the arena's free queue is
+//     sharded, so the goroutines do not wait for each other, and a whole-arena call
+//     (Stats, Reset) still sees every free made before it.
 //
 // It exits non-zero when one of these does not hold (scripts/go-test.sh runs it):
 //
@@ -99,7 +103,10 @@ func (e *Engine) waitFinalizers(before, n int64) error {
 	return nil
 }
 
-const n = 4096 // elements per tensor (16 KiB)
+const (
+	n   = 4096 // elements per tensor (16 KiB)
+	kib = 1 << 10
+)
 
 func run() error {
 	// One OS thread, as a CUDA engine's dispatch goroutine usually is: zarena lays blocks
@@ -144,12 +151,15 @@ func run() error {
 	if err := e.waitFinalizers(before, 1); err != nil {
 		return err
 	}
-	s := a.Stats() // applies the queued free
+	s, err := a.Stats() // applies the queued free
+	if err != nil {
+		return err
+	}
 	if s.StaleFrees != 1 || cur.data()[0] != 2 {
 		return fmt.Errorf("the late finalizer freed the live tensor: stale frees %d", s.StaleFrees)
 	}
 	// The live tensor still belongs to the arena: a checked free of it succeeds.
-	if err := a.FreeAtNow(cur.blk.Ptr, cur.blk.Epoch); err != nil {
+	if err := a.FreeNow(cur.blk.Ptr, cur.blk.Epoch); err != nil {
 		return fmt.Errorf("the live tensor was freed behind its back: %w", err)
 	}
 	runtime.SetFinalizer(cur, nil)
@@ -174,7 +184,7 @@ func run() error {
 	if err := e.waitFinalizers(before, 15); err != nil {
 		return err
 	}
-	if s := a.Stats(); s.LiveAllocs != 1 || s.StaleFrees != 1 || s.InvalidFrees != 0 {
+	if s, err = a.Stats(); err != nil || s.LiveAllocs != 1 || s.StaleFrees != 1 || s.InvalidFrees != 0 {
 		return fmt.Errorf("after the finalizers: %d live (want the weights alone), %d stale, %d invalid",
 			s.LiveAllocs, s.StaleFrees, s.InvalidFrees)
 	}
@@ -217,7 +227,10 @@ func run() error {
 			return fmt.Errorf("the pinned activation changed across the reset: h[%d] = %v", i, v)
 		}
 	}
-	ps := a.Stats()
+	ps, err := a.Stats()
+	if err != nil {
+		return err
+	}
 	fmt.Printf("activation %#x pinned across a reset: intact (pinned_bytes=%d, pin_retained_bytes=%d)\n",
 		uintptr(h.blk.Ptr), ps.PinnedBytes, ps.PinRetainedBytes)
 	if err := a.Unpin(h.blk.Ptr); err != nil {
@@ -280,8 +293,91 @@ func run() error {
 	if !math.IsNaN(float64(v)) || math.Float32bits(v) != zarena.DefaultPoisonWord {
 		return fmt.Errorf("poison on: the stale tensor reads %v, want NaN", v)
 	}
-	fmt.Printf("poison on: the stale tensor reads %v (poison_fills=%d): the bug shows\n", v,
-		a.Stats().PoisonFills)
+	fmt.Printf("poison on: the stale tensor reads %v: the bug shows\n", v)
+	// A use after free: the block is filled before Free returns, not at the next call.
+	t, err := e.fill(n, 5)
+	if err != nil {
+		return err
+	}
+	runtime.SetFinalizer(t, nil)
+	if err := a.Free(t.blk.Ptr); err != nil {
+		return err
+	}
+	if v := t.data()[0]; !math.IsNaN(float64(v)) {
+		return fmt.Errorf("poison on: a tensor read right after Free reads %v, want NaN", v)
+	}
+	if s, err = a.Stats(); err != nil {
+		return err
+	}
+	fmt.Printf("poison on: a tensor read right after Free reads NaN (poison_fills=%d)\n",
+		s.PoisonFills)
+	if err := a.SetPoison(false, 0); err != nil {
+		return err
+	}
+	if err := a.Reset(); err != nil {
+		return err
+	}
+	return layers(a)
+}
+
+// layers runs a layer's worth of work on each of several goroutines at once: each
+// allocates its outputs in one crossing, checks no other goroutine's block overlaps its
+// own, and frees them (queued on its shard); Stats, a whole-arena call, sees every free.
+func layers(a *zarena.Arena) error {
+	fmt.Println("== 5. layers on 8 goroutines: batched allocations, frees that do not wait")
+	const workers, rounds, outputs = 8, 200, 16
+	sizes := make([]uint64, outputs)
+	for i := range sizes {
+		sizes[i] = uint64(4 * kib * (1 + i%4))
+	}
+	errs := make(chan error, workers)
+	for g := 0; g < workers; g++ {
+		go func(tag byte) {
+			blocks := make([]zarena.Block, outputs)
+			for r := 0; r < rounds; r++ {
+				if err := a.AllocBatch(sizes, 0, blocks); err != nil {
+					errs <- err
+					return
+				}
+				for _, b := range blocks {
+					mem := unsafe.Slice((*byte)(b.Ptr.Pointer()), b.Size)
+					for i := range mem {
+						mem[i] = tag
+					}
+				}
+				for _, b := range blocks {
+					mem := unsafe.Slice((*byte)(b.Ptr.Pointer()), b.Size)
+					for i := range mem {
+						if mem[i] != tag {
+							errs <- fmt.Errorf("block %#x of goroutine %d was written by goroutine %d",
+								b.Ptr, tag, mem[i])
+							return
+						}
+					}
+					if err := a.FreeBlock(b); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}(byte(g + 1))
+	}
+	for g := 0; g < workers; g++ {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	s, err := a.Stats()
+	if err != nil {
+		return err
+	}
+	if s.LiveAllocs != 1 || s.InvalidFrees != 0 || s.StaleFrees != 1 {
+		return fmt.Errorf("after the layers: %d live (want the weights alone), %d invalid, %d stale",
+			s.LiveAllocs, s.InvalidFrees, s.StaleFrees)
+	}
+	fmt.Printf("%d goroutines x %d rounds x %d outputs: no block shared, every free applied "+
+		"before Stats (live: the weights alone)\n", workers, rounds, outputs)
 	return nil
 }
 

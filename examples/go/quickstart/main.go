@@ -10,7 +10,7 @@ import (
 )
 
 func main() {
-	zarena.SetSlogHandler(slog.NewTextHandler(os.Stderr, nil)) // diagnostics via slog
+	zarena.SetLogger(zarena.SlogLogger(slog.NewTextHandler(os.Stderr, nil))) // diagnostics via slog
 	a, err := zarena.New(zarena.Config{CapacityBytes: 256 << 20})
 	if err != nil {
 		log.Fatal(err)
@@ -32,5 +32,9 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	fmt.Printf("epoch %d, high water %d bytes\n", a.Epoch(), a.Stats().HighWaterBytes)
+	s, err := a.Stats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("epoch %d, high water %d bytes\n", a.Epoch(), s.HighWaterBytes)
 }

@@ -1,0 +1,86 @@
+// plan_step: the period, the placement of every instance, the check lists.
+#include <algorithm>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "plan/instances.h"
+#include "plan/occupancy.h"
+
+namespace zarena_core {
+namespace plan {
+namespace {
+
+// The planned instances in placement order: largest first, then longer arc, then earlier
+// start (an instance's id is its start tick).
+std::vector<uint32_t> placement_order(const Instances& inst) {
+  struct Key {
+    uint64_t size;
+    uint32_t length;
+    uint32_t id;
+  };
+  std::vector<Key> keys;
+  keys.reserve(inst.ticks());
+  for (uint32_t id = 0; id < inst.ticks(); ++id) {
+    if (inst.planned(id)) keys.push_back({inst.size(id), inst.length(id), id});
+  }
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    if (a.size != b.size) return a.size > b.size;
+    if (a.length != b.length) return a.length > b.length;
+    return a.id < b.id;
+  });
+  std::vector<uint32_t> order(keys.size());
+  for (size_t x = 0; x < keys.size(); ++x) order[x] = keys[x].id;
+  return order;
+}
+
+Result plan_valid_step(const StepRequest& request, Placement placement, OffsetPlan* out) {
+  const Instances inst(request);
+  OffsetPlan plan;
+  plan.period_steps = inst.period();
+  plan.step_items = inst.items();
+  plan.offsets.assign(inst.ticks(), kNoOffset);
+  {  // the occupancy is the largest structure: gone before the check lists are built
+    Occupancy occupancy(inst.ticks());
+    for (uint32_t id : placement_order(inst)) {
+      TickRange ranges[2];
+      occupancy.select(ranges, inst.ranges(id, ranges));
+      const uint64_t size = inst.size(id);
+      const uint64_t offset = placement == Placement::kBestFitGap ? occupancy.best_fit(size)
+                                                                  : occupancy.lowest_fit(size);
+      occupancy.take(offset, size);
+      plan.offsets[id] = offset;
+      plan.peak_bytes = std::max(plan.peak_bytes, offset + size);
+    }
+  }
+  plan.lower_bound_bytes = max_live_bytes(inst);
+  Result r = build_check_lists(inst, plan.offsets, &plan.check_begin, &plan.check_ids);
+  if (!r.is_ok()) return r;
+  *out = std::move(plan);
+  return Result::ok();
+}
+
+}  // namespace
+
+Result plan_step(const StepRequest& request, const PlanLimits& limits, OffsetPlan* plan,
+                 Placement placement) noexcept {
+  if (plan == nullptr) return Result::fail(Status::kInvalidArgument, "plan_step: plan is NULL");
+  if (placement != Placement::kGreedyBySize && placement != Placement::kBestFitGap) {
+    return Result::fail(
+        Status::kInvalidArgument,
+        "plan_step: unknown placement " + std::to_string(static_cast<unsigned>(placement)));
+  }
+  Result r = validate_request(request, limits);
+  if (!r.is_ok()) return r;
+  try {
+    return plan_valid_step(request, placement, plan);
+  } catch (const std::bad_alloc&) {
+    return Result::fail(Status::kOutOfMemory, "out of memory planning a step of " +
+                                                  std::to_string(request.count) + " allocations");
+  } catch (const std::exception& e) {
+    return Result::fail(Status::kInternal, std::string("plan_step: ") + e.what());
+  }
+}
+
+}  // namespace plan
+}  // namespace zarena_core
