@@ -240,15 +240,15 @@ static int expandable_demo(void) {
     zarena* arena = sized_arena(mode ? "expandable" : "fixed-5MiB", mode);
     zarena_stats st;
     printf("=== %s ===\n", mode ? "expandable arena, up to 1 GiB, committed 2 MiB at a time"
-                                 : "fixed 5 MiB arena (a size guessed too small)");
+                                : "fixed 5 MiB arena (a size guessed too small)");
     upload_weights(arena, weights, grads);
     st.struct_size = sizeof st;
     for (sample = 1; sample <= 8; ++sample) {
       check(run_sample(arena), "run_sample");
       check(zarena_get_stats(arena, &st), "zarena_get_stats");
       if (sample <= 3 || sample == 8)
-        printf("sample %d: committed %6.1f MiB, overflow allocations so far %3" PRIu64 "\n",
-               sample, (double)st.committed_bytes / MIB, st.overflow_allocs);
+        printf("sample %d: committed %6.1f MiB, overflow allocations so far %3" PRIu64 "\n", sample,
+               (double)st.committed_bytes / MIB, st.overflow_allocs);
       check(zarena_reset(arena), "zarena_reset");
     }
     printf("%s: %" PRIu64 " overflow allocations, %" PRIu64 " commits (%.1f MiB committed)\n\n",

@@ -68,8 +68,7 @@ TEST(ConfigTable, RowsAreInStructOrderWithUniqueKeysAndFlagBits) {
   }
   EXPECT_EQ(bits, ZARENA_FLAG_MANAGED | ZARENA_FLAG_POISON | ZARENA_FLAG_OVERFLOW_PREWARM |
                       ZARENA_FLAG_EXPANDABLE | ZARENA_FLAG_MANAGED_FALLBACK |
-                      ZARENA_FLAG_STRICT_CONFIG | ZARENA_FLAG_STEP_RECORDS |
-                      ZARENA_FLAG_NO_RESETS);
+                      ZARENA_FLAG_STRICT_CONFIG | ZARENA_FLAG_STEP_RECORDS | ZARENA_FLAG_NO_RESETS);
 }
 
 TEST(ConfigTable, EveryVariableIsUniqueAndItsExampleIsValid) {

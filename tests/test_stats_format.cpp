@@ -146,8 +146,8 @@ TEST_F(StatsFormat, TextShowsEveryFieldOnceWithItsValue) {
   // Every field is shown, or all zero in a group the last line names.
   for (const auto& f : kStatsFields) {
     if (seen.count(f.name) != 0) continue;
-    EXPECT_TRUE(s.*f.member == 0 ||
-                (f.member == &zarena_stats::committed_bytes && s.committed_bytes == s.capacity_bytes))
+    EXPECT_TRUE(s.*f.member == 0 || (f.member == &zarena_stats::committed_bytes &&
+                                     s.committed_bytes == s.capacity_bytes))
         << f.name;
     const std::string title = zarena_core::kStatsGroupTitles[static_cast<size_t>(f.group)];
     EXPECT_NE(zero_groups.find(title), std::string::npos) << f.name << " in " << title;

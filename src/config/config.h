@@ -65,8 +65,8 @@ struct ResolvedConfig {
   std::string trace_file;  // the arena's copy of cfg.trace_file ("" when none)
   struct Source {
     std::string field;
-    std::string value;   // rendered value
-    std::string origin;  // "default", "config", "env:VAR"
+    std::string value;        // rendered value
+    std::string origin;       // "default", "config", "env:VAR"
     std::string env_ignored;  // "VAR=value" the program's value overrode ("" when none)
   };
   std::vector<Source> sources;          // one per kConfigFields row, in table order

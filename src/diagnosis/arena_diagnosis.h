@@ -153,7 +153,7 @@ class ArenaDiagnosis {
   // reset, or in resumed mode), none when nothing is watched (~0), else those that carry
   // the epoch past the earlier epochs' peaks.
   std::atomic<uint64_t> watch_end_{0};
-  std::atomic<bool> detector_on_{true};  // requests and frees feed the detector
+  std::atomic<bool> detector_on_{true};      // requests and frees feed the detector
   std::atomic<bool> explicit_steps_{false};  // zarena_step_begin was called: facts, not guesses
   std::atomic<uint64_t> steps_{0}, epoch_steps_{0};
   // The latest epoch that overflowed (~0: none yet): claimed without the lock.

@@ -76,9 +76,9 @@ struct Verdict {
         fix(std::move(fix_text)) {}
   const VerdictId id;
   const char* const name;  // id's name in the verdict table (verdicts.h)
-  std::string cause;   // what the counters show
-  std::string advice;  // one sentence naming the fix (no ';': see verdict_suffix)
-  std::string fix;     // the advice in a few words, for the human stderr line
+  std::string cause;       // what the counters show
+  std::string advice;      // one sentence naming the fix (no ';': see verdict_suffix)
+  std::string fix;         // the advice in a few words, for the human stderr line
 };
 
 // Rules, first match wins:
@@ -131,13 +131,13 @@ LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::stri
 
 struct CadenceFacts {
   const char* verdict = verdict_name(VerdictId::kNeverReset);  // or reset_stopped
-  uint64_t steps = 0;                   // steps begun so far, as the loop counts them
-  bool steps_explicit = false;          // counted by zarena_step_begin
-  uint64_t step_repeats = 0;            // steps - 1
-  uint64_t step_allocs = 0;             // requests per step (0: not known)
-  uint64_t step_bytes = 0;              // live bytes kept per step
-  uint64_t grown_bytes = 0;             // live bytes kept since the first step
-  uint64_t offset_bytes = 0;            // the top now
+  uint64_t steps = 0;           // steps begun so far, as the loop counts them
+  bool steps_explicit = false;  // counted by zarena_step_begin
+  uint64_t step_repeats = 0;    // steps - 1
+  uint64_t step_allocs = 0;     // requests per step (0: not known)
+  uint64_t step_bytes = 0;      // live bytes kept per step
+  uint64_t grown_bytes = 0;     // live bytes kept since the first step
+  uint64_t offset_bytes = 0;    // the top now
   uint64_t capacity_bytes = 0;
   uint64_t steps_to_full = 0;  // at the rate the top grows per step (0: not known)
   uint64_t epoch_allocs = 0;

@@ -326,8 +326,7 @@ ZARENA_API void zarena_config_init(zarena_config* cfg);
  * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL argument, unknown field, a text
  *   field such as name, or a value that is invalid or out of range: zarena_last_error()
  *   says why and gives a valid example). Thread-safe; reads no environment. */
-ZARENA_API zarena_status zarena_config_parse(const char* field, const char* text,
-                                             uint64_t* out);
+ZARENA_API zarena_status zarena_config_parse(const char* field, const char* text, uint64_t* out);
 
 typedef struct zarena zarena; /* opaque */
 
