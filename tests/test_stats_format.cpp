@@ -186,7 +186,7 @@ TEST(StatsFormatText, GroupsOfZerosAreNamedNotPrinted) {
   EXPECT_EQ(text.find("\noverflow\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("committed_bytes"), std::string::npos) << text;
   EXPECT_NE(text.find("all zero, not shown: free index, overflow, pins and poison, expandable "
-                      "region, diagnosis\n"),
+                      "region, diagnosis, step plans\n"),
             std::string::npos)
       << text;
   s.committed_bytes = s.capacity_bytes;  // a fixed arena: committed whole at create
