@@ -135,7 +135,10 @@ func planLive(w, e uint64) bool {
 }
 
 func (pl *planView) lockPlan() {
-	for spins := 0; !atomic.CompareAndSwapUint32(pl.lock, 0, 1); spins++ {
+	for spins := 0; ; spins++ {
+		if atomic.LoadUint32(pl.lock) == 0 && atomic.CompareAndSwapUint32(pl.lock, 0, 1) {
+			return
+		}
 		// The holder may be a goroutine that was preempted: give it the processor.
 		if spins >= 64 {
 			runtime.Gosched()
@@ -143,13 +146,13 @@ func (pl *planView) lockPlan() {
 	}
 }
 
-func (pl *planView) unlockPlan() { atomic.StoreUint32(pl.lock, 0) }
+func (pl *planView) unlockPlan() { storeRel32(pl.lock, 0) }
 
 // deviate ends the plan for the rest of the step (the plan's lock held).
 func (pl *planView) deviate(reason uint64, i uint32) {
 	atomic.AndUint64(pl.state, ^planEngaged)
-	atomic.StoreUint64(pl.missReason, reason)
-	atomic.StoreUint64(pl.missIndex, uint64(i))
+	storeRel64(pl.missReason, reason)
+	storeRel64(pl.missIndex, uint64(i))
 }
 
 // alloc is the protocol's allocation for size (rounded to the alignment) and tag; on
@@ -180,7 +183,7 @@ func (pl *planView) alloc(size uint64, tag uint32, b *Block) int {
 		return planLibrary
 	}
 	if pl.itemPlanned[i] == 0 {
-		atomic.StoreUint32(pl.cursor, i+1)
+		storeRel32(pl.cursor, i+1)
 		pl.unlockPlan()
 		return planUnplanned
 	}
@@ -196,11 +199,11 @@ func (pl *planView) alloc(size uint64, tag uint32, b *Block) int {
 		pl.unlockPlan()
 		return planLibrary
 	}
-	atomic.StoreUint64(&pl.born[id], e)
-	atomic.StoreUint64(&pl.words[id], planWLive|(e&planEpochMask)<<planEpochShift)
-	atomic.StoreUint32(&pl.dlast[pl.dindex[id]], id)
-	atomic.StoreUint32(pl.cursor, i+1)
-	atomic.StoreUint64(pl.hits, atomic.LoadUint64(pl.hits)+1)
+	storeRel64(&pl.born[id], e)
+	storeRel64(&pl.words[id], planWLive|(e&planEpochMask)<<planEpochShift)
+	storeRel32(&pl.dlast[pl.dindex[id]], id)
+	storeRel32(pl.cursor, i+1)
+	storeRel64(pl.hits, *pl.hits+1) // only lock holders write it
 	pl.unlockPlan()
 	*b = Block{Ptr: DevicePtr(pl.zone + uintptr(pl.offset[id])), Epoch: e, Size: size,
 		Flags: BlockPlanned, Tag: Tag(tag)}
