@@ -6,6 +6,7 @@
 // bench/report.py turns the JSON output into ratios.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <list>
 #include <vector>
@@ -82,6 +83,34 @@ void BM_ArenaStepWithReset(benchmark::State& state) {
   zarena_destroy(a);
 }
 BENCHMARK(BM_ArenaStepWithReset);
+
+// A repeating step (zarena_step_begin, then 64 allocations of the repeating sizes, each
+// freed after the next one is made), per alloc+free pair: Arg(0) the dynamic engine,
+// Arg(1) under a step plan (ZARENA_FLAG_PLAN: learned in the first two steps, then every
+// request is served from the plan). The ratio of the two is the plan's saving.
+void BM_StepPairs(benchmark::State& state) {
+  zarena* a = zarena_bench::make_quiet_host_arena(kCapacity, state.range(0) ? ZARENA_FLAG_PLAN : 0);
+  for (auto _ : state) {
+    zarena_step_begin(a);
+    void* prev = nullptr;
+    for (int k = 0; k < 64; ++k) {
+      void* p = nullptr;
+      zarena_alloc(a, kSizes[k % kNumSizes], &p);
+      benchmark::DoNotOptimize(p);
+      if (prev != nullptr) zarena_free(a, prev);
+      prev = p;
+    }
+    zarena_free(a, prev);
+  }
+  zarena_stats st;
+  st.struct_size = sizeof st;
+  zarena_get_stats(a, &st);
+  state.counters["planned"] = static_cast<double>(st.plan_hits) /
+                              static_cast<double>(std::max<int64_t>(1, state.iterations() * 64));
+  state.SetItemsProcessed(state.iterations() * 64);
+  zarena_destroy(a);
+}
+BENCHMARK(BM_StepPairs)->Arg(0)->Arg(1);
 
 // The baseline design: first-fit over a linked free list (no index), same layout.
 class ScanningArena {

@@ -10,13 +10,14 @@
 
 namespace zarena_bench {
 
-inline zarena* make_quiet_host_arena(uint64_t capacity) {
+inline zarena* make_quiet_host_arena(uint64_t capacity, uint32_t flags = 0) {
   zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
   zarena_config c;
   zarena_config_init(&c);
   c.backend = ZARENA_BACKEND_HOST;
   c.capacity_bytes = capacity;
   c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
+  c.flags |= flags;
   zarena* a = nullptr;
   if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
   return a;

@@ -49,6 +49,12 @@ def main() -> int:
           f"{ratio('BM_ArenaAllocFree/10000', 'BM_ArenaAllocFree/0'):.2f}")
     print(f"  zarena / scanning arena, 10k free blocks    "
           f"{ratio('BM_ArenaAllocFree/10000', 'BM_ScanningArenaAllocFree/10000'):.4f}")
+    print(f"  step pairs under a plan / dynamic           "
+          f"{ratio('BM_StepPairs/1', 'BM_StepPairs/0'):.2f}")
+    for name in ("BM_StepPairs/0", "BM_StepPairs/1"):
+        if name in med:
+            per_pair = med[name] / 64 * (1000 if unit[name] == "us" else 1)
+            print(f"  {name:40s} {per_pair:10.1f} ns per pair")
     return 0
 
 

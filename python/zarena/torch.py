@@ -7,6 +7,7 @@
     print(zarena.torch.info(0))    # mallocs, frees, failed frees, stream joins
     zarena.torch.report(0)         # stats, info, region and live blocks as one dict (JSON)
     zarena.torch.arena(0)          # the arena itself (borrowed): live_blocks(), region_info()
+    zarena.torch.step()            # at the top of each training step (ZARENA_PLAN=1: plans)
 
 enable() hands PyTorch the malloc/free pair of libzarena_torch.so through
 torch.cuda.memory.CUDAPluggableAllocator. PyTorch allows this only before its allocator
@@ -191,6 +192,22 @@ def info(device=None):
     _library.check(library().zarena_torch_get_info(_device(device), ctypes.byref(out)),
                    "zarena_torch_get_info")
     return out
+
+
+def step(device=None):
+    """Marks the start of a training step on the device's arena (every device's arena when
+    device is None): call it at the top of each step. It makes the steps facts for the
+    diagnosis and, with ZARENA_PLAN=1, lets the arena learn the repeating step and serve it
+    from a packed plan (docs/PLANS.md). A device with no arena yet is skipped. Returns the
+    number of arenas marked."""
+    devices = range(MAX_DEVICES) if device is None else [_device(device)]
+    marked = 0
+    for d in devices:
+        a = arena(d)
+        if a is not None:
+            a.step_begin()
+            marked += 1
+    return marked
 
 
 def is_enabled():

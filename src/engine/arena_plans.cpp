@@ -103,7 +103,7 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
   // Poison goes in before the block is marked free: once it is, the plan may hand its
   // space to the next instance at once.
   if (poison_on_.load(std::memory_order_relaxed)) {
-    const uint64_t n = run.live_size(p, false);
+    const uint64_t n = run.live_size(p, false, want_epoch);
     if (n != 0 && !capturing()) {
       const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
       if (r.is_ok()) {

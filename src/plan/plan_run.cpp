@@ -211,11 +211,15 @@ uint32_t PlanRun::instance_at(uint64_t off) const noexcept {
   return kNone;
 }
 
-uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin) const noexcept {
+uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin, uint64_t want_epoch) const noexcept {
   const uint32_t id = instance_at(p - view_.zone);
   if (id == kNone) return 0;
   const uint64_t w = load(&view_.words[id]);
   if (!plan_word::is_live(w, cur_epoch())) return 0;
+  if (want_epoch != ZARENA_ANY_EPOCH &&
+      __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED) != want_epoch) {
+    return 0;  // the free will be refused (stale): nothing to fill
+  }
   const bool frees = last_unpin
                          ? plan_word::state(w) == plan_word::kDeferred && plan_word::pins(w) == 1
                          : plan_word::state(w) == plan_word::kLive && plan_word::pins(w) == 0;

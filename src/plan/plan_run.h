@@ -97,7 +97,9 @@ class PlanRun {
   // The size of the instance starting at p if a free (last_unpin: its last unpin) would
   // free it now, else 0. For a poison fill before the free marks it: only a free that
   // races another free or unpin of the same block can fill a block already dead.
-  uint64_t live_size(uintptr_t p, bool last_unpin) const noexcept;
+  // want_epoch: as free()'s (a free naming another epoch is refused: 0).
+  uint64_t live_size(uintptr_t p, bool last_unpin,
+                     uint64_t want_epoch = ZARENA_ANY_EPOCH) const noexcept;
   enum class Pin : uint8_t { kOk, kNotOwned, kFreed, kStale, kNotPinned, kTooMany };
   Pin pin(uintptr_t p) noexcept;
   // *freed_size: the size of a block whose deferred free the last unpin completed, else 0.

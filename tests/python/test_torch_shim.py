@@ -44,6 +44,30 @@ class TorchShimTest(unittest.TestCase):
         except ImportError as e:
             self.fail(f"libzarena_torch.so not found next to the built libzarena: {e}")
 
+    def test_step_marks_every_arena_and_plans_serve_the_repeats(self):
+        r = child("""
+none = zt.step()
+sizes = [4096, 65536, 1 << 20, 8192, 4096]
+for step in range(6):
+    marked = zt.step()
+    ptrs = [lib.zarena_torch_malloc(n, 0, None) for n in sizes]
+    for p, n in zip(ptrs, sizes):
+        lib.zarena_torch_free(p, n, 0, None)
+lib.zarena_torch_malloc(256, 3, None)
+s = zt.stats(0)
+out(none=none, marked=marked, all=zt.step(), one=zt.step(3), steps=s.steps,
+    plan_steps=s.plan_steps, plan_hits=s.plan_hits, failed=zt.info(0).failed_frees)
+""", ZARENA_PLAN="1")
+        got = result(self, r)
+        self.assertEqual(got["none"], 0, "no arena yet: nothing to mark")
+        self.assertEqual(got["marked"], 1)
+        self.assertEqual((got["all"], got["one"]), (2, 1))
+        self.assertEqual(got["steps"], 5, "the first step came before the arena existed")
+        # Learned from the first two steps, then served from the plan.
+        self.assertGreaterEqual(got["plan_steps"], 3)
+        self.assertGreaterEqual(got["plan_hits"], 3 * 5)
+        self.assertEqual(got["failed"], 0)
+
     def test_lazy_arena_per_device_configured_from_environment(self):
         r = child("""
 before = (zt.arena(0), zt.info(0).backend)

@@ -102,6 +102,8 @@ def child(mode, steps, warmup):
     for step in range(steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        if mode == "zarena":
+            zarena.torch.step()  # the step's start: a fact for the diagnosis, plans learn it
         start = torch.randint(0, vocab, (batch, 1), generator=gen)
         tokens = ((start + torch.arange(seq + 1) * 7) % vocab).to(dev)  # learnable sequence
         x, y = tokens[:, :-1], tokens[:, 1:]
@@ -134,8 +136,12 @@ def child(mode, steps, warmup):
     if mode == "zarena":
         rep = zarena.torch.report(0)
         s = rep["stats"]
+        # An expandable region reserves only what it committed (never trimmed here: the
+        # arena is never reset, so the committed bytes at the end are their peak).
+        region_bytes = (s["committed_bytes"] if rep["region"]["expandable"]
+                        else s["capacity_bytes"])
         out.update(peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
-                   reserved_bytes=s["capacity_bytes"] + s["overflow_peak_bytes"],
+                   reserved_bytes=region_bytes + s["overflow_peak_bytes"],
                    stats=s, info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                    stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
     else:
@@ -171,6 +177,7 @@ def child_dry(mode, steps, warmup, fault):
     weights = [lib.zarena_torch_malloc(256 << 10, 0, None) for _ in range(8)]
     for step in range(steps):
         t0 = time.perf_counter()
+        zarena.torch.step()
         held = [lib.zarena_torch_malloc(n, 0, None) for n in sizes]
         for p, n in zip(held, sizes):
             lib.zarena_torch_free(p, n, 0, None)
@@ -260,7 +267,7 @@ def compare(default, ours, ours_err, rtol, require_joins):
             ("peak memory", fmt(default["peak_bytes"]) + " (max_memory_allocated)",
              fmt(ours["peak_bytes"]) + " (high water + overflow peak)"),
             ("reserved", fmt(default["reserved_bytes"]) + " (max_memory_reserved)",
-             fmt(ours["reserved_bytes"]) + " (region + overflow peak)"),
+             fmt(ours["reserved_bytes"]) + " (region or committed + overflow peak)"),
             ("device memory in use at end", fmt(default["device_used_bytes"]),
              fmt(ours["device_used_bytes"])),
             ("refused frees / invalid / stale", "",
@@ -272,6 +279,11 @@ def compare(default, ours, ours_err, rtol, require_joins):
              f"{s['overflow_allocs']} / {fmt(s['overflow_peak_bytes'])}"),
             ("live at end (params, optimizer)", "",
              f"{ours['live_at_end']['blocks']} blocks, {fmt(ours['live_at_end']['bytes'])}"),
+            ("step plans: steps / hits / misses", "",
+             f"{s.get('plan_steps', 0)} / {s.get('plan_hits', 0)} / {s.get('plan_misses', 0)}"
+             + (f" (first miss {s['plan_first_miss']})" if s.get("plan_first_miss") else "")),
+            ("step plan / its lower bound", "",
+             f"{fmt(s.get('plan_bytes', 0))} / {fmt(s.get('plan_lower_bound_bytes', 0))}"),
             ("zarena warnings", "",
              ", ".join(f"{k} x{n}" for k, n in sorted(warnings.items())) or "none")]
     return rows, failures

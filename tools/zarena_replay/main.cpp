@@ -14,6 +14,7 @@
 #include "chrome_trace.h"
 #include "report.h"
 #include "rmm_csv.h"
+#include "steps.h"
 #include "svg.h"
 #include "units.h"
 
@@ -22,6 +23,14 @@ namespace {
 using namespace zarena_replay;
 
 constexpr const char* kTool = "zarena-replay";
+
+// ZARENA_PLAN_MISS_* as words.
+const char* miss_name(uint64_t reason) {
+  static const char* const kNames[] = {
+      "none",         "another size", "another tag",          "an extra allocation",
+      "a short step", "a late free",  "a floor over the zone"};
+  return reason < sizeof kNames / sizeof kNames[0] ? kNames[reason] : "unknown";
+}
 
 int bad_input(const std::string& msg) {
   std::cerr << kTool << ": " << msg << "\n";
@@ -53,7 +62,7 @@ int main(int argc, char** argv) {
   std::string input, format = "auto", policy, svg_path, chrome_path, json_path;
   uint64_t capacity = 0, alignment = 0;
   size_t max_epochs = 20;
-  bool no_sizing = false, no_what_if = false, quiet = false;
+  bool no_sizing = false, no_what_if = false, quiet = false, plan = false;
   app.add_option("trace", input, "trace file: a zarena trace, or an RMM CSV log")->required();
   app.add_option("--format", format, "input format")
       ->check(CLI::IsMember({"auto", "zarena", "rmm"}))
@@ -73,6 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", max_epochs, "epochs listed in the table")->capture_default_str();
   app.add_flag("--no-sizing", no_sizing, "skip the smallest-capacity search");
   app.add_flag("--no-what-if", no_what_if, "skip the reset-per-step replay");
+  app.add_flag("--plan", plan,
+               "also replay under step plans (ZARENA_PLAN=1; steps from the trace's step "
+               "begins, else its boundaries, else the period of its requests) and compare "
+               "the peak with the dynamic engine's and the lower bound");
   app.add_flag("-q,--quiet", quiet, "no text report on stdout");
   try {
     app.parse(argc, argv);
@@ -161,11 +174,80 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (!quiet) print_text(std::cout, rep, max_epochs);
+  // Under step plans: the same trace, steps marked, ZARENA_FLAG_PLAN.
+  nlohmann::json plan_json;
+  std::string plan_text;
+  if (plan) {
+    uint64_t period = 0;
+    const StepPlan steps = find_plan_steps(trace, &period);
+    plan_json["steps_method"] = steps.method;
+    if (steps.method == "none") {
+      plan_text =
+          "under step plans: no steps found (no step begins, no boundary per step, no "
+          "period in the request sizes)\n";
+    } else {
+      ReplayConfig pc = c;
+      pc.exact = false;
+      pc.timeline = false;
+      pc.flags |= ZARENA_FLAG_PLAN;
+      pc.progress_label = "plan";
+      if (steps.method != "step_begin") pc.step_begin_before = steps.starts;
+      ReplayResult pr;
+      if (!replay(trace, pc, &pr, &error)) {
+        std::cerr << kTool << ": " << error << "\n";
+        return kExitInternal;
+      }
+      const zarena_stats& st = pr.final_stats;
+      const auto ratio = [](uint64_t a, uint64_t b) {
+        return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b);
+      };
+      char buf[1024];
+      std::snprintf(
+          buf, sizeof buf,
+          "under step plans (ZARENA_PLAN=1; steps: %s, %zu of them%s):\n"
+          "  peak top %s (dynamic %s, %.3fx), peak live %s (dynamic %s)\n"
+          "  plan %s for a step whose lower bound is %s (%.3fx); %llu plan(s) laid out\n"
+          "  %llu steps served whole, %llu allocations from the plan, %llu misses%s\n",
+          steps.method.c_str(), steps.starts.size(),
+          period != 0 ? (", " + std::to_string(period) + " allocations each").c_str() : "",
+          human_bytes(pr.peak_top).c_str(), human_bytes(rep.main.peak_top).c_str(),
+          ratio(pr.peak_top, rep.main.peak_top), human_bytes(pr.peak_live).c_str(),
+          human_bytes(rep.main.peak_live).c_str(), human_bytes(st.plan_bytes).c_str(),
+          human_bytes(st.plan_lower_bound_bytes).c_str(),
+          ratio(st.plan_bytes, st.plan_lower_bound_bytes),
+          static_cast<unsigned long long>(st.plans_learned),
+          static_cast<unsigned long long>(st.plan_steps),
+          static_cast<unsigned long long>(st.plan_hits),
+          static_cast<unsigned long long>(st.plan_misses),
+          st.plan_first_miss != 0
+              ? (std::string(" (the first: ") + miss_name(st.plan_first_miss) + ")").c_str()
+              : "");
+      plan_text = buf;
+      plan_json["steps"] = steps.starts.size();
+      plan_json["period"] = period;
+      plan_json["peak_top_bytes"] = pr.peak_top;
+      plan_json["dynamic_peak_top_bytes"] = rep.main.peak_top;
+      plan_json["peak_live_bytes"] = pr.peak_live;
+      plan_json["plan_bytes"] = st.plan_bytes;
+      plan_json["plan_lower_bound_bytes"] = st.plan_lower_bound_bytes;
+      plan_json["plans_learned"] = st.plans_learned;
+      plan_json["plan_steps"] = st.plan_steps;
+      plan_json["plan_hits"] = st.plan_hits;
+      plan_json["plan_misses"] = st.plan_misses;
+      plan_json["plan_first_miss"] = st.plan_first_miss;
+    }
+  }
+
+  if (!quiet) {
+    print_text(std::cout, rep, max_epochs);
+    if (plan) std::cout << "\n" << plan_text;
+  }
   bool written = true;
   if (!json_path.empty()) {
-    written &= write_file(json_path, "JSON report",
-                          [&](std::ostream& o) { o << report_json(rep).dump(2) << "\n"; });
+    nlohmann::json j = report_json(rep);
+    if (plan) j["plan"] = plan_json;
+    written &=
+        write_file(json_path, "JSON report", [&](std::ostream& o) { o << j.dump(2) << "\n"; });
   }
   if (!svg_path.empty()) {
     PictureInput pic;

@@ -47,7 +47,7 @@ class Replayer {
     cfg.alignment = c_.alignment;
     cfg.overflow_policy = c_.overflow_policy;
     cfg.overflow_limit_bytes = c_.overflow_limit_bytes;
-    cfg.flags = 0;
+    cfg.flags = c_.flags;
     cfg.name = c_.name.c_str();
     // Always: the engine's log records are the report's business, not stderr's.
     capture_.emplace();
@@ -64,9 +64,12 @@ class Replayer {
     std::optional<Progress> progress;
     if (c_.progress_label != nullptr) progress.emplace(c_.progress_label, t_.events.size());
 
-    size_t next_reset = 0;
+    size_t next_reset = 0, next_step = 0;
     for (uint64_t i = 0; i < t_.events.size() && !r_.stopped; ++i) {
       if (progress) progress->update(i);
+      while (next_step < c_.step_begin_before.size() && c_.step_begin_before[next_step] <= i) {
+        if (c_.step_begin_before[next_step++] == i && ext::available()) ext::step_begin(a_);
+      }
       while (next_reset < c_.reset_before.size() && c_.reset_before[next_reset] <= i) {
         if (c_.reset_before[next_reset++] == i) do_reset(i, true);
       }

@@ -48,6 +48,11 @@ struct ReplayConfig {
   uint64_t boundary_before = kNoEvent;
   // What-if: only the trace's first step boundary is replayed.
   bool drop_boundaries_after_first = false;
+  // zarena_config.flags of the replay arena (--plan: ZARENA_FLAG_PLAN).
+  uint32_t flags = 0;
+  // A zarena_step_begin before each of these event indices (ascending): steps for a
+  // trace that did not mark them.
+  std::vector<uint64_t> step_begin_before;
   // Sizing: stop at the first request the region cannot serve.
   bool stop_at_first_miss = false;
   // Stats after every call (epochs, peaks, outcomes). Off for sizing replays, which only

@@ -1,6 +1,7 @@
 #include "steps.h"
 
 #include <set>
+#include <unordered_map>
 
 namespace zarena_replay {
 
@@ -101,6 +102,66 @@ StepPlan find_steps(const zarena_trace::Trace& t) {
   plan.starts = starts;
   plan.boundary_before_first = !any_boundary_before(ev, starts.front());
   return plan;
+}
+
+StepPlan find_plan_steps(const zarena_trace::Trace& t, uint64_t* period) {
+  *period = 0;
+  StepPlan steps = find_steps(t);
+  if (steps.method == "step_begin" || steps.method == "boundaries") return steps;
+  const auto& ev = t.events;
+  // The requests, and the bytes live just before each.
+  std::vector<uint64_t> sizes, where, live_before;
+  std::unordered_map<uint64_t, uint64_t> live;
+  uint64_t live_bytes = 0;
+  for (uint64_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
+    const uint64_t key = (e.addr << 1) | ((e.flags & zarena_trace::kAddrRaw) != 0 ? 1 : 0);
+    if (e.kind == Kind::kAlloc && e.size > 0) {
+      sizes.push_back(e.size);
+      where.push_back(i);
+      live_before.push_back(live_bytes);
+      if (e.status == 0) {  // ZARENA_OK
+        live[key] = e.size;
+        live_bytes += e.size;
+      }
+    } else if (e.kind == Kind::kFree) {
+      auto it = live.find(key);
+      if (it != live.end()) {
+        live_bytes -= it->second;
+        live.erase(it);
+      }
+    } else if (e.kind == Kind::kReset) {
+      live.clear();
+      live_bytes = 0;
+    }
+  }
+  StepPlan none;
+  none.method = "none";
+  const size_t n = sizes.size();
+  if (n < 32) return none;
+  // The smallest period of the second half (prefix function: p = L - border).
+  const size_t L = n / 2;
+  const uint64_t* s = sizes.data() + (n - L);
+  std::vector<size_t> pi(L, 0);
+  for (size_t i = 1, k = 0; i < L; ++i) {
+    while (k > 0 && s[i] != s[k]) k = pi[k - 1];
+    if (s[i] == s[k]) ++k;
+    pi[i] = k;
+  }
+  const size_t p = L - pi[L - 1];
+  if (p == 0 || 3 * p > L) return none;  // fewer than three repeats: no steps to learn
+  if (std::set<uint64_t>(s, s + p).size() < 2) return none;  // one size: no shape
+  size_t from = n - L;
+  while (from > 0 && sizes[from - 1] == sizes[from - 1 + p]) --from;
+  size_t best = 0;
+  for (size_t phi = 1; phi < p; ++phi) {
+    if (live_before[from + phi] < live_before[from + best]) best = phi;
+  }
+  StepPlan out;
+  out.method = "period";
+  for (size_t k = from + best; k < n; k += p) out.starts.push_back(where[k]);
+  *period = p;
+  return out;
 }
 
 }  // namespace zarena_replay

@@ -25,4 +25,12 @@ struct StepPlan {
 
 StepPlan find_steps(const zarena_trace::Trace& t);
 
+// Where to mark steps for a replay under step plans (--plan): the program's own
+// step-begin events when it has them (method "step_begin", nothing to insert), else its
+// boundaries, else the period of its request sizes ("period": the smallest p with
+// size[i] == size[i+p] over the whole second half of the requests, extended back as far
+// as it holds, at the phase where the fewest bytes are live, so steps begin where the
+// program has let go of the previous one). "none": no period.
+StepPlan find_plan_steps(const zarena_trace::Trace& t, uint64_t* period);
+
 }  // namespace zarena_replay
