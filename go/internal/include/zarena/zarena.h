@@ -457,6 +457,28 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * STEPS. zarena_step_begin marks where each training step starts: it turns the diagnosis
  * of a loop that forgot to reset from a guess into a fact (see "Diagnosis").
  *
+ * STEP PLANS (1.2, ZARENA_FLAG_PLAN or ZARENA_PLAN=1; docs/PLANS.md). A step is what
+ * happens between two boundaries: zarena_step_begin and zarena_reset are both boundaries
+ * (a boundary with no allocation since the last one is not a step, so a loop may call
+ * both). When two steps in a row are the same (the same number of allocations, each with
+ * the same rounded size and tag, none pinned, each freed before the same allocation of
+ * its step or the next one), the arena lays out a plan: an offset for every allocation
+ * that outlives no step, packed to within a few percent of the most bytes the step has
+ * live at once ("arena.plan_learned"). The plan is served from one zone of the region (a
+ * block the arena holds pinned; stats count the planned blocks live in it instead):
+ * allocation i of a planned step is zone + offset[i], handed out only after every
+ * planned block that shares its space has been freed (zarena_block.flags has
+ * ZARENA_BLOCK_PLANNED). Any deviation (another size or tag, an extra allocation, a step
+ * that ends early, a block the plan would reuse still live) ends the plan for the rest of
+ * that step: later requests go to the dynamic engine, which never hands out zone space,
+ * and the next steps are learned again ("arena.plan_abandoned"; stats plan_misses,
+ * plan_first_miss = ZARENA_PLAN_MISS_*). Planned blocks obey every rule of this header:
+ * frees and pins from any thread, epoch-checked frees, resets, floors (a floor raised over
+ * the zone ends its plan; its live blocks then survive resets), poison.
+ * Threads: a plan follows the threads that made the learned steps' allocations (up to 4;
+ * more, and it follows every thread); other threads' requests go to the dynamic engine.
+ * A trace file turns plans off (the trace records the dynamic engine, for replay).
+ *
  * zarena_set_floor, zarena_step_begin and zarena_region_info take the arena's whole-arena
  * lock briefly (as zarena_reset and zarena_get_stats do); all calls of this section are
  * thread-safe, with zarena_reset's condition (see THREADS).
