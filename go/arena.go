@@ -200,7 +200,7 @@ func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 		case planServed:
 			return b.Ptr, nil
 		case planUnplanned:
-			b, err := a.allocUnplanned(here, n, 0, "Alloc")
+			b, err := a.allocCross(here, n, 0, "Alloc", 1)
 			return b.Ptr, err
 		}
 	}
@@ -246,39 +246,28 @@ func (a *Arena) AllocTagged(n uint64, tag Tag) (Block, error) {
 }
 
 func (a *Arena) allocBlock(here uintptr, n uint64, tag Tag, op string) (Block, error) {
+	unplanned := C.int(0)
 	if a.plan.Load() != nil { // under a step plan: served here when planned (plan.go)
 		var b Block
 		switch a.allocPlanned(here, n, tag, &b) {
 		case planServed:
 			return b, nil
 		case planUnplanned:
-			return a.allocUnplanned(here, n, tag, op)
+			unplanned = 1
 		}
 	}
+	return a.allocCross(here, n, tag, op, unplanned)
+}
+
+// allocCross is an allocation's crossing (after the frees queued on the caller's shard);
+// unplanned: the plan left the request to the library, which must not ask the plan again.
+func (a *Arena) allocCross(here uintptr, n uint64, tag Tag, op string, unplanned C.int) (Block, error) {
 	s := a.lockHome(here)
 	if a.h == 0 {
 		s.mu.Unlock()
 		return Block{}, errClosed(op)
 	}
-	return a.blockResult(s, C.shim_alloc_block(a.h, s.buf, C.size_t(s.n), C.uint64_t(n),
-		C.uint32_t(tag)))
-}
-
-// allocUnplanned is an allocation the plan left to the library (rule 4 of the protocol:
-// the cursor is already past it), served by zarena_plan_alloc_unplanned.
-func (a *Arena) allocUnplanned(here uintptr, n uint64, tag Tag, op string) (Block, error) {
-	s := a.lockHome(here)
-	if a.h == 0 {
-		s.mu.Unlock()
-		return Block{}, errClosed(op)
-	}
-	return a.blockResult(s, C.shim_alloc_unplanned(a.h, s.buf, C.size_t(s.n), C.uint64_t(n),
-		C.uint32_t(tag)))
-}
-
-// blockResult ends an allocation's crossing with s locked: the queued frees it applied,
-// the unlock, the block or the error.
-func (a *Arena) blockResult(s *shard, r C.shim_block_result) (Block, error) {
+	r := C.shim_alloc_block(a.h, s.buf, C.size_t(s.n), C.uint64_t(n), C.uint32_t(tag), unplanned)
 	if s.n > 0 {
 		a.applied(s, r.qfailed)
 	}

@@ -267,53 +267,34 @@ func sampleTrace() []sampleOp {
 
 func BenchmarkTrace(b *testing.B) {
 	ops := sampleTrace()
-	b.Run("zarena", func(b *testing.B) {
-		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 512 * miB, Name: "bench"})
-		blocks := make([]Block, len(ops))
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for j, op := range ops {
-				blk, err := a.AllocBlock(op.size)
-				if err != nil {
+	for _, c := range []struct {
+		name  string
+		flags Flags
+	}{{"zarena", 0}, {"zarena-plan", FlagPlan}} { // each sample a step (Reset ends it)
+		b.Run(c.name, func(b *testing.B) {
+			defer lockThread()()
+			a := newHost(b, Config{CapacityBytes: 512 * miB, Name: "bench", Flags: c.flags})
+			blocks := make([]Block, len(ops))
+			served := a.planServed()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j, op := range ops {
+					blk, err := a.AllocBlock(op.size)
+					if err != nil {
+						b.Fatal(err)
+					}
+					blocks[j] = blk
+					if op.freeOf >= 0 {
+						_ = a.FreeBlock(blocks[op.freeOf])
+					}
+				}
+				if err := a.Reset(); err != nil {
 					b.Fatal(err)
 				}
-				blocks[j] = blk
-				if op.freeOf >= 0 {
-					_ = a.FreeBlock(blocks[op.freeOf])
-				}
 			}
-			if err := a.Reset(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("zarena-plan", func(b *testing.B) {
-		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 512 * miB, Name: "bench", Flags: FlagPlan})
-		blocks := make([]Block, len(ops))
-		served := a.planServed()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := a.StepBegin(); err != nil {
-				b.Fatal(err)
-			}
-			for j, op := range ops {
-				blk, err := a.AllocBlock(op.size)
-				if err != nil {
-					b.Fatal(err)
-				}
-				blocks[j] = blk
-				if op.freeOf >= 0 {
-					_ = a.FreeBlock(blocks[op.freeOf])
-				}
-			}
-			if err := a.Reset(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(a.planServed()-served)/float64(b.N*len(ops)), "planned/alloc")
-	})
+			b.ReportMetric(float64(a.planServed()-served)/float64(b.N*len(ops)), "planned/alloc")
+		})
+	}
 	b.Run("go", func(b *testing.B) {
 		g := newGoArena(512 * miB)
 		ptrs := make([]uintptr, len(ops))

@@ -257,7 +257,7 @@ const (
 )
 
 // allocPlanned serves n bytes with tag from the plan when it can; here names the caller's
-// shard. planUnplanned: the library must serve it with shim_alloc_unplanned.
+// shard. planUnplanned: the library must serve it without asking the plan (allocCross).
 func (a *Arena) allocPlanned(here uintptr, n uint64, tag Tag, b *Block) int {
 	if n-1 >= maxRequest { // 0 and sizes no arena can describe: never planned (as in C)
 		return planLibrary

@@ -190,12 +190,19 @@ typedef struct {
   uint32_t tag;
 } shim_block_result;
 
+/* unplanned: a request a step plan left to the library (plan.go; protocol rule 4), served
+ * by zarena_plan_alloc_unplanned, which does not ask the plan again, after the frees. */
 static inline shim_block_result shim_alloc_block(uintptr_t a, uintptr_t q, size_t n,
-                                                 uint64_t size, uint32_t tag) {
+                                                 uint64_t size, uint32_t tag, int unplanned) {
   shim_block_result r;
   zarena_block b;
   memset(&b, 0, sizeof b);
-  r.status = shim_free_then_alloc(a, q, n, size, tag, &b, &r.qfailed);
+  if (unplanned) {
+    r.qfailed = shim_apply(a, q, n);
+    r.status = zarena_plan_alloc_unplanned((zarena*)a, size, tag, &b);
+  } else {
+    r.status = shim_free_then_alloc(a, q, n, size, tag, &b, &r.qfailed);
+  }
   r.err = shim_last_error(r.status);
   r.ptr = (uintptr_t)b.ptr;
   r.epoch = b.epoch;
@@ -233,24 +240,6 @@ static inline const zarena_plan_view* shim_plan_view(uintptr_t a) {
     return NULL;
 #endif
   return zarena_plan_view_get((zarena*)a);
-}
-
-/* The n frees queued in buffer q, then an allocation the plan left to the library (rule 4 of
- * the protocol: Go advanced the cursor past it), in one crossing. */
-static inline shim_block_result shim_alloc_unplanned(uintptr_t a, uintptr_t q, size_t n,
-                                                     uint64_t size, uint32_t tag) {
-  shim_block_result r;
-  zarena_block b;
-  memset(&b, 0, sizeof b);
-  r.qfailed = shim_apply(a, q, n);
-  r.status = zarena_plan_alloc_unplanned((zarena*)a, size, tag, &b);
-  r.err = shim_last_error(r.status);
-  r.ptr = (uintptr_t)b.ptr;
-  r.epoch = b.epoch;
-  r.size = b.size;
-  r.flags = b.flags;
-  r.tag = b.tag;
-  return r;
 }
 
 static inline shim_result shim_free_at(uintptr_t a, uintptr_t ptr, uint64_t epoch) {
