@@ -44,12 +44,12 @@ TEST(PlanRun, ServesTheStepFromItsOffsets) {
     EXPECT_EQ(b.ptr, kZone + 512);
     const uintptr_t bb = b.ptr;
     uint64_t size = 0;
-    ASSERT_EQ(run.free(a, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kOk);
+    ASSERT_EQ(run.free(a, ZARENA_ANY_EPOCH, &size), FreeOutcome::kOk);
     EXPECT_EQ(size, 512u);
     ASSERT_EQ(run.alloc(512, 0, &b), PlanRun::Alloc::kServed);
     EXPECT_EQ(b.ptr, kZone);
-    ASSERT_EQ(run.free(b.ptr, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kOk);
-    ASSERT_EQ(run.free(bb, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kOk);
+    ASSERT_EQ(run.free(b.ptr, ZARENA_ANY_EPOCH, &size), FreeOutcome::kOk);
+    ASSERT_EQ(run.free(bb, ZARENA_ANY_EPOCH, &size), FreeOutcome::kOk);
     ASSERT_TRUE(run.end_step()) << step;
   }
   EXPECT_EQ(run.hits(), 9u);
@@ -99,7 +99,7 @@ TEST(PlanRun, AnotherSizeTagOrAnExtraAllocationIsADeviation) {
     PlanRun::Block b{};
     uint64_t size = 0;
     ASSERT_EQ(run.alloc(512, 0, &b), PlanRun::Alloc::kServed);
-    ASSERT_EQ(run.free(b.ptr, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kOk);
+    ASSERT_EQ(run.free(b.ptr, ZARENA_ANY_EPOCH, &size), FreeOutcome::kOk);
     ASSERT_EQ(run.alloc(256, 7, &b), PlanRun::Alloc::kServed);
     ASSERT_EQ(run.alloc(512, 0, &b), PlanRun::Alloc::kServed);
     EXPECT_EQ(run.alloc(64, 0, &b), PlanRun::Alloc::kDeviation);
@@ -122,15 +122,15 @@ TEST(PlanRun, FreeErrorsChangeNothing) {
   uint64_t size = 0;
   ASSERT_EQ(run.alloc(512, 0, &a), PlanRun::Alloc::kServed);
   ASSERT_EQ(run.alloc(256, 7, &b), PlanRun::Alloc::kServed);
-  EXPECT_EQ(run.free(a.ptr + 256, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kNotOwned);
-  EXPECT_EQ(run.free(b.ptr, 3, &size), PlanRun::Free::kStale) << "another epoch named";
-  ASSERT_EQ(run.free(b.ptr, 0, &size), PlanRun::Free::kOk);
-  EXPECT_EQ(run.free(b.ptr, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kDoubleFree);
+  EXPECT_EQ(run.free(a.ptr + 256, ZARENA_ANY_EPOCH, &size), FreeOutcome::kNotOwned);
+  EXPECT_EQ(run.free(b.ptr, 3, &size), FreeOutcome::kStale) << "another epoch named";
+  ASSERT_EQ(run.free(b.ptr, 0, &size), FreeOutcome::kOk);
+  EXPECT_EQ(run.free(b.ptr, ZARENA_ANY_EPOCH, &size), FreeOutcome::kDoubleFree);
   uint64_t bytes = 0, count = 0;
   run.live_totals(&bytes, &count);
   EXPECT_EQ(count, 1u);
   run.set_epoch(1);  // a reset: A is reclaimed
-  EXPECT_EQ(run.free(a.ptr, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kStale);
+  EXPECT_EQ(run.free(a.ptr, ZARENA_ANY_EPOCH, &size), FreeOutcome::kStale);
   EXPECT_FALSE(run.any_live());
 }
 
@@ -140,27 +140,27 @@ TEST(PlanRun, PinsDeferFreesAndSurviveResets) {
   PlanRun::Block a{};
   uint64_t size = 0, freed = 0;
   ASSERT_EQ(run.alloc(512, 0, &a), PlanRun::Alloc::kServed);
-  ASSERT_EQ(run.pin(a.ptr), PlanRun::Pin::kOk);
-  ASSERT_EQ(run.free(a.ptr, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kDeferred);
-  EXPECT_EQ(run.free(a.ptr, ZARENA_ANY_EPOCH, &size), PlanRun::Free::kDoubleFree);
+  ASSERT_EQ(run.pin(a.ptr), PinOutcome::kOk);
+  ASSERT_EQ(run.free(a.ptr, ZARENA_ANY_EPOCH, &size), FreeOutcome::kDeferred);
+  EXPECT_EQ(run.free(a.ptr, ZARENA_ANY_EPOCH, &size), FreeOutcome::kDoubleFree);
   run.set_epoch(1);
   EXPECT_TRUE(run.any_live()) << "a pinned block survives the reset";
-  ASSERT_EQ(run.unpin(a.ptr, &freed), PlanRun::Pin::kOk);
+  ASSERT_EQ(run.unpin(a.ptr, &freed), PinOutcome::kOk);
   EXPECT_EQ(freed, 512u) << "the last unpin completes the deferred free";
   EXPECT_FALSE(run.any_live());
-  EXPECT_EQ(run.unpin(a.ptr, &freed), PlanRun::Pin::kFreed);
+  EXPECT_EQ(run.unpin(a.ptr, &freed), PinOutcome::kFreed);
 
   PlanRun run2(three_items(), kZone);
   run2.engage();
   ASSERT_EQ(run2.alloc(512, 0, &a), PlanRun::Alloc::kServed);
-  ASSERT_EQ(run2.pin(a.ptr), PlanRun::Pin::kOk);
+  ASSERT_EQ(run2.pin(a.ptr), PinOutcome::kOk);
   run2.set_epoch(1);
   run2.set_epoch(2);
-  ASSERT_EQ(run2.unpin(a.ptr, &freed), PlanRun::Pin::kOk);
+  ASSERT_EQ(run2.unpin(a.ptr, &freed), PinOutcome::kOk);
   EXPECT_EQ(freed, 0u);
   EXPECT_TRUE(run2.any_live()) << "an unpinned survivor stays live in the new epoch";
-  EXPECT_EQ(run2.unpin(a.ptr, &freed), PlanRun::Pin::kNotPinned);
-  EXPECT_EQ(run2.free(a.ptr, 0, &size), PlanRun::Free::kOk) << "freed by its handed-out epoch";
+  EXPECT_EQ(run2.unpin(a.ptr, &freed), PinOutcome::kNotPinned);
+  EXPECT_EQ(run2.free(a.ptr, 0, &size), FreeOutcome::kOk) << "freed by its handed-out epoch";
 }
 
 TEST(PlanRun, PersistentInstancesSurviveResets) {

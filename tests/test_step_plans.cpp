@@ -126,13 +126,13 @@ struct Loop {
     ASSERT_NE(it, model.live_.end());
     if (PlanRun* run = plans.zone_of(p)) {
       uint64_t size = 0;
-      const PlanRun::Free f = run->free(p, ZARENA_ANY_EPOCH, &size);
+      const FreeOutcome f = run->free(p, ZARENA_ANY_EPOCH, &size);
       if (it->second.pins > 0) {
-        ASSERT_EQ(f, PlanRun::Free::kDeferred);
+        ASSERT_EQ(f, FreeOutcome::kDeferred);
         deferred.push_back(p);
         return;
       }
-      ASSERT_EQ(f, PlanRun::Free::kOk) << "free of a live planned block";
+      ASSERT_EQ(f, FreeOutcome::kOk) << "free of a live planned block";
       EXPECT_EQ(size, it->second.size);
     } else {
       ASSERT_FALSE(it->second.planned) << "a planned block outside any zone";
@@ -147,7 +147,7 @@ struct Loop {
   void pin(uintptr_t p) {
     auto it = model.live_.find(p);
     if (PlanRun* run = plans.zone_of(p)) {
-      ASSERT_EQ(run->pin(p), PlanRun::Pin::kOk);
+      ASSERT_EQ(run->pin(p), PinOutcome::kOk);
     } else if (plans.learning()) {
       plans.learn_pin(p);
     }
@@ -159,7 +159,7 @@ struct Loop {
     ASSERT_GT(it->second.pins, 0u);
     if (PlanRun* run = plans.zone_of(p)) {
       uint64_t freed = 0;
-      ASSERT_EQ(run->unpin(p, &freed), PlanRun::Pin::kOk);
+      ASSERT_EQ(run->unpin(p, &freed), PinOutcome::kOk);
       const bool was_deferred = std::find(deferred.begin(), deferred.end(), p) != deferred.end();
       if (--it->second.pins == 0 && was_deferred) {
         EXPECT_EQ(freed, it->second.size);

@@ -9,6 +9,11 @@
 
 namespace zarena_core {
 
+// One round of a waiter's backoff: a pause instruction for the first 64 rounds, then a
+// yield (a holder that was preempted gets the core back). SpinLock and the step plan's
+// shared lock word (plan_run.cpp) wait with it.
+void spin_wait(uint32_t round) noexcept;
+
 class SpinLock {
  public:
   void lock() noexcept {

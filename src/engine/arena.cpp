@@ -553,17 +553,7 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
       if (__builtin_expect(diag_.wants_free(), 0)) diag_.on_free(size, s.id);
       return Status::kOk;
     }
-    const uint64_t epoch = region_.epoch();
-    // A free naming a past epoch whose history is gone: that epoch's block was reclaimed
-    // (a block kept past its epoch, pinned or below the floor, keeps its record).
-    if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
-    if (o == FreeOutcome::kStale) {
-      ++s.c.stale_frees;
-    } else {
-      ++s.c.invalid_frees;
-    }
-    region_.leave(s);
-    return free_error(o, ptr, true, epoch);
+    return free_refused(s, o, ptr, want_epoch);
   }
   if (ptr == nullptr) return Status::kOk;
   try {
@@ -571,6 +561,20 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   } catch (...) {
     return fail_with(Status::kOutOfMemory, "out of host memory freeing an overflow block");
   }
+}
+
+Status Arena::free_refused(Slot& s, FreeOutcome o, void* ptr, uint64_t want_epoch) noexcept {
+  const uint64_t epoch = region_.epoch();
+  // A free naming a past epoch whose history is gone: that epoch's block was reclaimed
+  // (a block kept past its epoch, pinned or below the floor, keeps its record).
+  if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
+  if (o == FreeOutcome::kStale) {
+    ++s.c.stale_frees;
+  } else {
+    ++s.c.invalid_frees;
+  }
+  region_.leave(s);
+  return free_error(o, ptr, true, epoch);
 }
 
 void Arena::after_free_flags(uint32_t flags, void* ptr) {

@@ -106,6 +106,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   // size 0 (nothing to allocate) and sizes no arena can describe (over 2^62).
   Status alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   Status free_slow(void* ptr, uint64_t want_epoch);  // overflow blocks and failures
+  // A region or planned free the store refused: counted in the caller's slot s (entered;
+  // left here), answered with its status and message.
+  Status free_refused(Slot& s, FreeOutcome o, void* ptr, uint64_t want_epoch) noexcept;
   Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
   Status free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
   // A free that found fast_path_flags_ other than kTracing set (out of line).
@@ -116,6 +119,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   bool alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
   Result pin_planned(PlanRun& run, void* ptr, bool pin);
+  void poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept;
   // A step ended (zarena_step_begin, a reset): the plans' boundary, the flags that route
   // the hot paths to them, and the records of what happened (no lock held).
   void plan_boundary();

@@ -11,40 +11,6 @@ namespace zarena_core {
 
 namespace {
 
-FreeOutcome free_outcome(PlanRun::Free f) {
-  switch (f) {
-    case PlanRun::Free::kOk:
-      return FreeOutcome::kOk;
-    case PlanRun::Free::kDeferred:
-      return FreeOutcome::kDeferred;
-    case PlanRun::Free::kDoubleFree:
-      return FreeOutcome::kDoubleFree;
-    case PlanRun::Free::kStale:
-      return FreeOutcome::kStale;
-    case PlanRun::Free::kNotOwned:
-      break;
-  }
-  return FreeOutcome::kNotOwned;
-}
-
-PinOutcome pin_outcome(PlanRun::Pin p) {
-  switch (p) {
-    case PlanRun::Pin::kOk:
-      return PinOutcome::kOk;
-    case PlanRun::Pin::kFreed:
-      return PinOutcome::kFreed;
-    case PlanRun::Pin::kStale:
-      return PinOutcome::kStale;
-    case PlanRun::Pin::kNotPinned:
-      return PinOutcome::kNotPinned;
-    case PlanRun::Pin::kTooMany:
-      return PinOutcome::kTooMany;
-    case PlanRun::Pin::kNotOwned:
-      break;
-  }
-  return PinOutcome::kNotOwned;
-}
-
 const char* miss_name(uint64_t reason) {
   switch (reason) {
     case ZARENA_PLAN_MISS_SIZE:
@@ -98,58 +64,40 @@ bool Arena::alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noe
   return true;
 }
 
+// Poison goes in before the block is marked free: once it is, the plan may hand its space
+// to the next instance at once. Only a block the call is about to free is filled.
+void Arena::poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept {
+  const uint64_t n = run.live_size(reinterpret_cast<uintptr_t>(ptr), last_unpin, want_epoch);
+  if (n == 0 || capturing()) return;
+  const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
+  if (r.is_ok()) {
+    plan_fills_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    queue_warning(QueuedWarnings::kPoisonFailed, r.message);
+  }
+}
+
 Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  // Poison goes in before the block is marked free: once it is, the plan may hand its
-  // space to the next instance at once.
-  if (poison_on_.load(std::memory_order_relaxed)) {
-    const uint64_t n = run.live_size(p, false, want_epoch);
-    if (n != 0 && !capturing()) {
-      const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
-      if (r.is_ok()) {
-        plan_fills_.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        queue_warning(QueuedWarnings::kPoisonFailed, r.message);
-      }
-    }
-  }
+  if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, false, want_epoch);
   uint64_t size = 0;
-  FreeOutcome o = free_outcome(run.free(p, want_epoch, &size));
+  const FreeOutcome o = run.free(p, want_epoch, &size);
   if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
     if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
       emit_queued_warnings();
     }
     return Status::kOk;
   }
-  Slot& s = region_.enter();
-  const uint64_t epoch = region_.epoch();
-  if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
-  if (o == FreeOutcome::kStale) {
-    ++s.c.stale_frees;
-  } else {
-    ++s.c.invalid_frees;
-  }
-  region_.leave(s);
-  return free_error(o, ptr, true, epoch);
+  return free_refused(region_.enter(), o, ptr, want_epoch);
 }
 
 Result Arena::pin_planned(PlanRun& run, void* ptr, bool pin) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  if (pin) return pin_error(pin_outcome(run.pin(p)), ptr, "zarena_pin");
+  if (pin) return pin_error(run.pin(p), ptr, "zarena_pin");
   // The last unpin of a block freed while pinned frees it: poison first, as for a free.
-  if (poison_on_.load(std::memory_order_relaxed)) {
-    const uint64_t n = run.live_size(p, true);
-    if (n != 0 && !capturing()) {
-      const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
-      if (r.is_ok()) {
-        plan_fills_.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        queue_warning(QueuedWarnings::kPoisonFailed, r.message);
-      }
-    }
-  }
+  if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, true, kAnyEpoch);
   uint64_t freed = 0;
-  const Result r = pin_error(pin_outcome(run.unpin(p, &freed)), ptr, "zarena_unpin");
+  const Result r = pin_error(run.unpin(p, &freed), ptr, "zarena_unpin");
   emit_queued_warnings();
   return r;
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <new>
 
+#include "base/spin_lock.h"
+
 namespace zarena_core {
 
 namespace {
@@ -125,22 +127,14 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
 PlanRun::~PlanRun() = default;
 
 void PlanRun::lock() noexcept {
-  for (uint32_t spins = 0;; ++spins) {
+  for (uint32_t round = 0;; ++round) {
     uint32_t expected = 0;
     if (__atomic_load_n(lock_, __ATOMIC_RELAXED) == 0 &&
         __atomic_compare_exchange_n(lock_, &expected, 1u, false, __ATOMIC_ACQUIRE,
                                     __ATOMIC_RELAXED)) {
       return;
     }
-    if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
-    } else {
-      sched_yield();  // a holder that was preempted gets the core back
-    }
+    spin_wait(round);
   }
 }
 
@@ -226,57 +220,57 @@ uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin, uint64_t want_epoch) c
   return frees ? view_.item_size[id % view_.n] : 0;
 }
 
-PlanRun::Free PlanRun::free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept {
+FreeOutcome PlanRun::free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept {
   const uint32_t id = instance_at(p - view_.zone);
-  if (id == kNone) return Free::kNotOwned;
+  if (id == kNone) return FreeOutcome::kNotOwned;
   uint64_t w = load(&view_.words[id]);
   for (;;) {
-    if (plan_word::state(w) == plan_word::kFreed) return Free::kDoubleFree;
-    if (!plan_word::held(w)) return Free::kNotOwned;
-    if (!plan_word::is_live(w, cur_epoch())) return Free::kStale;
+    if (plan_word::state(w) == plan_word::kFreed) return FreeOutcome::kDoubleFree;
+    if (!plan_word::held(w)) return FreeOutcome::kNotOwned;
+    if (!plan_word::is_live(w, cur_epoch())) return FreeOutcome::kStale;
     if (want_epoch != ZARENA_ANY_EPOCH &&
         __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED) != want_epoch) {
-      return Free::kStale;
+      return FreeOutcome::kStale;
     }
-    if (plan_word::state(w) == plan_word::kDeferred) return Free::kDoubleFree;
+    if (plan_word::state(w) == plan_word::kDeferred) return FreeOutcome::kDoubleFree;
     const uint64_t want = plan_word::pins(w) > 0 ? (w & ~plan_word::kState) | plan_word::kDeferred
                                                  : (w & ~plan_word::kState) | plan_word::kFreed;
     if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
       *size = view_.item_size[id % view_.n];
-      return plan_word::pins(w) > 0 ? Free::kDeferred : Free::kOk;
+      return plan_word::pins(w) > 0 ? FreeOutcome::kDeferred : FreeOutcome::kOk;
     }
   }
 }
 
-PlanRun::Pin PlanRun::pin(uintptr_t p) noexcept {
+PinOutcome PlanRun::pin(uintptr_t p) noexcept {
   const uint32_t id = instance_at(p - view_.zone);
-  if (id == kNone) return Pin::kNotOwned;
+  if (id == kNone) return PinOutcome::kNotOwned;
   uint64_t w = load(&view_.words[id]);
   for (;;) {
     if (!plan_word::held(w))
-      return plan_word::state(w) == plan_word::kFreed ? Pin::kFreed : Pin::kNotOwned;
-    if (!plan_word::is_live(w, cur_epoch())) return Pin::kStale;
-    if (plan_word::state(w) == plan_word::kDeferred) return Pin::kFreed;
-    if (plan_word::pins(w) == plan_word::kMaxPins) return Pin::kTooMany;
+      return plan_word::state(w) == plan_word::kFreed ? PinOutcome::kFreed : PinOutcome::kNotOwned;
+    if (!plan_word::is_live(w, cur_epoch())) return PinOutcome::kStale;
+    if (plan_word::state(w) == plan_word::kDeferred) return PinOutcome::kFreed;
+    if (plan_word::pins(w) == plan_word::kMaxPins) return PinOutcome::kTooMany;
     if (__atomic_compare_exchange_n(&view_.words[id], &w, w + plan_word::kPinOne, false,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       if (plan_word::pins(w) == 0) __atomic_fetch_add(&pinned_, 1, __ATOMIC_RELAXED);
-      return Pin::kOk;
+      return PinOutcome::kOk;
     }
   }
 }
 
-PlanRun::Pin PlanRun::unpin(uintptr_t p, uint64_t* freed_size) noexcept {
+PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size) noexcept {
   *freed_size = 0;
   const uint32_t id = instance_at(p - view_.zone);
-  if (id == kNone) return Pin::kNotOwned;
+  if (id == kNone) return PinOutcome::kNotOwned;
   uint64_t w = load(&view_.words[id]);
   for (;;) {
     if (!plan_word::held(w))
-      return plan_word::state(w) == plan_word::kFreed ? Pin::kFreed : Pin::kNotOwned;
-    if (!plan_word::is_live(w, cur_epoch())) return Pin::kStale;
-    if (plan_word::pins(w) == 0) return Pin::kNotPinned;
+      return plan_word::state(w) == plan_word::kFreed ? PinOutcome::kFreed : PinOutcome::kNotOwned;
+    if (!plan_word::is_live(w, cur_epoch())) return PinOutcome::kStale;
+    if (plan_word::pins(w) == 0) return PinOutcome::kNotPinned;
     uint64_t want = w - plan_word::kPinOne;
     const bool last = plan_word::pins(w) == 1;
     const bool completes = last && plan_word::state(w) == plan_word::kDeferred;
@@ -285,7 +279,7 @@ PlanRun::Pin PlanRun::unpin(uintptr_t p, uint64_t* freed_size) noexcept {
                                     __ATOMIC_ACQUIRE)) {
       if (last) __atomic_fetch_sub(&pinned_, 1, __ATOMIC_RELAXED);
       if (completes) *freed_size = view_.item_size[id % view_.n];
-      return Pin::kOk;
+      return PinOutcome::kOk;
     }
   }
 }

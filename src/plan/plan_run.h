@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/outcomes.h"
 #include "zarena/zarena_plan.h"
 
 namespace zarena_core {
@@ -91,19 +92,17 @@ class PlanRun {
   };
   Alloc alloc(uint64_t size, uint32_t tag, Block* out) noexcept;
 
-  enum class Free : uint8_t { kOk, kDeferred, kNotOwned, kDoubleFree, kStale };
   // p inside the zone. want_epoch: ZARENA_ANY_EPOCH or the epoch it was handed out in.
-  Free free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept;
+  FreeOutcome free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept;
   // The size of the instance starting at p if a free (last_unpin: its last unpin) would
   // free it now, else 0. For a poison fill before the free marks it: only a free that
   // races another free or unpin of the same block can fill a block already dead.
   // want_epoch: as free()'s (a free naming another epoch is refused: 0).
   uint64_t live_size(uintptr_t p, bool last_unpin,
                      uint64_t want_epoch = ZARENA_ANY_EPOCH) const noexcept;
-  enum class Pin : uint8_t { kOk, kNotOwned, kFreed, kStale, kNotPinned, kTooMany };
-  Pin pin(uintptr_t p) noexcept;
+  PinOutcome pin(uintptr_t p) noexcept;
   // *freed_size: the size of a block whose deferred free the last unpin completed, else 0.
-  Pin unpin(uintptr_t p, uint64_t* freed_size) noexcept;
+  PinOutcome unpin(uintptr_t p, uint64_t* freed_size) noexcept;
 
   // --- control: the library's, under the arena's whole-arena lock ------------------------
   bool engaged() const { return (load(view_.state) & ZARENA_PLAN_ENGAGED) != 0; }
