@@ -648,20 +648,13 @@ func TestPlanRandomDeviationsNeverOverlap(t *testing.T) {
 func TestPlanCloseWhileServing(t *testing.T) {
 	for round := 0; round < 8; round++ {
 		a := newPlanArena(t, "plan-close", 0)
-		for s := 0; s < 3; s++ {
-			if err := a.Step(func() error {
-				for i := 0; i < 32; i++ {
-					p := mustAlloc(t, a, 4096)
-					_ = a.Free(p)
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
+		learn(t, a, func() error {
+			for i := 0; i < 32; i++ {
+				p := mustAlloc(t, a, 4096)
+				_ = a.Free(p)
 			}
-		}
-		if a.plan.Load() == nil {
-			t.Fatal("no plan view after three equal steps")
-		}
+			return nil
+		})
 		var wg sync.WaitGroup
 		for g := 0; g < 4; g++ {
 			wg.Add(1)
@@ -689,18 +682,25 @@ func TestPlanCloseWhileServing(t *testing.T) {
 	}
 }
 
-// A view of another version than the binding's, or a smaller one, is never used.
-func TestPlanViewVersionChecked(t *testing.T) {
-	a := newPlanArena(t, "plan-version", 0)
-	for s := 0; s < 3; s++ {
-		if err := a.Step(func() error { return a.Free(mustAlloc(t, a, 4096)) }); err != nil {
+// learn runs step until the binding has the plan view (equal steps: two to learn, a few
+// more when a queued free reached the library later in one of them).
+func learn(t *testing.T, a *Arena, step func() error) {
+	t.Helper()
+	for s := 0; s < 10 && a.plan.Load() == nil; s++ {
+		if err := a.Step(step); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pl := a.plan.Load()
-	if pl == nil {
-		t.Fatal("no plan view after three equal steps")
+	if a.plan.Load() == nil {
+		t.Fatal("no plan view after ten equal steps")
 	}
+}
+
+// A view of another version than the binding's, or a smaller one, is never used.
+func TestPlanViewVersionChecked(t *testing.T) {
+	a := newPlanArena(t, "plan-version", 0)
+	learn(t, a, func() error { return a.Free(mustAlloc(t, a, 4096)) })
+	pl := a.plan.Load()
 	cp := *pl.view
 	if newPlanView(&cp) == nil {
 		t.Fatal("a copy of the library's view was refused")
