@@ -6,8 +6,7 @@
 # so everything is built here. Then run .gpubuild/run.sh there (from the repository root,
 # with $OUT set to a folder for the results); docs/PERFORMANCE.md records such runs.
 #
-# usage: scripts/gpu-bundle.sh [BUILD_DIR]   (default: $ZTEST_BUILD_DIR or ./build; it must
-#        be a build that scripts/test.sh ran, so the Go pkg-config files exist)
+# usage: scripts/gpu-bundle.sh [BUILD_DIR]   (default: $ZTEST_BUILD_DIR or ./build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -22,6 +21,8 @@ for b in bench_threads bench_arena bench_expandable bench_trace bench_trace_api;
   [ -x "$BUILD/bench/$b" ] && strip -o "$G/bin/$b" "$BUILD/bench/$b"
 done
 strip -o "$G/bin/training_loop" "$BUILD/examples/training_loop"
+# The step-plan model test, for a long run on the many cores there (run.sh plan).
+strip -o "$G/bin/test_arena_plans" "$BUILD/tests/test_arena_plans"
 cp -L "$BUILD/capi/libzarena.so.1" "$G/lib/libzarena.so.1"
 strip "$G/lib/libzarena.so.1"
 ln -s libzarena.so.1 "$G/lib/libzarena.so"
@@ -30,6 +31,7 @@ torch_shim=$(find "$BUILD" -name 'libzarena_torch.so' -print -quit)
 bench_lib=$(ldd "$G/bin/bench_threads" | awk '/libbenchmark/ {print $3}')
 [ -n "$bench_lib" ] && cp -L "$bench_lib" "$G/lib/"
 
+"$ROOT/scripts/go-pkgconfig.sh" "$BUILD" >/dev/null
 if [ -d "$BUILD/go-pkgconfig" ]; then
   GO=$(command -v go || echo /usr/lib/go-1.23/bin/go)
   (cd go && PKG_CONFIG_PATH="$BUILD/go-pkgconfig" GOCACHE="$BUILD/go-cache" GOFLAGS= \

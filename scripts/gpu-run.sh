@@ -6,7 +6,7 @@
 # comparison; "goprof" writes a CPU profile of the Go binding's single-goroutine pair
 # (go-pair.prof: `go tool pprof -top go-pair.prof` here). Results go to $OUT (at most 8
 # files come back from the device tool, so they are few and whole).
-#   usage: .gpubuild/run.sh [tests|bench|go|goprof|torch|all]...   (default: tests bench go)
+#   usage: .gpubuild/run.sh [tests|bench|go|goprof|torch|plan|all]...   (default: tests bench go)
 set -u
 G=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -14,7 +14,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ZTEST_SHARED_LIB=$G/lib/libzarena.so
 parts=${*:-tests bench go}
-[ "$parts" = all ] && parts="tests bench go torch"
+[ "$parts" = all ] && parts="tests bench go torch plan"
 summary=$OUT/summary.txt
 {
   date -u
@@ -62,12 +62,40 @@ for part in $parts; do
         -test.bench 'Pair/zarena$' -test.benchtime 3s -test.cpuprofile "$OUT/go-pair.prof" \
         >/dev/null 2>&1)
       ;;
+    plan)
+      # Step plans: the model test's long run (one process per core pair, seeds apart),
+      # then train_compare with plans on and the region committed on demand.
+      n=$(( $(nproc) / 2 )); [ "$n" -ge 1 ] || n=1
+      for i in $(seq 1 "$n"); do
+        ZTEST_PLAN_SEEDS=${PLAN_SEEDS:-20000} ZTEST_PLAN_SEED_BASE=$((i * 1000000)) \
+          "$G/bin/test_arena_plans" --gtest_color=no >"$OUT/plan-long-$i.log" 2>&1 &
+      done
+      wait
+      for i in $(seq 1 "$n"); do
+        echo "test_arena_plans long run $i: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/plan-long-$i.log" | tr '\n' ' ')" >>"$summary"
+        grep -q '^\[  PASSED' "$OUT/plan-long-$i.log" || { rc=1; cp "$OUT/plan-long-$i.log" "$OUT/plan-long-failed.log"; }
+      done
+      rm -f "$OUT"/plan-long-*[0-9].log
+      ZARENA_PLAN=1 ZARENA_EXPANDABLE=1 ZARENA_LIBRARY=$G/lib/libzarena.so.1 \
+        ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
+        python3 tests/pytorch/train_compare.py --steps "${TORCH_STEPS:-200}" \
+        --json "$OUT/torch_compare_plan.json" >"$OUT/torch_compare_plan.txt" 2>&1
+      r=$?
+      echo "torch_compare (ZARENA_PLAN=1 ZARENA_EXPANDABLE=1) rc=$r" >>"$summary"
+      [ $r -eq 0 ] || rc=1
+      ;;
     torch)
       ZARENA_LIBRARY=$G/lib/libzarena.so.1 ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
         python3 tests/pytorch/train_compare.py --steps "${TORCH_STEPS:-200}" \
         --json "$OUT/torch_compare.json" >"$OUT/torch_compare.txt" 2>&1
       r=$?
       echo "torch_compare rc=$r" >>"$summary"
+      [ $r -eq 0 ] || rc=1
+      # A failed allocation raises in Python, the process goes on (libzarena_torch throws).
+      ZARENA_LIBRARY=$G/lib/libzarena.so.1 ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
+        python3 tests/pytorch/oom_raises.py >"$OUT/torch_oom.txt" 2>&1
+      r=$?
+      echo "torch_oom_raises rc=$r" >>"$summary"
       [ $r -eq 0 ] || rc=1
       ;;
   esac

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "support.h"
@@ -218,6 +219,86 @@ TEST(ConfigEnv, ValuesOutOfRangeOrFailingTheirCheckAreRefused) {
   EXPECT_EQ(problem_for(r, "ZARENA_DEVICE")->why, "above the maximum 1023");
 }
 
+// Every number of the table has a range, and the one check (value_problem) holds it for
+// every source: a struct value outside it fails create (C; Go and Python reach create with
+// a struct too), an environment value outside it is ignored with its reason. The values
+// just inside pass.
+TEST(ConfigRanges, EveryNumberOutsideItsRangeIsRefusedFromEverySource) {
+  using zarena_core::FieldSpec;
+  using zarena_core::Storage;
+  int checked = 0;
+  for (const FieldSpec& f : zarena_core::kConfigFields) {
+    if (!zarena_core::holds_number(f) || f.storage == Storage::kFlag) continue;
+    SCOPED_TRACE(f.key);
+    ASSERT_LE(f.min, f.max);
+    const bool is_signed = f.storage == Storage::kI32;
+    const uint64_t type_max = f.storage == Storage::kU64   ? UINT64_MAX
+                              : f.storage == Storage::kU32 ? UINT32_MAX
+                                                           : INT32_MAX;
+    std::vector<uint64_t> outside;
+    if (f.min > 0) outside.push_back(f.min - 1);
+    if (is_signed && f.min == 0) outside.push_back(static_cast<uint64_t>(int64_t{-1}));
+    if (f.max < type_max) outside.push_back(f.max + 1);
+    for (const uint64_t v : outside) {
+      zarena_config c;
+      zarena_config_init(&c);
+      zarena_core::set_field_number(&c, f, v);
+      ResolvedConfig r;
+      const zarena_core::Result res = zarena_core::resolve_config(&c, &r);
+      EXPECT_EQ(res.status, zarena_core::Status::kInvalidArgument) << v;
+      EXPECT_NE(res.message.find(f.key), std::string::npos) << res.message;
+      EXPECT_FALSE(zarena_core::value_problem(f, v).empty()) << v;
+      ++checked;
+      if (is_signed && static_cast<int64_t>(v) < 0) continue;  // no decimal text for it
+      for (int k = 0; k < f.env_count; ++k) {
+        const zarena_core::EnvVar& var = f.env[k];
+        if (var.syntax != zarena_core::Syntax::kBytes &&
+            var.syntax != zarena_core::Syntax::kCount && var.syntax != zarena_core::Syntax::kWord) {
+          continue;  // GiB, ms, names: their own units; the bytes form covers the range
+        }
+        Env e(var.name, std::to_string(v).c_str());
+        zarena_config from_env = zarena_core::default_config();
+        bool ignored = false;
+        for (const auto& set : zarena_core::apply_environment(&from_env)) {
+          if (set.variable == var.name) ignored = !set.parsed && !set.why.empty();
+        }
+        EXPECT_TRUE(ignored) << var.name << "=" << v;
+      }
+    }
+    for (const uint64_t v : {f.min, f.max}) {
+      EXPECT_TRUE(zarena_core::value_problem(f, v).empty() ||
+                  (f.check != nullptr && f.check(v) != nullptr))
+          << v;
+    }
+  }
+  EXPECT_GE(checked, 6);
+}
+
+// The regression: a commit step within a page of 2^64 wrapped to 0 when rounded to the
+// commit granularity, and the first allocation divided by it (SIGFPE).
+TEST(ConfigRanges, AHugeCommitChunkIsRefusedNotDividedBy) {
+  {
+    Env e("ZARENA_COMMIT_CHUNK_BYTES", "18446744073709551000");
+    zarena_config c;
+    zarena_config_init(&c);
+    EXPECT_EQ(c.commit_chunk_bytes, 0u) << "ignored: the default stays";
+  }
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = 8 << 20;
+  c.flags |= ZARENA_FLAG_EXPANDABLE;
+  c.commit_chunk_bytes = 18446744073709551000ull;
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(zarena_last_error()).find("commit_chunk_bytes"), std::string::npos);
+  c.commit_chunk_bytes = zarena_core::kMaxSizeBytes;  // the largest valid step works
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  void* p = nullptr;
+  EXPECT_EQ(zarena_alloc(a, 4096, &p), ZARENA_OK);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
 TEST(ConfigOverflowCap, ZeroMeansTheCapacityUnlimitedMeansNone) {
   zarena_config cfg;
   zarena_config_init(&cfg);
@@ -389,6 +470,96 @@ TEST(ConfigStrict, CleanEnvironmentCreates) {
   zarena* arena = nullptr;
   ASSERT_EQ(create_host(&arena), ZARENA_OK) << zarena_last_error();
   zarena_destroy(arena);
+}
+
+}  // namespace
+
+// --- issue 26: suggestions that fit, overrides that show, one size syntax ----------------
+
+namespace {
+
+// A mistyped name is matched against the known names and their shorter forms, and the
+// value decides between names equally near.
+TEST(ConfigIssue26, TheSuggestionIsTheVariableMeant) {
+  Env a("ZARENA_CAPACTY", "1G");       // a typo of a shortened name: not ZARENA_MANAGED
+  Env b("ZARENA_OVERFLOW", "bogus");   // every ZARENA_OVERFLOW_* is one away: a name fits
+  Env c("ZARENA_CAPACITY", "2GiB");    // the name without its unit
+  Env d("ZARENA_ZEBRA_STRIPES", "1");  // near nothing
+  const ResolvedConfig r = resolved();
+  ASSERT_NE(problem_for(r, "ZARENA_CAPACTY"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_CAPACTY")->closest, "ZARENA_CAPACITY_BYTES");
+  ASSERT_NE(problem_for(r, "ZARENA_OVERFLOW"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_OVERFLOW")->closest, "ZARENA_OVERFLOW_POLICY");
+  ASSERT_NE(problem_for(r, "ZARENA_CAPACITY"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_CAPACITY")->closest, "ZARENA_CAPACITY_BYTES");
+  ASSERT_NE(problem_for(r, "ZARENA_ZEBRA_STRIPES"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_ZEBRA_STRIPES")->closest, "");
+  EXPECT_NE(problem_for(r, "ZARENA_ZEBRA_STRIPES")->describe().find("no zarena variable is close"),
+            std::string::npos);
+  // A size value among sizes: the ones it parses as.
+  EXPECT_EQ(zarena_core::closest_known_variable("ZARENA_OVERFLOW", "512MiB"),
+            "ZARENA_OVERFLOW_RETAIN_BYTES or ZARENA_OVERFLOW_LIMIT_BYTES");
+}
+
+// A variable the program's own value replaced is named on the config line.
+TEST(ConfigIssue26, AnOverriddenVariableIsSaidToBeIgnored) {
+  Env env("ZARENA_CAPACITY_BYTES", "1G");
+  LogCapture cap;
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.capacity_bytes = 2 << 20;
+  cfg.name = "override";
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&cfg, &a), ZARENA_OK) << zarena_last_error();
+  const auto recs = cap.of("arena.config");
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].str("env_ignored"), "ZARENA_CAPACITY_BYTES=1G");
+  EXPECT_EQ(recs[0].str("capacity_bytes_source"), "config");
+  EXPECT_NE(
+      recs[0].message.find("capacity_bytes=2097152 (config; ZARENA_CAPACITY_BYTES=1G ignored)"),
+      std::string::npos)
+      << recs[0].message;
+  zarena_destroy(a);
+  // Not when the program kept the environment's value.
+  zarena_config same;
+  zarena_config_init(&same);
+  same.backend = ZARENA_BACKEND_HOST;
+  ResolvedConfig r;
+  ASSERT_TRUE(zarena_core::resolve_config(&same, &r).is_ok());
+  for (const auto& s : r.sources) EXPECT_EQ(s.env_ignored, "") << s.field;
+}
+
+// zarena_config_parse: the environment's syntax for any field, without the environment.
+TEST(ConfigIssue26, ConfigParseReadsAFieldAsItsVariableIsRead) {
+  uint64_t v = 0;
+  ASSERT_EQ(zarena_config_parse("capacity_bytes", "64MB", &v), ZARENA_OK);
+  EXPECT_EQ(v, 64000000u);
+  ASSERT_EQ(zarena_config_parse("capacity_bytes", "1.5GiB", &v), ZARENA_OK);
+  EXPECT_EQ(v, 3ull << 29);
+  ASSERT_EQ(zarena_config_parse("overflow_policy", "REFUSE", &v), ZARENA_OK);
+  EXPECT_EQ(v, static_cast<uint64_t>(ZARENA_OVERFLOW_REFUSE));
+  ASSERT_EQ(zarena_config_parse("backend", "host", &v), ZARENA_OK);
+  EXPECT_EQ(v, static_cast<uint64_t>(ZARENA_BACKEND_HOST));
+  ASSERT_EQ(zarena_config_parse("flags.poison", "on", &v), ZARENA_OK);
+  EXPECT_EQ(v, 1u);
+  ASSERT_EQ(zarena_config_parse("overflow_slow_ns", "25", &v), ZARENA_OK);
+  EXPECT_EQ(v, 25'000'000u);
+  v = 42;
+  EXPECT_EQ(zarena_config_parse("capacity_bytes", "64XB", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(v, 42u);
+  const std::string why = zarena_last_error();
+  EXPECT_NE(why.find("capacity_bytes '64XB': unknown unit"), std::string::npos) << why;
+  EXPECT_NE(why.find("e.g. 2GiB"), std::string::npos) << why;
+  EXPECT_EQ(zarena_config_parse("alignment", "100", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(zarena_last_error()).find("power of two"), std::string::npos);
+  EXPECT_EQ(zarena_config_parse("capacity", "1G", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(zarena_last_error()).find("unknown configuration field"),
+            std::string::npos);
+  EXPECT_EQ(zarena_config_parse("name", "x", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_config_parse(nullptr, "1", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_config_parse("capacity_bytes", nullptr, &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_config_parse("capacity_bytes", "1", nullptr), ZARENA_E_INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "log/log.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <strings.h>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include "base/env_bool.h"
 
@@ -68,13 +70,22 @@ struct Sink {
   std::atomic<int32_t> stderr_level{level_from_env()};
   std::atomic<bool> mirror_stderr{mirror_from_env()};
   std::atomic<bool> stderr_json{json_from_env()};
+  std::atomic<bool> json_hinted{false};  // the ZARENA_LOG_FORMAT=json hint was written
   uint64_t (*now_ns)() = steady_now_ns;
   Bucket buckets[kMaxBuckets];
   int bucket_count = 0;
 };
 
+void lock_for_fork();
+void unlock_in_parent();
+void renew_in_child();
+
 Sink& sink() {
-  static Sink* s = new Sink();  // never destroyed: records may be emitted at exit
+  static Sink* s = [] {  // never destroyed: records may be emitted at exit
+    auto* fresh = new Sink();
+    pthread_atfork(lock_for_fork, unlock_in_parent, renew_in_child);
+    return fresh;
+  }();
   return *s;
 }
 
@@ -87,6 +98,12 @@ spdlog::logger* new_stderr_logger(const char* name, const char* pattern) {
   l->flush_on(spdlog::level::trace);
   return l;
 }
+
+// Around fork(): the sink's lock (a leaf: nothing is taken under it) is held, so the child
+// finds the callback and the rate buckets whole and the lock free.
+void lock_for_fork() { sink().mu.lock(); }
+void unlock_in_parent() { sink().mu.unlock(); }
+void renew_in_child() { new (&sink().mu) std::mutex(); }
 
 spdlog::logger& stderr_logger() {
   static spdlog::logger* logger = new_stderr_logger("zarena", "%Y-%m-%dT%H:%M:%S.%e zarena %l %v");
@@ -153,7 +170,10 @@ void deliver(const LogRecord& rec, zarena_log_fn fn, void* ud, bool to_stderr) {
     if (sink().stderr_json.load(std::memory_order_relaxed)) {
       json_logger().log(to_spdlog(rec.level()), "{}", log_format_json(rec, unix_now_ms()));
     } else {
-      stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec));
+      // Once per process, the first line that leaves fields out says how to get them all.
+      const bool hint = log_line_omits_fields(rec) &&
+                        !sink().json_hinted.exchange(true, std::memory_order_relaxed);
+      stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec, hint));
     }
   }
   if (fn == nullptr) return;
@@ -210,8 +230,13 @@ LogRecord& LogRecord::human(std::string sentence) {
 }
 LogRecord& LogRecord::headline(std::initializer_list<const char*> keys) {
   for (Field& f : fields_) {
+    int rank = 0;
     for (const char* k : keys) {
-      if (f.key == k) f.headline = true;
+      if (f.key == k) {
+        f.headline = true;
+        f.headline_rank = rank;
+      }
+      ++rank;
     }
   }
   return *this;
@@ -321,6 +346,7 @@ void log_set_stderr_for_testing(int32_t level, bool mirror) noexcept {
 
 void log_set_stderr_format_for_testing(bool json) noexcept {
   sink().stderr_json.store(json, std::memory_order_relaxed);
+  sink().json_hinted.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace zarena_core

@@ -33,7 +33,8 @@ OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
       a.path = "limit";
       a.result = Result::fail(
           Status::kOutOfMemory,
-          fmt::format("overflow limit reached: {} live + {} requested > limit {} bytes",
+          fmt::format("overflow limit reached: {} live + {} requested > limit {} bytes "
+                      "(ZARENA_OVERFLOW_LIMIT_BYTES; by default the capacity)",
                       reserved_bytes_, size, limit_bytes_));
       ++stats_.failures;
       return a;
@@ -45,23 +46,32 @@ OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
     reserved_bytes_ -= size;
     ++stats_.failures;
   };
-  if (route == OverflowRoute::kSync) {
-    // Decide before calling: a synchronous allocation during graph capture fails and
-    // invalidates the host program's capture (or hangs some drivers).
+  // Decide before calling: a synchronous allocation during graph capture fails and
+  // invalidates the host program's capture (or hangs some drivers); so does a stream-
+  // ordered one on the legacy stream, which joins any blocking stream's capture. (On a
+  // stream of its own an ASYNC allocation during its capture is a node of the graph.)
+  if (route == OverflowRoute::kSync || backend_.on_legacy_stream()) {
     bool capturing = capture_active;
     Result qerr;
     if (!capturing) qerr = backend_.capture_status(&capturing);
     if (!qerr.is_ok() || capturing) {
       unreserve_failure();
       a.path = "capture_refused";
+      const char* what = route == OverflowRoute::kSync
+                             ? "a synchronous overflow allocation"
+                             : "a stream-ordered overflow allocation on the legacy (NULL) "
+                               "stream, which joins every blocking stream's capture,";
       a.result =
           capturing
               ? Result::fail(Status::kCaptureUnsafe,
-                             capture_active ? "the engine marked a CUDA graph capture as active; a "
-                                              "synchronous overflow allocation now would break it"
-                                            : "the arena's stream is being captured into a CUDA "
-                                              "graph; a synchronous overflow allocation now would "
-                                              "break the capture")
+                             capture_active
+                                 ? fmt::format("the engine marked a CUDA graph capture as "
+                                               "active; {} now would break it",
+                                               what)
+                                 : fmt::format("the arena's stream is being captured into a "
+                                               "CUDA graph (or joins a capture); {} now would "
+                                               "break the capture",
+                                               what))
               : Result::fail(Status::kCaptureUnsafe,
                              "could not query the stream's capture status: " + qerr.message);
       return a;
@@ -109,6 +119,17 @@ void OverflowPool::untrack_failed(const OverflowAttempt& a, uint64_t size) {
 bool OverflowPool::owns(void* ptr) const {
   std::lock_guard<std::mutex> lock(mu_);
   return blocks_.count(ptr) != 0;
+}
+
+bool OverflowPool::inside_live_block(const void* ptr) const {
+  const char* p = static_cast<const char*>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [start, e] : blocks_) {
+    if (e.state != State::kLive && e.state != State::kDeferred) continue;
+    const char* s = static_cast<const char*>(start);
+    if (s < p && p < s + e.size) return true;
+  }
+  return false;
 }
 
 FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
@@ -224,25 +245,28 @@ void OverflowPool::mark_step_boundary() {
   }
 }
 
-Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill,
-                               void* ctx) {
+Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturing,
+                               uint64_t capture_id, FillFn fill, void* ctx) {
   if (blocks.empty()) return Result::ok();
   Result first;
-  // The blocks that wait with the deferred ones are moved to the front of `blocks`: all of
-  // them while capturing; else those the backend refused (a capture no query could see,
-  // or a transient failure: still the backend's to take back, so retried at the next
-  // give-back point, and at destroy; never dropped).
-  size_t kept = blocks.size();
-  if (!capturing) {
-    kept = 0;
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const OverflowBlock& b = blocks[i];
-      if (fill != nullptr) (void)fill(ctx, b.ptr, b.bytes);
-      const Result r = backend_.overflow_free(b);
-      if (r.is_ok()) continue;
-      if (first.is_ok()) first = r;
+  // The blocks that wait with the deferred ones are moved to the front of `blocks`: while
+  // capturing, all but the allocation nodes of the capture running now (freed into it: a
+  // free node); else those the backend refused (a capture no query could see, or a
+  // transient failure: still the backend's to take back, so retried at the next give-back
+  // point, and at destroy; never dropped).
+  size_t kept = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const OverflowBlock& b = blocks[i];
+    const bool graph_node = b.capture_id != 0 && b.capture_id == capture_id;
+    if (capturing && !graph_node) {
       blocks[kept++] = b;
+      continue;
     }
+    if (fill != nullptr && !capturing) (void)fill(ctx, b.ptr, b.bytes);
+    const Result r = backend_.overflow_free(b);
+    if (r.is_ok()) continue;
+    if (first.is_ok()) first = r;
+    blocks[kept++] = b;
   }
   if (kept > 0) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -268,25 +292,28 @@ Result OverflowPool::flush_deferred(FillFn fill, void* ctx) {
     blocks.swap(deferred_);
     stats_.deferred_gives = 0;
   }
-  return give_back(blocks, false, fill, ctx);
+  return give_back(blocks, false, 0, fill, ctx);
+}
+
+std::vector<OverflowBlock> OverflowPool::take_all() {
+  std::vector<OverflowBlock> all;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [p, e] : blocks_) {
+    if (e.state == State::kLive || e.state == State::kDeferred) all.push_back(e.block);
+  }
+  all.insert(all.end(), deferred_.begin(), deferred_.end());
+  deferred_.clear();
+  blocks_.clear();
+  stats_.live_count = 0;
+  stats_.live_bytes = 0;
+  stats_.deferred_gives = 0;
+  reserved_bytes_ = 0;
+  return all;
 }
 
 Result OverflowPool::release_all(std::string* recovered) {
-  std::vector<OverflowBlock> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [p, e] : blocks_) {
-      if (e.state == State::kLive || e.state == State::kDeferred) all.push_back(e.block);
-    }
-    all.insert(all.end(), deferred_.begin(), deferred_.end());
-    deferred_.clear();
-    blocks_.clear();
-    stats_.live_count = 0;
-    stats_.live_bytes = 0;
-    stats_.deferred_gives = 0;
-    reserved_bytes_ = 0;
-  }
-  const Result first = give_back(all, false, nullptr, nullptr);
+  std::vector<OverflowBlock> all = take_all();
+  const Result first = give_back(all, false, 0, nullptr, nullptr);
   if (first.is_ok()) return first;
   // One more try for the blocks the backend refused (a transient failure); what still
   // fails is lost, and destroy reports it.

@@ -270,6 +270,58 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const
   return FreeOutcome::kNotOwned;
 }
 
+// The block covering `offset` starts at the nearest boundary of the current layout at or
+// below it (blocks tile [0, top), live, free, or a span's unused part). So the tags are
+// read downward from just below offset until one names a record of the current layout:
+// its start decides (a live block reaching past offset: inside), its end too (a block
+// ending at or below offset: nothing live covers it). Records of earlier epochs, absorbed
+// or moved ones, are history and are passed over. At most kInteriorScan granules are read
+// (256 MiB at the default alignment); a block boundary farther away than that is not
+// looked for, and the answer is then "inside": never an error that would be wrong to act on.
+bool Region::inside_live_block(uint64_t offset) const {
+  constexpr uint64_t kInteriorScan = 1u << 20;
+  {
+    std::lock_guard<CentralLock> lock(central_);
+    if (offset >= top_) return false;  // bump space: no block there
+  }
+  const uint64_t g = map_.granule();
+  const uint64_t e = epoch();
+  // A record of the current layout: a live block of this epoch (or kept across resets),
+  // or a free block in an index now.
+  auto current = [&](const Block& b, uint64_t w) {
+    const BlockState st = Word::state(w);
+    if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, b);
+    if (st == BlockState::kFree) {
+      return Word::owner(w) == kOwnerFloor || b.stamp.load(std::memory_order_relaxed) == e;
+    }
+    return false;
+  };
+  // A block of the current layout ending at o: o is a boundary.
+  auto ends_at = [&](uint64_t o) {
+    const uint32_t r = map_.ending_at(o);
+    if (r == kNil) return false;
+    const Block& b = store_[r];
+    return b.end() == o && current(b, b.load_word());
+  };
+  if (ends_at(offset)) return false;
+  uint64_t o = offset;
+  for (uint64_t step = 0; step < kInteriorScan; ++step) {
+    if (o < g) return false;  // the region's start: no block begins below offset
+    o -= g;
+    const uint32_t r = map_.at(o);
+    if (r != kNil) {
+      const Block& b = store_[r];
+      const uint64_t w = b.load_word();
+      if (b.off() == o && current(b, w)) {
+        const BlockState st = Word::state(w);
+        return b.end() > offset && (st == BlockState::kLive || st == BlockState::kDeferred);
+      }
+    }
+    if (ends_at(o)) return false;  // and nothing of the current layout starts at o
+  }
+  return true;
+}
+
 void Region::fill(uint64_t offset, uint64_t bytes, Slot* s) {
   switch (hooks_->fill_policy()) {
     case RegionHooks::Fill::kOff:

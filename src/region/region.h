@@ -139,6 +139,11 @@ class Region {
   // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
   FreeOutcome free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size);
   PinOutcome pin(Slot& s, uint64_t offset);
+  // Whether `offset` lies strictly inside a live block (its start below offset, its end
+  // above), or that cannot be told cheaply: for error paths, where a free or pin found no
+  // live block starting at offset and an older record there said "stale" or "freed". The
+  // caller holds a slot lock; takes the central lock briefly.
+  bool inside_live_block(uint64_t offset) const;
   // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
   PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size);
   // The ceiling (central lock taken inside; no other region lock may be held). raise:

@@ -3,7 +3,8 @@
 // and "what happened across the steps": per-epoch stats, the live diagnostics' verdict,
 // the smallest capacity without overflow, what resetting every step would change, and
 // pictures (--svg, --chrome-trace). Exit status for CI: 0 fits, 1 would overflow at the
-// capacity replayed, 2 bad input or options, 3 the replay itself failed.
+// capacity replayed, 2 bad input or options, 3 the replay itself failed, 4 no overflow
+// but the trace is incomplete (cut short, events missing or dropped).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chrome_trace.h"
+#include "config/config_fields.h"
 #include "report.h"
 #include "rmm_csv.h"
 #include "steps.h"
@@ -37,6 +39,46 @@ int bad_input(const std::string& msg) {
   return kExitBadInput;
 }
 
+// A replay that could not run: the engine refused the configuration the input (or an
+// option) gave it, which is bad input; anything else is the replay's own failure.
+int replay_failed(const std::string& error) {
+  std::cerr << kTool << ": " << error << "\n";
+  return error.find("cannot create") != std::string::npos ? kExitBadInput : kExitInternal;
+}
+
+// An option's text as zarena_config_parse reads the field; "" leaves *out alone.
+bool parse_setting(const char* field, const char* option, const std::string& text, uint64_t* out,
+                   std::string* error) {
+  if (text.empty()) return true;
+  if (zarena_config_parse(field, text.c_str(), out) == ZARENA_OK) return true;
+  // "zarena_config_parse: capacity_bytes '64XB': unknown unit ...; e.g. 2GiB"
+  std::string why = zarena_last_error();
+  const std::string prefix = std::string("zarena_config_parse: ") + field + " ";
+  if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+  *error = std::string(option) + " " + why;
+  return false;
+}
+
+// Where the picture's steps begin: as the what-if found them (or would), else one epoch
+// per reset.
+void step_axis(const zarena_trace::Trace& trace, const Report& rep, PictureInput* pic) {
+  const StepPlan plan = rep.plan.method.empty() ? find_steps(trace) : rep.plan;
+  if (plan.method != "none") {
+    pic->step_starts = plan.starts;
+    pic->steps_from = plan.method == "step_begin"   ? "marked by zarena_step_begin"
+                      : plan.method == "boundaries" ? "one step boundary each"
+                                                    : "found as repeating requests";
+    return;
+  }
+  if (rep.main.resets == 0) return;
+  pic->step_starts.push_back(0);
+  const auto& tl = rep.main.timeline;
+  for (uint64_t i = 0; i + 1 < tl.size(); ++i) {
+    if (tl[i].marks & kMarkReset) pic->step_starts.push_back(i + 1);
+  }
+  pic->steps_from = "one per reset";
+}
+
 bool write_file(const std::string& path, const std::string& what,
                 const std::function<void(std::ostream&)>& body) {
   std::ofstream f(path, std::ios::binary);
@@ -57,24 +99,23 @@ int main(int argc, char** argv) {
       "backend; reports per-epoch stats, the diagnosis, the smallest capacity without "
       "overflow and what resetting every step would change.\n"
       "Exit status: 0 fits, 1 would overflow at the replayed capacity, 2 bad input or "
-      "options, 3 the replay failed.",
+      "options, 3 the replay failed, 4 no overflow but the trace is incomplete (cut short, "
+      "events missing or dropped: what it lacks may not fit).",
       kTool};
   std::string input, format = "auto", policy, svg_path, chrome_path, json_path;
-  uint64_t capacity = 0, alignment = 0;
+  std::string capacity_text, alignment_text;
   size_t max_epochs = 20;
   bool no_sizing = false, no_what_if = false, quiet = false, plan = false;
   app.add_option("trace", input, "trace file: a zarena trace, or an RMM CSV log")->required();
   app.add_option("--format", format, "input format")
       ->check(CLI::IsMember({"auto", "zarena", "rmm"}))
       ->capture_default_str();
-  app.add_option("--capacity", capacity,
-                 "what-if capacity in bytes (suffixes K, M, G, T, KiB ...); default: the "
-                 "trace's")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("--alignment", alignment, "what-if alignment (a power of two, >= 8)")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("--policy", policy, "what-if overflow policy")
-      ->check(CLI::IsMember({"default", "async", "sync", "refuse"}));
+  app.add_option("--capacity", capacity_text,
+                 "what-if capacity, a size as ZARENA_CAPACITY_BYTES takes it (64MiB, 1.5GiB; "
+                 "64MB is 64,000,000 bytes); default: the trace's");
+  app.add_option("--alignment", alignment_text,
+                 "what-if alignment, a size (a power of two in [8, 1GiB])");
+  app.add_option("--policy", policy, "what-if overflow policy: default, async, sync or refuse");
   app.add_option("--svg", svg_path, "draw the arena over the replay as SVG");
   app.add_option("--chrome-trace", chrome_path,
                  "write the replay in Trace Event JSON (Perfetto, chrome://tracing)");
@@ -98,8 +139,16 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
 
-  zarena_trace::Trace trace;
+  // The settings read as the environment reads them (zarena_config_parse): one syntax.
+  uint64_t capacity = 0, alignment = 0, policy_value = 0;
   std::string error;
+  if (!parse_setting("capacity_bytes", "--capacity", capacity_text, &capacity, &error) ||
+      !parse_setting("alignment", "--alignment", alignment_text, &alignment, &error) ||
+      !parse_setting("overflow_policy", "--policy", policy, &policy_value, &error)) {
+    return bad_input(error);
+  }
+
+  zarena_trace::Trace trace;
   const bool is_zarena =
       format == "zarena" || (format == "auto" && zarena_trace::looks_like_trace(input));
   const bool ok = is_zarena ? zarena_trace::read_trace_file(input, &trace, &error)
@@ -113,10 +162,14 @@ int main(int argc, char** argv) {
   c.name = trace.info.arena_name.empty() ? "replay" : trace.info.arena_name;
   c.alignment =
       alignment != 0 ? alignment : (trace.info.alignment != 0 ? trace.info.alignment : 256);
-  if (c.alignment < 8 || (c.alignment & (c.alignment - 1)) != 0) {
-    return bad_input("alignment " + std::to_string(c.alignment) + " is not a power of two >= 8");
+  if (c.alignment < zarena_core::kMinAlignment || c.alignment > zarena_core::kMaxAlignment ||
+      (c.alignment & (c.alignment - 1)) != 0) {
+    return bad_input("alignment " + std::to_string(c.alignment) +
+                     (alignment != 0 ? "" : " (from the trace's header)") +
+                     " is not a power of two in [8, 1 GiB]");
   }
-  c.overflow_policy = policy.empty() ? trace.info.overflow_policy : policy_from_name(policy);
+  c.overflow_policy =
+      policy.empty() ? trace.info.overflow_policy : static_cast<int32_t>(policy_value);
   if (c.overflow_policy < ZARENA_OVERFLOW_DEFAULT || c.overflow_policy > ZARENA_OVERFLOW_REFUSE) {
     c.overflow_policy = ZARENA_OVERFLOW_DEFAULT;
   }
@@ -129,25 +182,23 @@ int main(int argc, char** argv) {
 
   // Sizing first: an RMM log has no capacity, and is then replayed at the size it needs.
   if (!no_sizing || c.capacity_bytes == 0) {
-    if (!smallest_capacity(trace, c, &rep.sizing, &error)) {
-      std::cerr << kTool << ": " << error << "\n";
-      return kExitInternal;
-    }
+    if (!smallest_capacity(trace, c, &rep.sizing, &error)) return replay_failed(error);
     rep.sized = true;
   }
   if (c.capacity_bytes == 0) {
     rep.capacity_known = false;
     c.capacity_bytes = std::max(rep.sizing.unlimited_top, c.alignment);
   }
-  if (!replay(trace, c, &rep.main, &error)) {
-    std::cerr << kTool << ": " << error << "\n";
-    return error.find("cannot create") != std::string::npos ? kExitBadInput : kExitInternal;
-  }
+  if (!replay(trace, c, &rep.main, &error)) return replay_failed(error);
 
   if (no_what_if) {
     rep.what_if_skipped = "not asked (--no-what-if)";
   } else if (rep.main.resets > 0) {
     rep.what_if_skipped = "the trace resets already";
+  } else if ((trace.info.config_flags & ZARENA_FLAG_NO_RESETS) != 0) {
+    rep.what_if_skipped =
+        "the program frees what it allocates and never resets (ZARENA_FLAG_NO_RESETS, as "
+        "zarena.torch)";
   } else {
     rep.plan = find_steps(trace);
     if (rep.plan.method == "none") {
@@ -162,13 +213,9 @@ int main(int argc, char** argv) {
       w.drop_boundaries_after_first = rep.plan.drop_boundaries_after_first;
       if (rep.plan.boundary_before_first) w.boundary_before = rep.plan.starts.front();
       w.reset_before.assign(rep.plan.starts.begin() + 1, rep.plan.starts.end());
-      if (!replay(trace, w, &rep.what_if, &error)) {
-        std::cerr << kTool << ": " << error << "\n";
-        return kExitInternal;
-      }
+      if (!replay(trace, w, &rep.what_if, &error)) return replay_failed(error);
       if (!no_sizing && !smallest_capacity(trace, w, &rep.what_if_sizing, &error)) {
-        std::cerr << kTool << ": " << error << "\n";
-        return kExitInternal;
+        return replay_failed(error);
       }
       rep.what_if_ran = true;
     }
@@ -257,6 +304,7 @@ int main(int argc, char** argv) {
     pic.capacity_known = rep.capacity_known;
     pic.verdict = rep.verdict();
     if (!rep.main.first_overflows.empty()) pic.advice = rep.main.first_overflows.front().advice;
+    step_axis(trace, rep, &pic);
     written &= write_file(svg_path, "SVG", [&](std::ostream& o) { o << render_svg(pic); });
   }
   if (!chrome_path.empty()) {
