@@ -38,6 +38,7 @@ type BlockFlags uint32
 const (
 	BlockOverflow BlockFlags = 0x1 // from the overflow pool
 	BlockReused   BlockFlags = 0x2 // a freed block was reused (no new bump space)
+	BlockPlanned  BlockFlags = 0x4 // served by a step plan (FlagPlan)
 )
 
 // Block is what AllocBlock hands out: the pointer, the epoch it belongs to (FreeBlock
@@ -82,6 +83,8 @@ type Arena struct {
 	name           string
 	base           uintptr // the region, cached at New for Contains
 	size           uint64
+	align          uint64                   // the alignment requests are rounded to
+	plan           atomic.Pointer[planView] // the step plan served without crossings (plan.go)
 }
 
 // New creates an arena from cfg (see Config for what zero fields mean).
@@ -105,7 +108,7 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 		return nil, err
 	}
 	a := &Arena{h: r.arena, poison: c.flags&C.ZARENA_FLAG_POISON != 0, name: cfg.Name,
-		base: uintptr(r.base), size: uint64(r.capacity)}
+		base: uintptr(r.base), size: uint64(r.capacity), align: uint64(c.alignment)}
 	if a.name == "" {
 		if cfg.Set&FieldName == 0 {
 			a.name = DefaultConfig().Name // ZARENA_NAME
@@ -155,6 +158,7 @@ func (a *Arena) Close() error {
 
 func (a *Arena) destroy() error {
 	return a.whole("Close", func(h C.uintptr_t) C.shim_result {
+		a.dropPlanLocked()
 		r := C.shim_destroy(h)
 		a.closeLocked()
 		return r
@@ -190,7 +194,16 @@ func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	// Under a step plan, a planned block is served here, from the plan, without a crossing.
+	if a.plan.Load() != nil { // under a step plan: served here when planned (plan.go)
+		var b Block
+		switch a.allocPlanned(here, n, 0, &b) {
+		case planServed:
+			return b.Ptr, nil
+		case planUnplanned:
+			b, err := a.allocCross(here, n, 0, "Alloc", 1)
+			return b.Ptr, err
+		}
+	}
 	i := a.home(here)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
@@ -233,12 +246,28 @@ func (a *Arena) AllocTagged(n uint64, tag Tag) (Block, error) {
 }
 
 func (a *Arena) allocBlock(here uintptr, n uint64, tag Tag, op string) (Block, error) {
+	unplanned := C.int(0)
+	if a.plan.Load() != nil { // under a step plan: served here when planned (plan.go)
+		var b Block
+		switch a.allocPlanned(here, n, tag, &b) {
+		case planServed:
+			return b, nil
+		case planUnplanned:
+			unplanned = 1
+		}
+	}
+	return a.allocCross(here, n, tag, op, unplanned)
+}
+
+// allocCross is an allocation's crossing (after the frees queued on the caller's shard);
+// unplanned: the plan left the request to the library, which must not ask the plan again.
+func (a *Arena) allocCross(here uintptr, n uint64, tag Tag, op string, unplanned C.int) (Block, error) {
 	s := a.lockHome(here)
 	if a.h == 0 {
 		s.mu.Unlock()
 		return Block{}, errClosed(op)
 	}
-	r := C.shim_alloc_block(a.h, s.buf, C.size_t(s.n), C.uint64_t(n), C.uint32_t(tag))
+	r := C.shim_alloc_block(a.h, s.buf, C.size_t(s.n), C.uint64_t(n), C.uint32_t(tag), unplanned)
 	if s.n > 0 {
 		a.applied(s, r.qfailed)
 	}
@@ -337,6 +366,7 @@ func (a *Arena) Reset() error {
 		if r.r.status == C.ZARENA_OK {
 			a.epoch.Store(uint64(r.epoch))
 		}
+		a.setPlanLocked(r.view)
 		return r.r
 	})
 }
@@ -352,7 +382,11 @@ func (a *Arena) MarkStepBoundary() error {
 // StepBegin tells the arena a step begins (zarena_step_begin): the diagnosis then knows,
 // rather than guesses, that steps repeat without a reset. Step calls it.
 func (a *Arena) StepBegin() error {
-	return a.whole("StepBegin", func(h C.uintptr_t) C.shim_result { return C.shim_step_begin(h) })
+	return a.whole("StepBegin", func(h C.uintptr_t) C.shim_result {
+		r := C.shim_step_begin(h)
+		a.setPlanLocked(r.view)
+		return r.r
+	})
 }
 
 // Epoch is the number of resets since create (0 after Close). No cgo call: every reset

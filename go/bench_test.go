@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/zarena/zarena/go/internal/cgotest"
@@ -27,7 +28,14 @@ import (
 //	BumpReset   256 B allocations, a reset after every 4096 (time per allocation)
 //	Holes       a 512 B pair with 10 000 256 B holes in the free list
 //	Trace       one realistic sample: 4096 allocations of 256 B..256 KiB, a third of them
-//	            freed as they die, then a reset (time per sample)
+//	            freed as they die, then a reset (time per sample); zarena-plan: the same
+//	            under a step plan (FlagPlan)
+//	PlanPair    the 256 B pair in steps of 64 pairs (StepBegin between steps, its crossing
+//	            included): under a step plan, served by the binding without crossings, and
+//	            the same workload without a plan, and the pure-Go pair
+//	PlanPairParallel  PlanPair's plan case on g = 1, 2, 4, 8, 16 goroutines, each with its
+//	            own arena and plan (one arena's plan follows one sequence of allocations:
+//	            goroutines interleaving on it deviate from it); ns per pair of wall time
 //
 // The zarena cases lock their goroutine to its OS thread, as a CUDA engine's dispatch
 // goroutine is: the library keeps a free index per thread (docs/CONCURRENCY.md), and a
@@ -259,27 +267,34 @@ func sampleTrace() []sampleOp {
 
 func BenchmarkTrace(b *testing.B) {
 	ops := sampleTrace()
-	b.Run("zarena", func(b *testing.B) {
-		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 512 * miB, Name: "bench"})
-		blocks := make([]Block, len(ops))
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for j, op := range ops {
-				blk, err := a.AllocBlock(op.size)
-				if err != nil {
+	for _, c := range []struct {
+		name  string
+		flags Flags
+	}{{"zarena", 0}, {"zarena-plan", FlagPlan}} { // each sample a step (Reset ends it)
+		b.Run(c.name, func(b *testing.B) {
+			defer lockThread()()
+			a := newHost(b, Config{CapacityBytes: 512 * miB, Name: "bench", Flags: c.flags})
+			blocks := make([]Block, len(ops))
+			served := a.planServed()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j, op := range ops {
+					blk, err := a.AllocBlock(op.size)
+					if err != nil {
+						b.Fatal(err)
+					}
+					blocks[j] = blk
+					if op.freeOf >= 0 {
+						_ = a.FreeBlock(blocks[op.freeOf])
+					}
+				}
+				if err := a.Reset(); err != nil {
 					b.Fatal(err)
 				}
-				blocks[j] = blk
-				if op.freeOf >= 0 {
-					_ = a.FreeBlock(blocks[op.freeOf])
-				}
 			}
-			if err := a.Reset(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+			b.ReportMetric(float64(a.planServed()-served)/float64(b.N*len(ops)), "planned/alloc")
+		})
+	}
 	b.Run("go", func(b *testing.B) {
 		g := newGoArena(512 * miB)
 		ptrs := make([]uintptr, len(ops))
@@ -367,4 +382,88 @@ func onGoroutines(b *testing.B, g int, work func(n int) error) {
 	b.ResetTimer()
 	close(start)
 	wg.Wait()
+}
+
+// planStep is the pairs per step of the PlanPair benchmarks.
+const planStep = 64
+
+// planPairs makes n alloc+free pairs of pairSize on a, in steps of planStep (StepBegin
+// before each), and returns the pairs the binding served from the plan.
+func planPairs(a *Arena, n int) (uint64, error) {
+	served := a.planServed()
+	for i := 0; i < n; i++ {
+		if i%planStep == 0 {
+			if err := a.StepBegin(); err != nil {
+				return 0, err
+			}
+		}
+		p, err := a.Alloc(pairSize)
+		if err != nil {
+			return 0, err
+		}
+		_ = a.Free(p)
+	}
+	return a.planServed() - served, nil
+}
+
+// newPlanBenchArena is a host arena whose step plan (flags: FlagPlan, or 0 for none) is
+// learned before the timer starts.
+func newPlanBenchArena(b *testing.B, flags Flags) *Arena {
+	a := newHost(b, Config{CapacityBytes: 8 * miB, Name: "bench", Flags: flags})
+	if _, err := planPairs(a, 4*planStep); err != nil {
+		b.Fatal(err)
+	}
+	return a
+}
+
+func BenchmarkPlanPair(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		flags Flags
+	}{{"plan", FlagPlan}, {"dynamic", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			defer lockThread()()
+			a := newPlanBenchArena(b, c.flags)
+			b.ResetTimer()
+			served, err := planPairs(a, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(served)/float64(b.N), "planned/op")
+			if c.flags != 0 && served < uint64(b.N)*9/10 {
+				b.Fatalf("the binding served %d of %d pairs from the plan", served, b.N)
+			}
+		})
+	}
+	b.Run("go", func(b *testing.B) {
+		g := newGoArena(64 * miB)
+		for i := 0; i < b.N; i++ {
+			p, ok := g.alloc(pairSize)
+			if !ok {
+				b.Fatal("full")
+			}
+			g.freeBlock(p, pairSize)
+		}
+	})
+}
+
+func BenchmarkPlanPairParallel(b *testing.B) {
+	for _, g := range parallelGoroutines {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			arenas := make([]*Arena, g)
+			for k := range arenas {
+				arenas[k] = newPlanBenchArena(b, FlagPlan)
+			}
+			var next, served atomic.Uint64
+			onGoroutines(b, g, func(n int) error {
+				a := arenas[next.Add(1)-1]
+				s, err := planPairs(a, n)
+				served.Add(s)
+				return err
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(served.Load())/float64(b.N), "planned/op")
+		})
+	}
 }

@@ -12,6 +12,7 @@
 
 #define ZARENA_GO_DL_DEFINE(name) __typeof__(name)* zarena_go_dl_##name = NULL;
 ZARENA_GO_DL_FUNCTIONS(ZARENA_GO_DL_DEFINE)
+ZARENA_GO_DL_OPTIONAL(ZARENA_GO_DL_DEFINE)
 #undef ZARENA_GO_DL_DEFINE
 
 static pthread_mutex_t zarena_go_dl_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -26,6 +27,10 @@ static const char* zarena_go_dl_missing(void* h) {
   if (zarena_go_dl_##name == NULL) return #name;
   ZARENA_GO_DL_FUNCTIONS(ZARENA_GO_DL_LOOKUP)
 #undef ZARENA_GO_DL_LOOKUP
+#define ZARENA_GO_DL_OPTIONAL_LOOKUP(name) \
+  zarena_go_dl_##name = (__typeof__(zarena_go_dl_##name))dlsym(h, #name);
+  ZARENA_GO_DL_OPTIONAL(ZARENA_GO_DL_OPTIONAL_LOOKUP)
+#undef ZARENA_GO_DL_OPTIONAL_LOOKUP
   return NULL;
 }
 

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <zarena/zarena.h>
+#include <zarena/zarena_plan.h>
 #include <zarena/zarena_testing.h>
 
 /* Every function the binding calls, in the order they are looked up. */
@@ -49,9 +50,16 @@
   X(zarena_debug_inject_overflow_fault) \
   X(zarena_backend)
 
+/* Experimental functions (ZARENA_EXPERIMENTAL): looked up when the library has them; their
+ * pointers stay NULL otherwise, and the binding does without (the shims check). */
+#define ZARENA_GO_DL_OPTIONAL(X) \
+  X(zarena_plan_view_get)        \
+  X(zarena_plan_alloc_unplanned)
+
 #ifdef ZARENA_GO_DLOPEN
 #define ZARENA_GO_DL_DECLARE(name) extern __typeof__(name)* zarena_go_dl_##name;
 ZARENA_GO_DL_FUNCTIONS(ZARENA_GO_DL_DECLARE)
+ZARENA_GO_DL_OPTIONAL(ZARENA_GO_DL_DECLARE)
 #undef ZARENA_GO_DL_DECLARE
 
 /* Loads the library: path, or when NULL/empty, $ZARENA_LIBRARY, then libzarena.so.1.
@@ -94,6 +102,8 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_set_log_callback (*zarena_go_dl_zarena_set_log_callback)
 #define zarena_debug_inject_overflow_fault (*zarena_go_dl_zarena_debug_inject_overflow_fault)
 #define zarena_backend (*zarena_go_dl_zarena_backend)
+#define zarena_plan_view_get (*zarena_go_dl_zarena_plan_view_get)
+#define zarena_plan_alloc_unplanned (*zarena_go_dl_zarena_plan_alloc_unplanned)
 #endif /* ZARENA_GO_DLOPEN */
 
 #endif

@@ -25,6 +25,13 @@
 // different processors neither share a lock nor wait for each other; whole-arena calls
 // (Reset, Stats, Close, ...) apply every queued free first.
 //
+// Step plans (FlagPlan, ZARENA_PLAN=1): when a step repeats, the library lays it out once
+// and the binding serves the step's planned allocations and their frees itself, from C
+// memory the library publishes (zarena/zarena_plan.h), with no cgo call per tensor; the
+// step boundary (StepBegin, Reset, Step) is the one crossing a step. Requests the plan does
+// not expect, pins and checked frees cross as without a plan. Blocks served so carry
+// BlockPlanned.
+//
 // Frees: Free(p) and FreeBlock(b) are queued (FreeBlock checks b's epoch when applied:
 // the free for finalizers, which may run after a reset); FreeNow(p, epoch) frees at once
 // and returns the outcome. With poison on, queued frees are applied, and filled, before

@@ -77,6 +77,9 @@ type shardState struct {
 	statuses []C.zarena_status  // and their statuses, written by the crossing that applies them
 	queued   uint64             // frees queued, ever (tests)
 	batches  uint64             // crossings that applied frees of this shard (tests)
+	// planUse is not guarded by mu: the goroutines in the planned path on this shard now,
+	// and the allocations they served (plan.go).
+	planUse atomic.Uint64
 }
 
 // shard pads shardState to cache lines of its own (two: the adjacent-line prefetcher pairs
@@ -158,7 +161,10 @@ func (a *Arena) lockBusy(i uint32) *shard {
 
 // queueFree is Free and FreeBlock; here is an address in their caller's frame (see home).
 func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64) error {
-	// Under a step plan, a free inside the plan's zone is handled here, before the shard.
+	// Under a step plan, the plain free of a planned block is done here (plan.go).
+	if a.plan.Load() != nil && a.freePlanned(here, p, epoch) {
+		return nil
+	}
 	i := a.home(here)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {

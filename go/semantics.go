@@ -188,6 +188,7 @@ func (a *Arena) SetPoison(enabled bool, word uint32) error {
 		r := C.shim_set_poison(h, on, C.uint32_t(word))
 		if r.status == C.ZARENA_OK {
 			a.setPoisonLocked(enabled)
+			a.setPlanLocked(C.shim_plan_view(h))
 		}
 		return r
 	})

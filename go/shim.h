@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <zarena/zarena.h>
+#include <zarena/zarena_plan.h>
 #include <zarena/zarena_testing.h>
 
 #include "dlopen.h"
@@ -189,12 +190,19 @@ typedef struct {
   uint32_t tag;
 } shim_block_result;
 
+/* unplanned: a request a step plan left to the library (plan.go; protocol rule 4), served
+ * by zarena_plan_alloc_unplanned, which does not ask the plan again, after the frees. */
 static inline shim_block_result shim_alloc_block(uintptr_t a, uintptr_t q, size_t n,
-                                                 uint64_t size, uint32_t tag) {
+                                                 uint64_t size, uint32_t tag, int unplanned) {
   shim_block_result r;
   zarena_block b;
   memset(&b, 0, sizeof b);
-  r.status = shim_free_then_alloc(a, q, n, size, tag, &b, &r.qfailed);
+  if (unplanned) {
+    r.qfailed = shim_apply(a, q, n);
+    r.status = zarena_plan_alloc_unplanned((zarena*)a, size, tag, &b);
+  } else {
+    r.status = shim_free_then_alloc(a, q, n, size, tag, &b, &r.qfailed);
+  }
   r.err = shim_last_error(r.status);
   r.ptr = (uintptr_t)b.ptr;
   r.epoch = b.epoch;
@@ -222,6 +230,18 @@ static inline shim_batch_result shim_alloc_batch(uintptr_t a, uintptr_t q, size_
   return r;
 }
 
+/* ---- step plans (plan.go; zarena/zarena_plan.h) ---- */
+
+/* The arena's plan view, or NULL (none; or, with ZARENA_GO_DLOPEN, a library without both
+ * experimental plan functions). */
+static inline const zarena_plan_view* shim_plan_view(uintptr_t a) {
+#ifdef ZARENA_GO_DLOPEN
+  if (zarena_go_dl_zarena_plan_view_get == NULL || zarena_go_dl_zarena_plan_alloc_unplanned == NULL)
+    return NULL;
+#endif
+  return zarena_plan_view_get((zarena*)a);
+}
+
 static inline shim_result shim_free_at(uintptr_t a, uintptr_t ptr, uint64_t epoch) {
   return shim_wrap(zarena_free_at((zarena*)a, (void*)ptr, epoch));
 }
@@ -230,15 +250,19 @@ static inline shim_result shim_destroy(uintptr_t a) { return shim_wrap(zarena_de
 
 /* ---- reset, floors, steps, pins ---- */
 
+/* A step boundary's outcome, with the plan view after it (Go serves planned requests from
+ * it until the next boundary). */
 typedef struct {
   shim_result r;
   uint64_t epoch; /* the epoch after the reset, so Go keeps Epoch() without a call */
+  const zarena_plan_view* view;
 } shim_epoch_result;
 
 static inline shim_epoch_result shim_reset(uintptr_t a) {
   shim_epoch_result r;
   r.r = shim_wrap(zarena_reset((zarena*)a));
   r.epoch = zarena_epoch((zarena*)a);
+  r.view = shim_plan_view(a);
   return r;
 }
 
@@ -246,8 +270,12 @@ static inline shim_result shim_mark_step_boundary(uintptr_t a) {
   return shim_wrap(zarena_mark_step_boundary((zarena*)a));
 }
 
-static inline shim_result shim_step_begin(uintptr_t a) {
-  return shim_wrap(zarena_step_begin((zarena*)a));
+static inline shim_epoch_result shim_step_begin(uintptr_t a) {
+  shim_epoch_result r;
+  r.r = shim_wrap(zarena_step_begin((zarena*)a));
+  r.epoch = 0;
+  r.view = shim_plan_view(a);
+  return r;
 }
 
 static inline shim_result shim_pin(uintptr_t a, uintptr_t ptr, int pin) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the Go binding's benchmark ratios, target by target (issues 16 and 24), from the
+# Prints the Go binding's benchmark ratios, target by target (issues 16, 23 and 24), from the
 # output of `go test -bench` (go/bench_test.go; -count N: medians are used):
 #   scripts/go-bench-report.sh BENCH.txt [DLOPEN_BENCH.txt]
 # The second file, from a build with -tags zarena_dlopen, adds what calling the library
@@ -64,6 +64,22 @@ awk -v dl="${2:-}" '
       r = t / gt
       printf "target per-sample trace <= 0.6x pure Go:     %.2fx  %s  (%.0f vs %.0f ns per sample)\n", r, verdict(r, 0.6), t, gt
     }
+    pp = m("BenchmarkPlanPair/plan"); pd = m("BenchmarkPlanPair/dynamic"); pg = m("BenchmarkPlanPair/go")
+    if (pp > 0 && pd > 0 && pg > 0) {
+      printf "pair 256 B in steps of 64 (StepBegin between): under a step plan %.1f, without %.1f (%.2fx), pure Go %.1f\n", pp, pd, pp / pd, pg
+      r = pp / pg
+      printf "target pair under a plan <= 0.5x pure Go:    %.2fx  %s\n", r, verdict(r, 0.5)
+      q1 = m("BenchmarkPlanPairParallel/g=1")
+      if (q1 > 0) {
+        printf "  goroutines, each with its own arena and plan: ns per pair (wall), throughput x one goroutine\n"
+        for (g = 1; g <= 16; g *= 2) {
+          qg = m("BenchmarkPlanPairParallel/g=" g)
+          if (qg > 0) printf "  %2d  %7.1f  %5.2fx\n", g, qg, q1 / qg
+        }
+      }
+    }
+    tp = m("BenchmarkTrace/zarena-plan")
+    if (tp > 0 && gt > 0) printf "per-sample trace under a step plan:          %.2fx pure Go  (%.0f ns per sample; without a plan %.0f)\n", tp / gt, tp, t
     cd = m("BenchmarkPair/c-dlsym")
     if (cd > 0) printf "call indirection (C pair through dlsym pointers / linked): %.1f vs %.1f ns (%.2fx)\n", cd, cpair, cd / cpair
     if (dl != "") {

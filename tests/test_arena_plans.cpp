@@ -526,4 +526,35 @@ TEST(ArenaPlans, MisuseOfPlannedBlocks) {
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
+// zarena_plan_alloc_unplanned serves a request with the dynamic engine and leaves the plan
+// alone: under an engaged plan, its block is not planned, plan_hits do not move, and the
+// plan's next item is still served from the plan.
+TEST(ArenaPlans, AllocUnplannedDoesNotAskThePlan) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  zarena* a = make_plan_arena("plans-unplanned");
+  zarena_block b;
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(zarena_alloc_ex(a, 4096, 0, &b), ZARENA_OK);
+      ASSERT_EQ(zarena_free(a, b.ptr), ZARENA_OK);
+    }
+  }
+  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+  const uint64_t hits = stats_of(a).plan_hits;
+  ASSERT_EQ(zarena_plan_alloc_unplanned(a, 4096, 0, &b), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(b.flags & ZARENA_BLOCK_PLANNED, 0u);
+  EXPECT_EQ(b.size, 4096u);
+  EXPECT_EQ(stats_of(a).plan_hits, hits);
+  zarena_block planned;
+  ASSERT_EQ(zarena_alloc_ex(a, 4096, 0, &planned), ZARENA_OK);
+  EXPECT_NE(planned.flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve item 0";
+  EXPECT_EQ(stats_of(a).plan_hits, hits + 1);
+  EXPECT_EQ(zarena_free(a, b.ptr), ZARENA_OK);
+  EXPECT_EQ(zarena_free(a, planned.ptr), ZARENA_OK);
+  EXPECT_EQ(zarena_plan_alloc_unplanned(a, 4096, 0, nullptr), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_plan_alloc_unplanned(nullptr, 4096, 0, &b), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
 }  // namespace

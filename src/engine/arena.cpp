@@ -388,12 +388,9 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
   return Status::kOk;
 }
 
-Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
-  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
-  const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
-  if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanEngaged, 0)) {
-    if (alloc_planned(aligned, tag, out)) return Status::kOk;
-  }
+__attribute__((always_inline)) inline Status Arena::alloc_dynamic(uint64_t size, uint64_t aligned,
+                                                                  uint32_t tag,
+                                                                  zarena_block* out) noexcept {
   Slot& s = region_.enter();
   ++s.c.epoch_allocs;
   Placement p;
@@ -408,6 +405,20 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   }
   if (__builtin_expect(ok, 1)) return served(s, p, size, aligned, tag, out);
   return alloc_missed(s, p, size, aligned, tag, out);
+}
+
+Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
+  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
+  const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
+  if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanEngaged, 0)) {
+    if (alloc_planned(aligned, tag, out)) return Status::kOk;
+  }
+  return alloc_dynamic(size, aligned, tag, out);
+}
+
+Status Arena::alloc_unplanned(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
+  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
+  return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out);
 }
 
 Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,

@@ -44,6 +44,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   // size 0: OK, out->ptr NULL. out is written on success only.
   // Hot paths: the status; on failure the detail is in last_error_text() (last_error.h).
   Status alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
+  // alloc without asking the plan: a binding's planned path already looked at this request
+  // (zarena_plan_alloc_unplanned).
+  Status alloc_unplanned(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
   Status free(void* ptr, uint64_t want_epoch) noexcept;
   Result pin(void* ptr);
@@ -95,6 +98,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   // filter; leaves the slot. Inlined into alloc (the common path) and alloc_missed.
   Status served(Slot& s, const Placement& p, uint64_t size, uint64_t aligned, uint32_t tag,
                 zarena_block* out) noexcept;
+  // The dynamic engine's allocation (the region, then alloc_missed). Inlined into alloc.
+  Status alloc_dynamic(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out) noexcept;
   // The region did not serve it: commit and try again (expandable), else overflow.
   Status alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
                       zarena_block* out) noexcept;

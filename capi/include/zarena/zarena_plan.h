@@ -42,7 +42,9 @@
  *        of `state` (atomic and), record it (miss_index = i, miss_reason), release the
  *        lock; not planned (the library serves it; the step is no longer planned).
  *     4. item_planned[i] == 0: cursor = i + 1, release; not planned, but no deviation (the
- *        plan leaves this allocation to the library).
+ *        plan leaves this allocation to the library): allocate it with
+ *        zarena_plan_alloc_unplanned, which does not ask the plan again (zarena_alloc would,
+ *        and would take the request for item i + 1).
  *     5. for every c in check_list[check_begin[id] .. check_begin[id+1]): if instance c is
  *        live: a deviation (a block was freed later than the plan assumed): as in 3.
  *     6. born[id] = epoch; words[id] = live | epoch << 19 (atomic stores, the word's with
@@ -132,6 +134,13 @@ typedef struct zarena_plan_view {
   uint64_t* miss_index;
   uint64_t* miss_reason;
 } zarena_plan_view;
+
+/* zarena_alloc_ex without asking the plan: for a request the binding's planned path already
+ * looked at (rule 4 above: the plan leaves item i to the library and the binding advanced
+ * the cursor past it). The dynamic engine serves it as zarena_alloc_ex would with no plan
+ * engaged; statuses and errors as zarena_alloc_ex. Thread-safe. */
+ZARENA_API zarena_status zarena_plan_alloc_unplanned(zarena* a, uint64_t size, uint32_t tag,
+                                                     zarena_block* out);
 
 /* The arena's current plan view, or NULL when it has none (planning off, nothing learned
  * yet). Thread-safe. The pointer stays valid until zarena_destroy (see LIFETIME). */

@@ -1,0 +1,328 @@
+package zarena
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Step plans without crossings (issue 23; docs/PLANS.md, "Go bindings").
+//
+// Under a step plan (FlagPlan, ZARENA_PLAN=1) the library serves a repeating step's
+// allocations from precomputed offsets in one zone of the region, and publishes the plan
+// and its state in one block of C memory (zarena/zarena_plan.h: the view and the protocol).
+// The binding serves planned requests itself from that memory, with sync/atomic on the
+// library's words and no cgo call: Alloc, AllocBlock and AllocTagged take the plan's lock,
+// check the request against the plan and the check list of the block they hand out, and
+// mark it live; Free and FreeBlock of a planned block mark it freed with one
+// compare-and-swap. Everything else crosses as without a plan: a request the plan does not
+// expect (the library learns the step again), an allocation the plan leaves to the library,
+// AllocBatch, FreeNow, pins, and any free that is not the plain case (double, stale, of
+// another epoch, of a pinned block): those are queued as any free. While poison is on the
+// binding serves nothing itself (the library fills freed blocks).
+//
+// The view is fetched at the calls that end a step anyway (StepBegin, Reset, Step) and at
+// SetPoison; the library changes plans only there, so between them the cached view is the
+// library's. A view stays valid until the arena is destroyed: Close takes the view away,
+// then waits until no goroutine is still in the planned path (each counts itself in on its
+// shard) before it destroys the arena.
+//
+// The library's plan_hits counts the planned allocations both sides served (the binding
+// adds its own under the plan's lock, as the protocol says); the binding also counts the
+// ones it served, per shard (planServed), so tests and benchmarks can tell them apart.
+
+// Protocol constants (zarena/zarena_plan.h).
+const (
+	planEngaged    = uint64(C.ZARENA_PLAN_ENGAGED)
+	planWState     = uint64(C.ZARENA_PLAN_W_STATE)
+	planWLive      = uint64(C.ZARENA_PLAN_W_LIVE)
+	planWFreed     = uint64(C.ZARENA_PLAN_W_FREED)
+	planWDeferred  = uint64(C.ZARENA_PLAN_W_DEFERRED)
+	planWPersist   = uint64(C.ZARENA_PLAN_W_PERSISTENT)
+	planWPinMask   = uint64(C.ZARENA_PLAN_W_PIN_MASK)
+	planEpochShift = C.ZARENA_PLAN_W_EPOCH_SHIFT
+	planEpochMask  = uint64(C.ZARENA_PLAN_EPOCH_MASK)
+	planNone       = ^uint32(0)
+	// maxRequest: larger requests are the library's (zarena_alloc's limit, 2^62).
+	maxRequest = uint64(1) << 62
+)
+
+// How a planned allocation went.
+const (
+	planLibrary   = iota // not served: the library serves it (no plan engaged, or a deviation)
+	planServed           // served from the plan
+	planUnplanned        // the plan leaves this allocation to the library (rule 4)
+)
+
+// planView is the binding's copy of one zarena_plan_view: its arrays as slices over the
+// library's memory (read-only ones read plainly, the state words with sync/atomic).
+type planView struct {
+	view        *C.zarena_plan_view
+	n           uint32
+	zone        uintptr
+	zoneBytes   uint64
+	itemSize    []uint64
+	itemTag     []uint32
+	itemPlanned []uint8
+	offset      []uint64
+	checkBegin  []uint32
+	checkList   []uint32
+	dindex      []uint32
+	doffset     []uint64
+	bucket      []uint32
+	bucketShift uint32
+	words       []uint64
+	born        []uint64
+	dlast       []uint32
+	lock        *uint32
+	cursor      *uint32
+	state       *uint64
+	epoch       *uint64
+	hits        *uint64
+	missIndex   *uint64
+	missReason  *uint64
+}
+
+// newPlanView reads v (nil: no plan). A view of another version than the one this binding
+// follows, or a smaller one, gives nil: the binding then never takes the planned path.
+func newPlanView(v *C.zarena_plan_view) *planView {
+	if v == nil || v.version != C.ZARENA_PLAN_VIEW_VERSION ||
+		uintptr(v.struct_size) < unsafe.Sizeof(*v) || v.n == 0 {
+		return nil
+	}
+	n := int(v.n)
+	inst := int(v.period) * n
+	checkBegin := unsafe.Slice((*uint32)(unsafe.Pointer(v.check_begin)), inst+1)
+	return &planView{
+		view:        v,
+		n:           uint32(v.n),
+		zone:        uintptr(v.zone),
+		zoneBytes:   uint64(v.zone_bytes),
+		itemSize:    unsafe.Slice((*uint64)(unsafe.Pointer(v.item_size)), n),
+		itemTag:     unsafe.Slice((*uint32)(unsafe.Pointer(v.item_tag)), n),
+		itemPlanned: unsafe.Slice((*uint8)(unsafe.Pointer(v.item_planned)), n),
+		offset:      unsafe.Slice((*uint64)(unsafe.Pointer(v.offset)), inst),
+		checkBegin:  checkBegin,
+		checkList:   unsafe.Slice((*uint32)(unsafe.Pointer(v.check_list)), checkBegin[inst]),
+		dindex:      unsafe.Slice((*uint32)(unsafe.Pointer(v.dindex)), inst),
+		doffset:     unsafe.Slice((*uint64)(unsafe.Pointer(v.doffset)), int(v.distinct)),
+		bucket:      unsafe.Slice((*uint32)(unsafe.Pointer(v.bucket)), int(v.buckets)+1),
+		bucketShift: uint32(v.bucket_shift),
+		words:       unsafe.Slice((*uint64)(unsafe.Pointer(v.words)), inst),
+		born:        unsafe.Slice((*uint64)(unsafe.Pointer(v.born)), inst),
+		dlast:       unsafe.Slice((*uint32)(unsafe.Pointer(v.dlast)), int(v.distinct)),
+		lock:        (*uint32)(unsafe.Pointer(v.lock)),
+		cursor:      (*uint32)(unsafe.Pointer(v.cursor)),
+		state:       (*uint64)(unsafe.Pointer(v.state)),
+		epoch:       (*uint64)(unsafe.Pointer(v.epoch)),
+		hits:        (*uint64)(unsafe.Pointer(v.hits)),
+		missIndex:   (*uint64)(unsafe.Pointer(v.miss_index)),
+		missReason:  (*uint64)(unsafe.Pointer(v.miss_reason)),
+	}
+}
+
+// planLive: the instance word w is live in epoch e (handed out, not freed, and not
+// reclaimed by a reset: persistent, pinned or of the current epoch).
+func planLive(w, e uint64) bool {
+	s := w & planWState
+	return (s == planWLive || s == planWDeferred) &&
+		(w&(planWPersist|planWPinMask) != 0 || w>>planEpochShift == e&planEpochMask)
+}
+
+func (pl *planView) lockPlan() {
+	for spins := 0; ; spins++ {
+		if atomic.LoadUint32(pl.lock) == 0 && atomic.CompareAndSwapUint32(pl.lock, 0, 1) {
+			return
+		}
+		// The holder may be a goroutine that was preempted: give it the processor.
+		if spins >= 64 {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (pl *planView) unlockPlan() { storeRel32(pl.lock, 0) }
+
+// deviate ends the plan for the rest of the step (the plan's lock held).
+func (pl *planView) deviate(reason uint64, i uint32) {
+	atomic.AndUint64(pl.state, ^planEngaged)
+	storeRel64(pl.missReason, reason)
+	storeRel64(pl.missIndex, uint64(i))
+}
+
+// alloc is the protocol's allocation for size (rounded to the alignment) and tag; on
+// planServed, *b is the block.
+func (pl *planView) alloc(size uint64, tag uint32, b *Block) int {
+	if atomic.LoadUint64(pl.state)&planEngaged == 0 {
+		return planLibrary
+	}
+	pl.lockPlan()
+	st := atomic.LoadUint64(pl.state)
+	if st&planEngaged == 0 {
+		pl.unlockPlan()
+		return planLibrary
+	}
+	i := atomic.LoadUint32(pl.cursor)
+	var reason uint64
+	switch {
+	case i >= pl.n:
+		reason = C.ZARENA_PLAN_MISS_EXTRA
+	case pl.itemSize[i] != size:
+		reason = C.ZARENA_PLAN_MISS_SIZE
+	case pl.itemTag[i] != tag:
+		reason = C.ZARENA_PLAN_MISS_TAG
+	}
+	if reason != 0 {
+		pl.deviate(reason, i)
+		pl.unlockPlan()
+		return planLibrary
+	}
+	if pl.itemPlanned[i] == 0 {
+		storeRel32(pl.cursor, i+1)
+		pl.unlockPlan()
+		return planUnplanned
+	}
+	id := uint32(st>>1&1)*pl.n + i
+	e := atomic.LoadUint64(pl.epoch)
+	// Every instance whose bytes this one reuses must be dead, its own earlier one too.
+	clear := !planLive(atomic.LoadUint64(&pl.words[id]), e)
+	for k, end := pl.checkBegin[id], pl.checkBegin[id+1]; clear && k < end; k++ {
+		clear = !planLive(atomic.LoadUint64(&pl.words[pl.checkList[k]]), e)
+	}
+	if !clear {
+		pl.deviate(C.ZARENA_PLAN_MISS_LATE, i)
+		pl.unlockPlan()
+		return planLibrary
+	}
+	storeRel64(&pl.born[id], e)
+	storeRel64(&pl.words[id], planWLive|(e&planEpochMask)<<planEpochShift)
+	storeRel32(&pl.dlast[pl.dindex[id]], id)
+	storeRel32(pl.cursor, i+1)
+	storeRel64(pl.hits, *pl.hits+1) // only lock holders write it
+	pl.unlockPlan()
+	*b = Block{Ptr: DevicePtr(pl.zone + uintptr(pl.offset[id])), Epoch: e, Size: size,
+		Flags: BlockPlanned, Tag: Tag(tag)}
+	return planServed
+}
+
+// inZone reports whether p lies in the plan's zone.
+func (pl *planView) inZone(p DevicePtr) bool { return uint64(uintptr(p)-pl.zone) < pl.zoneBytes }
+
+// free is the protocol's plain free of p (in the zone), checked against want (AnyEpoch:
+// none): true when it freed the block; false for every other case, which the library
+// decides (a free it does not own, a double or stale free, a pinned block's deferred free).
+func (pl *planView) free(p DevicePtr, want uint64) bool {
+	off := uint64(uintptr(p) - pl.zone)
+	b := off >> pl.bucketShift
+	if b+1 >= uint64(len(pl.bucket)) {
+		return false
+	}
+	id := planNone
+	for d, end := pl.bucket[b], pl.bucket[b+1]; d < end; d++ {
+		if o := pl.doffset[d]; o == off {
+			id = atomic.LoadUint32(&pl.dlast[d])
+			break
+		} else if o > off {
+			break
+		}
+	}
+	if id == planNone {
+		return false
+	}
+	w := atomic.LoadUint64(&pl.words[id])
+	for {
+		if w&planWState != planWLive || w&planWPinMask != 0 ||
+			!planLive(w, atomic.LoadUint64(pl.epoch)) ||
+			(want != AnyEpoch && atomic.LoadUint64(&pl.born[id]) != want) {
+			return false
+		}
+		if atomic.CompareAndSwapUint64(&pl.words[id], w, w&^planWState|planWFreed) {
+			return true
+		}
+		w = atomic.LoadUint64(&pl.words[id])
+	}
+}
+
+// A shard's planUse: the goroutines in the planned path now (low bits; Close waits for
+// none) and, above them, the allocations the binding served there (planServed).
+const (
+	planUseInside = 24
+	planUseMask   = 1<<planUseInside - 1
+	planUseServed = 1 << planUseInside
+)
+
+// allocPlanned serves n bytes with tag from the plan when it can; here names the caller's
+// shard. planUnplanned: the library must serve it without asking the plan (allocCross).
+func (a *Arena) allocPlanned(here uintptr, n uint64, tag Tag, b *Block) int {
+	if n-1 >= maxRequest { // 0 and sizes no arena can describe: never planned (as in C)
+		return planLibrary
+	}
+	s := &a.shards[a.home(here)]
+	s.planUse.Add(1)
+	pl := a.plan.Load() // again, counted in: Close waits for the count before it destroys
+	if pl == nil {
+		s.planUse.Add(^uint64(0))
+		return planLibrary
+	}
+	r := pl.alloc((n+a.align-1)&^(a.align-1), uint32(tag), b)
+	if r == planServed {
+		s.planUse.Add(planUseServed - 1)
+	} else {
+		s.planUse.Add(^uint64(0))
+	}
+	return r
+}
+
+// freePlanned frees p from the plan when it is the plain case (true); here names the
+// caller's shard.
+func (a *Arena) freePlanned(here uintptr, p DevicePtr, epoch uint64) bool {
+	s := &a.shards[a.home(here)]
+	s.planUse.Add(1)
+	pl := a.plan.Load()
+	done := pl != nil && pl.inZone(p) && pl.free(p, epoch)
+	s.planUse.Add(^uint64(0))
+	return done
+}
+
+// setPlanLocked caches the library's plan view v (every shard locked): none while poison is
+// on (the library fills freed blocks). A planView is built once per plan.
+func (a *Arena) setPlanLocked(v *C.zarena_plan_view) {
+	if a.poison {
+		v = nil
+	}
+	cur := a.plan.Load()
+	if cur != nil && cur.view == v {
+		return
+	}
+	if pl := newPlanView(v); pl != nil {
+		a.plan.Store(pl)
+	} else if cur != nil {
+		a.dropPlanLocked()
+	}
+}
+
+// dropPlanLocked takes the view away (every shard locked) and returns once no goroutine is
+// still in the planned path: after it, the arena may be destroyed, and no free the binding
+// served can still be running unpoisoned.
+func (a *Arena) dropPlanLocked() {
+	a.plan.Store(nil)
+	for i := range a.shards {
+		for a.shards[i].planUse.Load()&planUseMask != 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// planServed is how many allocations the binding served from plans, over every shard.
+func (a *Arena) planServed() uint64 {
+	var n uint64
+	for i := range a.shards {
+		n += a.shards[i].planUse.Load() >> planUseInside
+	}
+	return n
+}
