@@ -103,6 +103,8 @@ type Stats struct {
 	NeededBytes uint64 `json:"needed_bytes"`
 	// UsedPeakBytes: highest used_bytes since create or the last peak reset.
 	UsedPeakBytes uint64 `json:"used_peak_bytes"`
+	// PinnedPeakBytes: highest pinned_bytes since create or the last peak reset.
+	PinnedPeakBytes uint64 `json:"pinned_peak_bytes"`
 }
 
 // statsFromC converts a snapshot filled by zarena_get_stats.
@@ -151,5 +153,6 @@ func statsFromC(c *C.zarena_stats) Stats {
 	s.OverflowSummaries = uint64(c.overflow_summaries)
 	s.NeededBytes = uint64(c.needed_bytes)
 	s.UsedPeakBytes = uint64(c.used_peak_bytes)
+	s.PinnedPeakBytes = uint64(c.pinned_peak_bytes)
 	return s
 }

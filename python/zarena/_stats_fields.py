@@ -47,4 +47,5 @@ STATS_FIELDS = (
     "overflow_summaries",
     "needed_bytes",
     "used_peak_bytes",
+    "pinned_peak_bytes",
 )

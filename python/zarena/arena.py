@@ -306,8 +306,8 @@ class Arena:
 
     def reset_peak_stats(self):
         """zarena_reset_peak_stats: restarts high_water_bytes (from the top now),
-        overflow_peak_bytes (from overflow_live_bytes) and used_peak_bytes (from used_bytes);
-        epoch_* figures are left alone. A peak reset before a step and stats() after it give
+        overflow_peak_bytes (from overflow_live_bytes), used_peak_bytes (from used_bytes) and
+        pinned_peak_bytes (from pinned_bytes); epoch_* figures are left alone. A peak reset before a step and stats() after it give
         that step's peak."""
         check(function("zarena_reset_peak_stats")(self._handle()), "zarena_reset_peak_stats")
 

@@ -63,8 +63,9 @@ Result make_backend(const zarena_config& c, int32_t policy, std::string* fallbac
   }
 }
 
-RegionConfig region_config(const zarena_config& c) {
+RegionConfig region_config(const zarena_config& c, PinTally* pin_tally) {
   RegionConfig rc;
+  rc.pin_tally = pin_tally;
   rc.capacity = c.capacity_bytes;
   rc.granule = c.alignment;
   // Expandable: nothing is committed yet; the first allocation asks for it.
@@ -171,11 +172,11 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
       granule_(rc.cfg.alignment),
       managed_(region.managed),
       expandable_((rc.cfg.flags & ZARENA_FLAG_EXPANDABLE) != 0),
-      region_(region_config(rc.cfg), this),
+      region_(region_config(rc.cfg, &pin_tally_), this),
       commits_(*backend_, region_, expandable_, rc.cfg.capacity_bytes, region.commit_granularity,
                rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes : kDefaultCommitChunk),
       overflow_(*backend_, policy, rc.cfg.alignment, rc.cfg.overflow_limit_bytes,
-                rc.cfg.overflow_slow_ns),
+                rc.cfg.overflow_slow_ns, &pin_tally_),
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
       diag_(rc.cfg.capacity_bytes, rc.name) {

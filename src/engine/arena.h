@@ -155,6 +155,7 @@ class Arena final : private RegionHooks {
   const bool managed_;
   const bool expandable_;
 
+  PinTally pin_tally_;  // before region_ and overflow_, which hold it
   Region region_;
   ExpandableCommits commits_;
   OverflowPool overflow_;

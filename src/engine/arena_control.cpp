@@ -90,6 +90,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->steps = diag_.steps();
   out->epoch_steps = diag_.epoch_steps();
   out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
+  out->pinned_peak = pin_tally_.peak();  // no pin is in flight under the writer lock
   out->tag_bytes.clear();
   if (tags_epoch == kNoTags) return;
   if (tags_epoch == kCurrentEpochTags) tags_epoch = out->region.epoch;
@@ -118,6 +119,7 @@ void Arena::reset_peak_stats() {
   Region::WriterLock w(region_);
   region_.reset_peak_w();
   overflow_.reset_peak();  // its lock nests inside the writer lock, as in stats()
+  pin_tally_.restart_peak();
 }
 
 void Arena::region_info(zarena_region* out) {

@@ -63,6 +63,7 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
   // The ended epochs' highest need, or this one's so far.
   out->needed_bytes = std::max(d.needed_bytes, r.sum.epoch_high_water + o.epoch_peak_bytes);
   out->used_peak_bytes = r.used_peak;
+  out->pinned_peak_bytes = s.pinned_peak;
 }
 
 ExhaustionFacts exhaustion_facts(const ArenaSnapshot& s, const char* path, uint64_t size,

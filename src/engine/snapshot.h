@@ -26,6 +26,7 @@ struct ArenaSnapshot {
   uint64_t committed_bytes = 0, commit_events = 0, trim_events = 0, commit_failures = 0;
   uint64_t steps = 0, epoch_steps = 0;
   uint64_t overflow_fills = 0;  // overflow blocks poisoned before going back
+  uint64_t pinned_peak = 0;     // highest pinned bytes, region and overflow (PinTally)
   // Live bytes per tag of the snapshot's epoch, region and overflow (only when asked:
   // the walk is O(blocks)); unordered.
   std::vector<std::pair<uint32_t, uint64_t>> tag_bytes;

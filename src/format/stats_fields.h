@@ -135,6 +135,8 @@ inline constexpr StatsField kStatsFields[] = {
         "the capacity the workload needed: the highest top plus live overflow, over the epochs"),
     ZARENA_STATS_FIELD(used_peak_bytes, kBytes, kRegion,
         "highest used_bytes since create or the last peak reset"),
+    ZARENA_STATS_FIELD(pinned_peak_bytes, kBytes, kPins,
+        "highest pinned_bytes since create or the last peak reset"),
 };
 // clang-format on
 

@@ -7,12 +7,13 @@
 namespace zarena_core {
 
 OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t alignment,
-                           uint64_t limit_bytes, uint64_t slow_ns)
+                           uint64_t limit_bytes, uint64_t slow_ns, PinTally* pin_tally)
     : backend_(backend),
       policy_(policy),
       alignment_(alignment),
       limit_bytes_(limit_bytes),
-      slow_ns_(slow_ns) {}
+      slow_ns_(slow_ns),
+      pin_tally_(pin_tally) {}
 
 OverflowPool::~OverflowPool() = default;
 
@@ -158,6 +159,7 @@ PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
   if (e.pins++ == 0) {
     ++stats_.pinned_blocks;
     stats_.pinned_bytes += e.size;
+    if (pin_tally_ != nullptr) pin_tally_->add(e.size);
   }
   return PinOutcome::kOk;
 }
@@ -176,6 +178,7 @@ PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out,
   if (--e.pins > 0) return PinOutcome::kOk;
   --stats_.pinned_blocks;
   stats_.pinned_bytes -= e.size;
+  if (pin_tally_ != nullptr) pin_tally_->sub(e.size);
   if (e.state == State::kDeferred) {
     e.state = State::kFreed;
     e.keep_epoch = epoch;

@@ -25,6 +25,7 @@
 #include "backend/backend.h"
 #include "base/live_block.h"
 #include "base/outcomes.h"
+#include "base/pin_tally.h"
 #include "base/status.h"
 #include "zarena/zarena.h"
 
@@ -55,9 +56,10 @@ struct OverflowStats {
 class OverflowPool {
  public:
   // policy: ZARENA_OVERFLOW_* already resolved from DEFAULT; blocks are aligned to
-  // `alignment` (the arena's); limit_bytes: cap on live overflow bytes (0 = none).
+  // `alignment` (the arena's); limit_bytes: cap on live overflow bytes (0 = none);
+  // pin_tally: told of every pin transition (may be null).
   OverflowPool(Backend& backend, int32_t policy, uint64_t alignment, uint64_t limit_bytes,
-               uint64_t slow_ns);
+               uint64_t slow_ns, PinTally* pin_tally = nullptr);
   ~OverflowPool();
   OverflowPool(const OverflowPool&) = delete;
   OverflowPool& operator=(const OverflowPool&) = delete;
@@ -129,6 +131,7 @@ class OverflowPool {
   const uint64_t alignment_;
   const uint64_t limit_bytes_;
   const uint64_t slow_ns_;
+  PinTally* const pin_tally_;
   mutable std::mutex mu_;
   std::unordered_map<void*, Entry> blocks_;
   std::vector<OverflowBlock> deferred_;  // given back when no capture is active

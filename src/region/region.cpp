@@ -597,6 +597,7 @@ PinOutcome Region::pin(Slot& s, uint64_t offset) {
       pinned_remove(r);
       continue;
     }
+    if (cfg_.pin_tally != nullptr) cfg_.pin_tally->add(b.len());
     return PinOutcome::kOk;
   }
 }
@@ -633,6 +634,7 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
         continue;
       }
       pinned_remove(r);
+      if (cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(b.len());
       return PinOutcome::kOk;
     }
     // Deferred: the free happens now, exactly as zarena_free would have done it.
@@ -642,6 +644,7 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     if (!b.word.compare_exchange_strong(w, nw, std::memory_order_acq_rel)) continue;
     pinned_remove(r);
     const uint64_t size = b.len();
+    if (cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(size);
     *freed_size = size;
     s.c.live_bytes -= static_cast<int64_t>(size);
     --s.c.live_count;

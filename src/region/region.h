@@ -43,6 +43,7 @@
 
 #include "base/live_block.h"
 #include "base/outcomes.h"
+#include "base/pin_tally.h"
 #include "base/spin_lock.h"
 #include "base/status.h"
 #include "region/block_store.h"
@@ -59,10 +60,11 @@ inline constexpr uint64_t kNeverLive = ~0ull;
 struct RegionConfig {
   uint64_t capacity = 0;  // bytes, a multiple of granule
   uint64_t granule = 256;
-  uint32_t slots = 0;        // 0 = SlotSet::default_count()
-  uint64_t span_bytes = 0;   // 0 = derived from the capacity and the slot count
-  uint64_t slot_budget = 0;  // free bytes a slot keeps before giving some back; 0 = derived
-  uint64_t ceiling = ~0ull;  // bump space at or above this is not committed (see above)
+  uint32_t slots = 0;             // 0 = SlotSet::default_count()
+  uint64_t span_bytes = 0;        // 0 = derived from the capacity and the slot count
+  uint64_t slot_budget = 0;       // free bytes a slot keeps before giving some back; 0 = derived
+  uint64_t ceiling = ~0ull;       // bump space at or above this is not committed (see above)
+  PinTally* pin_tally = nullptr;  // told of every pin transition (null: none)
 };
 
 // What the region asks of the arena: poison fills. Called with region locks held: must

@@ -334,6 +334,17 @@ class FormatAndPeakTest(Quiet):
                 a.reset()
                 self.assertEqual(a.stats().used_peak_bytes, step * MiB, f"step {step}")
 
+    def test_pinned_peak_bytes(self):
+        with host_arena(capacity_bytes=4 * MiB) as a:
+            p, q = a.alloc(64 * 1024), a.alloc(32 * 1024)
+            a.pin(p)
+            a.pin(q)
+            a.unpin(q)
+            s = a.stats()
+            self.assertEqual((s.pinned_bytes, s.pinned_peak_bytes), (64 * 1024, 96 * 1024))
+            a.reset_peak_stats()
+            self.assertEqual(a.stats().pinned_peak_bytes, 64 * 1024, "restarted from pinned_bytes")
+
     def test_closed_arena_raises(self):
         a = host_arena()
         a.close()

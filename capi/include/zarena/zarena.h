@@ -680,6 +680,8 @@ typedef struct zarena_stats {
                                        the epochs, of the top plus the live overflow bytes */
   uint64_t used_peak_bytes;         /* highest used_bytes since create or the last
                                        zarena_reset_peak_stats (see there) */
+  uint64_t pinned_peak_bytes;       /* highest pinned_bytes since create or the last
+                                       zarena_reset_peak_stats (exact, also with threads) */
 } zarena_stats;
 
 /* Fills *out with a consistent snapshot (all fields from one instant). Set
@@ -692,7 +694,7 @@ ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
 /* Restarts the epoch-independent peaks from the arena's state now, as PyTorch's
  * reset_peak_memory_stats does: high_water_bytes becomes the current top,
  * overflow_peak_bytes the current overflow_live_bytes, used_peak_bytes the current
- * used_bytes; each then rises again as the arena is used. Epoch figures (epoch_*) are
+ * used_bytes, pinned_peak_bytes the current pinned_bytes; each then rises again as the arena is used. Epoch figures (epoch_*) are
  * left alone (a reset restarts them). Use: measure one step's peak with a peak reset
  * before it and a snapshot after it.
  * used_peak_bytes is kept without a shared counter (each thread's slot records its own
