@@ -368,16 +368,16 @@ func TestFormatAndResetPeakAfterClose(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.FormatStats(FormatText); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatStats(FormatText); !errors.Is(err, ErrClosed) {
 		t.Fatalf("FormatStats after Close: %v", err)
 	}
-	if _, err := a.FormatStats(FormatJSON); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatStats(FormatJSON); !errors.Is(err, ErrClosed) {
 		t.Fatalf("FormatStats(FormatJSON) after Close: %v", err)
 	}
-	if _, err := a.FormatLiveBlocks(FormatText); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatLiveBlocks(FormatText); !errors.Is(err, ErrClosed) {
 		t.Fatalf("FormatLiveBlocks after Close: %v", err)
 	}
-	if err := a.ResetPeakStats(); !errors.Is(err, ErrInvalidArgument) {
+	if err := a.ResetPeakStats(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ResetPeakStats after Close: %v", err)
 	}
 }

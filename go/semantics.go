@@ -11,12 +11,12 @@ import "C"
 // Pin adds a pin to the live block at p: it survives resets (a reset leaves it where it
 // is) until the matching Unpin; a Free of a pinned block takes effect at its last Unpin.
 // Every free queued before it is applied first (Free(p) then Pin(p) is ErrDoubleFree).
-// Errors: ErrNotOwned, ErrDoubleFree (freed), ErrStale (reclaimed), ErrInvalidArgument
+// Errors: ErrNotOwned, ErrDoubleFree (freed), ErrStale (reclaimed), ErrTooManyPins
 // (65535 pins already), ErrClosed. Use: activations saved for the backward pass across a
 // reset.
 func (a *Arena) Pin(p DevicePtr) error { return a.pin(p, 1, "Pin") }
 
-// Unpin removes a pin (ErrInvalidArgument when the block is not pinned). The last one
+// Unpin removes a pin (ErrNotPinned when the block holds none). The last one
 // completes a free made while the block was pinned; a block unpinned but not freed is
 // reclaimed by the next reset, like any other.
 func (a *Arena) Unpin(p DevicePtr) error { return a.pin(p, 0, "Unpin") }

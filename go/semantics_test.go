@@ -106,7 +106,7 @@ func TestPinAcrossReset(t *testing.T) {
 	if err := a.Unpin(act.Ptr); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Unpin(act.Ptr); !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrDoubleFree) {
+	if err := a.Unpin(act.Ptr); !errors.Is(err, ErrDoubleFree) {
 		t.Fatalf("Unpin of a freed block: %v", err)
 	}
 	if s := mustStats(t, a); s.PinnedBlocks != 0 || s.DeferredFrees != 0 {
@@ -123,6 +123,31 @@ func TestPinAfterQueuedFreeSeesTheFree(t *testing.T) {
 	}
 	if err := a.Pin(p); !errors.Is(err, ErrDoubleFree) {
 		t.Fatalf("Pin after Free: %v, want ErrDoubleFree (the queued free applied first)", err)
+	}
+}
+
+// "Not pinned" and "too many pins" are errors of their own, not ErrInvalidArgument, and
+// change nothing.
+func TestPinErrorsHaveTheirOwnStatus(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB})
+	p := mustAlloc(t, a, kiB)
+	err := a.Unpin(p)
+	if !errors.Is(err, ErrNotPinned) || errors.Is(err, ErrInvalidArgument) ||
+		StatusOf(err) != StatusNotPinned || !strings.Contains(err.Error(), "not pinned") {
+		t.Fatalf("Unpin of a block without pins: %v, want ErrNotPinned", err)
+	}
+	for i := 0; i < 65535; i++ {
+		if err := a.Pin(p); err != nil {
+			t.Fatalf("pin %d: %v", i+1, err)
+		}
+	}
+	err = a.Pin(p)
+	if !errors.Is(err, ErrTooManyPins) || StatusOf(err) != StatusTooManyPins ||
+		!strings.Contains(err.Error(), "65535 pins") {
+		t.Fatalf("the 65536th pin: %v, want ErrTooManyPins", err)
+	}
+	if s := mustStats(t, a); s.PinnedBlocks != 1 || s.LiveAllocs != 1 {
+		t.Fatalf("the refused pin changed state: %+v", s)
 	}
 }
 

@@ -8,7 +8,7 @@ from . import constants as C
 from ._library import check, error, function, library
 from ._structs import LIVE_BLOCK_FN, BlockC, Config, DiagnosisC, FreeItem, Region, Stats
 from .blocks import Block, LiveBlock, live_blocks_json
-from .errors import InvalidArgumentError
+from .errors import ClosedError
 
 
 def _address(value, what):
@@ -73,7 +73,7 @@ class Arena:
 
     def _handle(self):
         if self._h is None:
-            raise InvalidArgumentError(C.E_INVALID_ARGUMENT, "arena is closed", "zarena.Arena")
+            raise ClosedError(C.E_CLOSED, "arena is closed", "zarena.Arena")
         return self._h
 
     @property

@@ -635,10 +635,10 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
                                       what, ptr, name_, epoch()));
     case PinOutcome::kNotPinned:
       return Result::fail(
-          Status::kInvalidArgument,
+          Status::kNotPinned,
           fmt::format("{}({}): the block is not pinned (arena '{}')", what, ptr, name_));
     case PinOutcome::kTooMany:
-      return Result::fail(Status::kInvalidArgument,
+      return Result::fail(Status::kTooManyPins,
                           fmt::format("{}({}): the block already has {} pins, the most one block "
                                       "can hold (arena '{}')",
                                       what, ptr, Word::kMaxPins, name_));

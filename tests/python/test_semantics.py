@@ -157,7 +157,7 @@ class PinTest(Quiet):
             b = a.alloc_ex(100)
             with self.assertRaises(zarena.NotOwnedError):
                 a.pin(b.ptr + 8)
-            with self.assertRaises(zarena.InvalidArgumentError):
+            with self.assertRaises(zarena.NotPinnedError):
                 a.unpin(b)  # not pinned
             a.reset()
             with self.assertRaises(zarena.StaleError):

@@ -138,6 +138,12 @@ typedef int32_t zarena_status;
 #define ZARENA_E_BACKEND 8          /* the backend (CUDA runtime, OS) reported an error */
 #define ZARENA_E_UNSUPPORTED 9      /* valid request this build or device cannot do */
 #define ZARENA_E_INTERNAL 10        /* a bug in zarena; please report with the message */
+#define ZARENA_E_NOT_PINNED 11      /* zarena_unpin of a block that holds no pin */
+#define ZARENA_E_TOO_MANY_PINS 12   /* zarena_pin of a block that holds 65535 pins already */
+/* A call on an arena the binding closed (Go's Close, Python's close): the bindings answer
+ * it before any call into the library. The C library itself never returns it: a handle
+ * used after zarena_destroy is undefined behaviour (see zarena_destroy). */
+#define ZARENA_E_CLOSED 13
 
 /* A short constant description of a status ("out of memory"); static, never NULL.
  * Unknown values yield "unknown status". Thread-safe. */
@@ -542,14 +548,15 @@ ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
 /* Adds a pin to the live block that starts at ptr (region or overflow).
  * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (not the start of a live block of this arena);
  *   ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
- *   ZARENA_E_INVALID_ARGUMENT (NULL, or the block already holds 65535 pins). Nothing
- *   changes on failure. Thread-safe. */
+ *   ZARENA_E_TOO_MANY_PINS (the block already holds 65535 pins);
+ *   ZARENA_E_INVALID_ARGUMENT (NULL a or ptr). Nothing changes on failure. Thread-safe. */
 ZARENA_API zarena_status zarena_pin(zarena* a, void* ptr);
 
 /* Removes a pin. The last one completes a zarena_free made while the block was pinned
  * (poisoning it, with ZARENA_FLAG_POISON, exactly as the free would have).
- * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL, or the block is not pinned); and
- *   the other errors of zarena_pin. Thread-safe. */
+ * Returns: ZARENA_OK; ZARENA_E_NOT_PINNED (the block holds no pin); ZARENA_E_INVALID_ARGUMENT
+ *   (NULL a or ptr); and the errors of zarena_pin but ZARENA_E_TOO_MANY_PINS. Nothing
+ *   changes on failure. Thread-safe. */
 ZARENA_API zarena_status zarena_unpin(zarena* a, void* ptr);
 
 /* =================================================================================
