@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -245,6 +246,105 @@ TEST_F(Semantics, PinnedOverflowBlocksSurviveResetsAndGoBackAtTheLastUnpin) {
   EXPECT_EQ(s.overflow_live_bytes, 0u);
   EXPECT_EQ(s.overflow_reclaimed, 1u);
   EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 2);
+}
+
+// zarena.h: "freeing the topmost block lowers the top", also after a reset that kept pinned
+// blocks (the top is then the end of the highest one, in no thread's span). One thread, a
+// random run against a model of the live region blocks: weights under a floor; steps that
+// allocate, pin, free (pinned blocks: deferred to the last unpin) and end with a reset;
+// between a reset and the next allocation, pins, unpins and frees of what the reset kept.
+// There the top is always the end of the highest live block (or the floor); everywhere it
+// is never below a live block, and the layout is sound.
+TEST_F(Semantics, FreeingTheTopmostBlockLowersTheTopAfterResetsThatKeptPins) {
+  struct Blk {
+    void* p;
+    uint64_t end;
+    uint32_t pins;
+    bool freed;  // freed while pinned
+  };
+  uint64_t lowered = 0;
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    Arena g(host_config(2 * kMiB));
+    std::mt19937_64 rng(seed);
+    const uint64_t base = reinterpret_cast<uint64_t>(region_of(g).base);
+    for (uint64_t w = rng() % 3; w > 0; --w) (void)alloc_ex(g, 1 + rng() % (8 * kKiB));
+    ASSERT_EQ(zarena_mark_step_boundary(g), ZARENA_OK);
+    const uint64_t floor_bytes = stats_of(g).floor_bytes;
+    std::vector<Blk> live;
+    std::deque<std::string> recent;  // the last operations, for a failure's message
+    auto note = [&](const std::string& what, const void* p) {
+      recent.push_back(what + " @" + std::to_string(reinterpret_cast<uint64_t>(p) - base) +
+                       " -> top " + std::to_string(stats_of(g).top_bytes));
+      if (recent.size() > 12) recent.pop_front();
+    };
+    auto drop = [&](size_t k) {
+      live[k] = live.back();
+      live.pop_back();
+    };
+    // One random pin, unpin or free of a live block.
+    auto pin_or_free = [&]() -> bool {
+      const size_t k = rng() % live.size();
+      Blk& b = live[k];
+      const int what = static_cast<int>(rng() % 3);
+      if (what == 0 && !b.freed) {
+        if (zarena_pin(g, b.p) != ZARENA_OK) return false;
+        ++b.pins;
+        note("pin", b.p);
+      } else if (what == 1 && b.pins > 0) {
+        if (zarena_unpin(g, b.p) != ZARENA_OK) return false;
+        note("unpin", b.p);
+        if (--b.pins == 0 && b.freed) drop(k);
+      } else if (what == 2 && !b.freed) {
+        if (zarena_free(g, b.p) != ZARENA_OK) return false;
+        note("free", b.p);
+        if (b.pins > 0) {
+          b.freed = true;
+        } else {
+          drop(k);
+        }
+      }
+      return true;
+    };
+    auto highest = [&] {
+      uint64_t h = floor_bytes;
+      for (const Blk& b : live) h = std::max(h, b.end);
+      return h;
+    };
+    auto trail = [&] {
+      std::string ops = "seed " + std::to_string(seed);
+      for (const std::string& r : recent) ops += "\n  " + r;
+      return ops;
+    };
+    for (int step = 0; step < 12; ++step) {
+      for (int op = 0; op < 40; ++op) {  // the step
+        if (live.empty() || rng() % 2 == 0) {
+          zarena_block b;
+          ASSERT_EQ(zarena_alloc_ex(g, 1 + rng() % (16 * kKiB), 0, &b), ZARENA_OK);
+          live.push_back({b.ptr, reinterpret_cast<uint64_t>(b.ptr) - base + b.size, 0, false});
+          note("alloc " + std::to_string(b.size), b.ptr);
+        } else {
+          ASSERT_TRUE(pin_or_free()) << zarena_last_error() << "\n" << trail();
+        }
+        ASSERT_GE(stats_of(g).top_bytes, highest()) << trail();
+        ASSERT_EQ(g.a->arena->check_invariants(), "") << trail();
+      }
+      ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+      note("reset", reinterpret_cast<void*>(base));
+      for (size_t k = live.size(); k-- > 0;) {
+        if (live[k].pins == 0) drop(k);
+      }
+      ASSERT_EQ(stats_of(g).top_bytes, highest()) << trail();
+      // What the reset kept, unpinned and freed in a random order.
+      for (int op = 0; op < 60 && !live.empty(); ++op) {
+        const uint64_t top = stats_of(g).top_bytes;
+        ASSERT_TRUE(pin_or_free()) << zarena_last_error() << "\n" << trail();
+        ASSERT_EQ(stats_of(g).top_bytes, highest()) << trail();
+        ASSERT_EQ(g.a->arena->check_invariants(), "") << trail();
+        if (stats_of(g).top_bytes < top) ++lowered;
+      }
+    }
+  }
+  EXPECT_GT(lowered, 100u) << "the runs did free kept blocks at the top";
 }
 
 // --- 2. epoch-checked frees --------------------------------------------------------------------

@@ -548,6 +548,28 @@ void Region::release_central(uint32_t rec) {
   if (owner == kOwnerFloor) maybe_lower_floor();
 }
 
+void Region::release_kept(Slot& s, uint32_t rec) {
+  Block& b = store_[rec];
+  // s's span starting right above it is empty (the block is no part of it): closed, so
+  // that the top comes down to the block's end first.
+  if (top_slot_ == static_cast<int32_t>(s.id) && s.span_cur == b.end()) close_span(s);
+  b.word.store(Word::with_owner(b.load_word(), kOwnerCentral), std::memory_order_release);
+  release_central(rec);
+  while (top_slot_ < 0 && top_ > floor_) {
+    const uint32_t p = map_.ending_at(top_);
+    if (p == kNil) return;
+    Block& pb = store_[p];
+    const uint64_t pw = pb.load_word();
+    if (Word::state(pw) != BlockState::kFree || Word::owner(pw) != s.id || pb.end() != top_ ||
+        pb.stamp.load(std::memory_order_relaxed) != epoch()) {
+      return;
+    }
+    s.index.remove(store_, p);
+    pb.word.store(Word::with_owner(pw, kOwnerCentral), std::memory_order_release);
+    release_central(p);
+  }
+}
+
 // Under the central lock: a block below the floor (weights, or a borrowed epoch block) was
 // freed; it is kFree with no owner yet ("in transit", so no neighbour merges it early).
 void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size) {
@@ -640,7 +662,8 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     // Deferred: the free happens now, exactly as zarena_free would have done it.
     const uint8_t flags = Word::flags(w);
     const bool floor_side = goes_to_floor(flags);
-    const uint64_t nw = Word::with_pins(free_word(w, floor_side ? kOwnerNone : s.id), 0);
+    const bool central_side = goes_central(w);
+    const uint64_t nw = Word::with_pins(free_word(w, central_side ? kOwnerNone : s.id), 0);
     if (!b.word.compare_exchange_strong(w, nw, std::memory_order_acq_rel)) continue;
     pinned_remove(r);
     const uint64_t size = b.len();
@@ -650,12 +673,16 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
     --s.c.live_count;
     --s.c.deferred_frees;
     if (fill_on_.load(std::memory_order_relaxed)) fill(offset, size, &s);
-    if (!floor_side) {
+    if (!central_side) {
       g.unlock();
       release_to_slot(s, r);
       return PinOutcome::kOk;
     }
-    finish_floor_free(s, r, flags, size);
+    if (floor_side) {
+      finish_floor_free(s, r, flags, size);
+    } else {
+      release_kept(s, r);
+    }
     g.unlock();
     return PinOutcome::kOk;
   }

@@ -262,6 +262,20 @@ class Region {
   static bool goes_to_floor(uint8_t flags) {
     return (flags & (kFlagPersistent | kFlagBorrowed)) != 0;
   }
+  // A live block a reset kept above the floor (pinned then) carries the owner byte
+  // kOwnerCentral: freed, it goes to the central side, with the holes around it.
+  static bool kept(uint64_t live_word) { return Word::owner(live_word) == kOwnerCentral; }
+  // Whether a live block, freed, goes through the central lock (below the floor, or kept):
+  // "in transit" (kOwnerNone) until then, so no neighbour merges it early.
+  static bool goes_central(uint64_t live_word) {
+    return goes_to_floor(Word::flags(live_word)) || kept(live_word);
+  }
+  // Under the central lock: a kept block (in transit) was freed by slot s. It joins the
+  // central side, so it merges with the holes around it and, when it ends at the top, goes
+  // back to the bump space with them; s's free blocks that then end at the top follow, as
+  // they would at s's span. So freeing the topmost block lowers the top also after a reset
+  // that kept pinned blocks (the top then lies in no span).
+  void release_kept(Slot& s, uint32_t rec);
   uint64_t free_word(uint64_t w, uint8_t owner) const;
   void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
   template <typename Fn>

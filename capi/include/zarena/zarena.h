@@ -537,7 +537,8 @@ ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
  * activations): a reset leaves every pinned block where it is and rewinds the top to just
  * above the highest pinned block above the floor (not to the floor); the space below it
  * that no pin covers is reclaimed as free holes that later allocations reuse (stats:
- * pin_retained_bytes). A zarena_free of a pinned block returns ZARENA_OK at once and takes
+ * pin_retained_bytes). Freeing the topmost of those blocks (or its last unpin, after a
+ * free) lowers the top again, through the holes under it. A zarena_free of a pinned block returns ZARENA_OK at once and takes
  * effect at its last zarena_unpin (stats: deferred_frees). A block unpinned but not freed
  * is reclaimed by the next reset, like any other. Overflow blocks are pinned the same way.
  * Pins are counted: each zarena_pin needs one zarena_unpin (at most 65535 at once per
