@@ -313,7 +313,7 @@ func TestStepCallsStepBegin(t *testing.T) {
 	}
 	a := newHost(t, Config{CapacityBytes: miB})
 	_ = a.Close()
-	if err := a.StepBegin(); !errors.Is(err, ErrInvalidArgument) {
+	if err := a.StepBegin(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("StepBegin after Close: %v", err)
 	}
 }
