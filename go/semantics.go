@@ -8,8 +8,9 @@ import "C"
 // Pins, floors, region; capture, stream and poison. Each call applies every queued free
 // first and runs with every shard locked (freequeue.go).
 
-// Pin adds a pin to the live block at p: it survives resets (a reset leaves it where it
-// is) until the matching Unpin; a Free of a pinned block takes effect at its last Unpin.
+// Pin adds a pin to the live block that starts at p or holds it (a view into a tensor
+// pins the tensor's block): it survives resets (a reset leaves it where it is) until the
+// matching Unpin, which may name any address inside the same block; a Free of a pinned block takes effect at its last Unpin.
 // Every free queued before it is applied first (Free(p) then Pin(p) is ErrDoubleFree).
 // Errors: ErrNotOwned, ErrDoubleFree (freed), ErrStale (reclaimed), ErrTooManyPins
 // (65535 pins already), ErrClosed. Use: activations saved for the backward pass across a

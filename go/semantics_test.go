@@ -151,6 +151,30 @@ func TestPinErrorsHaveTheirOwnStatus(t *testing.T) {
 	}
 }
 
+// A view (an address inside a block) pins and unpins its block.
+func TestPinOfAViewPinsItsBlock(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB})
+	p := mustAlloc(t, a, 64*kiB)
+	if err := a.Pin(p + 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if s := mustStats(t, a); s.PinnedBlocks != 1 || s.PinnedBytes != 64*kiB || s.LiveAllocs != 1 {
+		t.Fatalf("the view's block is not the one pinned: %+v", s)
+	}
+	if err := a.Unpin(p + 64*kiB - 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unpin(p); !errors.Is(err, ErrNotPinned) {
+		t.Fatalf("a second Unpin: %v, want ErrNotPinned", err)
+	}
+	if err := a.Pin(p + 64*kiB + 512); !errors.Is(err, ErrNotOwned) {
+		t.Fatalf("Pin past the block's end: %v, want ErrNotOwned", err)
+	}
+}
+
 func TestSetFloorAndRegionInfo(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
 	w := mustAlloc(t, a, 64*kiB)

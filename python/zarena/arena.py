@@ -121,8 +121,9 @@ class Arena:
         check(function("zarena_free_at")(self._handle(), ptr, epoch), "zarena_free_at")
 
     def pin(self, ptr):
-        """Adds a pin to the live block at ptr (an address or a Block): it survives resets,
-        and a free of it is deferred to its last unpin. Pins are counted."""
+        """Adds a pin to the live block that starts at ptr (an address or a Block) or holds
+        it (a view): it survives resets, and a free of it is deferred to its last unpin.
+        Pins are counted."""
         ptr = _address(ptr, "ptr")
         check(function("zarena_pin")(self._handle(), ptr), "zarena_pin")
 

@@ -623,7 +623,7 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
     case PinOutcome::kNotOwned:
       return Result::fail(
           Status::kNotOwned,
-          fmt::format("{}({}): not the start of a live block of arena '{}'", what, ptr, name_));
+          fmt::format("{}({}): not inside a live block of arena '{}'", what, ptr, name_));
     case PinOutcome::kFreed:
       return Result::fail(
           Status::kDoubleFree,
@@ -646,23 +646,32 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
   return Result::fail(Status::kInternal, "unknown pin outcome");
 }
 
+// The block a pin or unpin acted on, as the trace names it: its start (the call may have
+// named an address inside it).
+zarena_trace::TraceAddr Arena::pin_trace_addr(bool in_region, uint64_t start_offset,
+                                              void* start) const {
+  return in_region ? zarena_trace::TraceAddr::region(start_offset)
+                   : zarena_trace::TraceAddr::pointer(start);
+}
+
 Result Arena::pin(void* ptr) {
   if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_pin: ptr is NULL");
   const char* p = static_cast<const char*>(ptr);
+  const bool in_region = contains(p);
+  uint64_t start_offset = in_region ? static_cast<uint64_t>(p - base_) : 0;
+  void* start = ptr;
   Slot& s = region_.enter();
   PinOutcome o;
   try {
-    o = contains(p) ? region_.pin(s, static_cast<uint64_t>(p - base_))
-                    : overflow_.pin(ptr, region_.epoch());
+    o = in_region ? region_.pin(s, start_offset, &start_offset)
+                  : overflow_.pin(ptr, region_.epoch(), &start);
   } catch (...) {
     region_.leave(s);
     throw;
   }
   Result r = pin_error(o, ptr, "zarena_pin");
   if (trace_ != nullptr) {
-    trace_->on_pin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
-                               : zarena_trace::TraceAddr::pointer(ptr),
-                   static_cast<int32_t>(r.status));
+    trace_->on_pin(pin_trace_addr(in_region, start_offset, start), static_cast<int32_t>(r.status));
   }
   region_.leave(s);
   return r;
@@ -671,6 +680,9 @@ Result Arena::pin(void* ptr) {
 Result Arena::unpin(void* ptr) {
   if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_unpin: ptr is NULL");
   const char* p = static_cast<const char*>(ptr);
+  const bool in_region = contains(p);
+  uint64_t start_offset = in_region ? static_cast<uint64_t>(p - base_) : 0;
+  void* start = ptr;
   Slot& s = region_.enter();
   // Before the unpin: the last one completes a deferred free (space to other slots).
   const uint64_t key = trace_ != nullptr ? trace_->take_key() : 0;
@@ -678,19 +690,18 @@ Result Arena::unpin(void* ptr) {
   OverflowBlock block;
   uint64_t freed = 0;
   try {
-    o = contains(p) ? region_.unpin(s, static_cast<uint64_t>(p - base_), &freed)
-                    : overflow_.unpin(ptr, region_.epoch(), &block, &freed);
+    o = in_region ? region_.unpin(s, start_offset, &freed, &start_offset)
+                  : overflow_.unpin(ptr, region_.epoch(), &block, &freed, &start);
   } catch (...) {
     region_.leave(s);
     throw;
   }
   if (trace_ != nullptr) {
-    trace_->on_unpin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
-                                 : zarena_trace::TraceAddr::pointer(ptr),
+    trace_->on_unpin(pin_trace_addr(in_region, start_offset, start),
                      static_cast<int32_t>(pin_error(o, ptr, "zarena_unpin").status), key);
   }
   region_.leave(s);
-  if (o == PinOutcome::kOk && freed != 0 && !contains(p)) {
+  if (o == PinOutcome::kOk && freed != 0 && !in_region) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
   }

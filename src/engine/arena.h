@@ -104,6 +104,7 @@ class Arena final : private RegionHooks {
   void after_free_flags(uint32_t flags);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
+  zarena_trace::TraceAddr pin_trace_addr(bool in_region, uint64_t start_offset, void* start) const;
   void give_back(std::vector<OverflowBlock>& blocks);
   bool capturing();  // the engine's flag, else the backend's answer
   // Emits the warnings queued under locks (QueuedWarnings, a poison fill skipped during a

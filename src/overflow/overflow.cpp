@@ -147,10 +147,25 @@ FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, O
   return FreeOutcome::kOk;
 }
 
-PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
-  std::lock_guard<std::mutex> lock(mu_);
+std::unordered_map<void*, OverflowPool::Entry>::iterator OverflowPool::find_for_pin(void* ptr) {
   auto it = blocks_.find(ptr);
+  if (it != blocks_.end()) return it;
+  const char* p = static_cast<const char*>(ptr);
+  for (it = blocks_.begin(); it != blocks_.end(); ++it) {
+    const Entry& e = it->second;
+    const char* s = static_cast<const char*>(it->first);
+    if ((e.state == State::kLive || e.state == State::kDeferred) && s < p && p < s + e.size) {
+      return it;
+    }
+  }
+  return it;
+}
+
+PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch, void** start) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = find_for_pin(ptr);
   if (it == blocks_.end()) return PinOutcome::kNotOwned;
+  if (start != nullptr) *start = it->first;
   Entry& e = it->second;
   if (e.state == State::kReclaimed) return PinOutcome::kStale;
   if (e.state != State::kLive) return PinOutcome::kFreed;
@@ -164,12 +179,13 @@ PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
   return PinOutcome::kOk;
 }
 
-PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out,
-                               uint64_t* freed_size) {
+PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size,
+                               void** start) {
   *freed_size = 0;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = blocks_.find(ptr);
+  auto it = find_for_pin(ptr);
   if (it == blocks_.end()) return PinOutcome::kNotOwned;
+  if (start != nullptr) *start = it->first;
   Entry& e = it->second;
   if (e.state == State::kReclaimed) return PinOutcome::kStale;
   if (e.state == State::kFreed) return PinOutcome::kFreed;

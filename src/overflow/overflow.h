@@ -80,10 +80,13 @@ class OverflowPool {
   // once no lock is held); *size its size. kDeferred: pinned, freed at the last unpin.
   FreeOutcome free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
                    uint64_t* size);
-  PinOutcome pin(void* ptr, uint64_t epoch);
+  // Pins: of the block that starts at ptr, or else of the live block ptr lies inside
+  // (O(blocks)); *start (may be null) gets the start of the block found.
+  PinOutcome pin(void* ptr, uint64_t epoch, void** start = nullptr);
   // A last unpin of a block freed while pinned frees it: *out (to give back) and
   // *freed_size are set then.
-  PinOutcome unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size);
+  PinOutcome unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size,
+                   void** start = nullptr);
 
   // Under the writer lock, with new_epoch already current: live blocks of earlier epochs
   // that are neither persistent nor pinned are reclaimed (appended to *doomed, to give
@@ -125,6 +128,10 @@ class OverflowPool {
     uint32_t pins;
     uint32_t tag;
   };
+
+  // The entry of the block that starts at ptr, or else of the live block ptr lies inside;
+  // end() for neither. Under mu_.
+  std::unordered_map<void*, Entry>::iterator find_for_pin(void* ptr);
 
   Backend& backend_;
   const int32_t policy_;

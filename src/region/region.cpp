@@ -590,13 +590,86 @@ void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t si
 
 // --- pins --------------------------------------------------------------------------------
 
-PinOutcome Region::pin(Slot& s, uint64_t offset) {
+PinOutcome Region::pin(Slot& s, uint64_t offset, uint64_t* start) {
+  uint64_t at = offset;
+  PinOutcome o = pin_at(s, offset, offset);
+  if (o == PinOutcome::kNotOwned && live_block_containing(offset, &at)) {
+    o = pin_at(s, at, offset);
+    // Anything else: the block went away under the look.
+    if (o != PinOutcome::kOk && o != PinOutcome::kTooMany && o != PinOutcome::kFreed) {
+      o = PinOutcome::kNotOwned;
+    }
+  }
+  if (o == PinOutcome::kOk && start != nullptr) *start = at;
+  return o;
+}
+
+PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_t* start) {
+  uint64_t at = offset;
+  PinOutcome o = unpin_at(s, offset, offset, freed_size);
+  if (o == PinOutcome::kNotOwned && live_block_containing(offset, &at)) {
+    o = unpin_at(s, at, offset, freed_size);
+    if (o != PinOutcome::kOk && o != PinOutcome::kNotPinned) o = PinOutcome::kNotOwned;
+  }
+  if (o == PinOutcome::kOk && start != nullptr) *start = at;
+  return o;
+}
+
+// The block covering offset starts at the nearest boundary of the current layout at or
+// below it (blocks tile [0, top): live, free, or a span's unused part). So the start tags
+// are read downward from just below offset until one names a record of the current layout
+// (a live block of this epoch or kept across resets, or a free block in an index now);
+// records of earlier epochs, absorbed or moved ones, are history and are passed over. A
+// record of the current layout ending at or below offset first means nothing live covers
+// it.
+bool Region::live_block_containing(uint64_t offset, uint64_t* start) const {
+  {
+    std::lock_guard<CentralLock> g(central_);
+    if (offset >= top_) return false;  // bump space
+  }
+  const uint64_t g = map_.granule();
+  const uint64_t e = epoch();
+  auto current = [&](const Block& b, uint64_t w) {
+    const BlockState st = Word::state(w);
+    if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, b);
+    if (st == BlockState::kFree) {
+      return Word::owner(w) == kOwnerFloor || b.stamp.load(std::memory_order_relaxed) == e;
+    }
+    return false;
+  };
+  auto ends_at = [&](uint64_t o) {
+    const uint32_t r = map_.ending_at(o);
+    if (r == kNil) return false;
+    const Block& b = store_[r];
+    return b.end() == o && current(b, b.load_word());
+  };
+  if (offset == 0 || ends_at(offset)) return false;
+  // Block starts are granule multiples: the first candidate is the last one below offset.
+  for (uint64_t o = (offset - 1) / g * g;; o -= g) {
+    const uint32_t r = map_.at(o);
+    if (r != kNil) {
+      const Block& b = store_[r];
+      const uint64_t w = b.load_word();
+      if (b.off() == o && current(b, w)) {
+        const BlockState st = Word::state(w);
+        if (b.end() <= offset || (st != BlockState::kLive && st != BlockState::kDeferred)) {
+          return false;
+        }
+        *start = o;
+        return true;
+      }
+    }
+    if (o == 0 || ends_at(o)) return false;
+  }
+}
+
+PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside) {
   const uint32_t r = map_.at(offset);
   if (r == kNil) return PinOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
-    if (b.off() != offset) return PinOutcome::kNotOwned;
+    if (b.off() != offset || b.end() <= inside) return PinOutcome::kNotOwned;
     const BlockState st = Word::state(w);
     if (st == BlockState::kFree || st == BlockState::kDeferred) return PinOutcome::kFreed;
     if (st == BlockState::kAbsorbed || st == BlockState::kMoved) {
@@ -624,14 +697,14 @@ PinOutcome Region::pin(Slot& s, uint64_t offset) {
   }
 }
 
-PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
+PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size) {
   *freed_size = 0;
   const uint32_t r = map_.at(offset);
   if (r == kNil) return PinOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
-    if (b.off() != offset) return PinOutcome::kNotOwned;
+    if (b.off() != offset || b.end() <= inside) return PinOutcome::kNotOwned;
     const BlockState st = Word::state(w);
     if (st == BlockState::kAbsorbed || st == BlockState::kMoved || st == BlockState::kFree) {
       return pin_outcome_of_dead(classify_dead(s, r, w));

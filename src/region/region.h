@@ -139,9 +139,15 @@ class Region {
   }
   // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
   FreeOutcome free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size);
-  PinOutcome pin(Slot& s, uint64_t offset);
+  // Pins: of the block that starts at offset, or else of the live block offset lies inside
+  // (engines pin views); *start (may be null) gets the pinned block's offset on kOk.
+  PinOutcome pin(Slot& s, uint64_t offset, uint64_t* start = nullptr);
   // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
-  PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size);
+  PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_t* start = nullptr);
+  // The start of the live block that offset lies strictly inside (false: none, or the
+  // layout changed under the look; a caller acts on the answer only through pin_at and
+  // unpin_at, which check it again). The caller holds a slot lock. O(offset - start).
+  bool live_block_containing(uint64_t offset, uint64_t* start) const;
   // The ceiling (central lock taken inside; no other region lock may be held). raise:
   // [0, end) is committed now (the ceiling never goes down through it). lower: a trim is
   // about to decommit above `keep`: the ceiling comes down to max(keep, the top: every
@@ -276,6 +282,9 @@ class Region {
   // they would at s's span. So freeing the topmost block lowers the top also after a reset
   // that kept pinned blocks (the top then lies in no span).
   void release_kept(Slot& s, uint32_t rec);
+  // pin / unpin of the block that starts at offset and whose end lies above `inside`.
+  PinOutcome pin_at(Slot& s, uint64_t offset, uint64_t inside);
+  PinOutcome unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size);
   uint64_t free_word(uint64_t w, uint8_t owner) const;
   void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
   template <typename Fn>

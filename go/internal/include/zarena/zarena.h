@@ -538,23 +538,28 @@ ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
  * above the highest pinned block above the floor (not to the floor); the space below it
  * that no pin covers is reclaimed as free holes that later allocations reuse (stats:
  * pin_retained_bytes). Freeing the topmost of those blocks (or its last unpin, after a
- * free) lowers the top again, through the holes under it. A zarena_free of a pinned block returns ZARENA_OK at once and takes
- * effect at its last zarena_unpin (stats: deferred_frees). A block unpinned but not freed
+ * free) lowers the top again, through the holes under it. A zarena_free of a pinned block
+ * returns ZARENA_OK at once and takes effect at its last zarena_unpin (stats:
+ * deferred_frees). A block unpinned but not freed
  * is reclaimed by the next reset, like any other. Overflow blocks are pinned the same way.
  * Pins are counted: each zarena_pin needs one zarena_unpin (at most 65535 at once per
  * block). A block that is neither pinned nor below the floor is never retained by a reset.
  * Both calls are thread-safe, like zarena_alloc and zarena_free.
  * ================================================================================= */
 
-/* Adds a pin to the live block that starts at ptr (region or overflow).
- * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (not the start of a live block of this arena);
- *   ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
+/* Adds a pin to the live block that starts at ptr, or that ptr points into (a view of a
+ * tensor): region or overflow. An address inside a block costs a look down the region's
+ * map to the block's start (O(the distance)), or a walk of the live overflow blocks.
+ * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (no live block of this arena starts at or holds
+ *   ptr); ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
  *   ZARENA_E_TOO_MANY_PINS (the block already holds 65535 pins);
  *   ZARENA_E_INVALID_ARGUMENT (NULL a or ptr). Nothing changes on failure. Thread-safe. */
 ZARENA_API zarena_status zarena_pin(zarena* a, void* ptr);
 
-/* Removes a pin. The last one completes a zarena_free made while the block was pinned
- * (poisoning it, with ZARENA_FLAG_POISON, exactly as the free would have).
+/* Removes a pin from the block that starts at ptr or holds it (as zarena_pin: a view
+ * pinned may be unpinned through any address inside the same block). The last one
+ * completes a zarena_free made while the block was pinned (poisoning it, with
+ * ZARENA_FLAG_POISON, exactly as the free would have).
  * Returns: ZARENA_OK; ZARENA_E_NOT_PINNED (the block holds no pin); ZARENA_E_INVALID_ARGUMENT
  *   (NULL a or ptr); and the errors of zarena_pin but ZARENA_E_TOO_MANY_PINS. Nothing
  *   changes on failure. Thread-safe. */
