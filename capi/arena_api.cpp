@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "config/config.h"
+#include "engine/deferred_release.h"
 #include "handle.h"
 #include "zarena/zarena_testing.h"
 
@@ -46,15 +47,17 @@ zarena_status zarena_create(const zarena_config* cfg, zarena** out) {
   return guarded("zarena_create", [&]() -> zarena_status {
     if (out == nullptr)
       return zarena_core::fail(Status::kInvalidArgument, "zarena_create: out is NULL");
+    zarena_core::release_deferred();  // a safe point for arenas destroyed during a capture
     zarena_core::ResolvedConfig rc;
     zarena_core::Result r = zarena_core::resolve_config(cfg, &rc);
     if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_create: " + r.message);
     std::unique_ptr<Arena> arena;
     r = Arena::create(rc, &arena);
     if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_create: " + r.message);
-    auto* h = new zarena();
+    std::unique_ptr<zarena> h(new zarena());
     h->arena = std::move(arena);
-    *out = h;
+    zarena_core::handle_created(h.get());  // may throw: the arena goes with h
+    *out = h.release();
     return ZARENA_OK;
   });
 }
@@ -64,6 +67,10 @@ zarena_status zarena_destroy(zarena* a) {
   return guarded("zarena_destroy", [&]() -> zarena_status {
     Arena* arena = zarena_core::checked(a, "zarena_destroy");
     if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+    // A safe point for arenas destroyed during an earlier capture (not for this one, should
+    // it wait: only a later call is one).
+    zarena_core::release_deferred();
+    zarena_core::handle_destroyed(a);
     zarena_core::Result r = arena->destroy();
     a->magic = 0;
     a->arena.reset();

@@ -9,13 +9,15 @@
 #include <new>
 #include <string>
 
-#include "engine/arena.h"
 #include "base/last_error.h"
 #include "base/status.h"
+#include "engine/arena.h"
 #include "zarena/zarena.h"
 
 struct zarena {
   static constexpr uint64_t kMagic = 0x7A6172656E613031ull;  // "zarena01"
+  // A handle a forked child inherited (handles.cpp): every call on it is refused.
+  static constexpr uint64_t kInherited = 0x7A6172656E614B31ull;  // "zarenaK1"
   uint64_t magic = kMagic;
   std::unique_ptr<zarena_core::Arena> arena;
 };
@@ -23,6 +25,9 @@ struct zarena {
 namespace zarena_core {
 
 zarena_status fail(Status s, std::string message) noexcept;
+// The set of live handles (handles.cpp), for fork: created may throw std::bad_alloc.
+void handle_created(::zarena* a);
+void handle_destroyed(::zarena* a) noexcept;
 zarena_status report(const Result& r) noexcept;
 // A live handle, or nullptr (and last error set) when a is NULL or not a live arena.
 // The failure half of checked(), out of line: sets the last error, returns nullptr.

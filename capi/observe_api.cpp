@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "handle.h"
 #include "format/live_blocks_format.h"
 #include "format/stats_format.h"
+#include "handle.h"
 #include "text_out.h"
 
 using zarena_core::Arena;
@@ -76,6 +76,12 @@ zarena_status zarena_format_live_blocks(zarena* a, int32_t format, char* buf, si
                                  : zarena_core::live_blocks_text(h, blocks);
     return zarena_core::put_text(fn, text, buf, cap, needed);
   });
+}
+
+zarena_status zarena_trace_status(const zarena* a) {
+  Arena* arena = zarena_core::checked(a, "zarena_trace_status");
+  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  return guarded("zarena_trace_status", [&] { return zarena_core::report(arena->trace_status()); });
 }
 
 }  // extern "C"

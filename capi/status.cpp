@@ -1,8 +1,8 @@
 // Status strings, version queries and the thread-local last error.
 #include <string>
 
-#include "handle.h"
 #include "base/last_error.h"
+#include "handle.h"
 
 namespace zarena_core {
 
@@ -17,10 +17,14 @@ zarena_status report(const Result& r) noexcept {
 }
 
 Arena* reject_handle(const ::zarena* a, const char* fn) noexcept {
-  fail(Status::kInvalidArgument,
-       std::string(fn) + (a == nullptr ? ": arena handle is NULL"
-                                       : ": not a live arena handle (a corrupted pointer; a handle used after "
-                                         "zarena_destroy is undefined and not reliably detected)"));
+  const char* why =
+      a == nullptr ? ": arena handle is NULL"
+      : a->magic == ::zarena::kInherited
+          ? ": the arena was created by the parent process before fork(); a forked child "
+            "cannot use it (zarena.h, FORK): nothing was done"
+          : ": not a live arena handle (a corrupted pointer; a handle used after "
+            "zarena_destroy is undefined and not reliably detected)";
+  fail(Status::kInvalidArgument, std::string(fn) + why);
   return nullptr;
 }
 

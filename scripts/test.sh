@@ -15,6 +15,10 @@ ROOT=$(pwd)
 BUILD=${ZTEST_BUILD_DIR:-$ROOT/build}
 JOBS=${JOBS:-$(nproc)}
 SANITIZE=${ZTEST_SANITIZE:-1}
+# What runs below sees none of the caller's ZARENA_*, ZERFOO_* or ZTENSOR_* variables (this
+# script's own switches, read above, included): every suite sets what it needs. The
+# GoogleTest, Python and Go suites scrub them themselves too (tests/isolate.h).
+while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep -E '^(ZARENA|ZERFOO|ZTENSOR)_' || true)
 start=$SECONDS
 stamp() { echo "== [$((SECONDS - start))s] $*"; }
 
@@ -36,8 +40,8 @@ if [ "$SANITIZE" != 0 ]; then
   # and pseudo-random replay of the fuzz target).
   ASAN_SUITES=(test_capi test_misuse test_overflow test_fault_walk test_backend_host
     test_region test_arena_threads test_threads test_config test_config_parse test_abi_structs
-    test_log test_diagnostics test_cadence test_trace_format test_expandable test_plan
-    fuzz_arena_replay)
+    test_log test_diagnostics test_cadence test_trace_format test_trace_edges test_interior
+    test_fork test_expandable test_plan fuzz_arena_replay)
   TSAN_SUITES=(test_threads test_region_threads test_arena_threads test_log test_backend_host
     test_overflow test_expandable)
   san_build() {  # folder, sanitizers, targets...

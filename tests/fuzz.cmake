@@ -10,6 +10,7 @@ add_executable(fuzz_arena_replay ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_arena.cpp
 zarena_warnings(fuzz_arena_replay)
 # Only the C API: what zarena_static needs (Threads, the CUDA runtime) it brings itself.
 target_link_libraries(fuzz_arena_replay PRIVATE zarena_static)
+target_include_directories(fuzz_arena_replay PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME fuzz_arena_replay
   COMMAND fuzz_arena_replay 300 20261129 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
 set_tests_properties(fuzz_arena_replay PROPERTIES LABELS unit TIMEOUT 300)

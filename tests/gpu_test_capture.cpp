@@ -34,36 +34,6 @@ using namespace zarena_gpu;
 using zarena_core::cuda_call_counters;
 using zarena_core::CudaCallCounters;
 
-struct Stream {
-  cudaStream_t s = nullptr;
-  explicit Stream(unsigned flags = cudaStreamDefault) {
-    EXPECT_EQ(cudaStreamCreateWithFlags(&s, flags), cudaSuccess);
-  }
-  ~Stream() { EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess); }
-  operator cudaStream_t() const { return s; }
-};
-
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(uint64_t n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
-  ~DeviceBuffer() { EXPECT_EQ(cudaFree(p), cudaSuccess); }
-};
-
-std::vector<cudaGraphNodeType> node_types(cudaGraph_t g) {
-  size_t n = 0;
-  EXPECT_EQ(cudaGraphGetNodes(g, nullptr, &n), cudaSuccess);
-  std::vector<cudaGraphNode_t> nodes(n);
-  std::vector<cudaGraphNodeType> types;
-  if (n == 0) return types;
-  EXPECT_EQ(cudaGraphGetNodes(g, nodes.data(), &n), cudaSuccess);
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType t = cudaGraphNodeTypeEmpty;
-    EXPECT_EQ(cudaGraphNodeGetType(node, &t), cudaSuccess);
-    types.push_back(t);
-  }
-  return types;
-}
-
 std::vector<uint32_t> words_of(const void* p, uint64_t bytes) {
   std::vector<uint32_t> w(bytes / 4);
   EXPECT_EQ(cudaMemcpy(w.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -123,12 +93,7 @@ TEST(GpuCapture, OverflowFreeDuringCaptureIsDeferredAndTheCaptureSurvives) {
       const std::vector<cudaGraphNodeType> types = node_types(graph);
       ASSERT_EQ(types.size(), 1u) << "only the user's memset is in the graph";
       EXPECT_EQ(types[0], cudaGraphNodeTypeMemset);
-      cudaGraphExec_t exec = nullptr;
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-      CUDA_OK(cudaGraphLaunch(exec, s));
-      CUDA_OK(cudaStreamSynchronize(s));
-      CUDA_OK(cudaGraphExecDestroy(exec));
-      CUDA_OK(cudaGraphDestroy(graph));
+      run_once_and_destroy(graph, s);
 
       if (!destroy_while_pending) {
         ASSERT_EQ(zarena_reset(a), ZARENA_OK);  // a safe point: the deferred blocks go back

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda_driver.h"
@@ -53,6 +54,49 @@ inline int device_count(std::string* why) {
     const cudaError_t e_ = (expr);                                              \
     ASSERT_EQ(e_, cudaSuccess) << #expr << " -> " << zarena_gpu::cuda_text(e_); \
   } while (0)
+
+// A stream of the test's (blocking unless flags say otherwise) and a device buffer, both
+// released at scope exit.
+struct Stream {
+  cudaStream_t s = nullptr;
+  explicit Stream(unsigned flags = cudaStreamDefault) {
+    EXPECT_EQ(cudaStreamCreateWithFlags(&s, flags), cudaSuccess);
+  }
+  ~Stream() { EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess); }
+  operator cudaStream_t() const { return s; }
+};
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(uint64_t n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
+  ~DeviceBuffer() { EXPECT_EQ(cudaFree(p), cudaSuccess); }
+};
+
+// The node types of a graph, in its order.
+inline std::vector<cudaGraphNodeType> node_types(cudaGraph_t g) {
+  size_t n = 0;
+  EXPECT_EQ(cudaGraphGetNodes(g, nullptr, &n), cudaSuccess);
+  std::vector<cudaGraphNode_t> nodes(n);
+  std::vector<cudaGraphNodeType> types;
+  if (n == 0) return types;
+  EXPECT_EQ(cudaGraphGetNodes(g, nodes.data(), &n), cudaSuccess);
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType t = cudaGraphNodeTypeEmpty;
+    EXPECT_EQ(cudaGraphNodeGetType(node, &t), cudaSuccess);
+    types.push_back(t);
+  }
+  return types;
+}
+
+// Instantiates the graph, launches it once on s, waits for it, destroys both.
+inline void run_once_and_destroy(cudaGraph_t graph, cudaStream_t s) {
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+}
 
 inline zarena_config cuda_config(uint64_t capacity, int32_t policy, void* stream,
                                  int32_t device = 0) {

@@ -13,5 +13,5 @@ target_compile_options(zarena_header_cxx17 PRIVATE -std=c++17 -pedantic -Wall -W
 foreach(t zarena_header_c99 zarena_header_cxx17)
   target_link_libraries(${t} PRIVATE zarena)
   add_test(NAME ${t} COMMAND ${t})
-  set_tests_properties(${t} PROPERTIES LABELS "abi")
+  set_tests_properties(${t} PROPERTIES LABELS "abi" TIMEOUT 60)
 endforeach()

@@ -4,7 +4,7 @@
 # at configure time, from a fresh cache; the library itself is not compiled again).
 set(_zarena_parent_dir ${CMAKE_CURRENT_BINARY_DIR}/subproject)
 add_test(NAME subproject_fresh COMMAND ${CMAKE_COMMAND} -E rm -rf ${_zarena_parent_dir})
-set_tests_properties(subproject_fresh PROPERTIES FIXTURES_SETUP zarena_parent)
+set_tests_properties(subproject_fresh PROPERTIES FIXTURES_SETUP zarena_parent TIMEOUT 60)
 add_test(NAME subproject_defaults
   COMMAND ${CMAKE_COMMAND} -S ${CMAKE_CURRENT_SOURCE_DIR}/subproject -B ${_zarena_parent_dir}
     -G ${CMAKE_GENERATOR} -DZARENA_SOURCE=${PROJECT_SOURCE_DIR}

@@ -6,12 +6,16 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/config_fields.h"
@@ -259,6 +263,28 @@ inline zarena_region region_of(zarena* a) {
   r.struct_size = sizeof r;
   EXPECT_EQ(zarena_region_info(a, &r), ZARENA_OK) << zarena_last_error();
   return r;
+}
+
+// --- child processes -----------------------------------------------------------------
+
+// waitpid, but a child still running after `watchdog` (waiting forever on a lock, say) is
+// killed and fails the test instead of hanging it. The limit is no time assumption: a
+// child that is merely slow on a busy machine has minutes. Returns the wait status.
+inline int wait_child(pid_t pid, std::chrono::steady_clock::duration watchdog) {
+  const auto deadline = std::chrono::steady_clock::now() + watchdog;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0) return -1;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the child process is still running after the watchdog's limit";
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 // --- workloads -----------------------------------------------------------------------

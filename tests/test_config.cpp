@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "support.h"
@@ -216,6 +217,86 @@ TEST(ConfigEnv, ValuesOutOfRangeOrFailingTheirCheckAreRefused) {
   EXPECT_EQ(problem_for(r, "ZARENA_ALIGNMENT")->why, "not a power of two");
   EXPECT_EQ(problem_for(r, "ZARENA_CAPACITY_BYTES")->why, "below the minimum 1");
   EXPECT_EQ(problem_for(r, "ZARENA_DEVICE")->why, "above the maximum 1023");
+}
+
+// Every number of the table has a range, and the one check (value_problem) holds it for
+// every source: a struct value outside it fails create (C; Go and Python reach create with
+// a struct too), an environment value outside it is ignored with its reason. The values
+// just inside pass.
+TEST(ConfigRanges, EveryNumberOutsideItsRangeIsRefusedFromEverySource) {
+  using zarena_core::FieldSpec;
+  using zarena_core::Storage;
+  int checked = 0;
+  for (const FieldSpec& f : zarena_core::kConfigFields) {
+    if (!zarena_core::holds_number(f) || f.storage == Storage::kFlag) continue;
+    SCOPED_TRACE(f.key);
+    ASSERT_LE(f.min, f.max);
+    const bool is_signed = f.storage == Storage::kI32;
+    const uint64_t type_max = f.storage == Storage::kU64   ? UINT64_MAX
+                              : f.storage == Storage::kU32 ? UINT32_MAX
+                                                           : INT32_MAX;
+    std::vector<uint64_t> outside;
+    if (f.min > 0) outside.push_back(f.min - 1);
+    if (is_signed && f.min == 0) outside.push_back(static_cast<uint64_t>(int64_t{-1}));
+    if (f.max < type_max) outside.push_back(f.max + 1);
+    for (const uint64_t v : outside) {
+      zarena_config c;
+      zarena_config_init(&c);
+      zarena_core::set_field_number(&c, f, v);
+      ResolvedConfig r;
+      const zarena_core::Result res = zarena_core::resolve_config(&c, &r);
+      EXPECT_EQ(res.status, zarena_core::Status::kInvalidArgument) << v;
+      EXPECT_NE(res.message.find(f.key), std::string::npos) << res.message;
+      EXPECT_FALSE(zarena_core::value_problem(f, v).empty()) << v;
+      ++checked;
+      if (is_signed && static_cast<int64_t>(v) < 0) continue;  // no decimal text for it
+      for (int k = 0; k < f.env_count; ++k) {
+        const zarena_core::EnvVar& var = f.env[k];
+        if (var.syntax != zarena_core::Syntax::kBytes &&
+            var.syntax != zarena_core::Syntax::kCount && var.syntax != zarena_core::Syntax::kWord) {
+          continue;  // GiB, ms, names: their own units; the bytes form covers the range
+        }
+        Env e(var.name, std::to_string(v).c_str());
+        zarena_config from_env = zarena_core::default_config();
+        bool ignored = false;
+        for (const auto& set : zarena_core::apply_environment(&from_env)) {
+          if (set.variable == var.name) ignored = !set.parsed && !set.why.empty();
+        }
+        EXPECT_TRUE(ignored) << var.name << "=" << v;
+      }
+    }
+    for (const uint64_t v : {f.min, f.max}) {
+      EXPECT_TRUE(zarena_core::value_problem(f, v).empty() ||
+                  (f.check != nullptr && f.check(v) != nullptr))
+          << v;
+    }
+  }
+  EXPECT_GE(checked, 6);
+}
+
+// The regression: a commit step within a page of 2^64 wrapped to 0 when rounded to the
+// commit granularity, and the first allocation divided by it (SIGFPE).
+TEST(ConfigRanges, AHugeCommitChunkIsRefusedNotDividedBy) {
+  {
+    Env e("ZARENA_COMMIT_CHUNK_BYTES", "18446744073709551000");
+    zarena_config c;
+    zarena_config_init(&c);
+    EXPECT_EQ(c.commit_chunk_bytes, 0u) << "ignored: the default stays";
+  }
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = 8 << 20;
+  c.flags |= ZARENA_FLAG_EXPANDABLE;
+  c.commit_chunk_bytes = 18446744073709551000ull;
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(zarena_last_error()).find("commit_chunk_bytes"), std::string::npos);
+  c.commit_chunk_bytes = zarena_core::kMaxSizeBytes;  // the largest valid step works
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  void* p = nullptr;
+  EXPECT_EQ(zarena_alloc(a, 4096, &p), ZARENA_OK);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
 TEST(ConfigOverflowCap, ZeroMeansTheCapacityUnlimitedMeansNone) {

@@ -294,21 +294,22 @@ std::vector<Case> cases() {
          zarena* a = nullptr;
          return zarena_create(&big.c, &a);
        }},
-      {"M43", "capacity_bytes 0", ZARENA_E_INVALID_ARGUMENT, "capacity_bytes must be > 0", false,
-       none, [](Env&) { return create_with([](zarena_config* c) { c->capacity_bytes = 0; }); }},
+      {"M43", "capacity_bytes 0", ZARENA_E_INVALID_ARGUMENT,
+       "capacity_bytes 0 is invalid: below the minimum 1", false, none,
+       [](Env&) { return create_with([](zarena_config* c) { c->capacity_bytes = 0; }); }},
       {"M44", "capacity_bytes below the alignment", ZARENA_E_INVALID_ARGUMENT,
        "capacity_bytes 100 is smaller than the alignment 256", false, none,
        [](Env&) { return create_with([](zarena_config* c) { c->capacity_bytes = 100; }); }},
       {"M45", "alignment 0", ZARENA_E_INVALID_ARGUMENT,
-       "alignment 0 must be a power of two in [8, 1073741824]", false, none,
+       "alignment 0 is invalid: below the minimum 8 (valid: 8 to 1073741824)", false, none,
        [](Env&) { return create_with([](zarena_config* c) { c->alignment = 0; }); }},
       {"M46", "alignment 3000 (not a power of two)", ZARENA_E_INVALID_ARGUMENT,
-       "alignment 3000 must be a power of two", false, none,
+       "alignment 3000 is invalid: not a power of two", false, none,
        [](Env&) { return create_with([](zarena_config* c) { c->alignment = 3000; }); }},
-      {"M47", "alignment 4 (below 8)", ZARENA_E_INVALID_ARGUMENT, "alignment 4 must be", false,
+      {"M47", "alignment 4 (below 8)", ZARENA_E_INVALID_ARGUMENT, "alignment 4 is invalid", false,
        none, [](Env&) { return create_with([](zarena_config* c) { c->alignment = 4; }); }},
       {"M48", "alignment 2 GiB (above 1 GiB)", ZARENA_E_INVALID_ARGUMENT,
-       "alignment 2147483648 must be", false, none,
+       "alignment 2147483648 is invalid: above the maximum 1073741824", false, none,
        [](Env&) { return create_with([](zarena_config* c) { c->alignment = 2ull << 30; }); }},
       {"M49", "backend 7", ZARENA_E_INVALID_ARGUMENT, "unknown backend 7", false, none,
        [](Env&) { return create_with([](zarena_config* c) { c->backend = 7; }); }},
@@ -318,8 +319,8 @@ std::vector<Case> cases() {
        none, [](Env&) { return create_with([](zarena_config* c) { c->overflow_policy = 4; }); }},
       {"M52", "an unknown flag bit", ZARENA_E_INVALID_ARGUMENT, "unknown flags 0x80000000", false,
        none, [](Env&) { return create_with([](zarena_config* c) { c->flags = 0x80000000u; }); }},
-      {"M53", "device -1", ZARENA_E_INVALID_ARGUMENT, "device -1 < 0", false, none,
-       [](Env&) { return create_with([](zarena_config* c) { c->device = -1; }); }},
+      {"M53", "device -1", ZARENA_E_INVALID_ARGUMENT, "device -1 is invalid: below the minimum 0",
+       false, none, [](Env&) { return create_with([](zarena_config* c) { c->device = -1; }); }},
       {"M54", "reserved0 not 0", ZARENA_E_INVALID_ARGUMENT, "reserved0 is 5; it must be 0", false,
        none, [](Env&) { return create_with([](zarena_config* c) { c->reserved0 = 5; }); }},
       {"M55", "a capacity no host can reserve (2^62 bytes)", ZARENA_E_OUT_OF_MEMORY,
@@ -611,6 +612,23 @@ std::vector<Case> cases() {
        [](Env&) {
          if (zarena_core::cuda_device_usable(0)) return ZARENA_E_NO_DEVICE;  // nothing to refuse
          return create_with([](zarena_config* c) { c->backend = ZARENA_BACKEND_CUDA; });
+       }},
+      // Ranges of the configuration table (config_fields.h), the struct side; the
+      // environment's in test_config (ConfigRanges).
+      {"M95", "commit_chunk_bytes within a page of 2^64 (wrapped to 0 when rounded: SIGFPE)",
+       ZARENA_E_INVALID_ARGUMENT,
+       "commit_chunk_bytes 18446744073709551000 is invalid: above the maximum 4611686018427387904",
+       false, none,
+       [](Env&) {
+         return create_with([](zarena_config* c) {
+           c->flags |= ZARENA_FLAG_EXPANDABLE;
+           c->commit_chunk_bytes = 18446744073709551000ull;
+         });
+       }},
+      {"M96", "capacity_bytes above 2^62", ZARENA_E_INVALID_ARGUMENT,
+       "capacity_bytes 4611686018427387905 is invalid: above the maximum", false, none,
+       [](Env&) {
+         return create_with([](zarena_config* c) { c->capacity_bytes = (1ull << 62) + 1; });
        }},
   };
 }

@@ -5,12 +5,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "backend/backend_faults_testing.h"
+#include "engine/deferred_release.h"
 #include "log/log.h"
 #include "support.h"
 #include "zarena/zarena.h"
@@ -385,3 +391,100 @@ TEST(Overflow, FaultInjectionChecksItsHandle) {
 }
 
 }  // namespace
+
+// set_stream racing the give-back of an overflow block (item 12): a block's poison fill
+// and its free must go to one stream. Before, set_stream held the region's locks, which a
+// give-back does not take, so the fill could be ordered on the old stream and the free on
+// the new one (the pool could then hand the block out again on the new stream while the
+// fill still ran on the old). The backend records the stream of each fill and free; a
+// short pause inside the fill widens the window a stream change would need.
+namespace stream_race {
+
+struct Seen {
+  std::mutex mu;
+  std::map<const void*, void*> fill_stream;  // block -> the stream its fill went to
+  uint64_t pairs = 0, split = 0;
+};
+
+void observe(void* ctx, zarena_core::FaultSite site, const void* ptr, void* stream) {
+  auto* s = static_cast<Seen*>(ctx);
+  if (site == zarena_core::FaultSite::kFill32) {
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->fill_stream[ptr] = stream;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(s->mu);
+  auto it = s->fill_stream.find(ptr);
+  if (it == s->fill_stream.end()) return;
+  ++s->pairs;
+  if (it->second != stream) ++s->split;
+  s->fill_stream.erase(it);
+}
+
+}  // namespace stream_race
+
+TEST(OverflowStream, AGiveBackNeverStraddlesAStreamChange) {
+  stream_race::Seen seen;
+  zarena_core::FaultPlan plan;
+  plan.observe = &stream_race::observe;
+  plan.observe_ctx = &seen;
+  zarena_core::arm_faults_for_next_create(plan);
+  zarena_config c = host_config(ZARENA_OVERFLOW_SYNC);
+  c.flags |= ZARENA_FLAG_POISON;
+  ArenaHolder a(c);
+  const int rounds = 400 / zarena_test::kSanitizerSlowdown;
+  std::atomic<bool> done{false};
+  std::thread changer([&] {
+    char streams[2];
+    for (uint64_t i = 0; !done.load(); ++i) {
+      EXPECT_EQ(zarena_set_stream(a, &streams[i % 2]), ZARENA_OK) << zarena_last_error();
+    }
+  });
+  for (int i = 0; i < rounds; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 2 * kCapacity, &p), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_free(a, p), ZARENA_OK);
+  }
+  done.store(true);
+  changer.join();
+  std::lock_guard<std::mutex> lock(seen.mu);
+  EXPECT_EQ(seen.pairs, static_cast<uint64_t>(rounds));
+  EXPECT_EQ(seen.split, 0u) << "give-backs whose fill and free went to different streams";
+}
+
+// zarena_destroy while a capture is active (item 9): no backend call is made then (on a
+// GPU a free or a wait on the captured stream would join the capture or break it); the
+// arena is gone at once, its overflow blocks and region wait, and go back at the next
+// safe point (here a zarena_create) once no capture is seen.
+TEST(OverflowDestroy, DuringACaptureTheReleaseWaitsForASafePoint) {
+  LogCapture log(ZARENA_LOG_INFO);
+  auto tally = std::make_shared<zarena_core::FaultTally>();
+  zarena_core::FaultPlan plan;
+  plan.tally = tally;
+  zarena_core::arm_faults_for_next_create(plan);
+  const zarena_config c = host_config(ZARENA_OVERFLOW_SYNC);
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  void *o1 = nullptr, *o2 = nullptr;
+  ASSERT_EQ(zarena_alloc(a, 2 * kCapacity, &o1), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(a, 2 * kCapacity, &o2), ZARENA_OK);
+  ASSERT_EQ(zarena_free(a, o1), ZARENA_OK);  // one given back now
+  const auto frees = [&] { return tally->ok_at(zarena_core::FaultSite::kOverflowFree); };
+  ASSERT_EQ(frees(), 1u);
+  ASSERT_EQ(zarena_set_capture_active(a, 1), ZARENA_OK);
+  ASSERT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(frees(), 1u) << "no give-back during the capture";
+  EXPECT_EQ(zarena_core::deferred_releases(), 1u);
+  ASSERT_EQ(log.count("arena.destroy_deferred"), 1u);
+  EXPECT_EQ(log.of("arena.destroy_deferred")[0].u("overflow_blocks"), 1u);
+  EXPECT_EQ(log.count("arena.destroy"), 1u) << "the lifetime summary comes at once";
+  // A safe point: the capture (only the engine's flag said so) is over with its arena.
+  zarena* b = zarena_test::make_host_arena(kCapacity, "next");
+  EXPECT_EQ(zarena_core::deferred_releases(), 0u);
+  EXPECT_EQ(frees(), 2u) << "the block went back at the safe point";
+  EXPECT_EQ(log.count("arena.released"), 1u);
+  ASSERT_EQ(zarena_destroy(b), ZARENA_OK);
+}

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -23,6 +24,8 @@
 
 #include "../capi/handle.h"
 #include "backend/backend_faults.h"
+#include "backend/backend_faults_testing.h"
+#include "engine/deferred_release.h"
 #include "support.h"
 #include "zarena/zarena.h"
 
@@ -894,25 +897,37 @@ TEST_F(Semantics, OverflowFreesDuringACaptureAreDeferredAndGivenBackAfterIt) {
   }
 }
 
-TEST_F(Semantics, DeferredOverflowGivesAreReleasedAtDestroy) {
-  zarena* a = nullptr;
-  const zarena_config c = host_config(4 * kKiB, ZARENA_OVERFLOW_SYNC);
-  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK);
-  FaultInjectingBackend* f = a->arena->fault_injector();
-  std::vector<zarena_block> blocks;
-  for (int i = 0; i < 4; ++i) blocks.push_back(alloc_ex(a, 8 * kKiB));
-  ASSERT_EQ(zarena_set_capture_active(a, 1), ZARENA_OK);
-  ASSERT_EQ(zarena_free(a, blocks[0].ptr), ZARENA_OK);
-  ASSERT_EQ(zarena_free(a, blocks[1].ptr), ZARENA_OK);
-  EXPECT_EQ(stats_of(a).overflow_deferred_gives, 2u);
-  const uint64_t allocs = f->calls(FaultSite::kOverflowAlloc);
-  // destroy: the two deferred blocks and the two live ones go back; nothing is left over.
-  // (A leak would show under the sanitizers; the call count shows it here.)
-  uint64_t frees_before = f->calls(FaultSite::kOverflowFree);
-  EXPECT_EQ(frees_before, 0u);
-  EXPECT_TRUE(a->arena->destroy().is_ok());
-  EXPECT_EQ(f->calls(FaultSite::kOverflowFree), allocs) << "every block given back at destroy";
-  delete a;  // what zarena_destroy does after destroy()
+// Destroyed while the capture is still on: the two deferred blocks and the two live ones
+// wait with the region for a safe point (deferred_release.h), then all go back; destroyed
+// after it: at once. Nothing is left over either way.
+TEST_F(Semantics, DeferredOverflowGivesAreReleasedAtDestroyOrTheSafePointAfterIt) {
+  for (bool capture_on : {false, true}) {
+    SCOPED_TRACE(capture_on ? "destroyed during the capture" : "destroyed after it");
+    auto tally = std::make_shared<zarena_core::FaultTally>();
+    zarena_core::FaultPlan plan;
+    plan.tally = tally;
+    zarena_core::arm_faults_for_next_create(plan);
+    zarena* a = nullptr;
+    const zarena_config c = host_config(4 * kKiB, ZARENA_OVERFLOW_SYNC);
+    ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK);
+    std::vector<zarena_block> blocks;
+    for (int i = 0; i < 4; ++i) blocks.push_back(alloc_ex(a, 8 * kKiB));
+    ASSERT_EQ(zarena_set_capture_active(a, 1), ZARENA_OK);
+    ASSERT_EQ(zarena_free(a, blocks[0].ptr), ZARENA_OK);
+    ASSERT_EQ(zarena_free(a, blocks[1].ptr), ZARENA_OK);
+    EXPECT_EQ(stats_of(a).overflow_deferred_gives, 2u);
+    const uint64_t allocs = tally->ok_at(FaultSite::kOverflowAlloc);
+    EXPECT_EQ(tally->calls_at(FaultSite::kOverflowFree), 0u);
+    if (!capture_on) {
+      ASSERT_EQ(zarena_set_capture_active(a, 0), ZARENA_OK);
+    }
+    ASSERT_EQ(zarena_destroy(a), ZARENA_OK);
+    if (capture_on) {
+      EXPECT_EQ(tally->calls_at(FaultSite::kOverflowFree), 0u) << "no give-back in the capture";
+      zarena_core::release_deferred();  // the next create or destroy would
+    }
+    EXPECT_EQ(tally->ok_at(FaultSite::kOverflowFree), allocs) << "every block given back";
+  }
 }
 
 // A backend that fails to take an overflow block back (a capture the arena could not see):

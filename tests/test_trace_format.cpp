@@ -2,10 +2,16 @@
 // one global order, with its fields; the file is complete after close(), after threads
 // exit, and at process exit without close(); unknown record kinds are skipped; damaged
 // files are reported.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -361,7 +367,7 @@ TEST(TraceFormat, UnknownKindsAreSkipped) {
   std::vector<char> bytes = file_bytes(path);
   // The header, then [reset 1][reset 2][end]. Put a 40-byte record of kind 200 (a later
   // minor version's) after the first reset, with its own sequence number.
-  const size_t first = bytes.size() - 3 * 32;
+  const size_t first = bytes.size() - 2 * 32 - sizeof(zarena_trace::EndRecord);
   zarena_trace::RecordHeader h{};
   h.seq = 99;
   h.kind = 200;
@@ -434,14 +440,15 @@ TEST(TraceFormat, Reads1xFiles) {
     zarena_trace::EndRecord end{};
     end.h.seq = 0;
     end.h.kind = static_cast<uint8_t>(Kind::kEnd);
-    end.h.words = sizeof end / 8;
-    end.events = 5;  // numbers 0-4 handed out; 4 is missing
+    end.h.words = zarena_trace::kEndRecordBytes_2_0 / 8;  // no dropped count before 2.1
+    end.events = 5;                                       // numbers 0-4 handed out; 4 is missing
     // Thread 0's buffer (seq 0, 2, 3), then thread 1's (seq 1).
     put(alloc(0, 0, 0));
     put(alloc(2, 0, 256));
     put(reset);
     put(f);
-    put(end);
+    const char* e = reinterpret_cast<const char*>(&end);
+    bytes.insert(bytes.end(), e, e + zarena_trace::kEndRecordBytes_2_0);
     Trace r;
     std::string err;
     ASSERT_TRUE(zarena_trace::parse_trace(bytes.data(), bytes.size(), &r, &err)) << err;
@@ -460,6 +467,7 @@ TEST(TraceFormat, Reads1xFiles) {
     EXPECT_EQ(r.events[3].epoch, 1u);
     EXPECT_TRUE(r.summary.complete);
     EXPECT_EQ(r.summary.missing, 1u);
+    EXPECT_EQ(r.summary.dropped, 0u);
   }
 }
 
@@ -489,7 +497,7 @@ TEST(TraceFormat, DamageIsReported) {
   EXPECT_NE(err.find("format 3."), std::string::npos) << err;
 
   bad = bytes;
-  const size_t header_bytes = bytes.size() - 11 * 32;
+  const size_t header_bytes = bytes.size() - 10 * 32 - sizeof(zarena_trace::EndRecord);
   bad[header_bytes + 19] = 1;  // first record: 8 bytes long, shorter than a header
   EXPECT_FALSE(zarena_trace::parse_trace(bad.data(), bad.size(), &r, &err));
   EXPECT_NE(err.find("malformed"), std::string::npos) << err;
@@ -501,79 +509,156 @@ TEST(TraceFormat, DamageIsReported) {
   std::remove(path.c_str());
 }
 
-// The child half of AtExitWithoutClose: traces from several threads and exits without
-// close(). Runs only when the parent starts it.
+// The child half of the TraceExit tests: traces from several threads and exits without
+// close(). Runs only when the parent starts it (ZTEST_TRACE_CHILD_PATH). With
+// ZTEST_TRACE_CHILD_BUSY, a thread goes on tracing while the exit flush runs: the
+// tracer's flush hook holds the flush until that thread has had a chunk dropped, so the
+// drop is certain and nothing waits for a time.
+constexpr uint64_t kExitThreads = 3, kExitPerThread = 10001, kExitMain = 77;
+constexpr uint64_t kExitBefore = kExitThreads * kExitPerThread + kExitMain;
+
 TEST(TraceExit, ChildBody) {
   const char* path = std::getenv("ZTEST_TRACE_CHILD_PATH");
-  if (path == nullptr) GTEST_SKIP() << "run by TraceExit.AtExitWithoutClose";
+  if (path == nullptr) GTEST_SKIP() << "run by TraceExit.AtExit*";
+  const bool busy = std::getenv("ZTEST_TRACE_CHILD_BUSY") != nullptr;
+  static Tracer* t = nullptr;
+  TraceOptions o;
+  if (busy) {
+    o.buffer_bytes = 4096;  // the busy thread rotates often
+    o.on_flush_begin = [](void*) {
+      while (t->dropped_records() == 0) std::this_thread::yield();
+    };
+  }
   Result err;
   // Leaked on purpose: the program "forgets" it, as one that never destroys its arena.
-  Tracer* t = Tracer::open(path, header(), &err).release();
+  t = Tracer::open(path, header(), &err, o).release();
+  if (t == nullptr) _exit(3);
   std::vector<std::thread> threads;
-  for (uint64_t i = 0; i < 3; ++i) {
-    threads.emplace_back([t, i] { write_mixed(t, i + 1, 10001); });
+  for (uint64_t i = 0; i < kExitThreads; ++i) {
+    threads.emplace_back([i] { write_mixed(t, i + 1, kExitPerThread); });
   }
   for (auto& th : threads) th.join();
-  write_mixed(t, 9, 77);
-  if (std::getenv("ZTEST_TRACE_CHILD_BUSY") != nullptr) {
-    // A thread still tracing while the process exits.
-    std::thread([t] {
-      for (;;) t->on_step_begin();
+  write_mixed(t, 9, kExitMain);
+  if (busy) {
+    static std::atomic<bool> began{false};
+    std::thread([] {
+      for (uint64_t i = 0;; ++i) {
+        t->on_set_floor(i, 0);  // numbered: the file must hold a prefix of them
+        began.store(true, std::memory_order_release);
+      }
     }).detach();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!began.load(std::memory_order_acquire)) std::this_thread::yield();
   }
   std::exit(0);
 }
 
-// Runs ChildBody in a new process; returns its trace.
-Trace run_child(const std::string& path, bool busy) {
+// Runs ChildBody in a new process and returns the trace it writes, read through a FIFO:
+// the parent holds at most kMaxTraceBytes of it (more fails the test and kills the child:
+// an unbounded flush cannot fill the disk), and a child not done within kWatchdog is
+// killed and fails the test rather than hang it.
+constexpr size_t kMaxTraceBytes = 64u << 20;
+constexpr auto kWatchdog = std::chrono::minutes(5);
+
+std::vector<char> run_child(const std::string& fifo, bool busy) {
+  std::vector<char> out;
   const char* self = std::getenv("ZTEST_HELPER");
+  EXPECT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  // Open before the child: its open for writing then finds a reader and does not block.
+  const int in = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  EXPECT_GE(in, 0) << std::strerror(errno);
   const pid_t pid = fork();
   EXPECT_GE(pid, 0);
   if (pid == 0) {
-    setenv("ZTEST_TRACE_CHILD_PATH", path.c_str(), 1);
+    setenv("ZTEST_TRACE_CHILD_PATH", fifo.c_str(), 1);
     if (busy) setenv("ZTEST_TRACE_CHILD_BUSY", "1", 1);
     execl(self, self, "--gtest_filter=TraceExit.ChildBody", static_cast<char*>(nullptr));
     _exit(127);
   }
+  const auto deadline = std::chrono::steady_clock::now() + kWatchdog;
+  bool failed = false, writer_seen = false;
+  char chunk[1 << 16];
+  for (;;) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the child is still writing after the watchdog's limit";
+      failed = true;
+      break;
+    }
+    pollfd p = {in, POLLIN, 0};
+    if (poll(&p, 1, 1000) < 0 && errno != EINTR) break;
+    const ssize_t n = read(in, chunk, sizeof chunk);
+    if (n > 0) {
+      writer_seen = true;
+      out.insert(out.end(), chunk, chunk + n);
+      if (out.size() > kMaxTraceBytes) {
+        ADD_FAILURE() << "the child wrote more than " << kMaxTraceBytes << " bytes of trace";
+        failed = true;
+        break;
+      }
+    } else if (n == 0 && writer_seen) {
+      break;  // every writer closed it: the trace is done
+    } else if (n == 0) {
+      // No writer yet (the child has not opened it), or it died before: ask waitpid.
+      int st = 0;
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        ADD_FAILURE() << "the child exited (" << st << ") without writing a trace";
+        close(in);
+        unlink(fifo.c_str());
+        return out;
+      }
+    }
+  }
+  if (failed) kill(pid, SIGKILL);
   int status = 0;
   EXPECT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  return read_or_die(path);
+  EXPECT_TRUE(failed || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) << status;
+  close(in);
+  unlink(fifo.c_str());
+  return out;
+}
+
+Trace parse_or_die(const std::vector<char>& bytes) {
+  Trace t;
+  std::string err;
+  EXPECT_TRUE(zarena_trace::parse_trace(bytes.data(), bytes.size(), &t, &err)) << err;
+  return t;
 }
 
 TEST(TraceExit, AtExitWithoutClose) {
   if (std::getenv("ZTEST_HELPER") == nullptr) {
     GTEST_SKIP() << "ZTEST_HELPER (set by CTest) names this binary";
   }
-  const std::string path = temp_path("atexit");
-  const Trace r = run_child(path, false);
+  const Trace r = parse_or_die(run_child(temp_path("atexit"), false));
   EXPECT_TRUE(r.summary.complete);
   EXPECT_TRUE(r.summary.ended_at_exit);
-  EXPECT_EQ(r.events.size(), 3u * 10001u + 77u);
+  EXPECT_EQ(r.events.size(), kExitBefore);
   EXPECT_EQ(r.summary.missing, 0u);
-  std::remove(path.c_str());
+  EXPECT_EQ(r.summary.dropped, 0u);
+  EXPECT_TRUE(r.summary.whole());
 }
 
-// A thread still tracing at exit: everything before its last moments is in the file; at
-// most the record it was writing when the flush ran is missing.
+// A thread still tracing while the exit flush runs: the flush ends (bounded: it takes what
+// was recorded when it began), the thread's later records are dropped and the end record
+// counts them; everything else is in the file, and the thread's records there are a
+// prefix of what it traced (nothing after a gap).
 TEST(TraceExit, AtExitWhileAThreadIsStillTracing) {
   if (std::getenv("ZTEST_HELPER") == nullptr) {
     GTEST_SKIP() << "ZTEST_HELPER (set by CTest) names this binary";
   }
-  const std::string path = temp_path("atexit_busy");
-  const Trace r = run_child(path, true);
+  const Trace r = parse_or_die(run_child(temp_path("atexit_busy"), true));
   EXPECT_TRUE(r.summary.complete);
   EXPECT_TRUE(r.summary.ended_at_exit);
-  constexpr uint64_t kBefore = 3u * 10001u + 77u;  // traced before the busy thread began
-  EXPECT_GT(r.events.size(), kBefore);
-  EXPECT_LE(r.summary.missing, 1u);
+  EXPECT_EQ(r.summary.missing, 0u);
+  EXPECT_GT(r.summary.dropped, 0u) << "the busy thread had a chunk dropped during the flush";
+  EXPECT_FALSE(r.summary.whole());
   // The busy thread is the fifth to trace (number 4), and it began after all the others
   // had finished: every earlier event is there, first in the order.
-  for (uint64_t i = 0; i < kBefore; ++i) ASSERT_LT(r.events[i].thread, 4) << i;
-  for (uint64_t i = kBefore; i < r.events.size(); ++i) ASSERT_EQ(r.events[i].thread, 4) << i;
-  std::remove(path.c_str());
+  ASSERT_GE(r.events.size(), kExitBefore);
+  for (uint64_t i = 0; i < kExitBefore; ++i) ASSERT_LT(r.events[i].thread, 4) << i;
+  for (uint64_t i = kExitBefore; i < r.events.size(); ++i) {
+    ASSERT_EQ(r.events[i].thread, 4) << i;
+    ASSERT_EQ(r.events[i].kind, Kind::kSetFloor) << i;
+    ASSERT_EQ(r.events[i].value, i - kExitBefore) << "a gap in the busy thread's records";
+  }
 }
 
 }  // namespace

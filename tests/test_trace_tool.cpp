@@ -1,6 +1,7 @@
 // zarena-replay as CI runs it: exit status 0 when the trace fits, 1 when it would
-// overflow at the capacity replayed, 2 for bad input (with the reason on stderr); the
-// JSON report carries the numbers; what-if options take effect.
+// overflow at the capacity replayed, 2 for bad input (with the reason on stderr), 4 when
+// nothing overflowed but the trace is incomplete; the JSON report carries the numbers;
+// what-if options take effect.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,7 +9,9 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -153,6 +156,27 @@ TEST_F(ReplayTool, RmmLogIsSizedAndReplayed) {
   std::remove(json.c_str());
 }
 
+// A trace cut short (a crash, a failed write) replays what it holds, but never says
+// "fits": exit 4, verdict incomplete_trace.
+TEST_F(ReplayTool, AnIncompleteTraceIsNeverSaidToFit) {
+  std::ifstream in(reset_, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = temp("cut.zat");
+  write(cut, bytes.substr(0, bytes.size() - 5));  // inside the end record
+  const std::string json = temp("cut.json");
+  const ToolRun r = run(cut + " --json " + json);
+  EXPECT_EQ(r.status, 4) << r.out;
+  EXPECT_NE(r.out.find("verdict: incomplete_trace"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the trace is incomplete"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("fits in"), std::string::npos) << r.out;
+  const auto j = read_json(json);
+  EXPECT_EQ(j.at("verdict"), "incomplete_trace");
+  EXPECT_EQ(j.at("incomplete"), true);
+  EXPECT_EQ(j.at("exit_code"), 4);
+  std::remove(cut.c_str());
+  std::remove(json.c_str());
+}
+
 TEST_F(ReplayTool, BadInputIsExitTwoWithTheReason) {
   const std::string csv = temp("bad.csv");
   write(csv,
@@ -174,6 +198,29 @@ TEST_F(ReplayTool, BadInputIsExitTwoWithTheReason) {
   r = run(never_ + " --alignment 100");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("power of two"), std::string::npos) << r.out;
+
+  // A header the engine refuses is bad input too, not a failed replay (3): an alignment
+  // above 1 GiB, a capacity above 2^62.
+  {
+    std::ifstream in(never_, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bad = temp("bad-header.zat");
+    std::string b = bytes;
+    const uint64_t alignment = 2ull << 30;  // FileHeader::alignment at byte 32
+    std::memcpy(&b[32], &alignment, 8);
+    write(bad, b);
+    r = run(bad);
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("from the trace's header"), std::string::npos) << r.out;
+    b = bytes;
+    const uint64_t capacity = (1ull << 62) + 4096;  // FileHeader::capacity_bytes at byte 24
+    std::memcpy(&b[24], &capacity, 8);
+    write(bad, b);
+    r = run(bad + " --no-sizing");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("capacity_bytes"), std::string::npos) << r.out;
+    std::remove(bad.c_str());
+  }
 
   r = run(never_ + " --policy sometimes");
   EXPECT_EQ(r.status, 2) << r.out;

@@ -3,7 +3,8 @@
 if(NOT TARGET zarena_replay_core)
   message(FATAL_ERROR "the trace tests need the tools (ZARENA_BUILD_TOOLS=ON)")
 endif()
-foreach(t test_trace_format test_trace_replay test_trace_tool test_trace_engine)
+foreach(t test_trace_format test_trace_replay test_trace_tool test_trace_engine
+    test_trace_edges test_fork)
   if(TARGET ${t})
     target_link_libraries(${t} PRIVATE zarena_trace zarena_trace_reader zarena_replay_core)
   endif()
@@ -28,4 +29,4 @@ add_test(NAME trace_picture_is_well_formed
   COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_trace_outputs.py
   $<TARGET_FILE:trace_sample> $<TARGET_FILE:zarena-replay>
   ${CMAKE_CURRENT_BINARY_DIR}/trace_picture)
-set_tests_properties(trace_picture_is_well_formed PROPERTIES LABELS unit)
+set_tests_properties(trace_picture_is_well_formed PROPERTIES LABELS unit TIMEOUT 180)

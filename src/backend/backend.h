@@ -69,6 +69,9 @@ struct OverflowBlock {
   uint64_t bytes = 0;           // the size asked for
   uint64_t reserved_bytes = 0;  // what was taken from the backend
   OverflowRoute route = OverflowRoute::kSync;
+  // kAsync made while the arena's stream was being captured: the id of that capture
+  // sequence (the block is an allocation node of its graph); 0 otherwise.
+  uint64_t capture_id = 0;
 };
 
 struct MemoryInfo {
@@ -129,6 +132,14 @@ class Backend {
   // capture (the arena's stream, the legacy stream's implicit rules, the calling thread's
   // per-thread stream). Host: always false. Fails when the state cannot be queried.
   virtual Result capture_status(bool* capturing) noexcept = 0;
+  // *id := the id of the capture sequence the arena's stream is part of now (a
+  // stream-ordered call on it would be recorded into that graph), 0 when it is not being
+  // captured. Host: always 0.
+  virtual Result capture_id(uint64_t* id) noexcept = 0;
+  // True when the arena's stream is the legacy default stream (NULL): a stream-ordered
+  // call on it joins the capture of any blocking stream (implicit synchronization), so it
+  // is as unsafe during a capture as a synchronous call. Host: false.
+  virtual bool on_legacy_stream() const noexcept = 0;
   // Replaces the arena's stream (validated as at create: the stream must belong to the
   // arena's device; special handles the backend cannot order work on are refused with
   // kInvalidArgument). Later work on the new stream is ordered after the work queued on

@@ -92,6 +92,29 @@ Status status_of(CUresult r) {
 
 bool is_legacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
 
+// The calling thread's stream-capture interaction mode is relaxed while it lives: a
+// synchronous call (cudaFree of the region or of a SYNC block) made while another thread
+// captures in global mode is not refused, and so does not invalidate that thread's capture
+// (which the call is no part of). Used where zarena gives memory back.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() {
+    if (cudaThreadExchangeStreamCaptureMode(&mode_) != cudaSuccess) {
+      forget_error();
+      restore_ = false;
+    }
+  }
+  ~RelaxedCaptureMode() {
+    if (restore_ && cudaThreadExchangeStreamCaptureMode(&mode_) != cudaSuccess) forget_error();
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool restore_ = true;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const BackendOptions& opts, const DriverApi& d)
@@ -304,6 +327,9 @@ class CudaBackend final : public Backend {
     Result first;
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
+    // The engine releases only when no capture of the arena's stream (or the legacy
+    // stream) is running; another thread's capture elsewhere is left alone.
+    RelaxedCaptureMode relaxed;
     if (region_raw_ != nullptr) {
       const cudaError_t e = cudaFree(region_raw_);
       if (e != cudaSuccess) {
@@ -369,6 +395,11 @@ class CudaBackend final : public Backend {
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     void* base = nullptr;
     const cudaStream_t s = stream_.load();
+    // An allocation made during a capture of the stream is a node of that graph: its
+    // block is freed inside the same capture, when it is (give_back), so the graph can be
+    // launched again and again.
+    uint64_t capture_id = 0;
+    if (async) (void)capture_id_of(s, &capture_id);
     const cudaError_t e =
         async ? cudaMallocFromPoolAsync(&base, len, pool_, s) : cudaMalloc(&base, len);
     if (e != cudaSuccess) {
@@ -385,6 +416,7 @@ class CudaBackend final : public Backend {
     b.bytes = bytes;
     b.reserved_bytes = len;
     b.route = route;
+    b.capture_id = capture_id;
     const uintptr_t raw = reinterpret_cast<uintptr_t>(base);
     const uintptr_t aligned = (raw + alignment - 1) & ~static_cast<uintptr_t>(alignment - 1);
     b.ptr = reinterpret_cast<void*>(aligned);
@@ -460,6 +492,14 @@ class CudaBackend final : public Backend {
     *capturing = e == cudaSuccess && st != cudaStreamCaptureStatusNone;
     return Result::ok();
   }
+
+  Result capture_id(uint64_t* id) noexcept override {
+    CudaContextGuard g(d_, ctx_);
+    if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
+    return capture_id_of(stream_.load(), id);
+  }
+
+  bool on_legacy_stream() const noexcept override { return is_legacy(stream_.load()); }
 
   // The new stream waits for the work queued on the old one so far (an event recorded on
   // the old stream, waited for by the new one): a block freed after the change, which the
@@ -569,6 +609,23 @@ class CudaBackend final : public Backend {
       return 0;
     }
     return v;
+  }
+
+  // The id of the capture sequence s is part of (0: none; the legacy stream is never
+  // captured itself). The arena's context is current.
+  static Result capture_id_of(cudaStream_t s, uint64_t* id) {
+    *id = 0;
+    if (is_legacy(s)) return Result::ok();
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    unsigned long long cid = 0;
+    const cudaError_t e = cudaStreamGetCaptureInfo(s, &st, &cid);
+    if (e != cudaSuccess) {
+      forget_error();
+      return Result::fail(Status::kBackend,
+                          fmt::format("cudaStreamGetCaptureInfo failed ({})", cuda_text(e)));
+    }
+    if (st == cudaStreamCaptureStatusActive) *id = cid;
+    return Result::ok();
   }
 
   Result context_failure(CUresult e) const {
@@ -720,6 +777,7 @@ class CudaBackend final : public Backend {
       e = cudaFreeAsync(block.base, stream_.load());
       if (e == cudaSuccess) ++g_counters.pool_frees;
     } else {
+      RelaxedCaptureMode relaxed;  // see the class: another thread's capture stays whole
       e = cudaFree(block.base);
       if (e == cudaSuccess) ++g_counters.frees;
     }

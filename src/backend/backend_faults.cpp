@@ -78,6 +78,8 @@ FaultInjectingBackend::FaultInjectingBackend(std::unique_ptr<Backend> inner)
     : inner_(std::move(inner)) {
   if (std::optional<FaultPlan> plan = take_next_create_plan()) {
     tally_ = plan->tally;
+    observe_ = plan->observe;
+    observe_ctx_ = plan->observe_ctx;
     apply(*plan);
   }
 }
@@ -199,6 +201,7 @@ Result FaultInjectingBackend::overflow_free(const OverflowBlock& block) noexcept
   if (fires(FaultSite::kOverflowFree))
     return injected(FaultSite::kOverflowFree, fmt::format(" ({}, {} bytes, {} route)", block.ptr,
                                                           block.bytes, route_name(block.route)));
+  if (observe_ != nullptr) observe_(observe_ctx_, FaultSite::kOverflowFree, block.ptr, stream());
   return passed(FaultSite::kOverflowFree, inner_->overflow_free(block));
 }
 
@@ -216,6 +219,7 @@ Result FaultInjectingBackend::set_stream(void* stream) noexcept {
 Result FaultInjectingBackend::fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept {
   if (fires(FaultSite::kFill32))
     return injected(FaultSite::kFill32, fmt::format(" ({}, {} bytes)", ptr, bytes));
+  if (observe_ != nullptr) observe_(observe_ctx_, FaultSite::kFill32, ptr, stream());
   return passed(FaultSite::kFill32, inner_->fill32(ptr, bytes, word));
 }
 

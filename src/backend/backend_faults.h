@@ -66,6 +66,11 @@ struct FaultPlan {
   std::array<Site, kFaultSiteCount> sites{};
   uint64_t overflow_delay_nth = 0;  // see delay_overflow_alloc
   uint64_t overflow_delay_ns = 0;
+  // Called by every fill32 and overflow_free that passes through (after the fault
+  // decision, before the wrapped backend), with the pointer and the stream the wrapped
+  // backend orders on at that moment: tests watch, or hold, those calls with it.
+  void (*observe)(void* ctx, FaultSite site, const void* ptr, void* stream) = nullptr;
+  void* observe_ctx = nullptr;
   // The backend that consumes this plan at its construction also counts into *tally.
   std::shared_ptr<FaultTally> tally;
 };
@@ -104,6 +109,8 @@ class FaultInjectingBackend final : public Backend {
   Result overflow_free(const OverflowBlock& block) noexcept override;
   bool supports_async() const noexcept override { return inner_->supports_async(); }
   Result capture_status(bool* capturing) noexcept override;
+  Result capture_id(uint64_t* id) noexcept override { return inner_->capture_id(id); }
+  bool on_legacy_stream() const noexcept override { return inner_->on_legacy_stream(); }
   Result set_stream(void* stream) noexcept override;
   void* stream() const noexcept override { return inner_->stream(); }
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override;
@@ -128,6 +135,9 @@ class FaultInjectingBackend final : public Backend {
   std::unique_ptr<Backend> inner_;
   std::shared_ptr<FaultTally> tally_;  // set at construction only (no lock needed)
   std::array<Counter, kFaultSiteCount> counters_;
+  // FaultPlan::observe (set at construction only).
+  void (*observe_)(void*, FaultSite, const void*, void*) = nullptr;
+  void* observe_ctx_ = nullptr;
   std::atomic<uint64_t> delay_at_{0};     // absolute overflow_alloc call that sleeps
   std::atomic<uint64_t> delay_every_{0};  // 1: every overflow_alloc sleeps
   std::atomic<uint64_t> delay_ns_{0};

@@ -198,6 +198,11 @@ class HostBackend final : public Backend {
     *capturing = false;  // host memory has no streams to capture
     return Result::ok();
   }
+  Result capture_id(uint64_t* id) noexcept override {
+    *id = 0;
+    return Result::ok();
+  }
+  bool on_legacy_stream() const noexcept override { return false; }
   Result set_stream(void* stream) noexcept override {
     stream_ = stream;  // kept for stream(); host work is never ordered on it
     return Result::ok();

@@ -145,6 +145,18 @@ std::string render_field(const zarena_config& c, const FieldSpec& f) {
   return "";
 }
 
+std::string value_problem(const FieldSpec& f, uint64_t v) {
+  if (!holds_number(f)) return "";
+  // Signed fields compare as signed: -1 is below a minimum of 0, not above the maximum.
+  const bool is_signed = f.storage == Storage::kI32;
+  const bool below = is_signed ? static_cast<int64_t>(v) < static_cast<int64_t>(f.min) : v < f.min;
+  const bool above = is_signed ? static_cast<int64_t>(v) > static_cast<int64_t>(f.max) : v > f.max;
+  if (below) return fmt::format("below the minimum {}", f.min);
+  if (above) return fmt::format("above the maximum {}", f.max);
+  if (const char* bad = f.check != nullptr ? f.check(v) : nullptr) return bad;
+  return "";
+}
+
 uint64_t default_retain_bytes(uint64_t capacity) {
   zarena_config c{};
   c.capacity_bytes = capacity;
@@ -195,19 +207,22 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   }
   c.struct_size = sizeof(zarena_config);
 
+  // Every number of the table against its range (the environment's values were checked
+  // the same way when they were read).
   for (const FieldSpec& f : kConfigFields) {
-    if (f.kind != ValueKind::kEnum) continue;
-    const auto v = static_cast<int64_t>(field_number(c, f));
-    if (v < 0 || v >= static_cast<int64_t>(f.enum_count))
-      return Result::fail(Status::kInvalidArgument, fmt::format("unknown {} {}", f.key, v));
+    if (f.storage == Storage::kFlag) continue;  // unknown bits: below
+    const uint64_t v = field_number(c, f);
+    const std::string why = value_problem(f, v);
+    if (why.empty()) continue;
+    const std::string shown =
+        f.storage == Storage::kI32 ? std::to_string(static_cast<int64_t>(v)) : std::to_string(v);
+    if (f.kind == ValueKind::kEnum) {
+      return Result::fail(Status::kInvalidArgument, fmt::format("unknown {} {}", f.key, shown));
+    }
+    return Result::fail(
+        Status::kInvalidArgument,
+        fmt::format("{} {} is invalid: {} (valid: {} to {})", f.key, shown, why, f.min, f.max));
   }
-  if (c.capacity_bytes == 0)
-    return Result::fail(Status::kInvalidArgument, "capacity_bytes must be > 0");
-  if (c.alignment < kMinAlignment || c.alignment > kMaxAlignment ||
-      (c.alignment & (c.alignment - 1)) != 0)
-    return Result::fail(Status::kInvalidArgument,
-                        fmt::format("alignment {} must be a power of two in [{}, {}]", c.alignment,
-                                    kMinAlignment, kMaxAlignment));
   if (c.capacity_bytes % c.alignment != 0) {
     // Round down to whole granules; a capacity below one granule is an error.
     if (c.capacity_bytes < c.alignment)
@@ -216,8 +231,6 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
                                       c.capacity_bytes, c.alignment));
     c.capacity_bytes -= c.capacity_bytes % c.alignment;
   }
-  if (c.device < 0)
-    return Result::fail(Status::kInvalidArgument, fmt::format("device {} < 0", c.device));
   constexpr uint32_t kKnownFlags = known_flags();
   if ((c.flags & ~kKnownFlags) != 0)
     return Result::fail(Status::kInvalidArgument,

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "config/config_fields.h"
 #include "config/config_parse.h"
-#include "base/status.h"
 #include "zarena/zarena.h"
 
 namespace zarena_core {
@@ -89,5 +89,9 @@ const char* field_text(const zarena_config& c, const FieldSpec& f);
 void set_field_text(zarena_config* c, const FieldSpec& f, const char* v);
 // The value as people read it: names for enums, on/off, hex words, "unlimited".
 std::string render_field(const zarena_config& c, const FieldSpec& f);
+// Why v (a number as field_number gives it) is not a valid value of f, or "" when it is:
+// its range and its extra check. One test for every source: the environment's values and
+// the struct's (C, Go, Python) at create.
+std::string value_problem(const FieldSpec& f, uint64_t v);
 
 }  // namespace zarena_core

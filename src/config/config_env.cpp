@@ -43,11 +43,8 @@ std::vector<EnvSetting> apply_environment(zarena_config* cfg) {
         if (f.storage == Storage::kString) {
           set_field_text(cfg, f, text);  // the environment outlives the call
           s.parsed = true;
-        } else if (v < f.min || v > f.max) {
-          s.why = v < f.min ? fmt::format("below the minimum {}", f.min)
-                            : fmt::format("above the maximum {}", f.max);
-        } else if (const char* bad = f.check != nullptr ? f.check(v) : nullptr) {
-          s.why = bad;
+        } else if (std::string why = value_problem(f, v); !why.empty()) {
+          s.why = std::move(why);
         } else {
           set_field_number(cfg, f, v);
           s.parsed = true;

@@ -1,10 +1,12 @@
 // The one table of configuration fields. Each zarena_config field is declared here once,
 // and everything else is driven by the table: the defaults zarena_config_init writes, the
 // environment variables that set a field (ztensor's aliases included) and how their text
-// is read, the "0 means a default" rules applied at create, source attribution, the typed
-// fields of the "arena.config" record, the Go mirror (go/config_fields_gen.go), the
-// README's configuration table and docs/CONFIG.md's (all written by tools/gen; CTest fails
-// when the committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
+// is read, the valid range of every number (checked alike for the C struct, the
+// environment, Go and Python, which all reach zarena_create with a struct), the "0 means
+// a default" rules applied at create, source attribution, the typed fields of the
+// "arena.config" record, the Go mirror (go/config_fields_gen.go), the README's
+// configuration table and docs/CONFIG.md's (all written by tools/gen; CTest fails when the
+// committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
 // below the table so that the unknown-variable check knows them.
 //
 // Adding a field: append it to zarena_config (zarena.h), add its row here in struct order,
@@ -31,6 +33,10 @@ inline constexpr uint64_t kMinDefaultRetain = 64ull << 20;
 // either propagates NaN instead of plausible numbers.
 inline constexpr uint32_t kDefaultPoisonWord = 0x7FF80000u;
 inline constexpr uint64_t kDefaultCommitChunk = 64ull << 20;
+// The largest byte size a capacity or a commit step may be: sizes up to it round up to any
+// alignment or commit granularity without wrapping (a commit step near 2^64 wrapped to 0
+// and the first allocation divided by it). Requests above it are refused too (arena.cpp).
+inline constexpr uint64_t kMaxSizeBytes = 1ull << 62;
 inline constexpr const char kDefaultName[] = "zarena";
 
 // Where a field lives in zarena_config.
@@ -105,7 +111,10 @@ struct FieldSpec {
   uint64_t initial = 0;  // what zarena_config_init writes before the env
   const char* const* enum_names = nullptr;
   uint32_t enum_count = 0;
-  uint64_t min = 0, max = UINT64_MAX;  // valid range of an environment value
+  // The valid range of a number (rows that hold one must give it: range(), or names() and
+  // flag() for enums and switches), for every source alike: the C struct, the
+  // environment, Go and Python. Empty (min > max) on rows without a number.
+  uint64_t min = 1, max = 0;
   // "0 means the default D": D from the otherwise resolved config; applied at create.
   uint64_t (*zero_means)(const zarena_config&) = nullptr;
   // Extra check of an environment value; returns why it is invalid, or nullptr.
@@ -130,6 +139,8 @@ struct FieldSpec {
   constexpr FieldSpec flag(uint32_t b) const {
     FieldSpec f = *this;
     f.bit = b;
+    f.min = 0;
+    f.max = 1;
     return f;
   }
   template <uint32_t N>
@@ -137,6 +148,8 @@ struct FieldSpec {
     FieldSpec f = *this;
     f.enum_names = n;
     f.enum_count = N;
+    f.min = 0;
+    f.max = N - 1;
     return f;
   }
   constexpr FieldSpec range(uint64_t lo, uint64_t hi) const {
@@ -218,7 +231,7 @@ inline constexpr FieldSpec kConfigFields[] = {
         .docs("CUDA device ordinal", "`0`"),
     ZARENA_FIELD(capacity_bytes, kU64, kBytes)
         .initially(kDefaultCapacity)
-        .range(1, UINT64_MAX)
+        .range(1, kMaxSizeBytes)
         .var("ZERFOO_ARENA_SIZE_GB", Syntax::kGiB, "0.5")
         .var("ZARENA_CAPACITY_BYTES", Syntax::kBytes, "2GiB")
         .go("CapacityBytes", "uint64")
@@ -240,12 +253,14 @@ inline constexpr FieldSpec kConfigFields[] = {
               "`default`: `async` with a stream, else `sync`"),
     ZARENA_FIELD(overflow_retain_bytes, kU64, kBytes)
         .zero_is(config_rules::retain_default)
+        .range(0, UINT64_MAX)
         .var("ZERFOO_OVERFLOW_POOL_RETAIN_GB", Syntax::kGiB, "2")
         .var("ZARENA_OVERFLOW_RETAIN_BYTES", Syntax::kBytes, "512MiB")
         .go("OverflowRetainBytes", "uint64")
         .docs("overflow pool release threshold", "capacity, at least 64 MiB"),
     ZARENA_FIELD(overflow_limit_bytes, kU64, kBytes)
         .zero_is(config_rules::limit_default)
+        .range(0, UINT64_MAX)
         .var("ZARENA_OVERFLOW_LIMIT_BYTES", Syntax::kBytesOrUnlimited, "4GiB")
         .go("OverflowLimitBytes", "uint64")
         .docs("cap on live overflow bytes; `unlimited` (Go: `OverflowUnlimited`) for none",
@@ -302,10 +317,12 @@ inline constexpr FieldSpec kConfigFields[] = {
         .docs("32-bit pattern the poison flag writes", "`0x7FF80000` (a quiet NaN)"),
     ZARENA_FIELD(commit_chunk_bytes, kU64, kBytes)
         .zero_is(config_rules::chunk_default)
+        .range(0, kMaxSizeBytes)
         .var("ZARENA_COMMIT_CHUNK_BYTES", Syntax::kBytes, "256MiB")
         .go("CommitChunkBytes", "uint64")
         .docs("expandable arena: commit step", "64 MiB"),
     ZARENA_FIELD(trim_keep_bytes, kU64, kBytes)
+        .range(0, UINT64_MAX)
         .var("ZARENA_TRIM_KEEP_BYTES", Syntax::kBytes, "1GiB")
         .go("TrimKeepBytes", "uint64")
         .docs("expandable arena: at reset, decommit above max(this, in use)", "0: never trim"),
@@ -319,6 +336,20 @@ inline constexpr FieldSpec kConfigFields[] = {
 #undef ZARENA_FLAG_FIELD
 
 inline constexpr size_t kConfigFieldCount = sizeof(kConfigFields) / sizeof(kConfigFields[0]);
+
+// A row whose value is a number (an enum index, a count, a size, a duration, a word, a
+// switch): the rows with a range.
+constexpr bool holds_number(const FieldSpec& f) {
+  return f.storage != Storage::kPointer && f.storage != Storage::kString;
+}
+constexpr bool every_number_has_a_range() {
+  for (const FieldSpec& f : kConfigFields) {
+    if (holds_number(f) && f.min > f.max) return false;
+  }
+  return true;
+}
+static_assert(every_number_has_a_range(),
+              "a number in the configuration table without a valid range: add .range(lo, hi)");
 
 // ZARENA_* variables that are not configuration fields but are zarena's: the unknown-
 // variable check must not flag them, and those with a syntax are checked like the rest.

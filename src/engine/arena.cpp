@@ -127,12 +127,24 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
     Result err;
     zarena_trace::TraceOptions to;
     to.slots = a.region_.slot_count();  // the hot events go into their slot's lane
+    to.on_failure = &Arena::trace_failed;
+    to.failure_ctx = &a;
     a.tracer_ = zarena_trace::Tracer::open(rc.trace_file, th, &err, to);
     if (a.tracer_) {
       a.trace_ = a.tracer_.get();
       a.region_.set_order_counter(a.trace_->order_counter());
       a.fast_path_flags_.fetch_or(kTracing, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
+      if (a.tracer_->path() != rc.trace_file && log_enabled(ZARENA_LOG_WARN)) {
+        LogRecord rec(log_events::kTraceRenamed, rc.name);
+        rec.message(
+            fmt::format("the trace file '{}' is written by another open trace (of this "
+                        "process or another); this arena traces to '{}'",
+                        rc.trace_file, a.tracer_->path()));
+        rec.add_string("trace_file", rc.trace_file);
+        rec.add_string("trace_path", a.tracer_->path());
+        log_emit(rec);
+      }
     } else if (log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(log_events::kTraceFailed, rc.name);
       rec.message(
@@ -140,6 +152,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
                       "without a trace",
                       rc.trace_file, err.message));
       rec.add_string("trace_file", rc.trace_file);
+      rec.add_string("reason", err.message);
       log_emit(rec);
     }
   }
@@ -184,6 +197,29 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
 }
 
 Arena::~Arena() = default;
+
+// The tracer's writer thread, no lock held, once: the trace stopped (a write failed, or
+// host memory for its buffers ran out). The program hears of it now, not at destroy.
+void Arena::trace_failed(void* ctx, const std::string& path, const Result& why) {
+  const Arena* a = static_cast<const Arena*>(ctx);
+  if (!log_enabled(ZARENA_LOG_WARN)) return;
+  try {
+    LogRecord rec(log_events::kTraceFailed, a->name_);
+    rec.message(
+        fmt::format("the trace stopped: {}. The file '{}' ends there; "
+                    "zarena_trace_status reports it",
+                    why.message, path));
+    rec.add_string("trace_file", path);
+    rec.add_string("reason", why.message);
+    log_emit(rec);
+  } catch (...) {  // host memory: zarena_trace_status still says it
+  }
+}
+
+Result Arena::trace_status() const {
+  if (!tracer_) return Result::ok();
+  return tracer_->status();
+}
 
 FaultInjectingBackend* Arena::fault_injector() {
   return dynamic_cast<FaultInjectingBackend*>(backend_.get());
@@ -232,13 +268,20 @@ Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
 // first, so a block that fails now waits for the next give-back point instead of being
 // retried at once.
 void Arena::give_back(std::vector<OverflowBlock>& blocks) {
-  const bool cap = capturing();
-  const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
-  OverflowPool::FillFn fill = poison ? &Arena::fill_overflow : nullptr;
   Result r;
-  if (!cap && overflow_.has_deferred()) r = overflow_.flush_deferred(fill, this);
-  const Result now = overflow_.give_back(blocks, cap, fill, this);
-  if (r.is_ok()) r = now;
+  {
+    // A block's poison fill and its free go to one stream: set_stream waits.
+    std::shared_lock<std::shared_mutex> g(stream_mu_);
+    const bool cap = capturing();
+    // The capture the arena's stream is in: its own allocation nodes are freed into it.
+    uint64_t capture_id = 0;
+    if (cap && !blocks.empty()) (void)backend_->capture_id(&capture_id);
+    const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
+    OverflowPool::FillFn fill = poison ? &Arena::fill_overflow : nullptr;
+    if (!cap && overflow_.has_deferred()) r = overflow_.flush_deferred(fill, this);
+    const Result now = overflow_.give_back(blocks, cap, capture_id, fill, this);
+    if (r.is_ok()) r = now;
+  }
   if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
     LogRecord rec(log_events::kOverflowGiveFailed, name_);
     rec.message(
@@ -491,6 +534,18 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
 
 // --- frees and pins ---------------------------------------------------------------------
 
+// A free answered "stale" or "double" because an older block once started at that address
+// is a pointer into a live block now, when the address lies inside one: NOT_OWNED, as
+// zarena.h promises for interior pointers. Not for a free that names an earlier epoch:
+// its caller's block is of that epoch, whatever lies there now.
+template <typename Inside>
+FreeOutcome Arena::interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
+                               Inside&& inside) {
+  if (o != FreeOutcome::kStale && o != FreeOutcome::kDoubleFree) return o;
+  if (want_epoch != kAnyEpoch && want_epoch < epoch) return o;
+  return inside() ? FreeOutcome::kNotOwned : o;
+}
+
 Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
   if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
@@ -508,6 +563,10 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
     } catch (...) {  // host memory for a record (a span given back below the floor)
       region_.leave(s);
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
+    }
+    if (__builtin_expect(o != FreeOutcome::kOk && o != FreeOutcome::kDeferred, 0)) {
+      o = interior_or(o, want_epoch, region_.epoch(),
+                      [&] { return region_.inside_live_block(off); });
     }
     // Loaded after the free: the free may have queued a note (a poison fill skipped).
     const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
@@ -556,6 +615,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   uint64_t size = 0;
   FreeOutcome o = overflow_.free(ptr, want_epoch, epoch, &block, &size);
   if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
+  o = interior_or(o, want_epoch, epoch, [&] { return overflow_.inside_live_block(ptr); });
   if (trace_ != nullptr) {
     trace_->on_free(zarena_trace::TraceAddr::pointer(ptr),
                     o == FreeOutcome::kOk || o == FreeOutcome::kDeferred

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,11 @@ class Arena final : private RegionHooks {
   // Live blocks (region and overflow) from one snapshot, in address order for the region;
   // *epoch (may be null): the epoch at that instant.
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
-  // Releases region and overflow blocks and logs "arena.destroy".
+  // Releases region and overflow blocks and logs "arena.destroy"; during a capture, hands
+  // them to deferred_release.h instead (no CUDA call).
   Result destroy();
+  // OK (no trace, or nothing lost so far), or the trace's first failure.
+  Result trace_status() const;
 
   int32_t backend_kind() const { return backend_->kind(); }
   Backend& backend() { return *backend_; }
@@ -103,9 +107,13 @@ class Arena final : private RegionHooks {
   // A free that found fast_path_flags_ other than kTracing set (out of line).
   void after_free_flags(uint32_t flags);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
+  template <typename Inside>
+  static FreeOutcome interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
+                                 Inside&& inside);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   zarena_trace::TraceAddr pin_trace_addr(bool in_region, uint64_t start_offset, void* start) const;
   void give_back(std::vector<OverflowBlock>& blocks);
+  Result destroy_later(const zarena_stats& s, const Result& trace_result);
   bool capturing();  // the engine's flag, else the backend's answer
   // Emits the warnings queued under locks (QueuedWarnings, a poison fill skipped during a
   // capture); called with no lock held after any call that may have queued one.
@@ -145,6 +153,8 @@ class Arena final : private RegionHooks {
   static Result fill_overflow(void* ctx, void* ptr, uint64_t bytes);
   // Logs a commit the backend refused (no lock held).
   void warn_commit_failed(const std::string& why);
+  // TraceOptions::on_failure: logs "arena.trace_failed".
+  static void trace_failed(void* ctx, const std::string& path, const Result& why);
 
   const std::string name_;
   const zarena_config cfg_;
@@ -167,6 +177,9 @@ class Arena final : private RegionHooks {
   static constexpr uint32_t kWarningsQueued = 4;  // a warning waits for emit_queued_warnings
   std::atomic<uint32_t> fast_path_flags_{0};
 
+  // Give-backs (their poison fills and frees, on the backend's stream) hold it shared;
+  // set_stream exclusively, so a give-back never straddles a stream change.
+  std::shared_mutex stream_mu_;
   std::atomic<bool> capture_flag_{false};
   std::atomic<bool> poison_on_;
   std::atomic<uint32_t> poison_word_;

@@ -11,6 +11,7 @@
 
 #include "diagnosis/diagnostics.h"
 #include "engine/arena.h"
+#include "engine/deferred_release.h"
 #include "log/reporter.h"
 
 namespace zarena_core {
@@ -141,7 +142,8 @@ void Arena::set_capture_active(bool active) {
   if (!active) {
     poison_skip_warned_.store(false, std::memory_order_relaxed);
     std::vector<OverflowBlock> none;
-    give_back(none);  // frees deferred during the capture go back now
+    give_back(none);     // frees deferred during the capture go back now
+    release_deferred();  // and arenas destroyed during it
   }
   emit_queued_warnings();
 }
@@ -149,7 +151,9 @@ void Arena::set_capture_active(bool active) {
 Result Arena::set_stream(void* stream) {
   Result r;
   {
-    // No block may be given back on the old stream while the stream changes.
+    // No give-back is in flight while the stream changes (each one's poison fill and
+    // free go to one stream), and no region fill (the slot locks).
+    std::unique_lock<std::shared_mutex> g(stream_mu_);
     Region::WriterLock w(region_);
     r = backend_->set_stream(stream);
   }
@@ -191,6 +195,13 @@ Result Arena::destroy() {
     region_.set_order_counter(nullptr);
     tracer_.reset();
   }
+  if (!rt.is_ok()) rt.message = "the trace file is incomplete: " + rt.message;
+  // During a capture no CUDA call may be made (a free or a wait on the captured stream
+  // would be recorded into the graph, or break it): the device memory waits for a safe
+  // point (deferred_release.h) and the arena is gone now.
+  const bool capture = capturing();  // a query that fails counts as a capture
+  if (warnings_.any()) emit_backend_warnings();
+  if (capture) return destroy_later(s, rt);
   std::string recovered;
   Result r1 = overflow_.release_all(&recovered);
   if (!recovered.empty() && log_enabled(ZARENA_LOG_WARN)) {
@@ -209,8 +220,44 @@ Result Arena::destroy() {
   }
   if (!r1.is_ok()) return r1;
   if (!r2.is_ok()) return r2;
-  if (!rt.is_ok()) rt.message = "the trace file is incomplete: " + rt.message;
   return rt;
+}
+
+Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
+  DeferredRelease d;
+  d.blocks = overflow_.take_all();
+  d.name = name_;
+  d.region_bytes = commits_.committed_bytes();
+  d.backend = std::move(backend_);
+  const uint64_t region_bytes = d.region_bytes, blocks = d.blocks.size();
+  if (!defer_release(d)) {
+    // Host memory: the device memory stays with the process (a release now would break
+    // the capture); the caller hears of it.
+    (void)d.backend.release();
+    return Result::fail(Status::kOutOfMemory,
+                        fmt::format("zarena_destroy during a capture (arena '{}'): out of host "
+                                    "memory to defer the release; its device memory stays "
+                                    "with the process",
+                                    name_));
+  }
+  if (log_enabled(ZARENA_LOG_WARN)) {
+    LogRecord rec(log_events::kDestroyDeferred, name_);
+    rec.message(
+        fmt::format("zarena_destroy ran while a CUDA graph capture was active: {} of "
+                    "region and {} overflow blocks go back to the device at the next "
+                    "zarena_create, zarena_destroy or zarena_set_capture_active(a, 0) "
+                    "made when the arena's stream is no longer captured (keep its "
+                    "stream alive until then)",
+                    human_bytes(region_bytes), blocks));
+    rec.add_uint("region_bytes", region_bytes);
+    rec.add_uint("overflow_blocks", blocks);
+    log_emit(rec);
+  }
+  if (log_enabled(ZARENA_LOG_INFO)) {
+    log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, s.overflow_epochs, s.needed_bytes},
+                            name_));
+  }
+  return trace_result;
 }
 
 std::string Arena::check_invariants() {

@@ -1,6 +1,7 @@
 #include "log/log.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <strings.h>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include "base/env_bool.h"
 
@@ -73,8 +75,16 @@ struct Sink {
   int bucket_count = 0;
 };
 
+void lock_for_fork();
+void unlock_in_parent();
+void renew_in_child();
+
 Sink& sink() {
-  static Sink* s = new Sink();  // never destroyed: records may be emitted at exit
+  static Sink* s = [] {  // never destroyed: records may be emitted at exit
+    auto* fresh = new Sink();
+    pthread_atfork(lock_for_fork, unlock_in_parent, renew_in_child);
+    return fresh;
+  }();
   return *s;
 }
 
@@ -87,6 +97,12 @@ spdlog::logger* new_stderr_logger(const char* name, const char* pattern) {
   l->flush_on(spdlog::level::trace);
   return l;
 }
+
+// Around fork(): the sink's lock (a leaf: nothing is taken under it) is held, so the child
+// finds the callback and the rate buckets whole and the lock free.
+void lock_for_fork() { sink().mu.lock(); }
+void unlock_in_parent() { sink().mu.unlock(); }
+void renew_in_child() { new (&sink().mu) std::mutex(); }
 
 spdlog::logger& stderr_logger() {
   static spdlog::logger* logger = new_stderr_logger("zarena", "%Y-%m-%dT%H:%M:%S.%e zarena %l %v");

@@ -267,15 +267,48 @@ inline constexpr LogEvent kTrimFailed =
               "a decommit of an expandable arena at reset failed; the memory stays committed "
               "and the next reset tries again",
               kReasonFields);
+inline constexpr LogEvent kReleaseFailed =
+    log_event("arena.release_failed", ZARENA_LOG_WARN, kLimited,
+              "giving back the memory of an arena destroyed during a capture failed at its "
+              "safe point; it stays with the process",
+              kReasonFields);
+
+// An arena destroyed during a capture (zarena_destroy): its device memory waits for a safe
+// point.
+inline constexpr LogFieldSpec kDeferredReleaseFields[] = {
+    {"region_bytes", kUint, "the destroyed arena's region memory"},
+    {"overflow_blocks", kUint, "its overflow blocks that were live"},
+};
+inline constexpr LogEvent kDestroyDeferred = log_event(
+    "arena.destroy_deferred", ZARENA_LOG_WARN, kNeverDropped,
+    "at zarena_destroy during a capture: the arena is gone, its device memory goes back at the "
+    "next zarena_create, zarena_destroy or zarena_set_capture_active(x, 0) made outside the "
+    "capture (see zarena_destroy)",
+    kDeferredReleaseFields);
+inline constexpr LogEvent kReleased = log_event(
+    "arena.released", ZARENA_LOG_INFO, kNeverDropped,
+    "the memory of an arena destroyed during a capture went back", kDeferredReleaseFields);
 
 inline constexpr LogFieldSpec kTraceFailedFields[] = {
-    {"trace_file", kString, "the file that could not be opened"},
+    {"trace_file", kString, "the trace file"},
+    {"reason", kString, "why it could not be opened, or why the trace stopped"},
 };
-inline constexpr LogEvent kTraceFailed =
-    log_event("arena.trace_failed", ZARENA_LOG_WARN, kNeverDropped,
-              "at zarena_create, when the configured trace file cannot be opened: the arena "
-              "runs without a trace",
-              kTraceFailedFields);
+inline constexpr LogEvent kTraceFailed = log_event(
+    "arena.trace_failed", ZARENA_LOG_WARN, kNeverDropped,
+    "at zarena_create, when the configured trace file cannot be opened (the arena runs "
+    "without a trace); or later, at once from the trace's thread, when the trace stopped (a "
+    "write failed, host memory for its buffers ran out; see zarena_trace_status)",
+    kTraceFailedFields);
+
+inline constexpr LogFieldSpec kTraceRenamedFields[] = {
+    {"trace_file", kString, "the file asked for"},
+    {"trace_path", kString, "the file written"},
+};
+inline constexpr LogEvent kTraceRenamed =
+    log_event("arena.trace_renamed", ZARENA_LOG_WARN, kNeverDropped,
+              "at zarena_create, when the trace file asked for is written by another open "
+              "trace: this arena's goes to a numbered name (\"<stem>.2<ext>\", ...)",
+              kTraceRenamedFields);
 
 inline constexpr LogFieldSpec kDestroyFields[] = {
     {"allocs", kUint, "allocation requests over the arena's life"},
@@ -317,7 +350,11 @@ inline constexpr const LogEvent* kLogEvents[] = {
     &log_events::kPoisonFailed,
     &log_events::kCaptureQueryFailed,
     &log_events::kTrimFailed,
+    &log_events::kReleaseFailed,
+    &log_events::kDestroyDeferred,
+    &log_events::kReleased,
     &log_events::kTraceFailed,
+    &log_events::kTraceRenamed,
     &log_events::kDestroy,
 };
 

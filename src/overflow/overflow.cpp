@@ -46,23 +46,32 @@ OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
     reserved_bytes_ -= size;
     ++stats_.failures;
   };
-  if (route == OverflowRoute::kSync) {
-    // Decide before calling: a synchronous allocation during graph capture fails and
-    // invalidates the host program's capture (or hangs some drivers).
+  // Decide before calling: a synchronous allocation during graph capture fails and
+  // invalidates the host program's capture (or hangs some drivers); so does a stream-
+  // ordered one on the legacy stream, which joins any blocking stream's capture. (On a
+  // stream of its own an ASYNC allocation during its capture is a node of the graph.)
+  if (route == OverflowRoute::kSync || backend_.on_legacy_stream()) {
     bool capturing = capture_active;
     Result qerr;
     if (!capturing) qerr = backend_.capture_status(&capturing);
     if (!qerr.is_ok() || capturing) {
       unreserve_failure();
       a.path = "capture_refused";
+      const char* what = route == OverflowRoute::kSync
+                             ? "a synchronous overflow allocation"
+                             : "a stream-ordered overflow allocation on the legacy (NULL) "
+                               "stream, which joins every blocking stream's capture,";
       a.result =
           capturing
               ? Result::fail(Status::kCaptureUnsafe,
-                             capture_active ? "the engine marked a CUDA graph capture as active; a "
-                                              "synchronous overflow allocation now would break it"
-                                            : "the arena's stream is being captured into a CUDA "
-                                              "graph; a synchronous overflow allocation now would "
-                                              "break the capture")
+                             capture_active
+                                 ? fmt::format("the engine marked a CUDA graph capture as "
+                                               "active; {} now would break it",
+                                               what)
+                                 : fmt::format("the arena's stream is being captured into a "
+                                               "CUDA graph (or joins a capture); {} now would "
+                                               "break the capture",
+                                               what))
               : Result::fail(Status::kCaptureUnsafe,
                              "could not query the stream's capture status: " + qerr.message);
       return a;
@@ -112,6 +121,21 @@ bool OverflowPool::owns(void* ptr) const {
   return blocks_.count(ptr) != 0;
 }
 
+void* OverflowPool::live_block_containing(const void* ptr) const {
+  const char* p = static_cast<const char*>(ptr);
+  for (const auto& [start, e] : blocks_) {
+    if (e.state != State::kLive && e.state != State::kDeferred) continue;
+    const char* s = static_cast<const char*>(start);
+    if (s < p && p < s + e.size) return start;
+  }
+  return nullptr;
+}
+
+bool OverflowPool::inside_live_block(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_block_containing(ptr) != nullptr;
+}
+
 FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
                                uint64_t* size) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -148,17 +172,15 @@ FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, O
 }
 
 std::unordered_map<void*, OverflowPool::Entry>::iterator OverflowPool::find_for_pin(void* ptr) {
-  auto it = blocks_.find(ptr);
-  if (it != blocks_.end()) return it;
-  const char* p = static_cast<const char*>(ptr);
-  for (it = blocks_.begin(); it != blocks_.end(); ++it) {
-    const Entry& e = it->second;
-    const char* s = static_cast<const char*>(it->first);
-    if ((e.state == State::kLive || e.state == State::kDeferred) && s < p && p < s + e.size) {
-      return it;
-    }
+  const auto at = blocks_.find(ptr);
+  if (at != blocks_.end() &&
+      (at->second.state == State::kLive || at->second.state == State::kDeferred)) {
+    return at;
   }
-  return it;
+  // Also where an older block once started: the backend may have handed its memory out
+  // again inside a larger block.
+  void* start = live_block_containing(ptr);
+  return start != nullptr ? blocks_.find(start) : at;
 }
 
 PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch, void** start) {
@@ -243,25 +265,28 @@ void OverflowPool::mark_step_boundary() {
   }
 }
 
-Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill,
-                               void* ctx) {
+Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturing,
+                               uint64_t capture_id, FillFn fill, void* ctx) {
   if (blocks.empty()) return Result::ok();
   Result first;
-  // The blocks that wait with the deferred ones are moved to the front of `blocks`: all of
-  // them while capturing; else those the backend refused (a capture no query could see,
-  // or a transient failure: still the backend's to take back, so retried at the next
-  // give-back point, and at destroy; never dropped).
-  size_t kept = blocks.size();
-  if (!capturing) {
-    kept = 0;
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const OverflowBlock& b = blocks[i];
-      if (fill != nullptr) (void)fill(ctx, b.ptr, b.bytes);
-      const Result r = backend_.overflow_free(b);
-      if (r.is_ok()) continue;
-      if (first.is_ok()) first = r;
+  // The blocks that wait with the deferred ones are moved to the front of `blocks`: while
+  // capturing, all but the allocation nodes of the capture running now (freed into it: a
+  // free node); else those the backend refused (a capture no query could see, or a
+  // transient failure: still the backend's to take back, so retried at the next give-back
+  // point, and at destroy; never dropped).
+  size_t kept = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const OverflowBlock& b = blocks[i];
+    const bool graph_node = b.capture_id != 0 && b.capture_id == capture_id;
+    if (capturing && !graph_node) {
       blocks[kept++] = b;
+      continue;
     }
+    if (fill != nullptr && !capturing) (void)fill(ctx, b.ptr, b.bytes);
+    const Result r = backend_.overflow_free(b);
+    if (r.is_ok()) continue;
+    if (first.is_ok()) first = r;
+    blocks[kept++] = b;
   }
   if (kept > 0) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -287,25 +312,28 @@ Result OverflowPool::flush_deferred(FillFn fill, void* ctx) {
     blocks.swap(deferred_);
     stats_.deferred_gives = 0;
   }
-  return give_back(blocks, false, fill, ctx);
+  return give_back(blocks, false, 0, fill, ctx);
+}
+
+std::vector<OverflowBlock> OverflowPool::take_all() {
+  std::vector<OverflowBlock> all;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [p, e] : blocks_) {
+    if (e.state == State::kLive || e.state == State::kDeferred) all.push_back(e.block);
+  }
+  all.insert(all.end(), deferred_.begin(), deferred_.end());
+  deferred_.clear();
+  blocks_.clear();
+  stats_.live_count = 0;
+  stats_.live_bytes = 0;
+  stats_.deferred_gives = 0;
+  reserved_bytes_ = 0;
+  return all;
 }
 
 Result OverflowPool::release_all(std::string* recovered) {
-  std::vector<OverflowBlock> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [p, e] : blocks_) {
-      if (e.state == State::kLive || e.state == State::kDeferred) all.push_back(e.block);
-    }
-    all.insert(all.end(), deferred_.begin(), deferred_.end());
-    deferred_.clear();
-    blocks_.clear();
-    stats_.live_count = 0;
-    stats_.live_bytes = 0;
-    stats_.deferred_gives = 0;
-    reserved_bytes_ = 0;
-  }
-  const Result first = give_back(all, false, nullptr, nullptr);
+  std::vector<OverflowBlock> all = take_all();
+  const Result first = give_back(all, false, 0, nullptr, nullptr);
   if (first.is_ok()) return first;
   // One more try for the blocks the backend refused (a transient failure); what still
   // fails is lost, and destroy reports it.

@@ -76,6 +76,10 @@ class OverflowPool {
   void untrack_failed(const OverflowAttempt& a, uint64_t size);
 
   bool owns(void* ptr) const;
+  // Whether ptr lies strictly inside a live block (its start below ptr): for error paths,
+  // where a free or pin found no live block at ptr but an older one there said "freed" or
+  // "stale" (the backend handed that address out again inside a larger block). O(blocks).
+  bool inside_live_block(const void* ptr) const;
   // Under the caller's slot lock. On kOk, *out is the block to give back (with give_back
   // once no lock is held); *size its size. kDeferred: pinned, freed at the last unpin.
   FreeOutcome free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
@@ -96,12 +100,15 @@ class OverflowPool {
   void mark_step_boundary();
 
   // Gives blocks back to the backend (no lock held): at once, or, while `capturing`,
-  // into the deferred list. fill (may be null) poisons each block first when not
-  // capturing. Returns the first backend error; a block the backend refused joins the
-  // deferred list (tried again at the next give-back point, and at destroy), never dropped.
-  // `blocks` is used up (its contents are left unspecified).
+  // into the deferred list, except the blocks allocated during the capture running now
+  // (capture_id, the backend's: 0 none), which are freed into it (a free node, so the
+  // graph frees what it allocated and can be launched again). fill (may be null) poisons
+  // each block first when not capturing. Returns the first backend error; a block the
+  // backend refused joins the deferred list (tried again at the next give-back point, and
+  // at destroy), never dropped. `blocks` is used up (its contents are left unspecified).
   using FillFn = Result (*)(void* ctx, void* ptr, uint64_t bytes);
-  Result give_back(std::vector<OverflowBlock>& blocks, bool capturing, FillFn fill, void* ctx);
+  Result give_back(std::vector<OverflowBlock>& blocks, bool capturing, uint64_t capture_id,
+                   FillFn fill, void* ctx);
   bool has_deferred() const;
   // Gives back the deferred blocks (call when no capture is active).
   Result flush_deferred(FillFn fill, void* ctx);
@@ -109,6 +116,9 @@ class OverflowPool {
   // the error of a block that failed twice (it is lost); *recovered (may be null) gets
   // the first failure's message when the second try gave everything back.
   Result release_all(std::string* recovered = nullptr);
+  // Every block the backend must still take back (live ones, deferred gives), forgotten
+  // here: for a release made elsewhere (an arena destroyed during a capture).
+  std::vector<OverflowBlock> take_all();
 
   OverflowStats stats() const;
   // peak_bytes restarts from live_bytes.
@@ -129,8 +139,10 @@ class OverflowPool {
     uint32_t tag;
   };
 
-  // The entry of the block that starts at ptr, or else of the live block ptr lies inside;
-  // end() for neither. Under mu_.
+  // The start of the live block ptr lies strictly inside, or nullptr. Under mu_.
+  void* live_block_containing(const void* ptr) const;
+  // The live entry of the block that starts at ptr, or else of the live block ptr lies
+  // inside, or else the (dead) entry at ptr; end() for none. Under mu_.
   std::unordered_map<void*, Entry>::iterator find_for_pin(void* ptr);
 
   Backend& backend_;

@@ -593,7 +593,8 @@ void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t si
 PinOutcome Region::pin(Slot& s, uint64_t offset, uint64_t* start) {
   uint64_t at = offset;
   PinOutcome o = pin_at(s, offset, offset);
-  if (o == PinOutcome::kNotOwned && live_block_containing(offset, &at)) {
+  if (o != PinOutcome::kOk && o != PinOutcome::kTooMany &&
+      live_block_containing(offset, kWholeScan, &at) == Within::kLiveBlock) {
     o = pin_at(s, at, offset);
     // Anything else: the block went away under the look.
     if (o != PinOutcome::kOk && o != PinOutcome::kTooMany && o != PinOutcome::kFreed) {
@@ -607,7 +608,8 @@ PinOutcome Region::pin(Slot& s, uint64_t offset, uint64_t* start) {
 PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_t* start) {
   uint64_t at = offset;
   PinOutcome o = unpin_at(s, offset, offset, freed_size);
-  if (o == PinOutcome::kNotOwned && live_block_containing(offset, &at)) {
+  if (o != PinOutcome::kOk && o != PinOutcome::kNotPinned &&
+      live_block_containing(offset, kWholeScan, &at) == Within::kLiveBlock) {
     o = unpin_at(s, at, offset, freed_size);
     if (o != PinOutcome::kOk && o != PinOutcome::kNotPinned) o = PinOutcome::kNotOwned;
   }
@@ -617,15 +619,16 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_
 
 // The block covering offset starts at the nearest boundary of the current layout at or
 // below it (blocks tile [0, top): live, free, or a span's unused part). So the start tags
-// are read downward from just below offset until one names a record of the current layout
-// (a live block of this epoch or kept across resets, or a free block in an index now);
-// records of earlier epochs, absorbed or moved ones, are history and are passed over. A
-// record of the current layout ending at or below offset first means nothing live covers
-// it.
-bool Region::live_block_containing(uint64_t offset, uint64_t* start) const {
+// are read downward from the last granule below offset until one names a record of the
+// current layout (a live block of this epoch or kept across resets, or a free block in an
+// index now): its start decides (a live block reaching past offset: inside); records of
+// earlier epochs, absorbed or moved ones, are history and are passed over. A record of the
+// current layout ending at a granule on the way means nothing live covers offset.
+Region::Within Region::live_block_containing(uint64_t offset, uint64_t max_granules,
+                                             uint64_t* start) const {
   {
     std::lock_guard<CentralLock> g(central_);
-    if (offset >= top_) return false;  // bump space
+    if (offset >= top_) return Within::kNone;  // bump space
   }
   const uint64_t g = map_.granule();
   const uint64_t e = epoch();
@@ -643,9 +646,10 @@ bool Region::live_block_containing(uint64_t offset, uint64_t* start) const {
     const Block& b = store_[r];
     return b.end() == o && current(b, b.load_word());
   };
-  if (offset == 0 || ends_at(offset)) return false;
+  if (offset == 0 || ends_at(offset)) return Within::kNone;
   // Block starts are granule multiples: the first candidate is the last one below offset.
-  for (uint64_t o = (offset - 1) / g * g;; o -= g) {
+  uint64_t o = (offset - 1) / g * g;
+  for (uint64_t step = 0; step < max_granules; ++step, o -= g) {
     const uint32_t r = map_.at(o);
     if (r != kNil) {
       const Block& b = store_[r];
@@ -653,14 +657,21 @@ bool Region::live_block_containing(uint64_t offset, uint64_t* start) const {
       if (b.off() == o && current(b, w)) {
         const BlockState st = Word::state(w);
         if (b.end() <= offset || (st != BlockState::kLive && st != BlockState::kDeferred)) {
-          return false;
+          return Within::kNone;
         }
         *start = o;
-        return true;
+        return Within::kLiveBlock;
       }
     }
-    if (o == 0 || ends_at(o)) return false;
+    if (o == 0 || ends_at(o)) return Within::kNone;
   }
+  return Within::kUnknown;
+}
+
+bool Region::inside_live_block(uint64_t offset) const {
+  constexpr uint64_t kInteriorScan = 1u << 20;  // 256 MiB at the default alignment
+  uint64_t start;
+  return live_block_containing(offset, kInteriorScan, &start) != Within::kNone;
 }
 
 PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside) {

@@ -140,14 +140,24 @@ class Region {
   // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
   FreeOutcome free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size);
   // Pins: of the block that starts at offset, or else of the live block offset lies inside
-  // (engines pin views); *start (may be null) gets the pinned block's offset on kOk.
+  // (engines pin views; also where an older block once started); *start (may be null)
+  // gets the pinned block's offset on kOk.
   PinOutcome pin(Slot& s, uint64_t offset, uint64_t* start = nullptr);
+  // Whether `offset` lies strictly inside a live block (its start below offset, its end
+  // above), or that cannot be told cheaply (no boundary within 1M granules below it): for
+  // error paths, where a free found no live block starting at offset and an older record
+  // there said "stale" or "freed". The caller holds a slot lock; takes the central lock
+  // briefly.
+  bool inside_live_block(uint64_t offset) const;
   // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
   PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_t* start = nullptr);
-  // The start of the live block that offset lies strictly inside (false: none, or the
-  // layout changed under the look; a caller acts on the answer only through pin_at and
-  // unpin_at, which check it again). The caller holds a slot lock. O(offset - start).
-  bool live_block_containing(uint64_t offset, uint64_t* start) const;
+  // Where offset lies: strictly inside a live block (kLiveBlock, *start gets its start), in
+  // none, or not known (no boundary of the current layout within max_granules below it).
+  // The answer may be out of date at once: pin_at and unpin_at check it again. The caller
+  // holds a slot lock; takes the central lock briefly. O(min(offset - start, max_granules)).
+  enum class Within { kNone, kLiveBlock, kUnknown };
+  static constexpr uint64_t kWholeScan = ~0ull;
+  Within live_block_containing(uint64_t offset, uint64_t max_granules, uint64_t* start) const;
   // The ceiling (central lock taken inside; no other region lock may be held). raise:
   // [0, end) is committed now (the ceiling never goes down through it). lower: a trim is
   // about to decommit above `keep`: the ceiling comes down to max(keep, the top: every

@@ -22,9 +22,23 @@
 //
 // Completeness: close() (the engine calls it at destroy) writes everything and an end
 // record. A tracer still open when the process exits normally (exit(), return from
-// main) is flushed by an atexit handler, whose end record says so. A crash or _exit()
-// loses what was still buffered; the file then ends without an end record, and readers
-// say "truncated".
+// main) is flushed by an atexit handler, whose end record says so. The close and the
+// exit flush take what was recorded when they began and end in bounded time: a thread
+// that keeps tracing meanwhile has its later records dropped, and the end record counts
+// them (EndRecord::dropped). A crash or _exit() loses what was still buffered; the file
+// then ends without an end record, and readers say "truncated".
+//
+// Failures: the first write error, or host memory for a buffer running out, stops the
+// trace: from then on nothing more is written (records are dropped and counted), the
+// owner hears of it at once through TraceOptions::on_failure, and status() says so. No
+// tracer call throws: events are noexcept, whatever memory does.
+//
+// Files: the path is locked (flock) while the trace is open. A path another open trace
+// holds, in this process or another, is never truncated: open() takes the first free of
+// "<stem>.2<ext>", "<stem>.3<ext>", ... instead (path() says which).
+//
+// Fork: a child inherits the parent's tracers but never writes them (not at its exit
+// either): they are the parent's (trace_registry.cpp).
 //
 // Threads: every generic on_* may be called from any number of threads at once; a slot_*
 // call only by the holder of that slot's lock (the engine's region slot). close() and the
@@ -51,10 +65,10 @@ struct TraceHeader {
   std::string arena_name;
   uint64_t capacity_bytes = 0;
   uint64_t alignment = 0;
-  int32_t overflow_policy = 0;  // resolved ZARENA_OVERFLOW_*
-  int32_t backend = 0;          // resolved ZARENA_BACKEND_*
-  uint32_t config_flags = 0;    // ZARENA_FLAG_*
-  uint64_t region_base = 0;     // the region's address, for reading raw pointers; 0 = unknown
+  int32_t overflow_policy = 0;        // resolved ZARENA_OVERFLOW_*
+  int32_t backend = 0;                // resolved ZARENA_BACKEND_*
+  uint32_t config_flags = 0;          // ZARENA_FLAG_*
+  uint64_t region_base = 0;           // the region's address, for reading raw pointers; 0 = unknown
   uint64_t overflow_limit_bytes = 0;  // the resolved cap (ZARENA_OVERFLOW_UNLIMITED: none)
 };
 
@@ -73,6 +87,14 @@ struct TraceOptions {
   uint64_t tick_ns = 1'000'000;
   // Slot lanes (slot_alloc, slot_free): the engine's slot count (at most 128); 0: none.
   uint32_t slots = 0;
+  // Called once, soon after the trace's first failure (see "Failures" above), from the
+  // tracer's writer thread with no tracer lock held. Null: nobody is told (status() is).
+  void (*on_failure)(void* ctx, const std::string& path, const zarena_core::Result& why) = nullptr;
+  void* failure_ctx = nullptr;
+  // Called by close() and the exit flush once chunks filled from then on are dropped and
+  // before the writer drains what was queued: tests trace from another thread there.
+  void (*on_flush_begin)(void* ctx) = nullptr;
+  void* flush_ctx = nullptr;
 };
 
 // An address in a record: an offset in the region, or a raw pointer (overflow blocks).
@@ -88,8 +110,9 @@ void broadcast_tag(uint32_t id, std::string_view name);
 
 class Tracer {
  public:
-  // Creates (truncates) path, writes the header and starts the writer thread. On failure
-  // returns null and fills *err (kBackend with the OS's reason).
+  // Creates (truncates) path, or the first free name after it when another open trace
+  // holds it (see "Files" above), writes the header and starts the writer thread. On
+  // failure returns null and fills *err (kBackend with the OS's reason, kOutOfMemory).
   static std::unique_ptr<Tracer> open(const std::string& path, const TraceHeader& header,
                                       zarena_core::Result* err, const TraceOptions& opts = {});
   // Closes when still open (the result is then lost: call close() to see it).
@@ -216,7 +239,12 @@ class Tracer {
 
   // Event records made so far (exact once no call is in flight).
   uint64_t events() const;
+  // The file written (the path asked for, or the free name taken instead of it).
   const std::string& path() const { return path_; }
+  // OK, or the trace's first failure (kBackend: a write failed; kOutOfMemory).
+  zarena_core::Result status() const;
+  // Records dropped so far: after a failure, or made after the close or exit flush began.
+  uint64_t dropped_records() const;
 
   // One per (tracer, thread that traced through it). Owned by the tracer, so a thread
   // that exits leaves its last records for close() to write.
@@ -228,9 +256,12 @@ class Tracer {
     uint64_t records = 0;              // records appended (the owner's count)
     uint64_t queued_records = 0;       // ... of which handed to the writer (under its lock)
     uint16_t thread = 0;
-    // A chunk of this buffer was dropped because the exit flush had begun: the rest of
-    // its records are dropped too (the file keeps no record after a gap).
+    // A chunk of this buffer was dropped (the flush had begun, or the trace failed): the
+    // rest of its records are dropped too (the file keeps no record after a gap).
     bool dropped = false;
+    // Where records go, dropped, while no chunk can be had (host memory ran out before
+    // the buffer had one): room for the largest record.
+    alignas(8) char spare[kMaxRecordBytes];
   };
 
  private:
@@ -356,6 +387,7 @@ class Tracer {
   // multiple of 8) with `key` and copies it into the calling thread's buffer.
   void append(void* record, size_t bytes, Kind kind, uint32_t aux, uint64_t key) {
     ThreadBuffer* b = local_buffer();
+    if (__builtin_expect(b == nullptr, 0)) return drop_unbuffered();
     if (__builtin_expect(b->pos + bytes > b->cap, 0)) rotate(b);
     RecordHeader* h = static_cast<RecordHeader*>(record);
     stamp(h, key, kind, bytes, aux, b->thread);
@@ -390,8 +422,11 @@ class Tracer {
   }
 
   // Out of line, off the common path: a full buffer goes to the writer and is replaced.
-  void rotate(ThreadBuffer* b);
-  ThreadBuffer* attach_thread();
+  void rotate(ThreadBuffer* b) noexcept;
+  // The calling thread's new buffer; null when host memory ran out (the trace stops).
+  ThreadBuffer* attach_thread() noexcept;
+  // A record with nowhere to go (attach_thread failed): counted, the trace stops.
+  void drop_unbuffered() noexcept;
 
   friend class TracerAccess;  // the process-wide registry (trace_registry.cpp)
 
@@ -399,9 +434,9 @@ class Tracer {
   zarena_core::Result finish(bool at_exit);
   // The calling thread is exiting: its buffer's records go to the writer and its memory
   // back to the pool.
-  void detach(ThreadBuffer* b);
+  void detach(ThreadBuffer* b) noexcept;
   void writer_loop();
-  char* take_chunk();  // with impl_->mu held
+  char* take_chunk() noexcept;  // with impl_->mu held; null when host memory ran out
 
   struct TlsSlot {
     uint64_t tracer_id;

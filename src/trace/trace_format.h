@@ -14,9 +14,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 inline constexpr char kMagic[8] = {'Z', 'A', 'R', 'E', 'N', 'A', 'T', 'R'};
 // 2.0: `seq` is an order key (below), no longer a dense sequence number. Readers of 2.x
-// also read 1.x files (whose seq is dense and unique).
+// also read 1.x files (whose seq is dense and unique). 2.1: the end record counts the
+// records the writer dropped.
 inline constexpr uint16_t kFormatMajor = 2;  // a reader refuses majors it does not know
-inline constexpr uint16_t kFormatMinor = 0;  // a reader accepts any minor of its major
+inline constexpr uint16_t kFormatMinor = 1;  // a reader accepts any minor of its major
 inline constexpr uint16_t kOldestMajor = 1;  // the oldest major this reader still reads
 // fixed_bytes of format 1.0 headers (1.1 appended overflow_limit_bytes).
 inline constexpr uint32_t kFixedBytes_1_0 = 80;
@@ -160,8 +161,10 @@ struct TagRecordHead {  // aux: tag id; the name follows, then padding to 8
   uint32_t reserved;
 };
 static_assert(sizeof(TagRecordHead) == 32, "TagRecordHead is part of the file format");
-// Longest tag name a record carries (longer names are cut): words is a uint8_t.
-inline constexpr size_t kMaxTagNameBytes = 255 * 8 - sizeof(TagRecordHead);
+// The longest record: words is a uint8_t.
+inline constexpr size_t kMaxRecordBytes = 255 * 8;
+// Longest tag name a record carries (longer names are cut).
+inline constexpr size_t kMaxTagNameBytes = kMaxRecordBytes - sizeof(TagRecordHead);
 
 // Slot-lane records (2.0) are compact: no key and no time of their own (a lane-order
 // record gives the key, a lane-time record the time, of the lane's records that follow it
@@ -209,7 +212,12 @@ struct EndRecord {  // aux: kEnd* flags
   RecordHeader h;
   uint64_t events;  // 2.x: event records in the file before it; 1.x: sequence numbers
                     // handed out before the final flush
+  // 2.1: event records made but not in the file: dropped after a failure of the trace, or
+  // made by threads that went on tracing while the close or exit flush ran.
+  uint64_t dropped;
 };
-static_assert(sizeof(EndRecord) == 32, "EndRecord is part of the file format");
+static_assert(sizeof(EndRecord) == 40, "EndRecord is part of the file format");
+// The end record of 1.x and 2.0 files (no dropped count): readers accept it.
+inline constexpr size_t kEndRecordBytes_2_0 = 32;
 
 }  // namespace zarena_trace

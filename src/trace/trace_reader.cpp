@@ -1,6 +1,7 @@
 #include "trace/trace_reader.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -31,7 +32,7 @@ size_t min_record_bytes(Kind k) {
     case Kind::kTag:
       return sizeof(TagRecordHead);
     case Kind::kEnd:
-      return sizeof(EndRecord);
+      return kEndRecordBytes_2_0;
     case Kind::kLaneAlloc:
       return sizeof(LaneAllocRecord);
     case Kind::kLaneFree:
@@ -235,7 +236,10 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
       case Kind::kEnd:
         sum.complete = true;
         sum.ended_at_exit = (rh.aux & kEndAtExit) != 0;
-        declared = load<EndRecord>(r).events;
+        // 1.x and 2.0 end records stop after `events`.
+        declared = load<uint64_t>(r + offsetof(EndRecord, events));
+        if (bytes >= sizeof(EndRecord))
+          sum.dropped = load<uint64_t>(r + offsetof(EndRecord, dropped));
         continue;  // not an event
     }
     out->events.push_back(e);

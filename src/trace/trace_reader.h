@@ -50,6 +50,10 @@ struct ReadSummary {
   bool truncated = false;        // the file ends inside a record
   uint64_t unknown_skipped = 0;  // records of kinds this reader does not know
   uint64_t missing = 0;          // events the end record counts but the file lacks
+  uint64_t dropped = 0;          // events the writer dropped (end record, format 2.1)
+  // The file holds every event the arena made: an end record, nothing cut, missing or
+  // dropped. A replay of anything less cannot say the workload fits.
+  bool whole() const { return complete && !truncated && missing == 0 && dropped == 0; }
 };
 
 struct Trace {

@@ -1,7 +1,10 @@
 #include "trace/trace_registry.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -20,9 +23,32 @@ struct Registry {
   bool atexit_installed = false;
 };
 
+void lock_for_fork();
+void unlock_in_parent();
+void forget_in_child();
+
 Registry& registry() {
-  static Registry* r = new Registry;
+  static Registry* r = [] {
+    auto* fresh = new Registry;
+    pthread_atfork(lock_for_fork, unlock_in_parent, forget_in_child);
+    return fresh;
+  }();
   return *r;
+}
+
+// Around fork(): the registry is taken, so the child finds it consistent and free.
+void lock_for_fork() { registry().mu.lock(); }
+void unlock_in_parent() { registry().mu.unlock(); }
+// The parent's traces stay the parent's: the child never writes them, not at its exit
+// either (their writer threads did not survive the fork, their locks may be held by
+// threads that did not either, and the file offset is shared with the parent). The
+// engine refuses the child every call on an arena created before the fork.
+void forget_in_child() {
+  Registry& r = registry();
+  r.open.clear();
+  // A new lock, not an unlock: a recursive mutex belongs to the thread that locked it, and
+  // the child's thread has another id.
+  new (&r.mu) std::recursive_mutex();
 }
 
 // Runs at exit(): tracers the program never closed are finished, so their file is

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "isolate.h"
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
@@ -43,6 +45,7 @@ std::vector<std::string> files_of(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zarena_test::isolate_process();
   const int programs = argc > 1 ? std::atoi(argv[1]) : 300;
   const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20261129;
   size_t corpus = 0;

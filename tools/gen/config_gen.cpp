@@ -2,6 +2,7 @@
 // (go/config_fields_gen.go), README.md's configuration table and docs/CONFIG.md's table of
 // variables.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -258,12 +259,45 @@ std::string other_value(const zarena_core::OtherVariable& v) {
                               : "path";
 }
 
+// A size as the README writes it: "0", "1 B", "64 MiB", "4 EiB" (exact units only).
+std::string size_doc(uint64_t v) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (v == 0) return "0";
+  int u = 0;
+  while (u < 6 && v % 1024 == 0) {
+    v /= 1024;
+    ++u;
+  }
+  return std::to_string(v) + " " + kUnits[u];
+}
+
+// The valid range of a field's number (the table's min and max), "" where the meaning
+// already says it (names, switches) or every value is valid.
+std::string range_doc(const FieldSpec& f) {
+  using zarena_core::ValueKind;
+  const uint64_t type_max = f.storage == Storage::kU64   ? UINT64_MAX
+                            : f.storage == Storage::kU32 ? UINT32_MAX
+                                                         : INT32_MAX;
+  if (!zarena_core::holds_number(f) || f.kind == ValueKind::kEnum || f.kind == ValueKind::kSwitch ||
+      (f.min == 0 && f.max >= type_max)) {
+    return "";
+  }
+  switch (f.kind) {
+    case ValueKind::kBytes:
+      return size_doc(f.min) + " to " + size_doc(f.max);
+    case ValueKind::kDuration:
+      return std::to_string(f.min / 1'000'000) + " to " + std::to_string(f.max / 1'000'000) + " ms";
+    default:
+      return std::to_string(f.min) + " to " + std::to_string(f.max);
+  }
+}
+
 // The README's table: one row a field (zarena's variable first, then ztensor's), then the
 // other variables zarena reads.
 std::string readme_table() {
   std::ostringstream o;
-  o << "| variable | field | value, e.g. | meaning | default |\n"
-       "| --- | --- | --- | --- | --- |\n";
+  o << "| variable | field | value, e.g. | valid | meaning | default |\n"
+       "| --- | --- | --- | --- | --- | --- |\n";
   for (const FieldSpec& f : kConfigFields) {
     if (f.env_count == 0) continue;
     // zarena's own name (the last row entry) first: it wins over ztensor's when both are set.
@@ -278,11 +312,13 @@ std::string readme_table() {
                   alias.example + "`";
       }
     }
-    o << "| " << vars << " | `" << f.key << "` | " << values << " | " << f.doc << " | "
-      << f.default_doc << " |\n";
+    const std::string valid = range_doc(f);
+    o << "| " << vars << " | `" << f.key << "` | " << values << " |"
+      << (valid.empty() ? " " : " " + valid + " ") << "| " << f.doc << " | " << f.default_doc
+      << " |\n";
   }
   for (const zarena_core::OtherVariable& v : zarena_core::kOtherVariables) {
-    o << "| `" << v.name << "` | | " << other_value(v) << " | " << v.doc << " | " << v.default_doc
+    o << "| `" << v.name << "` | | " << other_value(v) << " | | " << v.doc << " | " << v.default_doc
       << " |\n";
   }
   o << "\nAny other `ZARENA_*` variable is reported as unknown.\n";
@@ -314,6 +350,7 @@ const Column kVariableColumns[] = {
        return r.var ? syntax_doc(*r.var) + ", e.g. `" + r.var->example + "`"
                     : other_value(*r.other);
      }},
+    {"valid", [](const VariableRow& r) { return r.field ? range_doc(*r.field) : std::string(); }},
     {"default",
      [](const VariableRow& r) {
        return std::string(r.field ? r.field->default_doc : r.other->default_doc);

@@ -3,7 +3,8 @@
 // and "what happened across the steps": per-epoch stats, the live diagnostics' verdict,
 // the smallest capacity without overflow, what resetting every step would change, and
 // pictures (--svg, --chrome-trace). Exit status for CI: 0 fits, 1 would overflow at the
-// capacity replayed, 2 bad input or options, 3 the replay itself failed.
+// capacity replayed, 2 bad input or options, 3 the replay itself failed, 4 no overflow
+// but the trace is incomplete (cut short, events missing or dropped).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chrome_trace.h"
+#include "config/config_fields.h"
 #include "report.h"
 #include "rmm_csv.h"
 #include "svg.h"
@@ -26,6 +28,13 @@ constexpr const char* kTool = "zarena-replay";
 int bad_input(const std::string& msg) {
   std::cerr << kTool << ": " << msg << "\n";
   return kExitBadInput;
+}
+
+// A replay that could not run: the engine refused the configuration the input (or an
+// option) gave it, which is bad input; anything else is the replay's own failure.
+int replay_failed(const std::string& error) {
+  std::cerr << kTool << ": " << error << "\n";
+  return error.find("cannot create") != std::string::npos ? kExitBadInput : kExitInternal;
 }
 
 bool write_file(const std::string& path, const std::string& what,
@@ -48,7 +57,8 @@ int main(int argc, char** argv) {
       "backend; reports per-epoch stats, the diagnosis, the smallest capacity without "
       "overflow and what resetting every step would change.\n"
       "Exit status: 0 fits, 1 would overflow at the replayed capacity, 2 bad input or "
-      "options, 3 the replay failed.",
+      "options, 3 the replay failed, 4 no overflow but the trace is incomplete (cut short, "
+      "events missing or dropped: what it lacks may not fit).",
       kTool};
   std::string input, format = "auto", policy, svg_path, chrome_path, json_path;
   uint64_t capacity = 0, alignment = 0;
@@ -100,8 +110,11 @@ int main(int argc, char** argv) {
   c.name = trace.info.arena_name.empty() ? "replay" : trace.info.arena_name;
   c.alignment =
       alignment != 0 ? alignment : (trace.info.alignment != 0 ? trace.info.alignment : 256);
-  if (c.alignment < 8 || (c.alignment & (c.alignment - 1)) != 0) {
-    return bad_input("alignment " + std::to_string(c.alignment) + " is not a power of two >= 8");
+  if (c.alignment < zarena_core::kMinAlignment || c.alignment > zarena_core::kMaxAlignment ||
+      (c.alignment & (c.alignment - 1)) != 0) {
+    return bad_input("alignment " + std::to_string(c.alignment) +
+                     (alignment != 0 ? "" : " (from the trace's header)") +
+                     " is not a power of two in [8, 1 GiB]");
   }
   c.overflow_policy = policy.empty() ? trace.info.overflow_policy : policy_from_name(policy);
   if (c.overflow_policy < ZARENA_OVERFLOW_DEFAULT || c.overflow_policy > ZARENA_OVERFLOW_REFUSE) {
@@ -116,20 +129,14 @@ int main(int argc, char** argv) {
 
   // Sizing first: an RMM log has no capacity, and is then replayed at the size it needs.
   if (!no_sizing || c.capacity_bytes == 0) {
-    if (!smallest_capacity(trace, c, &rep.sizing, &error)) {
-      std::cerr << kTool << ": " << error << "\n";
-      return kExitInternal;
-    }
+    if (!smallest_capacity(trace, c, &rep.sizing, &error)) return replay_failed(error);
     rep.sized = true;
   }
   if (c.capacity_bytes == 0) {
     rep.capacity_known = false;
     c.capacity_bytes = std::max(rep.sizing.unlimited_top, c.alignment);
   }
-  if (!replay(trace, c, &rep.main, &error)) {
-    std::cerr << kTool << ": " << error << "\n";
-    return error.find("cannot create") != std::string::npos ? kExitBadInput : kExitInternal;
-  }
+  if (!replay(trace, c, &rep.main, &error)) return replay_failed(error);
 
   if (no_what_if) {
     rep.what_if_skipped = "not asked (--no-what-if)";
@@ -149,13 +156,9 @@ int main(int argc, char** argv) {
       w.drop_boundaries_after_first = rep.plan.drop_boundaries_after_first;
       if (rep.plan.boundary_before_first) w.boundary_before = rep.plan.starts.front();
       w.reset_before.assign(rep.plan.starts.begin() + 1, rep.plan.starts.end());
-      if (!replay(trace, w, &rep.what_if, &error)) {
-        std::cerr << kTool << ": " << error << "\n";
-        return kExitInternal;
-      }
+      if (!replay(trace, w, &rep.what_if, &error)) return replay_failed(error);
       if (!no_sizing && !smallest_capacity(trace, w, &rep.what_if_sizing, &error)) {
-        std::cerr << kTool << ": " << error << "\n";
-        return kExitInternal;
+        return replay_failed(error);
       }
       rep.what_if_ran = true;
     }

@@ -151,13 +151,38 @@ json sizing_json(const SizingResult& s) {
 
 }  // namespace
 
+bool Report::incomplete() const {
+  return trace->info.source.rfind("zarena trace", 0) == 0 && !trace->summary.whole();
+}
+
 std::string Report::verdict() const {
-  return main.first_overflows.empty() ? "fits" : main.first_overflows.front().verdict;
+  if (!main.first_overflows.empty()) return main.first_overflows.front().verdict;
+  return incomplete() ? "incomplete_trace" : "fits";
 }
 
 int Report::exit_code() const {
-  return capacity_known && main.misses > 0 ? kExitOverflows : kExitFits;
+  if (capacity_known && main.misses > 0) return kExitOverflows;
+  return incomplete() ? kExitIncomplete : kExitFits;
 }
+
+namespace {
+
+// Why a zarena trace is not whole, for the report.
+std::string incompleteness(const zarena_trace::ReadSummary& s) {
+  std::string why;
+  const auto add = [&](const std::string& part) { why += (why.empty() ? "" : ", ") + part; };
+  if (s.truncated) add("the file ends inside a record");
+  if (!s.complete) add("no end record (the process crashed or called _exit?)");
+  if (s.missing) add(std::to_string(s.missing) + " events missing");
+  if (s.dropped) {
+    add(std::to_string(s.dropped) +
+        " events dropped by the writer (made while the close or exit flush ran, or after "
+        "the trace failed)");
+  }
+  return why;
+}
+
+}  // namespace
 
 void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
   const auto& t = *r.trace;
@@ -167,7 +192,10 @@ void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
       << (t.summary.complete ? (t.summary.ended_at_exit ? "flushed at exit" : "complete")
                              : (t.summary.truncated ? "truncated" : "no end record"))
       << ")\n";
-  if (t.summary.missing) out << "warning: " << t.summary.missing << " events missing\n";
+  if (r.incomplete()) {
+    out << "warning: the trace is incomplete: " << incompleteness(t.summary)
+        << ". The replay covers only the events it holds\n";
+  }
   if (t.summary.unknown_skipped) {
     out << "note: " << t.summary.unknown_skipped << " records of unknown kinds skipped\n";
   }
@@ -194,7 +222,10 @@ void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
       << m.refused << "\n";
   print_divergences(out, m);
 
-  if (m.first_overflows.empty()) {
+  if (m.first_overflows.empty() && r.incomplete()) {
+    out << "verdict: incomplete_trace (no arena.first_overflow in the events the trace holds; "
+           "what it lacks may not fit)\n";
+  } else if (m.first_overflows.empty()) {
     out << "verdict: fits (the engine logged no arena.first_overflow)\n";
   } else {
     const Diagnosis& d = m.first_overflows.front();
@@ -239,8 +270,15 @@ void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
     out << "\nwhat if it reset every step: " << r.what_if_skipped << "\n";
   }
   if (r.capacity_known) {
-    out << "\nresult: " << (r.exit_code() == kExitFits ? "fits in " : "would overflow at ")
-        << human_bytes(r.config.capacity_bytes) << " (exit " << r.exit_code() << ")\n";
+    const int rc = r.exit_code();
+    out << "\nresult: "
+        << (rc == kExitFits         ? "fits in "
+            : rc == kExitIncomplete ? "no overflow in the part recorded, at "
+                                    : "would overflow at ")
+        << human_bytes(r.config.capacity_bytes)
+        << (rc == kExitIncomplete ? "; the trace is incomplete, so this is no proof that it fits"
+                                  : "")
+        << " (exit " << rc << ")\n";
   }
 }
 
@@ -254,6 +292,8 @@ json report_json(const Report& r) {
          {"ended_at_exit", t.summary.ended_at_exit},
          {"truncated", t.summary.truncated},
          {"missing_events", t.summary.missing},
+         {"dropped_events", t.summary.dropped},
+         {"incomplete", r.incomplete()},
          {"unknown_records_skipped", t.summary.unknown_skipped},
          {"capacity_known", r.capacity_known},
          {"capacity_bytes", r.config.capacity_bytes},

@@ -18,6 +18,9 @@ inline constexpr int kExitFits = 0;
 inline constexpr int kExitOverflows = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitInternal = 3;
+// No overflow at the replayed capacity, but the zarena trace is not whole (cut short,
+// events missing or dropped): what it lacks may not fit.
+inline constexpr int kExitIncomplete = 4;
 
 struct Report {
   std::string input;
@@ -34,7 +37,11 @@ struct Report {
   ReplayResult what_if;
   SizingResult what_if_sizing;
 
-  // The first "arena.first_overflow" verdict of the main replay, or "fits".
+  // A zarena trace that does not hold every event the arena made (an RMM log has no end
+  // record to tell).
+  bool incomplete() const;
+  // The first "arena.first_overflow" verdict of the main replay, else "fits", or
+  // "incomplete_trace" when the trace is incomplete.
   std::string verdict() const;
   int exit_code() const;
 };

@@ -72,6 +72,22 @@
  *   or start afterwards.
  *   Different arenas are fully independent.
  *
+ * FORK
+ *   A child created by fork() inherits the parent's arenas as they were at that instant,
+ *   possibly with locks held by parent threads that do not exist in the child, with
+ *   memory that is the parent's (and, on a GPU, no CUDA context the child may use). So in
+ *   the child every call on an arena created before the fork is refused with
+ *   ZARENA_E_INVALID_ARGUMENT at once, changing nothing (zarena_last_error says "fork");
+ *   zarena_destroy of it too: it releases nothing (the child's copy of host memory goes
+ *   with the child). The child may create, use and destroy arenas of its own (the host
+ *   backend; CUDA's own rules apply to a CUDA backend), and may exit in any way: its exit
+ *   writes nothing into the parent's traces and waits for nothing of the parent's.
+ *   zarena's handle, trace and log-sink locks and its reporter's are taken around fork()
+ *   so that the child finds them free. Anything a parent thread was inside at that instant
+ *   beyond those (a log line being written to stderr, the program's log callback, a tag
+ *   being registered) is, as POSIX says for a child of a multithreaded process, the
+ *   program's to avoid: fork while no other thread is inside zarena, or exec.
+ *
  * STABILITY
  *   Every function in this header is the stable ABI of major version 1 unless it sits
  *   in a section marked EXPERIMENTAL: names, numeric values and struct layouts do not
@@ -181,9 +197,14 @@ ZARENA_API const char* zarena_last_error(void);
  *   once at create (and synchronises the stream), so the first overflow does not pay for
  *   mapping it (milliseconds for a fresh pool). An ASYNC overflow made while cfg->stream
  *   is being captured into a CUDA graph becomes an allocation node of that graph and
- *   belongs to it: its free (zarena_free, or the reset that reclaims it) is deferred until
- *   the capture ends (see "Capture, stream and poison") and then ordered on the stream,
- *   so launch the graph before the capture's blocks are freed or reclaimed outside it.
+ *   belongs to it: freed (zarena_free, or a reset that reclaims it) within the same
+ *   capture, it becomes a free node of the graph too, so the graph allocates and frees it
+ *   at every launch and can be launched any number of times; freed later, its free is
+ *   ordered on the stream after the capture ends (see "Capture, stream and poison"), so
+ *   launch the graph before that. An arena on the legacy (NULL) stream has no stream of
+ *   its own to capture: its ASYNC overflow is refused with ZARENA_E_CAPTURE_UNSAFE, before
+ *   any call, whenever a SYNC one would be (below), since a stream-ordered call on the
+ *   legacy stream joins a blocking stream's capture and breaks it.
  *
  *   SYNC: cudaMalloc / cudaFree. A synchronous allocation during graph capture breaks
  *   the capture (CUDA refuses it and invalidates the capture; some drivers hang), so it
@@ -267,7 +288,10 @@ typedef struct zarena_config {
   uint64_t trim_keep_bytes;    /* ZARENA_FLAG_EXPANDABLE: at reset, decommit what lies above
                                   max(this, what is in use); 0 = never trim */
   const char* trace_file;      /* record every event to this file (see "Trace");
-                                  NULL = none; copied at create */
+                                  NULL = none; copied at create. A path another open
+                                  trace writes (another arena, another process) is not
+                                  truncated: the trace goes to "<stem>.2<ext>", ... and
+                                  "arena.trace_renamed" says so. See zarena_trace_status */
 } zarena_config;
 
 /* Fills *cfg with the defaults, then applies the environment's overrides, and sets
@@ -314,13 +338,24 @@ ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
  * the stream-ordered frees on cfg->stream, trims and destroys the overflow pool, so all
  * device memory the arena took is given back). Every pointer the arena handed out
  * becomes invalid. NULL is accepted and returns ZARENA_OK.
+ * During a capture (cfg->stream or the legacy stream being captured, the calling
+ * thread's per-thread stream, or zarena_set_capture_active(a, 1) in force) no CUDA call
+ * is made: the arena is destroyed at once (the handle is invalid, "arena.destroy" is
+ * logged) but its device memory (the region, its overflow blocks and pool) waits, with an
+ * "arena.destroy_deferred" warning, and goes back at the next zarena_create,
+ * zarena_destroy or zarena_set_capture_active(x, 0) of any arena made when that stream is
+ * no longer captured ("arena.released"), ordered on cfg->stream: keep the stream alive
+ * until then. So a destroy from any thread at any moment (a Go finalizer) never breaks a
+ * capture. Memory given back while another thread captures some other stream is freed
+ * in CUDA's relaxed capture mode, which leaves that capture whole.
  * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary,
  * after delivering the arena's records still queued.
  * Using the handle afterwards is undefined behaviour: it is not reliably detected (memory
  * not yet reused reads as "not a live arena handle", ZARENA_E_INVALID_ARGUMENT, by luck).
  * Returns ZARENA_OK, or ZARENA_E_BACKEND when the backend reported an error while
  * releasing (an overflow block it refuses is tried once more; the arena is destroyed
- * anyway; the handle is invalid afterwards). */
+ * anyway; the handle is invalid afterwards), or the status of the arena's trace failure
+ * when its trace is incomplete (see zarena_trace_status; the arena is destroyed anyway). */
 ZARENA_API zarena_status zarena_destroy(zarena* a);
 
 /* The backend the arena actually uses (ZARENA_BACKEND_HOST or _CUDA; AUTO resolves at
@@ -387,7 +422,8 @@ ZARENA_API zarena_status zarena_alloc_ex(zarena* a, uint64_t size, uint32_t tag,
  * its last unpin (see "Pins").
  * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a);
  *   ZARENA_E_NOT_OWNED (ptr was never returned by this arena, or points inside a
- *     block rather than at its start);
+ *     block rather than at its start: always so for a pointer inside a live block,
+ *     region or overflow, also where an older block once started);
  *   ZARENA_E_DOUBLE_FREE (ptr's block was already freed and not handed out again);
  *   ZARENA_E_STALE (ptr's block was reclaimed by a reset; the call is dropped and
  *     counted in stats.stale_frees). A pointer whose address was handed out again
@@ -403,8 +439,9 @@ ZARENA_API zarena_status zarena_free(zarena* a, void* ptr);
 /* Frees ptr if and only if the block at ptr was handed out in `epoch` (see above);
  * ZARENA_ANY_EPOCH: as zarena_free. NULL is a no-op (OK).
  * Returns: ZARENA_OK; ZARENA_E_STALE (the block at ptr belongs to another epoch, or the
- *   block was reclaimed: nothing changed, counted in stats.stale_frees); and the errors of
- *   zarena_free. Thread-safe. */
+ *   block was reclaimed: nothing changed, counted in stats.stale_frees; an epoch before
+ *   the current one gets it whatever lies at ptr now, since the caller's block is gone);
+ *   and the errors of zarena_free. Thread-safe. */
 ZARENA_API zarena_status zarena_free_at(zarena* a, void* ptr, uint64_t epoch);
 
 typedef struct zarena_free_item {
@@ -938,6 +975,19 @@ ZARENA_API void zarena_log_flush(void);
  * file that cannot be opened does not fail the create: the arena runs without a trace and
  * logs "arena.trace_failed".
  * ================================================================================= */
+
+/* The state of the arena's trace (cfg->trace_file, ZARENA_TRACE_FILE; see zarena-replay).
+ * The trace is written by a thread of its own; the first failure stops it: a write to the
+ * file failed (disk full, a file size limit, an I/O error), or host memory for its buffers
+ * ran out. From then on nothing more is written and later events are dropped (counted in
+ * the file's end record when one can still be written); the failure is logged at once
+ * ("arena.trace_failed", warn, from the trace's thread), and zarena_destroy returns its
+ * status too. The allocations themselves never fail because of the trace.
+ * Returns ZARENA_OK when the arena writes no trace or has lost nothing of it so far; else
+ * the status of the trace's first failure, with zarena_last_error() naming the file and
+ * the reason: ZARENA_E_BACKEND (the write failed), ZARENA_E_OUT_OF_MEMORY (host memory).
+ * ZARENA_E_INVALID_ARGUMENT for a NULL or closed arena. Thread-safe; O(1). */
+ZARENA_API zarena_status zarena_trace_status(const zarena* a);
 
 /* =================================================================================
  * 11. Expandable arenas
