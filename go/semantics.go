@@ -140,6 +140,14 @@ func (a *Arena) Diagnose() (Diagnosis, error) {
 	}, nil
 }
 
+// Base is the region's first byte and CapacityBytes its size, without a cgo call (read
+// once, at New; the region never moves): region blocks lie in [Base, Base+CapacityBytes),
+// overflow blocks elsewhere. Engines that keep offsets into the region use them.
+func (a *Arena) Base() DevicePtr { return DevicePtr(a.base) }
+
+// CapacityBytes is the region's size (the maximum, for an expandable arena); see Base.
+func (a *Arena) CapacityBytes() uint64 { return a.size }
+
 // Contains reports whether p lies inside the arena's region ([base, base+capacity)),
 // without a cgo call (the region never moves; its bounds are read once, at New). Overflow
 // blocks are outside the region: false, as zarena_contains says.

@@ -151,6 +151,21 @@ func TestPinErrorsHaveTheirOwnStatus(t *testing.T) {
 	}
 }
 
+func TestBaseAndCapacityWithoutACall(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: 4 * miB})
+	r, err := a.RegionInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Base() != r.Base || a.Base() == 0 || a.CapacityBytes() != r.CapacityBytes {
+		t.Fatalf("Base %#x, CapacityBytes %d; RegionInfo %+v", a.Base(), a.CapacityBytes(), r)
+	}
+	p := mustAlloc(t, a, kiB)
+	if uintptr(p) < uintptr(a.Base()) || uint64(uintptr(p)-uintptr(a.Base())) >= a.CapacityBytes() {
+		t.Fatalf("a region block %#x outside [Base, Base+CapacityBytes)", p)
+	}
+}
+
 // A view (an address inside a block) pins and unpins its block.
 func TestPinOfAViewPinsItsBlock(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: miB})

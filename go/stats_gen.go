@@ -105,6 +105,11 @@ type Stats struct {
 	UsedPeakBytes uint64 `json:"used_peak_bytes"`
 	// PinnedPeakBytes: highest pinned_bytes since create or the last peak reset.
 	PinnedPeakBytes uint64 `json:"pinned_peak_bytes"`
+	// EpochMaxAllocAlignedBytes: largest request this epoch rounded up to the alignment
+	// (the bytes its block took).
+	EpochMaxAllocAlignedBytes uint64 `json:"epoch_max_alloc_aligned_bytes"`
+	// OverflowLiveBlocks: live overflow blocks.
+	OverflowLiveBlocks uint64 `json:"overflow_live_blocks"`
 }
 
 // statsFromC converts a snapshot filled by zarena_get_stats.
@@ -154,5 +159,7 @@ func statsFromC(c *C.zarena_stats) Stats {
 	s.NeededBytes = uint64(c.needed_bytes)
 	s.UsedPeakBytes = uint64(c.used_peak_bytes)
 	s.PinnedPeakBytes = uint64(c.pinned_peak_bytes)
+	s.EpochMaxAllocAlignedBytes = uint64(c.epoch_max_alloc_aligned_bytes)
+	s.OverflowLiveBlocks = uint64(c.overflow_live_blocks)
 	return s
 }

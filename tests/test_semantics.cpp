@@ -510,6 +510,65 @@ TEST_F(Semantics, InnerPinsRaceAllocationsAndFrees) {
   EXPECT_EQ(g.a->arena->check_invariants(), "");
 }
 
+// The stats an engine's pool adapter reads instead of walking the live blocks: the largest
+// request of the epoch as the block it took (rounded up to the alignment) and the count of
+// live overflow blocks. A random run (region and overflow blocks, frees, pins, resets)
+// against a model.
+TEST_F(Semantics, AlignedEpochMaxAndLiveOverflowBlocksAgainstAModel) {
+  zarena_config c = host_config(1 * kMiB, ZARENA_OVERFLOW_SYNC);
+  c.alignment = 512;
+  Arena g(c);
+  std::mt19937_64 rng(5);
+  struct Blk {
+    void* p;
+    bool overflow;
+    bool pinned;
+  };
+  std::vector<Blk> live;
+  uint64_t max_request = 0, overflowed = 0;
+  for (int op = 0; op < 2000; ++op) {
+    const int what = static_cast<int>(rng() % 100);
+    if (what < 45 || live.empty()) {
+      const uint64_t n = rng() % 6 == 0 ? 700 * kKiB + rng() % 1000 : 1 + rng() % (20 * kKiB);
+      zarena_block b;
+      ASSERT_EQ(zarena_alloc_ex(g, n, 0, &b), ZARENA_OK) << zarena_last_error();
+      const bool over = (b.flags & ZARENA_BLOCK_OVERFLOW) != 0;
+      overflowed += over;
+      live.push_back({b.ptr, over, false});
+      max_request = std::max(max_request, n);
+    } else if (what < 85) {
+      const size_t k = rng() % live.size();
+      if (live[k].pinned) continue;
+      ASSERT_EQ(zarena_free(g, live[k].p), ZARENA_OK);
+      live[k] = live.back();
+      live.pop_back();
+    } else if (what < 95) {
+      Blk& b = live[rng() % live.size()];
+      if (b.pinned) {
+        ASSERT_EQ(zarena_unpin(g, b.p), ZARENA_OK);
+      } else {
+        ASSERT_EQ(zarena_pin(g, b.p), ZARENA_OK);
+      }
+      b.pinned = !b.pinned;
+    } else {
+      ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+      std::vector<Blk> kept;
+      for (const Blk& b : live) {
+        if (b.pinned) kept.push_back(b);
+      }
+      live.swap(kept);
+      max_request = 0;
+    }
+    uint64_t over = 0;
+    for (const Blk& b : live) over += b.overflow;
+    const zarena_stats s = stats_of(g);
+    ASSERT_EQ(s.epoch_max_alloc_bytes, max_request) << "op " << op;
+    ASSERT_EQ(s.epoch_max_alloc_aligned_bytes, (max_request + 511) / 512 * 512) << "op " << op;
+    ASSERT_EQ(s.overflow_live_blocks, over) << "op " << op;
+  }
+  EXPECT_GT(overflowed, 50u);
+}
+
 // --- 2. epoch-checked frees --------------------------------------------------------------------
 
 TEST_F(Semantics, StaleFreeFromAFinalizerThreadNeverFreesTheLiveBlockAtThatAddress) {

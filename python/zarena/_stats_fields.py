@@ -48,4 +48,6 @@ STATS_FIELDS = (
     "needed_bytes",
     "used_peak_bytes",
     "pinned_peak_bytes",
+    "epoch_max_alloc_aligned_bytes",
+    "overflow_live_blocks",
 )

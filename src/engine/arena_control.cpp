@@ -83,6 +83,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   region_.snapshot_w(&out->region);
   out->overflow = overflow_.stats();  // its lock nests inside the writer lock
   out->capacity = capacity_;
+  out->alignment = granule_;
   out->resets = resets_.load(std::memory_order_relaxed);
   out->committed_bytes = commits_.committed_bytes();
   out->commit_events = commits_.commit_events();

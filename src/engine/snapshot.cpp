@@ -64,6 +64,11 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
   out->needed_bytes = std::max(d.needed_bytes, r.sum.epoch_high_water + o.epoch_peak_bytes);
   out->used_peak_bytes = r.used_peak;
   out->pinned_peak_bytes = s.pinned_peak;
+  // Rounding up keeps the order of sizes, so the largest aligned block is the largest
+  // request's (overflow blocks are aligned the same way).
+  out->epoch_max_alloc_aligned_bytes =
+      (r.sum.epoch_max_alloc + s.alignment - 1) / s.alignment * s.alignment;
+  out->overflow_live_blocks = o.live_count;
 }
 
 ExhaustionFacts exhaustion_facts(const ArenaSnapshot& s, const char* path, uint64_t size,

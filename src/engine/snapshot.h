@@ -22,6 +22,7 @@ struct ArenaSnapshot {
   RegionSnapshot region;
   OverflowStats overflow;
   uint64_t capacity = 0;
+  uint64_t alignment = 0;
   uint64_t resets = 0;
   uint64_t committed_bytes = 0, commit_events = 0, trim_events = 0, commit_failures = 0;
   uint64_t steps = 0, epoch_steps = 0;

@@ -137,6 +137,10 @@ inline constexpr StatsField kStatsFields[] = {
         "highest used_bytes since create or the last peak reset"),
     ZARENA_STATS_FIELD(pinned_peak_bytes, kBytes, kPins,
         "highest pinned_bytes since create or the last peak reset"),
+    ZARENA_STATS_FIELD(epoch_max_alloc_aligned_bytes, kBytes, kEpoch,
+        "largest request this epoch rounded up to the alignment (the bytes its block took)"),
+    ZARENA_STATS_FIELD(overflow_live_blocks, kCount, kOverflow,
+        "live overflow blocks"),
 };
 // clang-format on
 

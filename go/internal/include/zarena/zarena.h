@@ -265,7 +265,10 @@ typedef struct zarena_config {
   uint32_t struct_size;           /* sizeof(zarena_config) as the caller compiled it */
   int32_t backend;                /* ZARENA_BACKEND_*; default AUTO */
   int32_t device;                 /* CUDA device ordinal; default 0 */
-  uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 */
+  uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 (a pool whose
+                                     size comes later: ZARENA_FLAG_EXPANDABLE with the most
+                                     it may take reserves address space only, and commits
+                                     memory as the first allocations need it) */
   uint64_t alignment;             /* power of two in [8, 1 GiB]; default 256 */
   int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
   uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = default:
@@ -732,6 +735,9 @@ typedef struct zarena_stats {
                                        zarena_reset_peak_stats (see there) */
   uint64_t pinned_peak_bytes;       /* highest pinned_bytes since create or the last
                                        zarena_reset_peak_stats (exact, also with threads) */
+  uint64_t epoch_max_alloc_aligned_bytes; /* largest request this epoch, rounded up to the
+                                             alignment: the bytes its block took */
+  uint64_t overflow_live_blocks;    /* live overflow blocks (their bytes: overflow_live_bytes) */
 } zarena_stats;
 
 /* Fills *out with a consistent snapshot (all fields from one instant). Set
