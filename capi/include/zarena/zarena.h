@@ -308,8 +308,10 @@ typedef struct zarena_config {
  * The environment: a ZARENA_* variable per field (ZARENA_CAPACITY_BYTES,
  * ZARENA_OVERFLOW_POLICY, ZARENA_POISON=1, ...) and ztensor's names
  * (ZERFOO_ARENA_SIZE_GB, ZERFOO_OVERFLOW_POOL_RETAIN_GB, ZTENSOR_ARENA_POISON,
- * ZERFOO_ENABLE_MANAGED_MEM); docs/CONFIG.md has the table and how values are read
- * (strictly: a typo cannot pass for a setting). An invalid value is ignored (the default
+ * ZERFOO_ENABLE_MANAGED_MEM, which is on when set to anything but "", as ztensor reads it);
+ * ZARENA_ZTENSOR_ENV=0 leaves ztensor's names unread (an engine that owns those switches).
+ * docs/CONFIG.md has the table and how values are read (strictly: a typo cannot pass for
+ * a setting). An invalid value is ignored (the default
  * stays) and logged at warn when an arena is created ("config.invalid_value"), as is
  * every ZARENA_* variable zarena does not know ("config.unknown_variable", with the
  * closest known name); with ZARENA_FLAG_STRICT_CONFIG these problems fail zarena_create
