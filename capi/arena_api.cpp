@@ -43,6 +43,17 @@ void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size) {
 #undef zarena_config_init
 void zarena_config_init(zarena_config* cfg) { zarena_config_init_sized(cfg, kConfigSize_1_0_0); }
 
+zarena_status zarena_config_parse(const char* field, const char* text, uint64_t* out) {
+  return guarded("zarena_config_parse", [&]() -> zarena_status {
+    if (field == nullptr || text == nullptr || out == nullptr)
+      return zarena_core::fail(Status::kInvalidArgument,
+                               "zarena_config_parse: field, text and out must not be NULL");
+    const zarena_core::Result r = zarena_core::parse_field_text(field, text, out);
+    if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_config_parse: " + r.message);
+    return ZARENA_OK;
+  });
+}
+
 zarena_status zarena_create(const zarena_config* cfg, zarena** out) {
   return guarded("zarena_create", [&]() -> zarena_status {
     if (out == nullptr)

@@ -59,3 +59,12 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/zarena-static.pc.in
   ${PROJECT_BINARY_DIR}/zarena-static.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/zarena.pc ${PROJECT_BINARY_DIR}/zarena-static.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Everything `cmake --install` copies, as one target: scripts/demo.sh builds it, so that an
+# install right after the demo works. Every install(TARGETS) of the tree is listed here
+# (tests/check_install_set.py checks that).
+set(ZARENA_INSTALLED_TARGETS zarena zarena_static zarena_torch)
+if(ZARENA_BUILD_TOOLS)
+  list(APPEND ZARENA_INSTALLED_TARGETS zarena-replay)
+endif()
+add_custom_target(zarena_installable DEPENDS ${ZARENA_INSTALLED_TARGETS})

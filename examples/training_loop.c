@@ -147,6 +147,18 @@ static void print_stats(const char* title, zarena* arena) {
   free(text);
 }
 
+/* The figures that show the fix worked, in two lines (the full table is above). */
+static void print_summary(zarena* arena, int samples) {
+  zarena_stats st;
+  st.struct_size = sizeof st;
+  check(zarena_get_stats(arena, &st), "zarena_get_stats");
+  printf("%d samples done: high water %.0f%% of the arena, %" PRIu64 " resets, %" PRIu64
+         " blocks reused,\n%" PRIu64 " overflow allocations, %" PRIu64
+         " live blocks (the weights and gradients below the floor)\n",
+         samples, 100.0 * (double)st.high_water_bytes / (double)st.capacity_bytes, st.resets,
+         st.reuses, st.overflow_allocs, st.live_allocs);
+}
+
 /* The first lines of the live-block listing: what is still allocated, and what for. */
 static void print_live_blocks(zarena* arena, int lines) {
   char* text = format_text(arena, 1);
@@ -228,15 +240,15 @@ static int expandable_demo(void) {
     zarena* arena = sized_arena(mode ? "expandable" : "fixed-5MiB", mode);
     zarena_stats st;
     printf("=== %s ===\n", mode ? "expandable arena, up to 1 GiB, committed 2 MiB at a time"
-                                 : "fixed 5 MiB arena (a size guessed too small)");
+                                : "fixed 5 MiB arena (a size guessed too small)");
     upload_weights(arena, weights, grads);
     st.struct_size = sizeof st;
     for (sample = 1; sample <= 8; ++sample) {
       check(run_sample(arena), "run_sample");
       check(zarena_get_stats(arena, &st), "zarena_get_stats");
       if (sample <= 3 || sample == 8)
-        printf("sample %d: committed %6.1f MiB, overflow allocations so far %3" PRIu64 "\n",
-               sample, (double)st.committed_bytes / MIB, st.overflow_allocs);
+        printf("sample %d: committed %6.1f MiB, overflow allocations so far %3" PRIu64 "\n", sample,
+               (double)st.committed_bytes / MIB, st.overflow_allocs);
       check(zarena_reset(arena), "zarena_reset");
     }
     printf("%s: %" PRIu64 " overflow allocations, %" PRIu64 " commits (%.1f MiB committed)\n\n",
@@ -309,8 +321,7 @@ int main(int argc, char** argv) {
     check(run_sample(arena), "run_sample");
     check(zarena_reset(arena), "zarena_reset"); /* weights and gradients stay: floor */
   }
-  printf("%d samples done, arena high water %.0f%%\n", PHASE2_SAMPLES, fill_percent(arena));
-  print_stats("phase 2 stats (zarena_format_stats):", arena);
+  print_summary(arena, PHASE2_SAMPLES);
   check(zarena_destroy(arena), "zarena_destroy");
   return 0;
 }

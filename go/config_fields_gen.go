@@ -23,6 +23,7 @@ const (
 	FlagManagedFallback Flags = 0x10 // managed memory unsupported: use device memory instead of failing
 	FlagStrictConfig    Flags = 0x20 // invalid configuration or unknown `ZARENA_*` variables fail create
 	FlagStepRecords     Flags = 0x40 // log an `arena.step` record at every reset
+	FlagNoResets        Flags = 0x80 // the program frees what it allocates and never resets (a general-purpose pool, as `zarena.torch`): no reset warnings or verdicts
 )
 
 // backendNames are the names of the Backend values (as the environment and the log

@@ -132,6 +132,9 @@ func (e *Error) Error() string {
 	if e.Message == "" {
 		return "zarena: " + name
 	}
+	if e.also == ErrNotLoaded { // the message says what happened and what to do
+		return "zarena: " + e.Message
+	}
 	return "zarena: " + e.Message + " [" + name + "]"
 }
 

@@ -12,6 +12,7 @@ import "C"
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -274,6 +275,19 @@ func threshold() Level {
 	return LevelFromEnv()
 }
 
+// loggerPanicOut holds a writerBox: where a panicking logger is reported (unset:
+// stderr); the tests capture it so that a passing run prints nothing.
+var loggerPanicOut atomic.Value
+
+type writerBox struct{ w io.Writer }
+
+func panicOut() io.Writer {
+	if b, ok := loggerPanicOut.Load().(writerBox); ok && b.w != nil {
+		return b.w
+	}
+	return os.Stderr
+}
+
 // deliver hands a record to the Go logger, recovering its panic.
 func (s *logSink) deliver(r Record) {
 	fnp := s.fn.Load()
@@ -283,7 +297,7 @@ func (s *logSink) deliver(r Record) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.panics.Add(1)
-			fmt.Fprintf(os.Stderr, "zarena: the Go log callback panicked (%v); record lost: %s\n",
+			fmt.Fprintf(panicOut(), "zarena: the Go log callback panicked (%v); record lost: %s\n",
 				p, r.Event)
 		}
 	}()

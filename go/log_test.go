@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -120,6 +121,10 @@ func TestPanickingLoggerIsRecovered(t *testing.T) {
 	calls := 0
 	var mu sync.Mutex
 	captureLogs(t, "", LevelInfo)
+	// The reports of the panics are part of the check, not of the run's output.
+	reports := &lockedWriter{w: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	loggerPanicOut.Store(writerBox{reports})
+	defer loggerPanicOut.Store(writerBox{os.Stderr})
 	err := SetLogger(func(r Record) {
 		if r.Arena != t.Name() && r.Arena != "foreign-panic" {
 			return
@@ -155,6 +160,12 @@ func TestPanickingLoggerIsRecovered(t *testing.T) {
 	}
 	if got := LoggerPanics() - before; got != uint64(calls) {
 		t.Fatalf("%d panics counted for %d calls", got, calls)
+	}
+	reports.mu.Lock()
+	text := reports.w.String()
+	reports.mu.Unlock()
+	if n := strings.Count(text, "the Go log callback panicked (logger bug); record lost: "); n != calls {
+		t.Fatalf("%d panic reports for %d panics:\n%s", n, calls, text)
 	}
 }
 

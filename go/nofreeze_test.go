@@ -13,11 +13,13 @@ import (
 // A C call that blocks must hold one thread, not the Go runtime: while an overflow
 // allocation sleeps 500 ms inside the library, a 1 ms ticker and a goroutine running
 // the garbage collector in a loop keep going. The pause bound is the one timed
-// assertion of the suite, on purpose: a freeze is 500 ms, the bound is 50 ms.
+// assertion of the suite, on purpose: a freeze is the whole 500 ms, the bound a quarter
+// of it, which a busy machine's scheduler gaps stay under (96 ms seen on the shared
+// 2 cores at load 9; 50 ms failed there).
 func TestNoFreezeDuringBlockingCCall(t *testing.T) {
 	const (
 		block    = 500 * time.Millisecond
-		maxPause = 50 * time.Millisecond
+		maxPause = block / 4
 	)
 	// With a logger set, the log dispatcher waits in a blocking C call throughout: it
 	// must not freeze anything either.

@@ -5,6 +5,7 @@ package zarena
 import (
 	"context"
 	"log/slog"
+	"strings"
 )
 
 // SlogLevel maps a zarena level to slog's: trace is slog.LevelDebug-4, the others match
@@ -52,8 +53,11 @@ func (r Record) Attrs() []slog.Attr {
 
 // SlogLogger adapts h for SetLogger: SetLogger(SlogLogger(h)). The function hands each
 // record to h as an slog.Record (the message, the mapped level, the attributes of
-// Record.Attrs); the level is the lowest zarena level h is enabled for, so records h would
-// drop are not even built.
+// Record.Attrs less the settings left at their defaults: a field X whose companion
+// X_source is "default", as arena.config lists every setting, is left out with its
+// source, so a New logs what was set rather than ~60 attributes; a plain SetLogger's
+// Record keeps every field); the level is the lowest zarena level h is enabled for, so
+// records h would drop are not even built.
 func SlogLogger(h slog.Handler) (func(Record), Level) {
 	ctx := context.Background()
 	lowest := LevelOff
@@ -69,7 +73,31 @@ func SlogLogger(h slog.Handler) (func(Record), Level) {
 			return
 		}
 		sr := slog.NewRecord(r.Time, lvl, r.Message, 0)
-		sr.AddAttrs(r.Attrs()...)
+		sr.AddAttrs(withoutDefaults(r.Attrs())...)
 		_ = h.Handle(ctx, sr)
 	}, lowest
+}
+
+// withoutDefaults drops the attributes X and X_source where X_source is "default".
+func withoutDefaults(attrs []slog.Attr) []slog.Attr {
+	const suffix = "_source"
+	defaults := map[string]bool{}
+	for _, a := range attrs {
+		if strings.HasSuffix(a.Key, suffix) && a.Value.Kind() == slog.KindString &&
+			a.Value.String() == "default" {
+			defaults[strings.TrimSuffix(a.Key, suffix)] = true
+		}
+	}
+	if len(defaults) == 0 {
+		return attrs
+	}
+	kept := attrs[:0:0]
+	for _, a := range attrs {
+		base := strings.TrimSuffix(a.Key, suffix)
+		if defaults[a.Key] || (base != a.Key && defaults[base]) {
+			continue
+		}
+		kept = append(kept, a)
+	}
+	return kept
 }

@@ -25,8 +25,11 @@ if [ "${1:-}" = "--expandable" ]; then
   echo "== running $BUILD/examples/training_loop --expandable"
   exec "$BUILD/examples/training_loop" --expandable
 fi
-echo "== building examples/training_loop and zarena-replay (first build: a few minutes)"
-cmake --build "$BUILD" -j "$(nproc)" --target training_loop zarena-replay
+# zarena_installable: the libraries and zarena-replay, so that `cmake --install` works
+# after the demo; the Go pkg-config files let the README's Go example build against it.
+echo "== building examples/training_loop, the libraries and zarena-replay (first build: a few minutes)"
+cmake --build "$BUILD" -j "$(nproc)" --target training_loop zarena_installable
+"$ROOT/scripts/go-pkgconfig.sh" "$BUILD" >/dev/null
 OUT="$BUILD/demo"
 mkdir -p "$OUT"
 echo "== running $BUILD/examples/training_loop $OUT/phase1.zat"
@@ -44,4 +47,13 @@ if command -v rsvg-convert >/dev/null; then
 else
   echo "picture: $OUT/phase1.svg (install librsvg2-bin for a PNG)"
 fi
-[ "$status" -le 1 ]
+[ "$status" -le 1 ] || exit 1
+cat <<NEXT
+
+== next (README.md has each in full)
+C:       cc examples/quickstart.c -Icapi/include -L$BUILD/capi -lzarena -Wl,-rpath,$BUILD/capi -o quickstart && ./quickstart
+Go:      export PATH=/usr/lib/go-1.23/bin:\$PATH; cd examples/go && PKG_CONFIG_PATH=$BUILD/go-pkgconfig go run ./quickstart
+Python:  python3 examples/python/demo.py
+replay:  $BUILD/tools/zarena_replay/zarena-replay $OUT/phase1.zat
+install: cmake --install $BUILD --prefix \$HOME/.local
+NEXT

@@ -93,6 +93,7 @@ cat "$work/dlopen.out"
 [ "$rc" = 3 ] || fail "dlopen build without the library exited $rc, want 3"
 grep -q 'ZARENA_LIBRARY' "$work/dlopen.out" && grep -q 'ErrNotLoaded true' "$work/dlopen.out" ||
   fail "the message does not say how to fix it"
+if grep -q '\[unsupported\]' "$work/dlopen.out"; then fail "the message ends in a status name"; fi
 ZARENA_LIBRARY=/nonexistent/libzarena.so.1 "$work/dlopen" >"$work/dlopen.out" && fail "a wrong ZARENA_LIBRARY ran"
 grep -q '/nonexistent/libzarena.so.1' "$work/dlopen.out" || fail "a wrong ZARENA_LIBRARY is not named"
 mv "$work/prefix.away" "$prefix"

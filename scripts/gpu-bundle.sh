@@ -6,8 +6,7 @@
 # so everything is built here. Then run .gpubuild/run.sh there (from the repository root,
 # with $OUT set to a folder for the results); docs/PERFORMANCE.md records such runs.
 #
-# usage: scripts/gpu-bundle.sh [BUILD_DIR]   (default: $ZTEST_BUILD_DIR or ./build; it must
-#        be a build that scripts/test.sh ran, so the Go pkg-config files exist)
+# usage: scripts/gpu-bundle.sh [BUILD_DIR]   (default: $ZTEST_BUILD_DIR or ./build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -30,6 +29,7 @@ torch_shim=$(find "$BUILD" -name 'libzarena_torch.so' -print -quit)
 bench_lib=$(ldd "$G/bin/bench_threads" | awk '/libbenchmark/ {print $3}')
 [ -n "$bench_lib" ] && cp -L "$bench_lib" "$G/lib/"
 
+"$ROOT/scripts/go-pkgconfig.sh" "$BUILD" >/dev/null
 if [ -d "$BUILD/go-pkgconfig" ]; then
   GO=$(command -v go || echo /usr/lib/go-1.23/bin/go)
   (cd go && PKG_CONFIG_PATH="$BUILD/go-pkgconfig" GOCACHE="$BUILD/go-cache" GOFLAGS= \

@@ -69,6 +69,12 @@ for part in $parts; do
       r=$?
       echo "torch_compare rc=$r" >>"$summary"
       [ $r -eq 0 ] || rc=1
+      # A failed allocation raises in Python, the process goes on (libzarena_torch throws).
+      ZARENA_LIBRARY=$G/lib/libzarena.so.1 ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
+        python3 tests/pytorch/oom_raises.py >"$OUT/torch_oom.txt" 2>&1
+      r=$?
+      echo "torch_oom_raises rc=$r" >>"$summary"
+      [ $r -eq 0 ] || rc=1
       ;;
   esac
 done

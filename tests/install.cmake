@@ -16,3 +16,7 @@ add_test(NAME install_consumers COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/check_instal
   ${CMAKE_INSTALL_LIBDIR})
 set_tests_properties(install_consumers PROPERTIES LABELS "install" TIMEOUT 900
   ENVIRONMENT "ZTEST_CONSUMER_CMAKE_ARGS=${ZARENA_CONSUMER_ARGS};ZTEST_CONSUMER_HIDE_CUDA=${ZARENA_CONSUMER_HIDE_CUDA}")
+# scripts/demo.sh builds zarena_installable; every installed target must be in it.
+add_test(NAME install_set_complete COMMAND python3
+  ${CMAKE_CURRENT_SOURCE_DIR}/check_install_set.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(install_set_complete PROPERTIES LABELS "unit;install" TIMEOUT 60)

@@ -43,14 +43,18 @@ def clean_env(**extra):
     return env
 
 
-def pip_install(target, *extra):
+def pip_install(target, *extra, cwd=None, expect_ok=True):
+    """pip install python/ into target; cwd: the directory pip is typed in (a shell sets
+    $PWD to it, as here)."""
     cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--no-cache-dir", "--quiet",
            "--target", target, *extra, os.path.join(root, "python")]
-    print("$", " ".join(cmd))
-    r = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
+    print("$", f"(cd {cwd or os.getcwd()};", " ".join(cmd) + ")")
+    env = clean_env(PWD=cwd) if cwd else clean_env()
+    r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    if expect_ok and r.returncode != 0:
         print(r.stdout, r.stderr)
         fail("pip install (is python3-pip installed? scripts/deps.sh installs it)")
+    return r
 
 
 def use(target, workdir, **env):
@@ -82,22 +86,38 @@ with tempfile.TemporaryDirectory(prefix="zarena-pip-") as tmp:
     if out["library"] != lib:
         fail(f"loaded {out['library']}, not $ZARENA_LIBRARY {lib}")
 
-    print("== install with the library bundled next to the package")
+    print("== install with the library bundled next to the package (paths relative to the"
+          " directory pip is run in, as the README writes them)")
     bundled = os.path.join(tmp, "bundled")
-    extra = ["--config-settings", f"bundle-library={lib}"]
+    here = os.path.dirname(lib)
+    extra = ["--config-settings", f"bundle-library={os.path.relpath(lib, here)}"]
     if torch_lib:
-        extra += ["--config-settings", f"bundle-torch-library={torch_lib}"]
-    pip_install(bundled, *extra)
+        extra += ["--config-settings", f"bundle-torch-library={os.path.relpath(torch_lib, here)}"]
+    pip_install(bundled, *extra, cwd=here)
+
+    print("== a bundle path that does not exist: one clear error naming it")
+    r = pip_install(os.path.join(tmp, "missing"), "--config-settings",
+                    "bundle-library=nowhere/libzarena.so.1", cwd=workdir, expect_ok=False)
+    if r.returncode == 0:
+        fail("a missing bundle-library was accepted")
+    if os.path.join(workdir, "nowhere", "libzarena.so.1") not in r.stdout + r.stderr:
+        print(r.stdout, r.stderr)
+        fail("the error does not name the path looked for")
     out = use(bundled, workdir)
     if out["library"] != os.path.join(bundled, "zarena", "libzarena.so.1"):
         fail(f"loaded {out['library']}, not the bundled copy")
     if torch_lib:
         r = subprocess.run([sys.executable, "-c", "import zarena.torch as t; "
-                            "print(t.library_path())"], cwd=workdir, capture_output=True,
+                            "print(t.library_path()); print(len(t.candidates()), "
+                            "len(set(t.candidates())))"], cwd=workdir, capture_output=True,
                            text=True, env=clean_env(PYTHONPATH=bundled), timeout=60)
         want = os.path.join(bundled, "zarena", "libzarena_torch.so")
-        if r.returncode != 0 or r.stdout.strip() != want:
+        lines = r.stdout.split("\n")
+        if r.returncode != 0 or lines[0] != want:
             print(r.stdout, r.stderr)
             fail(f"zarena.torch did not load the bundled {want}")
+        n, distinct = lines[1].split()
+        if n != distinct:
+            fail(f"zarena.torch looks in the same place twice: {r.stdout}")
         print("  -> zarena.torch uses", want)
 print("python package install and import OK")

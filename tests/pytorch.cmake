@@ -11,4 +11,18 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(torch_train_compare PROPERTIES LABELS "gpu" TIMEOUT 1200
     SKIP_RETURN_CODE 77 ENVIRONMENT
     "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")
+  # A failed allocation raises in Python and the process goes on (tests/pytorch/oom_raises.py).
+  add_test(NAME torch_oom_raises COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_SOURCE_DIR}/pytorch/oom_raises.py)
+  set_tests_properties(torch_oom_raises PROPERTIES LABELS "gpu" TIMEOUT 300
+    SKIP_RETURN_CODE 77 ENVIRONMENT
+    "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")
 endif()
+
+# The shim's failure path on the host (tests/test_torch_shim.cpp): it dlopens the library
+# as PyTorch does, from the path compiled in.
+target_compile_definitions(test_torch_shim PRIVATE
+  ZARENA_TORCH_LIBRARY_PATH="$<TARGET_FILE:zarena_torch>")
+target_include_directories(test_torch_shim PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(test_torch_shim PRIVATE ${CMAKE_DL_LIBS})
+add_dependencies(test_torch_shim zarena_torch)

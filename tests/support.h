@@ -234,13 +234,14 @@ struct ArenaHolder {
 };
 
 inline zarena* make_host_arena(uint64_t capacity, const char* name,
-                               int32_t policy = ZARENA_OVERFLOW_REFUSE) {
+                               int32_t policy = ZARENA_OVERFLOW_REFUSE, uint32_t flags = 0) {
   zarena_config cfg;
   zarena_config_init(&cfg);
   cfg.backend = ZARENA_BACKEND_HOST;
   cfg.capacity_bytes = capacity;
   cfg.alignment = 256;
   cfg.overflow_policy = policy;
+  cfg.flags |= flags;
   cfg.name = name;
   zarena* a = nullptr;
   EXPECT_EQ(zarena_create(&cfg, &a), ZARENA_OK) << zarena_last_error();

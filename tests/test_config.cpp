@@ -514,3 +514,93 @@ TEST(ConfigStrict, CleanEnvironmentCreates) {
 }
 
 }  // namespace
+
+// --- issue 26: suggestions that fit, overrides that show, one size syntax ----------------
+
+namespace {
+
+// A mistyped name is matched against the known names and their shorter forms, and the
+// value decides between names equally near.
+TEST(ConfigIssue26, TheSuggestionIsTheVariableMeant) {
+  Env a("ZARENA_CAPACTY", "1G");       // a typo of a shortened name: not ZARENA_MANAGED
+  Env b("ZARENA_OVERFLOW", "bogus");   // every ZARENA_OVERFLOW_* is one away: a name fits
+  Env c("ZARENA_CAPACITY", "2GiB");    // the name without its unit
+  Env d("ZARENA_ZEBRA_STRIPES", "1");  // near nothing
+  const ResolvedConfig r = resolved();
+  ASSERT_NE(problem_for(r, "ZARENA_CAPACTY"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_CAPACTY")->closest, "ZARENA_CAPACITY_BYTES");
+  ASSERT_NE(problem_for(r, "ZARENA_OVERFLOW"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_OVERFLOW")->closest, "ZARENA_OVERFLOW_POLICY");
+  ASSERT_NE(problem_for(r, "ZARENA_CAPACITY"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_CAPACITY")->closest, "ZARENA_CAPACITY_BYTES");
+  ASSERT_NE(problem_for(r, "ZARENA_ZEBRA_STRIPES"), nullptr);
+  EXPECT_EQ(problem_for(r, "ZARENA_ZEBRA_STRIPES")->closest, "");
+  EXPECT_NE(problem_for(r, "ZARENA_ZEBRA_STRIPES")->describe().find("no zarena variable is close"),
+            std::string::npos);
+  // A size value among sizes: the ones it parses as.
+  EXPECT_EQ(zarena_core::closest_known_variable("ZARENA_OVERFLOW", "512MiB"),
+            "ZARENA_OVERFLOW_RETAIN_BYTES or ZARENA_OVERFLOW_LIMIT_BYTES");
+}
+
+// A variable the program's own value replaced is named on the config line.
+TEST(ConfigIssue26, AnOverriddenVariableIsSaidToBeIgnored) {
+  Env env("ZARENA_CAPACITY_BYTES", "1G");
+  LogCapture cap;
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.backend = ZARENA_BACKEND_HOST;
+  cfg.capacity_bytes = 2 << 20;
+  cfg.name = "override";
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&cfg, &a), ZARENA_OK) << zarena_last_error();
+  const auto recs = cap.of("arena.config");
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].str("env_ignored"), "ZARENA_CAPACITY_BYTES=1G");
+  EXPECT_EQ(recs[0].str("capacity_bytes_source"), "config");
+  EXPECT_NE(
+      recs[0].message.find("capacity_bytes=2097152 (config; ZARENA_CAPACITY_BYTES=1G ignored)"),
+      std::string::npos)
+      << recs[0].message;
+  zarena_destroy(a);
+  // Not when the program kept the environment's value.
+  zarena_config same;
+  zarena_config_init(&same);
+  same.backend = ZARENA_BACKEND_HOST;
+  ResolvedConfig r;
+  ASSERT_TRUE(zarena_core::resolve_config(&same, &r).is_ok());
+  for (const auto& s : r.sources) EXPECT_EQ(s.env_ignored, "") << s.field;
+}
+
+// zarena_config_parse: the environment's syntax for any field, without the environment.
+TEST(ConfigIssue26, ConfigParseReadsAFieldAsItsVariableIsRead) {
+  uint64_t v = 0;
+  ASSERT_EQ(zarena_config_parse("capacity_bytes", "64MB", &v), ZARENA_OK);
+  EXPECT_EQ(v, 64000000u);
+  ASSERT_EQ(zarena_config_parse("capacity_bytes", "1.5GiB", &v), ZARENA_OK);
+  EXPECT_EQ(v, 3ull << 29);
+  ASSERT_EQ(zarena_config_parse("overflow_policy", "REFUSE", &v), ZARENA_OK);
+  EXPECT_EQ(v, static_cast<uint64_t>(ZARENA_OVERFLOW_REFUSE));
+  ASSERT_EQ(zarena_config_parse("backend", "host", &v), ZARENA_OK);
+  EXPECT_EQ(v, static_cast<uint64_t>(ZARENA_BACKEND_HOST));
+  ASSERT_EQ(zarena_config_parse("flags.poison", "on", &v), ZARENA_OK);
+  EXPECT_EQ(v, 1u);
+  ASSERT_EQ(zarena_config_parse("overflow_slow_ns", "25", &v), ZARENA_OK);
+  EXPECT_EQ(v, 25'000'000u);
+  v = 42;
+  EXPECT_EQ(zarena_config_parse("capacity_bytes", "64XB", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(v, 42u);
+  const std::string why = zarena_last_error();
+  EXPECT_NE(why.find("capacity_bytes '64XB': unknown unit"), std::string::npos) << why;
+  EXPECT_NE(why.find("e.g. 2GiB"), std::string::npos) << why;
+  EXPECT_EQ(zarena_config_parse("alignment", "100", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(zarena_last_error()).find("power of two"), std::string::npos);
+  EXPECT_EQ(zarena_config_parse("capacity", "1G", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(zarena_last_error()).find("unknown configuration field"),
+            std::string::npos);
+  EXPECT_EQ(zarena_config_parse("name", "x", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_config_parse(nullptr, "1", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_config_parse("capacity_bytes", nullptr, &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(zarena_config_parse("capacity_bytes", "1", nullptr), ZARENA_E_INVALID_ARGUMENT);
+}
+
+}  // namespace

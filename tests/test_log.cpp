@@ -598,7 +598,7 @@ TEST(Format, OneLineWithTypedValuesAndQuotedStrings) {
       .headline({"i", "d", "b", "plain", "spaced", "quoted", "empty"});
   // Only headline fields, in record order: "u" is not one.
   EXPECT_EQ(zarena_core::log_format_line(r),
-            "arena.test [fmt]: hello i=-3 d=1.5 b=true plain=word "
+            "arena.test [fmt]: hello | i=-3 d=1.5 b=true plain=word "
             "spaced=\"two words\" quoted=\"say \\\"hi\\\"\" empty=\"\"");
 }
 

@@ -20,30 +20,45 @@ using zarena_core::LogRecord;
 
 namespace {
 
-constexpr uint64_t kHuge = UINT64_MAX;
 // Records of this test only, for the format's edge cases.
-constexpr zarena_core::LogEvent kTestCut =
-    zarena_core::log_event("test.cut", ZARENA_LOG_INFO, zarena_core::kNeverDropped, "");
 constexpr zarena_core::LogEvent kTestOnly =
     zarena_core::log_event("test.only", ZARENA_LOG_INFO, zarena_core::kNeverDropped, "");
 constexpr zarena_core::LogEvent kTestWarn =
     zarena_core::log_event("test.ctl", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "");
+constexpr zarena_core::LogEvent kTestWhole =
+    zarena_core::log_event("test.whole", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "");
+constexpr zarena_core::LogEvent kTestLong =
+    zarena_core::log_event("test.long", ZARENA_LOG_INFO, zarena_core::kNeverDropped, "");
+constexpr zarena_core::LogEvent kTestHint =
+    zarena_core::log_event("test.hint", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "");
+constexpr zarena_core::LogEvent kTestAll =
+    zarena_core::log_event("test.all", ZARENA_LOG_WARN, zarena_core::kNeverDropped, "");
 constexpr zarena_core::LogEvent kTestError =
     zarena_core::log_event("test.escape", ZARENA_LOG_ERROR, zarena_core::kNeverDropped, "");
-const std::string kLongName(100, 'n');
+
+// The values every_record_type() builds records from: extreme ones (the largest numbers,
+// names and texts hundreds of characters long), or realistic ones.
+struct Values {
+  uint64_t big;  // every count and size
+  size_t name;   // arena name length
+  size_t text;   // free text: tags, backend description, warnings, bad values
+};
+constexpr Values kExtreme{UINT64_MAX, 100, 300};
+constexpr Values kRealistic{1'033'676, 20, 40};
+Values g = kExtreme;
 
 zarena_core::ExhaustionFacts huge_facts(const char* path) {
   zarena_core::ExhaustionFacts f;
   f.path = path;
-  f.requested_bytes = f.aligned_bytes = kHuge - 4095;
-  f.capacity_bytes = kHuge;
-  f.offset_bytes = kHuge - 1;
+  f.requested_bytes = f.aligned_bytes = g.big - 4095;
+  f.capacity_bytes = g.big;
+  f.offset_bytes = g.big - 1;
   f.floor_bytes = 0;
-  f.epoch_allocs = f.epoch_max_alloc_bytes = f.step_max_alloc_bytes = kHuge;
-  f.hits = f.misses = f.reuses = f.free_list_len = f.free_list_bytes = kHuge;
+  f.epoch_allocs = f.epoch_max_alloc_bytes = f.step_max_alloc_bytes = g.big;
+  f.hits = f.misses = f.reuses = f.free_list_len = f.free_list_bytes = g.big;
   f.largest_free_block_bytes = 1;
-  f.steps = f.kept_bytes = f.overflow_live_bytes = kHuge - 1;
-  f.prior_epochs = f.prior_allocs = f.prior_peak_bytes = f.epoch_peak_bytes = kHuge;
+  f.steps = f.kept_bytes = f.overflow_live_bytes = g.big - 1;
+  f.prior_epochs = f.prior_allocs = f.prior_peak_bytes = f.epoch_peak_bytes = g.big;
   return f;
 }
 
@@ -55,10 +70,10 @@ zarena_core::ResolvedConfig everything_set() {
   c.name = "x";
   zarena_core::ResolvedConfig rc;
   EXPECT_TRUE(zarena_core::resolve_config(&c, &rc).is_ok());
-  rc.name = kLongName;
+  rc.name = std::string(g.name, 'n');
   // As if every field had come from a long-named source.
   for (auto& s : rc.sources) s.origin = "env:ZARENA_SOME_RATHER_LONG_VARIABLE_NAME";
-  rc.warnings.assign(5, std::string(300, 'w'));
+  rc.warnings.assign(5, std::string(g.text, 'w'));
   return rc;
 }
 
@@ -66,45 +81,47 @@ zarena_core::ResolvedConfig everything_set() {
 std::vector<LogRecord> every_record_type() {
   std::vector<LogRecord> out;
   for (const char* path : {"async", "sync", "capture_refused", "refused", "limit"}) {
-    out.push_back(zarena_core::first_overflow_record(huge_facts(path), kLongName,
-                                                     std::string(300, 't') + " 1.0 GiB"));
+    out.push_back(zarena_core::first_overflow_record(huge_facts(path), std::string(g.name, 'n'),
+                                                     std::string(g.text, 't') + " 1.0 GiB"));
     zarena_core::ExhaustionFacts resets = huge_facts(path);
-    resets.resets = kHuge;  // reset_stopped
-    out.push_back(zarena_core::first_overflow_record(resets, kLongName));
+    resets.resets = g.big;  // reset_stopped
+    out.push_back(zarena_core::first_overflow_record(resets, std::string(g.name, 'n')));
     zarena_core::OverflowSummaryFacts sum;
     sum.last = resets;
-    sum.overflow_epochs = sum.epochs = sum.unreported = kHuge;
-    out.push_back(zarena_core::overflow_summary_record(sum, kLongName));
+    sum.overflow_epochs = sum.epochs = sum.unreported = g.big;
+    out.push_back(zarena_core::overflow_summary_record(sum, std::string(g.name, 'n')));
   }
   for (const char* verdict : {"never_reset", "reset_stopped"}) {
     zarena_core::CadenceFacts c;
     c.verdict = verdict;
-    c.steps = c.step_repeats = c.step_allocs = c.step_bytes = c.grown_bytes = kHuge;
-    c.offset_bytes = c.capacity_bytes = c.epoch_allocs = c.steps_to_full = kHuge;
-    c.resets = c.prior_epochs = kHuge;
+    c.steps = c.step_repeats = c.step_allocs = c.step_bytes = c.grown_bytes = g.big;
+    c.offset_bytes = c.capacity_bytes = c.epoch_allocs = c.steps_to_full = g.big;
+    c.resets = c.prior_epochs = g.big;
     c.steps_explicit = true;
-    out.push_back(zarena_core::reset_cadence_record(c, kLongName));
+    out.push_back(zarena_core::reset_cadence_record(c, std::string(g.name, 'n')));
   }
   zarena_core::StepRecordFacts step;
-  step.epoch = step.steps = step.allocs = step.reuses = step.peak_bytes = kHuge;
-  step.capacity_bytes = step.overflow_allocs = step.overflow_peak_bytes = kHuge;
-  step.needed_bytes = kHuge;
-  out.push_back(zarena_core::step_record(step, kLongName));
-  out.push_back(
-      zarena_core::overflow_slow_record(kHuge, kHuge, kHuge, "capture_refused", kLongName));
-  out.push_back(zarena_core::config_record(everything_set(), std::string(200, 'd'),
+  step.epoch = step.steps = step.allocs = step.reuses = step.peak_bytes = g.big;
+  step.capacity_bytes = step.overflow_allocs = step.overflow_peak_bytes = g.big;
+  step.needed_bytes = g.big;
+  out.push_back(zarena_core::step_record(step, std::string(g.name, 'n')));
+  out.push_back(zarena_core::overflow_slow_record(g.big, g.big, g.big, "capture_refused",
+                                                  std::string(g.name, 'n')));
+  out.push_back(zarena_core::config_record(everything_set(), std::string(g.text, 'd'),
                                            ZARENA_BACKEND_CUDA, ZARENA_OVERFLOW_ASYNC,
-                                           std::string(200, 'f'), kHuge, kHuge));
+                                           std::string(g.text, 'f'), g.big, g.big));
   zarena_stats s;
-  std::memset(&s, 0xFF, sizeof s);
-  out.push_back(zarena_core::destroy_record(s, {kHuge, kHuge}, kLongName));
+  std::memset(&s, 0, sizeof s);
+  s.epoch = s.high_water_bytes = s.capacity_bytes = s.overflow_allocs = g.big;
+  s.overflow_peak_bytes = s.stale_frees = s.invalid_frees = s.live_allocs = s.resets = g.big;
+  out.push_back(zarena_core::destroy_record(s, {g.big, g.big}, std::string(g.name, 'n')));
   zarena_core::ConfigProblem invalid{
-      false, "ZARENA_OVERFLOW_RETAIN_BYTES", std::string(500, '9'), "too large", "512MiB", ""};
-  out.push_back(zarena_core::config_problem_record(invalid, kLongName));
-  zarena_core::ConfigProblem unknown{true, "ZARENA_" + std::string(200, 'Q'),
+      false, "ZARENA_OVERFLOW_RETAIN_BYTES", std::string(g.text, '9'), "too large", "512MiB", ""};
+  out.push_back(zarena_core::config_problem_record(invalid, std::string(g.name, 'n')));
+  zarena_core::ConfigProblem unknown{true, "ZARENA_" + std::string(g.text, 'Q'),
                                      "v",  "unknown variable",
                                      "",   "ZARENA_OVERFLOW_RETAIN_BYTES"};
-  out.push_back(zarena_core::config_problem_record(unknown, kLongName));
+  out.push_back(zarena_core::config_problem_record(unknown, std::string(g.name, 'n')));
   return out;
 }
 
@@ -135,16 +152,40 @@ TEST(Catalogue, EventsAreUniqueAndDescribed) {
   }
 }
 
+// Extreme values: the sentence is whole, whatever its length, and one line.
+TEST(HumanLine, EveryRecordTypeKeepsItsSentenceWhole) {
+  g = kExtreme;
+  for (const LogRecord& r : every_record_type()) {
+    const std::string line = zarena_core::log_format_line(r);
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    std::string sentence = r.human_text();
+    for (char& c : sentence) {
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    }
+    EXPECT_NE(line.find(sentence), std::string::npos) << line;
+  }
+}
+
+// Realistic values (a million allocations, 20-character names, 40-character texts): every
+// line fits the bound, sentence whole.
 TEST(HumanLine, EveryRecordTypeFitsTheBound) {
+  g = kRealistic;
   std::vector<std::string> events;
   for (const LogRecord& r : every_record_type()) {
     const std::string line = zarena_core::log_format_line(r);
     EXPECT_LE(line.size() + zarena_core::kHumanPrefixMax, zarena_core::kHumanLineMax)
         << line.size() << ": " << line;
+    // The sentence is there whole (control characters become blanks).
+    std::string sentence = r.human_text();
+    for (char& c : sentence) {
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    }
+    EXPECT_NE(line.find(sentence), std::string::npos) << line;
     EXPECT_EQ(line.find('\n'), std::string::npos) << line;
     EXPECT_EQ(line.rfind(r.event(), 0), 0u) << line;
     events.push_back(r.event());
   }
+  g = kExtreme;
   for (const char* e : {"arena.config", "arena.first_overflow", "arena.reset_cadence",
                         "overflow.slow", "arena.destroy", "config.invalid_value",
                         "config.unknown_variable", "arena.overflow_summary", "arena.step"}) {
@@ -173,25 +214,46 @@ TEST(HumanLine, FirstOverflowLeadsWithTheVerdictAndItsFix) {
   EXPECT_NE(r.text().find("while 41 steps ran"), std::string::npos) << r.text();
 }
 
-TEST(HumanLine, LongSentenceIsCutAtAWordAndMarked) {
-  LogRecord r(kTestCut, "");
+// The sentence is never cut (its advice is what a person must read whole); headline
+// fields follow it after a visible separator, as many as fit the line.
+TEST(HumanLine, SentenceIsWholeAndFieldsComeAfterASeparator) {
+  LogRecord r(kTestWhole, "");
+  r.message(
+       "arena full, verdict working_set_full. Fix: raise the capacity beyond 5.4 GiB (a "
+       "reset would not help)")
+      .add_uint("requested_bytes", 262144)
+      .add_string("verdict", "working_set_full")
+      .headline({"requested_bytes", "verdict"});
+  EXPECT_EQ(zarena_core::log_format_line(r),
+            "test.whole: arena full, verdict working_set_full. Fix: raise the capacity beyond "
+            "5.4 GiB (a reset would not help) | requested_bytes=262144")
+      << "the field that does not fit is left out";
+
+  LogRecord long_one(kTestLong, "");
   std::string words;
   for (int i = 0; i < 60; ++i) words += "word" + std::to_string(i) + " ";
-  r.message(words).add_uint("n", 7).headline({"n"});
-  const std::string line = zarena_core::log_format_line(r);
-  const size_t budget = zarena_core::kHumanLineMax - zarena_core::kHumanPrefixMax;
-  EXPECT_LE(line.size(), budget) << line;
-  EXPECT_GT(line.size(), budget - 10) << "cut at the last word that fits: " << line;
-  const size_t dots = line.find("... n=7");
-  ASSERT_NE(dots, std::string::npos) << line;
-  EXPECT_NE(line[dots - 1], ' ');
-  EXPECT_EQ(line.substr(dots - 1, 1).find_first_of("0123456789"), 0u) << "cut after a word";
+  words += "end.";
+  long_one.message(words).add_uint("n", 7).headline({"n"});
+  const std::string line = zarena_core::log_format_line(long_one);
+  EXPECT_EQ(line, "test.long: " + words) << "whole, and no room left for the fields";
+}
+
+// Once per process the stderr line that leaves fields out says how to get them all.
+TEST(HumanLine, TheJsonHintIsAppendedWhenAsked) {
+  LogRecord r(kTestHint, "a");
+  r.message("m").add_uint("n", 1).add_uint("hidden", 2).headline({"n"});
+  EXPECT_TRUE(zarena_core::log_line_omits_fields(r));
+  EXPECT_EQ(zarena_core::log_format_line(r, true),
+            "test.hint [a]: m | n=1 (every field: ZARENA_LOG_FORMAT=json)");
+  LogRecord all(kTestAll, "");
+  all.message("m").add_uint("n", 1).headline({"n"});
+  EXPECT_FALSE(zarena_core::log_line_omits_fields(all));
 }
 
 TEST(HumanLine, ControlCharactersNeverBreakTheLine) {
   LogRecord r(kTestWarn, "two\nlines");
   r.message("a\nb\rc").add_string("s", "x\ny").headline({"s"});
-  EXPECT_EQ(zarena_core::log_format_line(r), "test.ctl [two lines]: a b c s=\"x y\"");
+  EXPECT_EQ(zarena_core::log_format_line(r), "test.ctl [two lines]: a b c | s=\"x y\"");
 }
 
 TEST(HumanLine, StderrMessageOnlyHidesHeadlineFields) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "format/stats_fields.h"
+#include "format/stats_format.h"
 #include "zarena/zarena.h"
 
 namespace {
@@ -123,7 +124,9 @@ TEST_F(StatsFormat, TextShowsEveryFieldOnceWithItsValue) {
   std::istringstream in(text);
   std::string line;
   std::set<std::string> seen;
+  std::string zero_groups;  // "all zero, not shown: a, b"
   while (std::getline(in, line)) {
+    if (line.rfind("all zero, not shown: ", 0) == 0) zero_groups = line.substr(21);
     if (line.rfind("  ", 0) != 0) continue;  // titles
     std::istringstream fields(line);
     std::string name;
@@ -140,7 +143,15 @@ TEST_F(StatsFormat, TextShowsEveryFieldOnceWithItsValue) {
     EXPECT_TRUE(known) << line;
     EXPECT_TRUE(seen.insert(name).second) << "twice: " << name;
   }
-  EXPECT_EQ(seen.size(), std::size(kStatsFields));
+  // Every field is shown, or all zero in a group the last line names.
+  for (const auto& f : kStatsFields) {
+    if (seen.count(f.name) != 0) continue;
+    EXPECT_TRUE(s.*f.member == 0 || (f.member == &zarena_stats::committed_bytes &&
+                                     s.committed_bytes == s.capacity_bytes))
+        << f.name;
+    const std::string title = zarena_core::kStatsGroupTitles[static_cast<size_t>(f.group)];
+    EXPECT_NE(zero_groups.find(title), std::string::npos) << f.name << " in " << title;
+  }
   EXPECT_NE(text.find("  capacity_bytes"), std::string::npos);
   EXPECT_NE(text.find("1.0 MiB"), std::string::npos) << "capacity in binary units";
   EXPECT_NE(text.find("% of capacity"), std::string::npos);
@@ -160,6 +171,28 @@ TEST_F(StatsFormat, TextShowsEveryFieldOnceWithItsValue) {
     EXPECT_EQ(value_end == std::string::npos ? line.size() : value_end, 2 + name_width + 2 + digits)
         << line;
   }
+}
+
+// An arena that never overflowed, pinned or grew: those groups are named in one line
+// instead of printed as rows of zeros; every field it shows is non-zero or always shown.
+TEST(StatsFormatText, GroupsOfZerosAreNamedNotPrinted) {
+  zarena_stats s{};
+  s.struct_size = sizeof s;
+  s.capacity_bytes = 1 << 20;
+  s.hits = 3;
+  const std::string text = zarena_core::stats_text(s, "quiet");
+  EXPECT_NE(text.find("\nregion\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nrequests and frees\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\noverflow\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("committed_bytes"), std::string::npos) << text;
+  EXPECT_NE(text.find("all zero, not shown: free index, overflow, pins and poison, expandable "
+                      "region, diagnosis\n"),
+            std::string::npos)
+      << text;
+  s.committed_bytes = s.capacity_bytes;  // a fixed arena: committed whole at create
+  EXPECT_EQ(zarena_core::stats_text(s, "fixed").find("committed_bytes"), std::string::npos);
+  s.commit_events = 1;
+  EXPECT_NE(zarena_core::stats_text(s, "grew").find("\nexpandable region\n  "), std::string::npos);
 }
 
 TEST_F(StatsFormat, BufferProtocol) {

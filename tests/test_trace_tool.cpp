@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -121,6 +123,74 @@ TEST_F(ReplayTool, WhatIfOptionsApply) {
   EXPECT_GT(j.at("replay").at("refused").get<uint64_t>(), 0u);
   EXPECT_EQ(j.at("replay").at("overflow_allocs"), 0);
   std::remove(json.c_str());
+}
+
+// Sizes are read as ZARENA_CAPACITY_BYTES reads them: MB is 10^6, MiB 2^20, fractions and
+// any case allowed, a typo refused with the reason.
+TEST_F(ReplayTool, SizesHaveTheEnvironmentsSyntax) {
+  const std::string json = temp("sizes.json");
+  const char* const cases[][2] = {
+      {"64MB", "64000000"}, {"64MiB", "67108864"}, {"64m", "67108864"}, {"1.5GiB", "1610612736"}};
+  for (const auto& c : cases) {
+    const ToolRun r =
+        run(reset_ + " --capacity " + c[0] + " --no-what-if --no-sizing -q --json " + json);
+    EXPECT_LE(r.status, 1) << c[0] << ": " << r.out;
+    EXPECT_EQ(read_json(json).at("capacity_bytes").get<uint64_t>(), std::stoull(c[1])) << c[0];
+  }
+  ToolRun r = run(reset_ + " --capacity 64XB");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--capacity '64XB': unknown unit"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("e.g. 2GiB"), std::string::npos) << r.out;
+  r = run(reset_ + " --policy REFUSE --no-what-if --no-sizing -q --json " + json);
+  EXPECT_LE(r.status, 1) << r.out;
+  EXPECT_EQ(read_json(json).at("overflow_policy"), "refuse");
+  std::remove(json.c_str());
+}
+
+// Item 13: the table lists the epochs that needed the most, not the first and last; the
+// sizing answer ends in a line to paste, with headroom; the picture's y axis reaches the
+// capacity of a run that fits, and its x axis counts steps.
+TEST_F(ReplayTool, TheReportShowsTheWorstEpochsAndALineToPaste) {
+  const std::string json = temp("worst.json");
+  const std::string svg = temp("worst.svg");
+  const ToolRun r = run(reset_ + " --epochs 3 --svg " + svg + " --json " + json);
+  ASSERT_LE(r.status, 1) << r.out;
+  const auto j = read_json(json);
+  const auto& epochs = j.at("replay").at("epochs");
+  ASSERT_GT(epochs.size(), 3u);
+  // The three epochs with the highest peak top (plus overflow), by the JSON's numbers.
+  std::vector<std::pair<uint64_t, uint64_t>> need;
+  for (const auto& e : epochs) {
+    need.push_back({e.at("peak_top_bytes").get<uint64_t>() + e.at("overflow_bytes").get<uint64_t>(),
+                    e.at("epoch").get<uint64_t>()});
+  }
+  std::stable_sort(need.begin(), need.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < 3; ++i) {
+    char row[32];
+    std::snprintf(row, sizeof row, "\n%7llu ", static_cast<unsigned long long>(need[i].second));
+    EXPECT_NE(r.out.find(row), std::string::npos) << "epoch " << need[i].second << "\n" << r.out;
+  }
+  EXPECT_NE(
+      r.out.find("the 3 of " + std::to_string(epochs.size()) + " epochs that needed the most"),
+      std::string::npos)
+      << r.out;
+  // The line to paste: the smallest capacity plus 10 %, in a unit people write.
+  const uint64_t smallest = j.at("sizing").at("capacity_bytes");
+  const uint64_t suggested = j.at("sizing").at("suggested_capacity_bytes");
+  EXPECT_GE(suggested, smallest + smallest / 10);
+  EXPECT_LE(suggested, smallest + smallest / 10 + (1u << 20));
+  const std::string setting = j.at("sizing").at("suggested_setting");
+  EXPECT_EQ(setting.rfind("ZARENA_CAPACITY_BYTES=", 0), 0u) << setting;
+  EXPECT_NE(r.out.find("with 10% headroom: " + setting), std::string::npos) << r.out;
+  // The picture: the axis reaches the capacity (48 MiB) and counts steps.
+  std::ifstream in(svg);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find(">48.0 MiB<"), std::string::npos) << "no capacity on the axis";
+  EXPECT_NE(text.str().find(">step ("), std::string::npos) << "x axis not in steps";
+  std::remove(json.c_str());
+  std::remove(svg.c_str());
 }
 
 TEST_F(ReplayTool, RmmLogIsSizedAndReplayed) {

@@ -9,9 +9,11 @@
  * ONE ARENA PER DEVICE, created at the first zarena_torch_malloc for that device with
  * zarena_config_init (so the usual environment configures it: ZARENA_CAPACITY_BYTES,
  * ZERFOO_ARENA_SIZE_GB, ZARENA_OVERFLOW_POLICY, ZARENA_BACKEND, ...), cfg.device = device,
- * cfg.stream = the stream of that first call (the arena's "home" stream) and, unless
- * ZARENA_NAME is set, the name "torch:cuda:<device>". The arenas live until the process
- * exits; they are never reset (PyTorch frees every block itself).
+ * cfg.stream = the stream of that first call (the arena's "home" stream),
+ * ZARENA_FLAG_NO_RESETS and, unless ZARENA_NAME is set, the name "torch:cuda:<device>".
+ * The arenas live until the process exits; they are never reset (PyTorch frees every
+ * block itself), which ZARENA_FLAG_NO_RESETS tells the diagnosis: no reset warning, and a
+ * full arena is diagnosed working_set_full (or fragmentation, runaway_buffer).
  *
  * STREAMS. PyTorch calls malloc with its current stream and calls free, once the tensor's
  * last use has been enqueued, with the stream the block was allocated on (not the stream
@@ -29,11 +31,21 @@
  * block on a stream other than its allocation stream must be ordered by the program
  * (tensor.record_stream is not forwarded to pluggable allocators by PyTorch).
  *
- * FAILURES. PyTorch cannot be told that a pluggable malloc failed (a NULL return becomes a
- * tensor with no memory), so a failed malloc of a non-zero size prints zarena's message on
- * stderr and aborts the process. A failed free (not owned, double, stale) is counted
- * (failed_frees; zarena_stats counts invalid_frees/stale_frees), its message printed on
- * stderr for the first 10, and otherwise ignored.
+ * FAILURES. A failed malloc of a non-zero size THROWS a C++ exception (a
+ * std::runtime_error whose what() is "zarena_torch: malloc(<size>) on device <d> failed:
+ * out of memory (<zarena's message, ending in its verdict and fix>)"); zarena has logged
+ * arena.first_overflow before. PyTorch calls the pair from C++ and turns the exception
+ * into a Python RuntimeError carrying that text, which the program may catch: the process
+ * and its GPU state stay usable. Why not NULL: PyTorch's CUDAPluggableAllocator::malloc
+ * (torch/csrc/cuda/CUDAPluggableAllocator.cpp) records and returns whatever the function
+ * returns without checking it, so NULL would become a tensor at address 0 and fail later
+ * as an illegal memory access (only the caching allocator's own path, e.g. a MemPool
+ * over a pluggable allocator, maps NULL to torch.cuda.OutOfMemoryError). A C caller that
+ * cannot take exceptions ends in std::terminate (abort) with the same text. A failed free
+ * (not owned, double, stale) is counted (failed_frees; zarena_stats counts
+ * invalid_frees/stale_frees), its message printed on stderr for the first 10, and
+ * otherwise ignored; a stream wait that cannot be enqueued on a free aborts (frees run in
+ * destructors, which cannot throw, and an unordered reuse could race the block's last use).
  */
 #ifndef ZARENA_TORCH_H
 #define ZARENA_TORCH_H
@@ -49,7 +61,8 @@ extern "C" {
 
 #define ZARENA_TORCH_MAX_DEVICES 64
 
-/* PyTorch's CUDAPluggableAllocator pair; stream is a cudaStream_t. */
+/* PyTorch's CUDAPluggableAllocator pair; stream is a cudaStream_t. malloc throws on
+ * failure (see FAILURES): call it from C++. */
 ZARENA_API_EXPORT void* zarena_torch_malloc(size_t size, int device, void* stream);
 ZARENA_API_EXPORT void zarena_torch_free(void* ptr, size_t size, int device, void* stream);
 

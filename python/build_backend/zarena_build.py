@@ -6,6 +6,10 @@ of the zarena/ package; with the config setting (or environment variable)
   bundle-torch-library=PATH  (ZARENA_BUNDLE_TORCH_LIBRARY)  PATH -> zarena/libzarena_torch.so
 it also puts copies of the shared libraries next to the package, where the package looks
 first after $ZARENA_LIBRARY; such a wheel is tagged for this platform instead of "any".
+A relative PATH is read from the directory pip was run in (not python/, where pip runs
+this backend), so from a checkout's root:
+  pip install --config-settings bundle-library=build/capi/libzarena.so.1 \
+      --config-settings bundle-torch-library=build/capi/libzarena_torch.so ./python
 Editable installs (pip install -e) put python/ on sys.path through a .pth file.
 """
 
@@ -34,14 +38,31 @@ def _metadata():
             f"Summary: {SUMMARY}\nRequires-Python: >=3.8\nLicense: see the zarena sources\n")
 
 
+def _caller_dir():
+    """The directory pip was started from: pip runs this backend in python/, but a
+    relative path on pip's command line is meant from where the user typed it. The shell's
+    $PWD survives into the backend's process; the working directory is the fallback."""
+    pwd = os.environ.get("PWD")
+    if pwd and os.path.isabs(pwd) and os.path.isdir(pwd):
+        return pwd
+    return os.getcwd()
+
+
 def _bundles(config_settings):
     out = []
     for key, (env, target) in BUNDLES.items():
         path = (config_settings or {}).get(key) or os.environ.get(env)
         if path:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{key}: {path} does not exist")
-            out.append((path, f"{NAME}/{target}"))
+            path = os.path.expanduser(path)
+            tried = [path] if os.path.isabs(path) else [os.path.join(_caller_dir(), path)]
+            if not os.path.isabs(path) and os.path.join(os.getcwd(), path) not in tried:
+                tried.append(os.path.join(os.getcwd(), path))
+            found = next((p for p in tried if os.path.isfile(p)), None)
+            if found is None:
+                raise FileNotFoundError(f"{key}={path}: no such file (looked for "
+                                        f"{' and '.join(tried)}); build zarena first "
+                                        "(./scripts/demo.sh) or give an absolute path")
+            out.append((found, f"{NAME}/{target}"))
     return out
 
 

@@ -10,6 +10,10 @@
             arena.reset()
         print(arena.stats())            # every field; repr() is the one-line summary
 
+Configuration may be written as the environment writes it (Arena(capacity_bytes="1.5GiB",
+overflow_policy="refuse"); zarena.config_parse is that reader), and `with arena.step():`
+runs one step as Go's Arena.Step does (step_begin, then reset, also on an exception).
+
 The 1.1 calls keep their C names: alloc_ex (a Block with ptr, epoch, size, flags, tag),
 free_at (epoch-checked), pin/unpin, set_floor, region_info, contains, step_begin,
 set_capture_active, set_stream, set_poison, free_batch/alloc_batch, live_blocks (LiveBlock
@@ -36,7 +40,7 @@ zarena.h is the manual for the semantics.
 """
 
 from . import _args
-from ._library import SONAME, last_error, library, library_path, load_library
+from ._library import SONAME, config_parse, last_error, library, library_path, load_library
 from ._library import status_string as _status_string
 from ._structs import (Config, LogField, Region, Stats, format_bytes, format_ns)
 from ._structs import LogRecordC as _LogRecordC  # noqa: F401 - kept for old imports
@@ -59,7 +63,7 @@ __all__ = [
     "TooManyPinsError", "ClosedError", "error_class",
     "load_library", "library", "library_path", "set_log_callback", "log_to_logging",
     "callback_errors", "version_number", "version_string", "status_string", "last_error",
-    "format_bytes", "format_ns", "SONAME", "__version__",
+    "format_bytes", "format_ns", "config_parse", "SONAME", "__version__",
 ]
 
 

@@ -91,6 +91,7 @@ _SIGNATURES_1_1 = {
     "zarena_region_info": (_i32, [_vp, ctypes.POINTER(Region)]),
     "zarena_contains": (ctypes.c_int, [_vp, _vp]),
     "zarena_step_begin": (_i32, [_vp]),
+    "zarena_config_parse": (_i32, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_u64)]),
     "zarena_diagnose": (_i32, [_vp, ctypes.POINTER(DiagnosisC)]),
     "zarena_log_flush": (None, []),
     "zarena_set_capture_active": (_i32, [_vp, ctypes.c_int]),
@@ -186,6 +187,18 @@ def library_path():
     except OSError:
         pass
     return name
+
+
+def config_parse(field, text):
+    """zarena_config_parse: `text` read as the field's environment variable is read (the
+    one syntax: sizes "1.5GiB"/"64MB", names "refuse", switches "on"); returns the number
+    the zarena_config field stores. InvalidArgumentError (a ValueError) says why."""
+    if not isinstance(field, str) or not isinstance(text, str):
+        raise TypeError("config_parse(field, text) takes two str")
+    out = ctypes.c_uint64()
+    check(function("zarena_config_parse")(field.encode(), text.encode(), ctypes.byref(out)),
+          "zarena_config_parse")
+    return out.value
 
 
 def status_string(status):

@@ -4,6 +4,7 @@ The layouts are checked against the C compiler's (sizeof, offsetof of every fiel
 tests/python/test_layout.py, which compiles a probe of zarena.h in the suite."""
 
 import ctypes
+import difflib
 
 from . import _args
 from ._stats_fields import STATS_FIELDS
@@ -31,12 +32,23 @@ class Config(ctypes.Structure):
         ("trace_file", ctypes.c_char_p),
     ]
 
+    @classmethod
+    def field_type(cls, key):
+        """The ctypes type of a settable field; TypeError naming the field meant for a
+        near miss (capacity -> capacity_bytes, policy -> overflow_policy)."""
+        types = dict(cls._fields_)
+        if key in types and key != "struct_size":
+            return types[key]
+        names = [n for n, _ in cls._fields_ if n not in ("struct_size", "reserved0")]
+        near = [n for n in names if isinstance(key, str) and
+                (n.startswith(key + "_") or n.endswith("_" + key))]
+        near += [n for n in difflib.get_close_matches(str(key), names, n=2) if n not in near]
+        hint = f"; did you mean {' or '.join(near[:2])}?" if near else ""
+        raise TypeError(f"unknown zarena_config field {key!r}{hint}")
+
     def set_field(self, key, value):
         """Sets one field by name after checking the value against the C type."""
-        types = dict(self._fields_)
-        if key not in types or key == "struct_size":
-            raise TypeError(f"unknown zarena_config field {key!r}")
-        ctype = types[key]
+        ctype = self.field_type(key)
         what = f"zarena_config.{key}"
         if ctype is ctypes.c_char_p:
             if isinstance(value, str):

@@ -5,7 +5,7 @@ import sys
 
 from . import _args
 from . import constants as C
-from ._library import check, error, function, library
+from ._library import check, config_parse, error, function, library
 from ._structs import LIVE_BLOCK_FN, BlockC, Config, DiagnosisC, FreeItem, Region, Stats
 from .blocks import Block, LiveBlock, live_blocks_json
 from .errors import ClosedError
@@ -41,8 +41,11 @@ class Arena:
     Keyword arguments set zarena_config fields by name after zarena_config_init (so the
     environment overrides apply to what is not given), e.g. capacity_bytes=1 << 30,
     backend=BACKEND_HOST, alignment=256, overflow_policy=OVERFLOW_REFUSE, name="train".
+    Numbers may also be given as the environment writes them: capacity_bytes="1.5GiB",
+    overflow_policy="refuse", backend="host" (zarena.config_parse; one syntax everywhere).
     Every integer is range-checked against its C type first (zarena._args): a value that
-    does not fit raises TypeError, ValueError or OverflowError and nothing is created.
+    does not fit raises TypeError, ValueError or OverflowError and nothing is created; an
+    unknown keyword raises TypeError naming the field meant (capacity -> capacity_bytes).
     """
 
     def __init__(self, **config):
@@ -50,6 +53,9 @@ class Arena:
         cfg = Config()
         lib.zarena_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
         for key, value in config.items():
+            if isinstance(value, str) and Config.field_type(key) not in (ctypes.c_char_p,
+                                                                         ctypes.c_void_p):
+                value = config_parse(key, value)
             cfg.set_field(key, value)
         handle = ctypes.c_void_p()
         check(lib.zarena_create(ctypes.byref(cfg), ctypes.byref(handle)), "zarena_create")
@@ -155,6 +161,17 @@ class Arena:
     def step_begin(self):
         """Marks the start of a training step (the diagnosis counts steps as facts)."""
         check(function("zarena_step_begin")(self._handle()), "zarena_step_begin")
+
+    def step(self):
+        """A context manager for one step, as Go's Arena.Step: step_begin() on entry, reset()
+        on exit, also when the body raises (a reset that fails then is chained to that
+        exception). Use it when the arena holds one step's memory:
+
+            for batch in data:
+                with arena.step():
+                    ...   # allocations of this step; all reclaimed at the end
+        """
+        return _Step(self)
 
     def diagnose(self):
         """zarena_diagnose as a dict: verdict ("ok" when nothing is wrong), advice, cause,
@@ -361,6 +378,21 @@ class Arena:
                 self.close()
             except Exception:  # noqa: BLE001 - never raise from a finalizer
                 pass
+
+
+class _Step:
+    """Arena.step()'s context manager."""
+
+    def __init__(self, arena):
+        self._arena = arena
+
+    def __enter__(self):
+        self._arena.step_begin()
+        return self._arena
+
+    def __exit__(self, exc_type, exc, tb):
+        self._arena.reset()  # raised from here, it carries the body's exception as context
+        return False
 
 
 def tag_register(name):

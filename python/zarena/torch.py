@@ -6,6 +6,7 @@
     print(zarena.torch.stats(0))   # zarena_stats of device 0's arena
     print(zarena.torch.info(0))    # mallocs, frees, failed frees, stream joins
     zarena.torch.report(0)         # stats, info, region and live blocks as one dict (JSON)
+    print(zarena.torch.memory_summary(0))   # like torch.cuda.memory_summary()
     zarena.torch.arena(0)          # the arena itself (borrowed): live_blocks(), region_info()
 
 enable() hands PyTorch the malloc/free pair of libzarena_torch.so through
@@ -34,9 +35,12 @@ zarena_set_stream would not remove any of these waits (reuse is immediate whatev
 arena's stream; the stream only orders overflow frees and poison fills), so the arena keeps
 the home stream as its stream: overflow frees and fills follow the same order as reuse.
 
-Failures. A pluggable malloc cannot report an error to PyTorch, so a failed allocation
-prints zarena's message (what, how much, why) and aborts the process; a refused free is
-counted (info().failed_frees, stats().invalid_frees / stale_frees) and printed.
+Failures. A failed allocation raises RuntimeError in the Python code that asked for the
+tensor, with zarena's message (what, how much, and the verdict and fix that
+arena.first_overflow logged just before); the process goes on and may catch it (PyTorch
+does not check a pluggable malloc's NULL, so libzarena_torch throws instead: see
+zarena_torch/zarena_torch.h). A refused free is counted (info().failed_frees,
+stats().invalid_frees / stale_frees) and printed.
 
 Finding libzarena_torch.so: $ZARENA_TORCH_LIBRARY, else next to the loaded libzarena.so.1
 (build tree and install prefix put them together), next to this package, the checkout's
@@ -84,7 +88,14 @@ def candidates():
            os.path.join(_library.PACKAGE_DIR, LIBRARY_NAME)]
     out += [os.path.join(d, "capi", LIBRARY_NAME) for d in _library.build_dirs()]
     out.append(LIBRARY_NAME)
-    return out
+    # Each place once (a bundled install puts libzarena.so.1 next to the package).
+    seen, unique = set(), []
+    for c in out:
+        key = os.path.realpath(c) if os.sep in c else c
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
 
 
 def library():
@@ -182,6 +193,35 @@ def report(device=None):
     return {"stats": a.stats().to_dict(), "info": info(device).to_dict(),
             "region": a.region_info().to_dict(),
             "live": {"blocks": len(blocks), "bytes": sum(b.size for b in blocks)}}
+
+
+def memory_summary(device=None):
+    """A text like torch.cuda.memory_summary() for the device's arena: what PyTorch holds,
+    its peak, the region, overflow and the shim's counters, in the terms of torch's own
+    functions (which do not work with a pluggable allocator), then zarena's full stats
+    table (zarena_format_stats). LookupError before the device's first allocation."""
+    from ._structs import format_bytes as b
+    a = _existing(device)
+    s, i, r = a.stats(), info(device), a.region_info()
+    dev = _device(device)
+    pct = (100.0 * s.high_water_bytes / s.capacity_bytes) if s.capacity_bytes else 0.0
+    rows = [
+        ("allocated (memory_allocated)", f"{b(s.used_bytes + s.overflow_live_bytes)} in "
+         f"{s.live_allocs} blocks"),
+        ("peak allocated (max_memory_allocated)",
+         f"{b(s.used_peak_bytes)}; reset with Arena.reset_peak_stats()"),
+        ("reserved (memory_reserved)", f"{b(r.committed_bytes or s.capacity_bytes)} region "
+         f"(reserved whole at the first allocation) + {b(s.overflow_live_bytes)} overflow"),
+        ("region high water", f"{b(s.high_water_bytes)} ({pct:.0f}% of {b(s.capacity_bytes)})"),
+        ("overflow", f"{s.overflow_allocs} allocations, peak {b(s.overflow_peak_bytes)}"),
+        ("mallocs / frees", f"{i.mallocs} / {i.frees}, {s.reuses} served by reuse"),
+        ("failed mallocs / frees", f"{i.failed_mallocs} / {i.failed_frees}"),
+        ("stream joins", f"{i.stream_joins} ({i.joins_skipped} skipped under capture)"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    head = f"zarena.torch memory summary, cuda:{dev}\n"
+    body = "".join(f"  {k:<{width}}  {v}\n" for k, v in rows)
+    return head + body + "\n" + a.format_stats()
 
 
 def info(device=None):

@@ -264,9 +264,12 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
     if (f.zero_means != nullptr) set_field_number(&c, f, effective(given_cfg, f, given_cfg));
   }
   for (const FieldSpec& f : kConfigFields) {
-    std::string var;
+    std::string var, raw;
     for (const EnvSetting& s : env) {
-      if (s.parsed && s.field == f.key) var = s.variable;  // the last one applied wins
+      if (s.parsed && s.field == f.key) {  // the last one applied wins
+        var = s.variable;
+        raw = s.raw;
+      }
     }
     bool eq_default, eq_env;
     std::string value;
@@ -283,7 +286,10 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
     std::string origin = (!var.empty() && eq_env) ? "env:" + var
                          : eq_default             ? "default"
                                                   : "config";
-    r.sources.push_back({f.key, std::move(value), std::move(origin)});
+    // The program's own value replaced what the environment said: say so, or the user
+    // wonders why the variable did nothing.
+    std::string ignored = !var.empty() && !eq_env ? fmt::format("{}={}", var, raw) : "";
+    r.sources.push_back({f.key, std::move(value), std::move(origin), std::move(ignored)});
   }
   // The arena owns its copies of the strings.
   c.name = nullptr;

@@ -33,7 +33,7 @@ struct ConfigProblem {
   std::string value;
   std::string why;      // "unknown unit \"XB\" ...", "unknown variable"
   std::string example;  // invalid value: a valid one ("2GiB")
-  std::string closest;  // unknown variable: the nearest known name
+  std::string closest;  // unknown variable: the nearest known name(s) ("A or B"; "" none)
   // One line: what, why, and what to write instead.
   std::string describe() const;
 };
@@ -42,11 +42,18 @@ struct ConfigProblem {
 zarena_config default_config();
 // Applies environment overrides to cfg; returns what was found, parsed or not.
 std::vector<EnvSetting> apply_environment(zarena_config* cfg);
+// Reads `text` as the field `key` ("capacity_bytes", "flags.poison") of the table would be
+// read from its ZARENA_* variable: same syntax, range and check; *out gets the number the
+// struct stores. kInvalidArgument with the reason and an example otherwise.
+Result parse_field_text(const char* key, const char* text, uint64_t* out);
 // Every problem in the current environment: invalid values of known variables (fields'
 // and the logging ones) and unknown ZARENA_* names, in that order.
 std::vector<ConfigProblem> environment_problems();
-// The known variable nearest to `name` by edit distance.
-std::string closest_known_variable(const std::string& name);
+// The known variable a mistyped `name` most likely meant: the nearest by edit distance
+// (a shortened name such as ZARENA_CAPACITY counts as near ZARENA_CAPACITY_BYTES); among
+// equally near ones, those `value` is valid for, then those it looks like ("A or B" when
+// still tied); "" when none is near.
+std::string closest_known_variable(const std::string& name, const std::string& value = "");
 // True when zarena reads or reserves this ZARENA_* name.
 bool is_known_variable(const std::string& name);
 
@@ -58,8 +65,9 @@ struct ResolvedConfig {
   std::string trace_file;  // the arena's copy of cfg.trace_file ("" when none)
   struct Source {
     std::string field;
-    std::string value;   // rendered value
-    std::string origin;  // "default", "config", "env:VAR"
+    std::string value;        // rendered value
+    std::string origin;       // "default", "config", "env:VAR"
+    std::string env_ignored;  // "VAR=value" the program's value overrode ("" when none)
   };
   std::vector<Source> sources;          // one per kConfigFields row, in table order
   std::vector<ConfigProblem> problems;  // from the environment (see environment_problems)

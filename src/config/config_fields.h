@@ -299,6 +299,12 @@ inline constexpr FieldSpec kConfigFields[] = {
         .var("ZARENA_STEP_RECORDS", Syntax::kSwitch, "1")
         .go("FlagStepRecords", "Flags", GoKind::kFlag)
         .docs("log an `arena.step` record at every reset", "off"),
+    ZARENA_FLAG_FIELD("no_resets", ZARENA_FLAG_NO_RESETS)
+        .var("ZARENA_NO_RESETS", Syntax::kSwitch, "1")
+        .go("FlagNoResets", "Flags", GoKind::kFlag)
+        .docs("the program frees what it allocates and never resets (a general-purpose "
+              "pool, as `zarena.torch`): no reset warnings or verdicts",
+              "off"),
     ZARENA_FIELD(name, kString, kText)
         .text_is(kDefaultName)
         .var("ZARENA_NAME", Syntax::kText, "train")

@@ -36,37 +36,57 @@ void diag_set_clock_for_testing(uint64_t (*now_ns)()) noexcept {
   g_clock.store(now_ns != nullptr ? now_ns : steady_ns);
 }
 
-ArenaDiagnosis::ArenaDiagnosis(uint64_t capacity, std::string arena_name)
-    : capacity_(capacity), name_(std::move(arena_name)), cadence_(capacity) {}
+ArenaDiagnosis::ArenaDiagnosis(uint64_t capacity, std::string arena_name, bool no_resets)
+    : capacity_(capacity), name_(std::move(arena_name)), no_resets_(no_resets), cadence_(capacity) {
+  if (no_resets_) {  // a general-purpose pool: nothing to guess about steps never reset
+    detector_on_.store(false, std::memory_order_relaxed);
+    watch_end_.store(kNoWatch, std::memory_order_relaxed);
+  }
+}
 
 // --- feeding ----------------------------------------------------------------------------
 
-// The guessing detector follows one thread: the slot of the first request it sees. The
-// requests of other threads come here too (the detector's watch is arena-wide) and leave
-// before the lock unless they open their slot's epoch, so that many threads allocating
-// at once never meet on the diagnosis lock. Reading one thread's stream is also what makes
-// its steps recognisable (the requests of several threads interleave in no fixed order).
+// The guessing detector reads the arena's whole stream, in the order the calls reach it:
+// every request and free feeds it (under the diagnosis lock, only while it runs). Not one
+// thread's slot: a program's one thread of calls can run on several OS threads (Go moves
+// a goroutine between them), and following a slot would make the verdict depend on the
+// scheduler. So the live bytes it sees are the arena's, and one program order gives one
+// verdict. Threads running at once interleave their calls in no fixed order: when the
+// stream changes thread more than kInterleaveMax times in kInterleaveWindow calls, the
+// guess stops (one thread moved between OS threads changes far less often, so its
+// verdict does not depend on where it ran). It also stops, with its cost, after
+// CadenceDetector::kGuessLimit requests without a step.
+bool ArenaDiagnosis::interleaved(uint32_t slot) {
+  if (slot != last_slot_) {
+    if (last_slot_ != kNoSlot) ++switches_;
+    last_slot_ = slot;
+  }
+  if (switches_ > kInterleaveMax) {
+    interleaved_ = true;  // what it guessed from the mixed stream is not used either
+    stop_guessing();
+    return true;
+  }
+  if (++window_calls_ == kInterleaveWindow) window_calls_ = switches_ = 0;
+  return false;
+}
+
+void ArenaDiagnosis::stop_guessing() {
+  detector_on_.store(false, std::memory_order_relaxed);
+  watch_end_.store(kNoWatch, std::memory_order_relaxed);
+}
+
 bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot) {
   const bool opening = nth_in_slot <= static_cast<uint64_t>(EpochHistory::kOpeningLen);
-  const uint32_t follows = followed_slot_.load(std::memory_order_relaxed);
-  if (!opening && follows != slot && follows != kAnySlot &&
-      detector_on_.load(std::memory_order_relaxed)) {
-    return false;
-  }
   Lock lock(mu_);
   if (opening && opening_.opening_len < EpochHistory::kOpeningLen) {
     opening_.opening[opening_.opening_len++] = aligned;
   }
-  const bool detecting = detector_on_.load(std::memory_order_relaxed);
-  if (detecting && followed_slot_.load(std::memory_order_relaxed) == kAnySlot) {
-    followed_slot_.store(slot, std::memory_order_relaxed);
-  }
-  const bool mine = followed_slot_.load(std::memory_order_relaxed) == slot;
-  if ((mine || !detecting) && end > cadence_top_) cadence_top_ = end;
-  if (!mine && detecting) return false;  // another thread's opening request: recorded above
-  if (detecting) {
+  if (end > cadence_top_) cadence_top_ = end;
+  if (detector_on_.load(std::memory_order_relaxed)) {
+    if (interleaved(slot)) return false;
     if (!cadence_.on_alloc(aligned, cadence_top_) || warned_ ||
         explicit_steps_.load(std::memory_order_relaxed)) {
+      if (cadence_.gave_up()) stop_guessing();
       return false;
     }
     warned_ = true;
@@ -81,6 +101,14 @@ bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_sl
     w.offset_bytes = cadence_top_;
     w.capacity_bytes = capacity_;
     w.steps_to_full = cadence_.steps_to_full(cadence_top_);
+    if (restarts == 0 && cadence_.uniform_run() != 0) {  // one block kept per step
+      const uint64_t size = cadence_.uniform_size();
+      w.steps = cadence_.uniform_run();
+      w.step_allocs = 1;
+      w.step_bytes = size;
+      w.grown_bytes = w.steps * size;
+      w.steps_to_full = cadence_top_ < capacity_ ? (capacity_ - cadence_top_) / size : 0;
+    }
     w.prior_epochs = history_.epochs_seen();
     warning_prior_allocs_ = history_.max_allocs();
     return true;
@@ -89,10 +117,8 @@ bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_sl
     // This epoch went well past the peaks of the ones before it: a loop that stopped
     // resetting repeats their step. Watch for their opening from here.
     const uint64_t* shared = history_.shared_opening();
-    if (shared != nullptr && !warned_ && !cross_thread_frees_ &&
-        !explicit_steps_.load(std::memory_order_relaxed)) {
+    if (shared != nullptr && !warned_ && !explicit_steps_.load(std::memory_order_relaxed)) {
       cadence_.resume(shared, cadence_top_);
-      followed_slot_.store(slot, std::memory_order_relaxed);
       detector_on_.store(true, std::memory_order_relaxed);
       watch_end_.store(0, std::memory_order_relaxed);
     } else {
@@ -118,22 +144,9 @@ void ArenaDiagnosis::warn_cadence(uint64_t epoch_allocs, uint64_t resets) {
   if (log_enabled(ZARENA_LOG_WARN)) log_emit(reset_cadence_record(f, name_));
 }
 
-// A free from the thread the detector follows feeds it. A free from another thread means
-// blocks cross threads (a finalizer, a queue of frees, a data loader): the live bytes one
-// thread sees are then not the arena's, and a guess from them could warn a loop that
-// frees everything. The guess stops; zarena_step_begin still gives the facts.
 void ArenaDiagnosis::on_free(uint64_t size, uint32_t slot) {
-  const uint32_t follows = followed_slot_.load(std::memory_order_relaxed);
-  if (follows == kAnySlot) return;  // nothing fed yet: nothing to undo
   Lock lock(mu_);
-  if (!detector_on_.load(std::memory_order_relaxed)) return;
-  if (follows == slot) {
-    cadence_.on_free(size);
-    return;
-  }
-  detector_on_.store(false, std::memory_order_relaxed);
-  watch_end_.store(kNoWatch, std::memory_order_relaxed);
-  cross_thread_frees_ = true;
+  if (detector_on_.load(std::memory_order_relaxed) && !interleaved(slot)) cadence_.on_free(size);
 }
 
 // --- steps, boundaries, resets ------------------------------------------------------------
@@ -161,12 +174,14 @@ StepRecordFacts ArenaDiagnosis::on_reset(const EpochEnd& e) {
     needed_bytes_ = std::max(needed_bytes_, e.high_water + e.overflow_peak);
     cadence_.on_reset(e.floor);
     cadence_top_ = e.floor;
+    interleaved_ = false;
+    last_slot_ = kNoSlot;
+    switches_ = window_calls_ = 0;
     detector_on_.store(false, std::memory_order_relaxed);
-    followed_slot_.store(kAnySlot, std::memory_order_relaxed);
     step_epoch_ = ~0ull;
     // Watch for an epoch that grows well past the ones before, when they share an opening
     // to look for (explicit steps need no guess).
-    if (!explicit_steps_.load(std::memory_order_relaxed) && !warned_ &&
+    if (!explicit_steps_.load(std::memory_order_relaxed) && !warned_ && !no_resets_ &&
         history_.shared_opening() != nullptr) {
       watch_peak_ = history_.max_peak();
       watch_end_.store(e.floor + watch_peak_ + std::max(watch_peak_ / 2, capacity_ / 64),
@@ -222,7 +237,7 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     const bool grew = c.live_bytes > step_live_;
     step_live_ = c.live_bytes;
     step_top_ = c.top;
-    if (!grew || warned_) return;
+    if (!grew || warned_ || no_resets_) return;
     warned_ = true;
     const uint64_t done = n - step1_n_;  // steps completed since the first one seen
     f.verdict = verdict_name(c.resets > 0 ? VerdictId::kResetStopped : VerdictId::kNeverReset);
@@ -281,11 +296,15 @@ void ArenaDiagnosis::add_step_facts(ExhaustionFacts* f) const {
       f->steps = epoch_steps_.load(std::memory_order_relaxed);
       f->kept_bytes = step_live_ > step1_live_ ? step_live_ - step1_live_ : 0;
     }
-  } else if (cadence_.restarts() != 0) {
+  } else if (cadence_.restarts() != 0 && !interleaved_) {
     f->kept_bytes = cadence_.kept_bytes();
     f->steps =
         cadence_.resumed() ? ceil_div(f->epoch_allocs, history_.max_allocs()) : cadence_.steps();
+  } else if (cadence_.uniform_run() != 0 && !interleaved_) {
+    f->uniform_blocks = cadence_.uniform_run();
+    f->uniform_size = cadence_.uniform_size();
   }
+  f->no_resets = no_resets_;
   f->prior_epochs = history_.size();
   f->prior_peak_bytes = history_.max_peak();
   f->prior_allocs = history_.max_allocs();

@@ -79,7 +79,9 @@ class ArenaDiagnosis {
     uint64_t unreported = 0;       // a summary: the overflow epochs it covers
   };
 
-  ArenaDiagnosis(uint64_t capacity, std::string arena_name);
+  // no_resets: ZARENA_FLAG_NO_RESETS, a pool that never resets: nothing to guess about steps,
+  // no reset warning or verdict.
+  ArenaDiagnosis(uint64_t capacity, std::string arena_name, bool no_resets);
 
   // --- the allocation and free paths ------------------------------------------------
   // Whether an allocation that ends at `end`, the nth_in_slot-th of its slot in this epoch,
@@ -136,20 +138,22 @@ class ArenaDiagnosis {
   void diagnose(const ExhaustionFacts& f, bool overflowed, CurrentDiagnosis* out) const;
 
  private:
-  static constexpr uint32_t kAnySlot = ~0u;
   void add_step_facts(ExhaustionFacts* f) const;  // lock held
+  // Lock held: notes the call's thread; true (and the guess stopped) when threads running
+  // at once interleave their calls.
+  bool interleaved(uint32_t slot);
+  void stop_guessing();  // lock held
 
   const uint64_t capacity_;
   const std::string name_;
+  const bool no_resets_;
 
   // Read without the lock on the hot paths. Allocations whose block ends above watch_end_
   // come to on_alloc: every one while the cadence detector runs (0: before the first
   // reset, or in resumed mode), none when nothing is watched (~0), else those that carry
   // the epoch past the earlier epochs' peaks.
   std::atomic<uint64_t> watch_end_{0};
-  std::atomic<bool> detector_on_{true};  // frees feed the detector
-  // The slot whose requests the detector follows (kAnySlot: the next one to feed it).
-  std::atomic<uint32_t> followed_slot_{kAnySlot};
+  std::atomic<bool> detector_on_{true};      // requests and frees feed the detector
   std::atomic<bool> explicit_steps_{false};  // zarena_step_begin was called: facts, not guesses
   std::atomic<uint64_t> steps_{0}, epoch_steps_{0};
   // The latest epoch that overflowed (~0: none yet): claimed without the lock.
@@ -157,7 +161,11 @@ class ArenaDiagnosis {
 
   // --- under mu_ --------------------------------------------------------------------------
   mutable SpinLock mu_;
-  bool cross_thread_frees_ = false;  // a free came from another thread: the guess stopped
+  // Changes of thread in the stream the detector reads (interleaved()).
+  static constexpr uint32_t kNoSlot = ~0u;
+  static constexpr uint32_t kInterleaveWindow = 256, kInterleaveMax = 32;
+  uint32_t last_slot_ = kNoSlot, switches_ = 0, window_calls_ = 0;
+  bool interleaved_ = false;  // this epoch's guess stopped on interleaved threads
   CadenceDetector cadence_;
   uint64_t cadence_top_ = 0;  // highest block end of the epoch seen: the detector's top
   EpochHistory history_;

@@ -50,6 +50,8 @@ bool CadenceDetector::Anchor::feed(uint64_t size) {
 
 void CadenceDetector::begin(uint64_t top) {
   restarts_ = 0;
+  window_frees_ = 0;
+  begun_at_ = allocs_;
   growing_ = 0;
   step_allocs_ = 0;
   mark_alloc_ = allocs_;
@@ -81,17 +83,43 @@ bool CadenceDetector::on_alloc(uint64_t size, uint64_t top) {
   history_[index % kHistoryLen] = size;
   if (top > top_) top_ = top;
   live_ += static_cast<int64_t>(size);
+  if (run_uniform_) {
+    if (run_count_ == 0) run_size_ = size;
+    if (size == run_size_) {
+      ++run_count_;
+    } else {
+      run_uniform_ = false;
+    }
+  }
   int by = -1;  // the anchor that recurred
   for (int i = 0; i < 3; ++i) {
     Anchor& a = anchors_[i];
     if (!a.armed) continue;
     if (a.recorded < kAnchorLen) {
+      // A late step's frees are counted from its opening on.
+      if (i == 2 && a.recorded == 0 && restarts_ == 0) window_frees_ = 0;
       a.record(size, index);
     } else if (a.feed(size) && by < 0) {
       by = i;
     }
   }
-  if (by < 0) return false;
+  if (by < 0) {
+    if (run_uniform_ && !warned_ && restarts_ == 0 && run_count_ >= kUniformRunMin &&
+        top_ > run_start_top_ && top_ - run_start_top_ >= (capacity_ - run_start_top_) / 2) {
+      warned_ = true;
+      return true;
+    }
+    return false;
+  }
+  // The late anchor stands for a step that frees something (it was armed by a free, at
+  // the same point of the step each time): a recurrence with no free since the last one
+  // is a block repeating inside a step (layers), not a step. Look again from the next free.
+  if (by == 2 && !resumed_ && (restarts_ == 0 || late_only_) && window_frees_ == 0) {
+    anchors_[2].armed = false;
+    late_tried_ = false;
+    if (restarts_ != 0) begin(top_);
+    return false;
+  }
   if (restarts_ == 0) {
     // The first anchor to recur sets where steps begin; the others would count each step
     // again at another phase.
@@ -114,6 +142,7 @@ bool CadenceDetector::on_alloc(uint64_t size, uint64_t top) {
   last_restart_top_ = top;
   mark_alloc_ = allocs_;
   window_min_ = live_;
+  window_frees_ = 0;
   if (warned_) return false;
   const bool late = late_only_ && !resumed_;
   const bool enough =
@@ -130,13 +159,33 @@ bool CadenceDetector::on_alloc(uint64_t size, uint64_t top) {
 void CadenceDetector::on_free(uint64_t size) {
   live_ -= static_cast<int64_t>(size);
   if (live_ < window_min_) window_min_ = live_;
+  ++window_frees_;
+  run_uniform_ = false;
+  if (restarts_ != 0 && late_only_ && !resumed_ && live_ < first_trough_) {
+    // What the late steps "kept" was given back (below where the first of them began):
+    // they were parts of a larger step that frees what it allocates (a general-purpose
+    // workload, PyTorch). Nothing piles up: the guess stops for this epoch.
+    anchors_[2].armed = false;
+    late_tried_ = true;
+    withdrawn_ = true;
+    begin(top_);
+    return;
+  }
   if (late_tried_ || restarts_ != 0 || resumed_) return;
   late_tried_ = true;
   anchors_[2].start(allocs_);
   begin(top_);
 }
 
+bool CadenceDetector::gave_up() const {
+  if (withdrawn_) return true;
+  return restarts_ == 0 && !resumed_ && !run_uniform_ && allocs_ - begun_at_ >= kGuessLimit;
+}
+
 void CadenceDetector::on_reset(uint64_t top) {
+  withdrawn_ = false;
+  run_uniform_ = false;
+  run_count_ = 0;
   anchors_[0].start(allocs_);
   anchors_[1].armed = false;
   anchors_[2].armed = false;
@@ -151,6 +200,9 @@ void CadenceDetector::on_reset(uint64_t top) {
 }
 
 void CadenceDetector::on_step_boundary(uint64_t top) {
+  run_uniform_ = !resumed_;
+  run_count_ = 0;
+  run_start_top_ = top;
   if (restarts_ != 0) return;  // steps already recognised: keep matching them
   anchors_[1] = anchors_[0];
   if (anchors_[1].recorded < kAnchorLen) anchors_[1].armed = false;
@@ -162,6 +214,7 @@ void CadenceDetector::on_step_boundary(uint64_t top) {
 }
 
 void CadenceDetector::resume(const uint64_t* opening, uint64_t top) {
+  run_uniform_ = false;
   Anchor& a = anchors_[0];
   a.armed = true;
   a.begin_at = allocs_;

@@ -23,6 +23,10 @@
 //     reset (and re-arms it only in "resumed" mode, below);
 //   - per-sample passes without reset warn 8 requests into the fourth pass (the troughs of
 //     passes 1..3 rose twice), once the passes have kept capacity/64 (1.6 %).
+// One size after a boundary: a constant-size stream says nothing about steps (one step
+// may allocate many blocks of one size), except after zarena_mark_step_boundary with no
+// free: the program set a floor to come back to, and a run of one size that fills half the
+// space above it without a free or a reset is taken as one block kept per step.
 // Anchoring: zarena_mark_step_boundary says "steps start here", so a boundary marked
 // before any restart re-anchors (weights uploaded before it never recur).
 // The previous anchor stays armed as well, so a program that marks a boundary after
@@ -31,9 +35,14 @@
 // upload, which never recurs. An upload frees nothing and a step does, so the first free
 // of an epoch, while no restart has been seen, arms a late anchor: the requests after it
 // lie inside the first step and recur in every later one. Repeats after a free can also be
-// layers inside one step's backward pass, so a warning that rests on the late anchor alone
-// needs more evidence (kLateGrowingRestartsToWarn rising troughs, capacity /
-// kLateShareDivisor kept); its restarts still count for the first-overflow verdict.
+// layers inside one step (a forward pass keeping activations), so the late anchor is held
+// to what a step that frees does: a recurrence with no free since the one before is not a
+// step (it is dropped, and the late anchor armed again at the next free); when live bytes
+// fall below where its first step began, what the "steps" kept was given back (the layers
+// of a step that frees everything: PyTorch, a general-purpose workload) and the guess
+// stops for the epoch; and a warning that rests on it alone needs more evidence
+// (kLateGrowingRestartsToWarn rising troughs, capacity / kLateShareDivisor kept). Its
+// restarts still count for the first-overflow verdict until withdrawn.
 //
 // Counting steps as the loop counts them: a step is the stretch between two restarts
 // (step_allocs requests). The anchor may begin inside a step (the late anchor) or span
@@ -47,12 +56,19 @@
 // the opening those epochs shared; it counts restarts and troughs from there as above, and
 // its warning means "reset stopped".
 //
-// Threads: requests from several threads interleave in no fixed order, so the detector
-// sees fewer exact repeats and may warn later or not at all; a loop that resets still
-// never warns in normal mode (the arena's reset gate does not depend on the order).
-// Known blind spot: a step whose opening requests belong to a block that repeats inside
+// Threads: the arena feeds the detector every request and free, in the order they reach
+// it; one program order (however many OS threads carry it) gives one verdict. Threads
+// running at once interleave their calls in no fixed order: the arena stops the guess
+// when the stream changes thread often (Arena::diag_interleaved_d); a loop that resets
+// never warns in normal mode (the arena's reset gate does not depend on the order). After
+// kGuessLimit requests without a step the guess stops.
+// Known blind spots: a step whose opening requests belong to a block that repeats inside
 // the step (e.g. a model whose very first allocations are layer 1's and whose activations
 // stay live) looks like repeated steps; real steps usually open with the input upload.
+// Layers that each free a temporary look, within the first step of a program that frees
+// everything, like steps that free and keep: the guess is withdrawn at that step's end,
+// but a warning may precede it. zarena_step_begin (facts) or ZARENA_FLAG_NO_RESETS (a
+// program that frees everything and never resets, as zarena.torch) avoids guessing.
 //
 // Why these numbers: 8 sizes make an accidental match among varied sizes negligible yet
 // fit steps of only a few requests (shorter steps still match across their repeats).
@@ -74,6 +90,13 @@ class CadenceDetector {
   static constexpr uint64_t kLateGrowingRestartsToWarn = 3;
   static constexpr uint64_t kLateShareDivisor = 16;
   static constexpr size_t kHistoryLen = 1024;
+  // A run of requests of one size after a step boundary, none freed, counts as one block
+  // per step once it is this long and has filled half the space above the boundary.
+  static constexpr uint64_t kUniformRunMin = 8;
+  // Requests watched without a step recognised, after which the guess stops (an arena
+  // used from several threads at once, whose interleaved requests never repeat exactly,
+  // then stops paying for it).
+  static constexpr uint64_t kGuessLimit = 1ull << 22;
 
   explicit CadenceDetector(uint64_t capacity) : capacity_(capacity) { anchors_[0].start(0); }
 
@@ -91,6 +114,15 @@ class CadenceDetector {
   void resume(const uint64_t* opening, uint64_t top);
 
   bool resumed() const { return resumed_; }
+  // Since the last zarena_mark_step_boundary: requests that were all of one size (its
+  // value: uniform_size) with no free among them; 0 when another size or a free came, or
+  // no boundary was marked in this epoch. A program that marks a boundary means to come
+  // back to it with a reset: such a run that never does keeps one block per step.
+  uint64_t uniform_run() const { return run_uniform_ ? run_count_ : 0; }
+  uint64_t uniform_size() const { return run_size_; }
+  // Nothing more to find: the late steps were withdrawn, or kGuessLimit requests passed
+  // without a step. The arena then stops feeding the detector.
+  bool gave_up() const;
   bool warned() const { return warned_; }
   uint64_t restarts() const { return restarts_; }        // in this epoch
   uint64_t step_allocs() const { return step_allocs_; }  // requests per step (last one)
@@ -137,6 +169,11 @@ class CadenceDetector {
   uint64_t history_[kHistoryLen] = {};
   uint64_t history_from_ = 0;  // requests before this index belong to no step (boundary)
   uint64_t restarts_ = 0;
+  uint64_t begun_at_ = 0;      // request index where the current observation began
+  uint64_t window_frees_ = 0;  // frees since the last restart (or the late anchor's opening)
+  bool withdrawn_ = false;     // late steps gave back what they kept: no more guessing
+  bool run_uniform_ = false;   // see uniform_run()
+  uint64_t run_count_ = 0, run_size_ = 0, run_start_top_ = 0;
   uint64_t growing_ = 0;     // consecutive restarts whose trough rose
   uint64_t mark_alloc_ = 0;  // request index at the last restart
   uint64_t step_allocs_ = 0;

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
+
+#include "diagnosis/cadence.h"
 
 namespace zarena_core {
 
@@ -62,7 +65,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             "graph, where a synchronous overflow allocation would break the capture",
             "use the ASYNC overflow policy with the captured stream, or give the arena room "
             "for the whole captured step",
-            "use the ASYNC overflow policy with the captured stream"};
+            "use the ASYNC policy on the captured stream"};
   }
   if (f.commit_failed) {
     return {VerdictId::kCommitFailed,
@@ -87,7 +90,7 @@ Verdict diagnose(const ExhaustionFacts& f) {
             kShapeFix};
   }
   const uint64_t steps = reported_steps(f);
-  if (steps_kept_bytes(f) && f.resets == 0) {
+  if (steps_kept_bytes(f) && f.resets == 0 && !f.no_resets) {
     return {VerdictId::kNeverReset,
             fmt::format("the arena was never reset while {} ran in this epoch and kept {} ({} "
                         "per step, {} allocations)",
@@ -95,7 +98,18 @@ Verdict diagnose(const ExhaustionFacts& f) {
                         human_bytes(f.kept_bytes / (steps - 1)), f.epoch_allocs),
             kResetAdvice, "call zarena_reset after every step"};
   }
-  if ((steps_kept_bytes(f) && f.resets > 0) || reset_stopped_by_counts(f)) {
+  if (f.uniform_blocks >= CadenceDetector::kUniformRunMin && f.resets == 0 && !f.no_resets) {
+    return {VerdictId::kNeverReset,
+            fmt::format("the arena was never reset, though a step boundary was marked: since "
+                        "then {} blocks of {} were allocated and none was freed ({} kept, {} "
+                        "allocations in the epoch)",
+                        f.uniform_blocks, human_bytes(f.uniform_size),
+                        human_bytes(f.uniform_blocks * f.uniform_size), f.epoch_allocs),
+            std::string(kResetAdvice) +
+                " (if one step really allocates them all, raise the capacity instead)",
+            "call zarena_reset after every step"};
+  }
+  if (!f.no_resets && ((steps_kept_bytes(f) && f.resets > 0) || reset_stopped_by_counts(f))) {
     const std::string before =
         f.prior_epochs == 0
             ? fmt::format("the arena was reset {} time(s) before", f.resets)
@@ -145,6 +159,18 @@ Verdict diagnose(const ExhaustionFacts& f) {
                         "they allocate",
                         needed),
             fmt::format("raise the capacity beyond {} (a reset would not help)", needed)};
+  }
+  if (f.no_resets) {
+    // A general-purpose pool: what is live at once is what the program holds.
+    return {VerdictId::kWorkingSetFull,
+            fmt::format("the blocks the program holds at once need more than the {} arena ({} "
+                        "live, {} of the {} allocated so far freed again; it never resets)",
+                        human_bytes(f.capacity_bytes), f.live_count,
+                        f.epoch_allocs - std::min(f.epoch_allocs, f.live_count), f.epoch_allocs),
+            fmt::format("raise the capacity (ZARENA_CAPACITY_BYTES) beyond {} or reduce the "
+                        "batch size",
+                        needed),
+            fmt::format("raise the capacity beyond {} or reduce the batch size", needed)};
   }
   if (f.resets == 0 && f.live_count != 0 && f.epoch_allocs >= 8 * f.live_count) {
     // No step seen, but the epoch gives its blocks back (a general-purpose workload).
@@ -219,7 +245,7 @@ LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& are
   // The human line leads with the verdict and its fix, then who holds the memory; the
   // facts are in the fields.
   rec.human(fmt::format("arena full, verdict {}. Fix: {}", v.name, v.fix))
-      .headline({"requested_bytes", "verdict", "top_tags"});
+      .headline({"top_tags", "requested_bytes", "verdict"});
   return rec;
 }
 
@@ -239,7 +265,7 @@ LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::stri
       .add_uint("capacity_bytes", f.last.capacity_bytes)
       .add_string("verdict", v.name)
       .add_string("advice", v.advice);
-  rec.human(fmt::format("overflowed in {} of {} epochs, verdict {}. Fix: {}", f.overflow_epochs,
+  rec.human(fmt::format("overflowed in {}/{} epochs, verdict {}. Fix: {}", f.overflow_epochs,
                         f.epochs, v.name, v.fix))
       .headline({"verdict"});
   return rec;
@@ -336,6 +362,11 @@ LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name) {
       .add_uint("overflow_peak_bytes", f.overflow_peak_bytes)
       .add_uint("needed_bytes", f.needed_bytes)
       .headline({"allocs", "peak_bytes", "overflow_allocs"});
+  rec.human(
+      fmt::format("epoch {}: peak {} of {} above the floor ({:.0f}%), {} overflow "
+                  "allocations; needed {}",
+                  f.epoch, human_bytes(f.peak_bytes), human_bytes(usable),
+                  percent(f.peak_bytes, usable), f.overflow_allocs, human_bytes(f.needed_bytes)));
   rec.stderr_message_only();
   return rec;
 }
@@ -366,6 +397,12 @@ LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
       .add_uint("live_allocs", s.live_allocs)
       .add_uint("needed_bytes", f.needed_bytes)
       .headline({"overflow_allocs", "resets", "needed_bytes"});
+  rec.human(
+      fmt::format("destroyed: high water {} of {} ({:.0f}%), region exhausted in {} "
+                  "epoch(s); the workload needed {}",
+                  human_bytes(s.high_water_bytes), human_bytes(s.capacity_bytes),
+                  percent(s.high_water_bytes, s.capacity_bytes), f.overflow_epochs,
+                  human_bytes(f.needed_bytes)));
   // Drops the limiter never got to report with a later record of their kind.
   if (const uint64_t dropped = log_pending_suppressed(); dropped != 0) {
     rec.add_uint("log_suppressed", dropped);

@@ -56,6 +56,12 @@ struct ExhaustionFacts {
   // because committing more failed (the device, not the arena, is full).
   uint64_t committed_bytes = 0;
   bool commit_failed = false;
+  // ZARENA_FLAG_NO_RESETS: the program frees what it allocates and never resets.
+  bool no_resets = false;
+  // Since the epoch's step boundary (no steps recognised): blocks of one size, none freed
+  // (CadenceDetector::uniform_run), and that size.
+  uint64_t uniform_blocks = 0;
+  uint64_t uniform_size = 0;
   // The backend's reason when commit_failed (a fixed buffer: the facts are copied into
   // the reporter's queue, which takes trivially copyable payloads).
   char commit_error[160] = {};
@@ -70,9 +76,9 @@ struct Verdict {
         fix(std::move(fix_text)) {}
   const VerdictId id;
   const char* const name;  // id's name in the verdict table (verdicts.h)
-  std::string cause;   // what the counters show
-  std::string advice;  // one sentence naming the fix (no ';': see verdict_suffix)
-  std::string fix;     // the advice in a few words, for the human stderr line
+  std::string cause;       // what the counters show
+  std::string advice;      // one sentence naming the fix (no ';': see verdict_suffix)
+  std::string fix;         // the advice in a few words, for the human stderr line
 };
 
 // Rules, first match wins:
@@ -82,7 +88,9 @@ struct Verdict {
 //   runaway_buffer    the request can never fit above the floor, even right after a reset;
 //   never_reset       no reset ever happened, steps repeated (>= 2 seen) and kept live
 //                     bytes (any growth when zarena_step_begin counts them, else at least
-//                     1/64 of the capacity: the detector's troughs);
+//                     1/64 of the capacity: the detector's troughs); or, after a step
+//                     boundary, only blocks of one size were allocated (at least 8), none
+//                     freed: the floor was set to come back to, and no reset came;
 //   reset_stopped     the same with resets before: the loop reset and then stopped; or,
 //                     when the steps open differently each time (no repeat can be seen),
 //                     an epoch with 3x the requests and 2x the peak of at least three
@@ -91,6 +99,8 @@ struct Verdict {
 //                     floor (weights below the floor do not count: they are big on purpose);
 //   fragmentation     the free index holds >= the request and >= 1/8 of that space, but
 //                     no block fits;
+//   (with no_resets, never_reset and reset_stopped are skipped: the program never resets
+//   by design, and working_set_full's advice never mentions a reset)
 //   working_set_full  otherwise: one step needs more than the arena. When steps repeated
 //                     without keeping anything, or (no steps seen, never reset) at least 7
 //                     of every 8 blocks the epoch allocated were freed again, the advice
@@ -121,13 +131,13 @@ LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::stri
 
 struct CadenceFacts {
   const char* verdict = verdict_name(VerdictId::kNeverReset);  // or reset_stopped
-  uint64_t steps = 0;                   // steps begun so far, as the loop counts them
-  bool steps_explicit = false;          // counted by zarena_step_begin
-  uint64_t step_repeats = 0;            // steps - 1
-  uint64_t step_allocs = 0;             // requests per step (0: not known)
-  uint64_t step_bytes = 0;              // live bytes kept per step
-  uint64_t grown_bytes = 0;             // live bytes kept since the first step
-  uint64_t offset_bytes = 0;            // the top now
+  uint64_t steps = 0;           // steps begun so far, as the loop counts them
+  bool steps_explicit = false;  // counted by zarena_step_begin
+  uint64_t step_repeats = 0;    // steps - 1
+  uint64_t step_allocs = 0;     // requests per step (0: not known)
+  uint64_t step_bytes = 0;      // live bytes kept per step
+  uint64_t grown_bytes = 0;     // live bytes kept since the first step
+  uint64_t offset_bytes = 0;    // the top now
   uint64_t capacity_bytes = 0;
   uint64_t steps_to_full = 0;  // at the rate the top grows per step (0: not known)
   uint64_t epoch_allocs = 0;

@@ -32,10 +32,14 @@ inline constexpr VerdictSpec kVerdicts[] = {
     {"capture_refused", "the region was full during a CUDA graph capture: no SYNC overflow"},
     {"commit_failed", "an expandable arena could not commit memory: the device is full"},
     {"runaway_buffer", "a request (or the step's largest) takes half the space above the floor"},
-    {"never_reset", "never reset, and the repeated steps kept live bytes step over step"},
+    {"never_reset",
+     "never reset, and the repeated steps kept live bytes step over step (or, after a step "
+     "boundary, blocks of one size piled up, none freed)"},
     {"reset_stopped", "the loop reset after every step, then stopped resetting"},
     {"fragmentation", "enough bytes are free, but no free block is big enough"},
-    {"working_set_full", "one step needs more than the arena holds"},
+    {"working_set_full",
+     "one step needs more than the arena holds (with ZARENA_FLAG_NO_RESETS: what the program "
+     "holds at once does)"},
     {"ok", "no overflow, no sign of a missing reset (zarena_diagnose only)"},
 };
 static_assert(sizeof(kVerdicts) / sizeof(kVerdicts[0]) == static_cast<size_t>(VerdictId::kOk) + 1,

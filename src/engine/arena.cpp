@@ -192,7 +192,7 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
                 rc.cfg.overflow_slow_ns, &pin_tally_),
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
-      diag_(rc.cfg.capacity_bytes, rc.name) {
+      diag_(rc.cfg.capacity_bytes, rc.name, (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0) {
   region_.set_fill_enabled(poison_on_.load());
 }
 

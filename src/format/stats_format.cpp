@@ -51,7 +51,24 @@ std::string stats_text(const zarena_stats& s, std::string_view arena_name) {
   }
   std::string out = fmt::format("zarena stats, arena '{}'\n", arena_name);
   constexpr size_t kGroups = sizeof(kStatsGroupTitles) / sizeof(kStatsGroupTitles[0]);
+  // A group about something the arena did not do (no overflow, no pins, not expandable)
+  // is all zeros: named at the end instead of printed (JSON has every field). The
+  // committed bytes of a fixed arena (its capacity) do not count.
+  std::string zero_groups;
   for (size_t g = 0; g < kGroups; ++g) {
+    bool any = g <= static_cast<size_t>(StatsGroup::kRequests);  // always shown
+    for (const StatsField& f : kStatsFields) {
+      if (static_cast<size_t>(f.group) != g || s.*f.member == 0) continue;
+      // A fixed arena commits its whole region at create: that is no expandable activity.
+      if (f.member == &zarena_stats::committed_bytes && s.committed_bytes == s.capacity_bytes) {
+        continue;
+      }
+      any = true;
+    }
+    if (!any) {
+      zero_groups += fmt::format("{}{}", zero_groups.empty() ? "" : ", ", kStatsGroupTitles[g]);
+      continue;
+    }
     out += kStatsGroupTitles[g];
     out += '\n';
     for (const StatsField& f : kStatsFields) {
@@ -64,6 +81,7 @@ std::string stats_text(const zarena_stats& s, std::string_view arena_name) {
       }
     }
   }
+  if (!zero_groups.empty()) out += fmt::format("all zero, not shown: {}\n", zero_groups);
   return out;
 }
 

@@ -70,6 +70,7 @@ struct Sink {
   std::atomic<int32_t> stderr_level{level_from_env()};
   std::atomic<bool> mirror_stderr{mirror_from_env()};
   std::atomic<bool> stderr_json{json_from_env()};
+  std::atomic<bool> json_hinted{false};  // the ZARENA_LOG_FORMAT=json hint was written
   uint64_t (*now_ns)() = steady_now_ns;
   Bucket buckets[kMaxBuckets];
   int bucket_count = 0;
@@ -169,7 +170,10 @@ void deliver(const LogRecord& rec, zarena_log_fn fn, void* ud, bool to_stderr) {
     if (sink().stderr_json.load(std::memory_order_relaxed)) {
       json_logger().log(to_spdlog(rec.level()), "{}", log_format_json(rec, unix_now_ms()));
     } else {
-      stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec));
+      // Once per process, the first line that leaves fields out says how to get them all.
+      const bool hint = log_line_omits_fields(rec) &&
+                        !sink().json_hinted.exchange(true, std::memory_order_relaxed);
+      stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec, hint));
     }
   }
   if (fn == nullptr) return;
@@ -226,8 +230,13 @@ LogRecord& LogRecord::human(std::string sentence) {
 }
 LogRecord& LogRecord::headline(std::initializer_list<const char*> keys) {
   for (Field& f : fields_) {
+    int rank = 0;
     for (const char* k : keys) {
-      if (f.key == k) f.headline = true;
+      if (f.key == k) {
+        f.headline = true;
+        f.headline_rank = rank;
+      }
+      ++rank;
     }
   }
   return *this;
@@ -337,6 +346,7 @@ void log_set_stderr_for_testing(int32_t level, bool mirror) noexcept {
 
 void log_set_stderr_format_for_testing(bool json) noexcept {
   sink().stderr_json.store(json, std::memory_order_relaxed);
+  sink().json_hinted.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace zarena_core

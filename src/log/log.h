@@ -9,9 +9,9 @@
 // shows warnings when the host registered a Nop logger with min_level OFF.
 //
 // Formats: on stderr a record is one human line by default, "<time> zarena <level>
-// <event> [<arena>]: <sentence> key=value ...", at most kHumanLineMax characters: the
-// sentence (human(), else the message; cut at a word with "..." when long) and only the
-// fields the record builder marked headline(). With ZARENA_LOG_FORMAT=json it is one JSON
+// <event> [<arena>]: <sentence> | key=value ...", at most kHumanLineMax characters: the
+// whole sentence (human(), else the message) and the fields the record builder marked
+// headline() that fit after it. With ZARENA_LOG_FORMAT=json it is one JSON
 // object per line with every field, typed (log_format_json). Callbacks always get the full
 // message and every field.
 //
@@ -42,6 +42,8 @@ inline constexpr uint64_t kRateIntervalNs = 10'000'000'000ull;  // one token per
 inline constexpr size_t kHumanLineMax = 200;
 // "2025-01-31T12:34:56.789 zarena warning ": the sink's prefix at its longest.
 inline constexpr size_t kHumanPrefixMax = 39;
+// The arena label on the human line is cut to this (callbacks get it whole).
+inline constexpr size_t kHumanArenaNameMax = 24;
 
 // A record under construction; owns its strings until emitted.
 class LogRecord {
@@ -57,8 +59,9 @@ class LogRecord {
   // The sentence of the human stderr line when the message is too long to lead it (e.g.
   // the verdict and its fix without the facts behind them); callbacks get the message.
   LogRecord& human(std::string sentence);
-  // Marks the fields (by key, already added) that the human line shows after the sentence:
-  // the few numbers a person needs; callbacks and JSON get every field regardless.
+  // Marks the fields (by key, already added) that the human line shows after the sentence,
+  // in the order given (the first ones stay when the line runs out of room): the few
+  // numbers a person needs; callbacks and JSON get every field regardless.
   LogRecord& headline(std::initializer_list<const char*> keys);
   // On stderr, write the sentence without any key=value field, headline ones included.
   LogRecord& stderr_message_only(bool on = true);
@@ -80,6 +83,7 @@ class LogRecord {
     double f = 0;
     std::string s;
     bool headline = false;  // shown on the human line
+    int headline_rank = 0;  // its place there (headline()'s order)
   };
   const std::vector<Field>& fields() const { return fields_; }
 
@@ -99,9 +103,14 @@ bool log_enabled(int32_t level) noexcept;
 void log_emit(const LogRecord& rec) noexcept;
 // Registers the callback (NULL = default stderr sink) and its threshold (see top).
 void log_set_callback(zarena_log_fn fn, void* user_data, int32_t min_level) noexcept;
-// The human line without the sink's prefix: "event [arena]: sentence key=value ..." with
-// the headline fields only, at most kHumanLineMax - kHumanPrefixMax characters, no newline.
-std::string log_format_line(const LogRecord& rec);
+// The human line without the sink's prefix: "event [arena]: sentence | key=value ..." with
+// the whole sentence and the headline fields that fit in kHumanLineMax - kHumanPrefixMax
+// characters (the builders keep their sentences within that), no newline. json_hint
+// appends " (every field: ZARENA_LOG_FORMAT=json)": the stderr sink does that once per
+// process, on the first line that leaves fields out.
+std::string log_format_line(const LogRecord& rec, bool json_hint = false);
+// True when the human line leaves some of the record's fields out.
+bool log_line_omits_fields(const LogRecord& rec);
 // One JSON object (no newline): time (ISO 8601, UTC, ms; from unix_ms), level, event,
 // arena, message, and "fields" with every field as its JSON type (UINT as unsigned).
 std::string log_format_json(const LogRecord& rec, int64_t unix_ms);

@@ -73,6 +73,9 @@ inline constexpr LogFieldSpec kConfigRecordFields[] = {
      "\"env:<VARIABLE>\""},
     {"backend_resolved", kString, "the backend used: host or cuda"},
     {"overflow_policy_resolved", kString, "the overflow policy used: async, sync or refuse"},
+    {"env_ignored", kString,
+     "only when the program's own value overrode environment variables that were set: "
+     "their names"},
     {"backend_fallback", kString,
      "only when AUTO fell back to the host although a device was counted: why"},
     {"memory_free_bytes", kUint,

@@ -2,6 +2,9 @@
 // that the diagnosis reads at a glance.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "log/log.h"
 
 namespace zarena_core {
@@ -9,9 +12,10 @@ namespace zarena_core {
 namespace {
 
 constexpr size_t kBudget = kHumanLineMax - kHumanPrefixMax;
-constexpr size_t kMaxArenaName = 24;  // a longer label is cut; callbacks get it whole
 constexpr size_t kMaxFieldText = 40;  // a longer headline string is cut likewise
-constexpr size_t kMinSentence = 48;   // headline fields give way before the sentence does
+// Between the sentence and the fields, so the sentence's last word never runs into them.
+constexpr const char kFieldsSeparator[] = " | ";
+constexpr const char kJsonHint[] = " (every field: ZARENA_LOG_FORMAT=json)";
 constexpr const char kEllipsis[] = "...";
 
 // One line whatever the text holds: control characters (a newline in a name) become blanks.
@@ -62,24 +66,45 @@ std::string render(const LogRecord::Field& f) {
 
 }  // namespace
 
-std::string log_format_line(const LogRecord& rec) {
-  std::string head(rec.event());
-  if (!rec.arena_name().empty()) {
-    head += fmt::format(" [{}]", cut(one_line(rec.arena_name()), kMaxArenaName));
+bool log_line_omits_fields(const LogRecord& rec) {
+  for (const auto& f : rec.fields()) {
+    if (!f.headline || rec.is_stderr_message_only()) return true;
   }
-  head += ": ";
+  return false;
+}
+
+std::string log_format_line(const LogRecord& rec, bool json_hint) {
+  std::string line(rec.event());
+  if (!rec.arena_name().empty()) {
+    line += fmt::format(" [{}]", cut(one_line(rec.arena_name()), kHumanArenaNameMax));
+  }
+  line += ": ";
+  // The sentence is never cut: the builders keep it short, and the fix it ends with is
+  // what a person must read whole.
+  line += one_line(rec.human_text());
+  const size_t hint_room = json_hint ? sizeof kJsonHint - 1 : 0;
   std::string tail;
   if (!rec.is_stderr_message_only()) {
+    std::vector<const LogRecord::Field*> shown;
     for (const auto& f : rec.fields()) {
-      if (!f.headline) continue;
-      const std::string kv = render(f);
-      // Fields that would squeeze the sentence below its minimum are left to callbacks.
-      if (head.size() + tail.size() + kv.size() + kMinSentence > kBudget) break;
+      if (f.headline) shown.push_back(&f);
+    }
+    std::stable_sort(shown.begin(), shown.end(), [](const auto* a, const auto* b) {
+      return a->headline_rank < b->headline_rank;
+    });
+    for (const LogRecord::Field* f : shown) {
+      const std::string kv = render(*f);
+      // Headline fields fill what is left of the budget; the others go to callbacks and JSON.
+      if (line.size() + sizeof kFieldsSeparator - 1 + tail.size() + kv.size() + hint_room >
+          kBudget) {
+        break;
+      }
       tail += kv;
     }
   }
-  const size_t room = kBudget > head.size() + tail.size() ? kBudget - head.size() - tail.size() : 0;
-  return head + cut(one_line(rec.human_text()), room) + tail;
+  if (!tail.empty()) line += kFieldsSeparator + tail.substr(1);
+  if (json_hint) line += kJsonHint;
+  return line;
 }
 
 }  // namespace zarena_core

@@ -34,7 +34,8 @@ OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
       a.path = "limit";
       a.result = Result::fail(
           Status::kOutOfMemory,
-          fmt::format("overflow limit reached: {} live + {} requested > limit {} bytes",
+          fmt::format("overflow limit reached: {} live + {} requested > limit {} bytes "
+                      "(ZARENA_OVERFLOW_LIMIT_BYTES; by default the capacity)",
                       reserved_bytes_, size, limit_bytes_));
       ++stats_.failures;
       return a;

@@ -1,4 +1,4 @@
-"""libzarena_torch.so (zarena_torch/zarena_torch.c) and zarena.torch, on the host backend: the
+"""libzarena_torch.so (zarena_torch/zarena_torch.cpp) and zarena.torch, on the host backend: the
 malloc/free pair PyTorch calls, one lazily created arena per device configured from the
 environment, the counters and stats reachable from Python, and the failure paths. No
 torch needed: the pair is called through ctypes as PyTorch would call it. Each case runs
@@ -136,6 +136,24 @@ out(failed=i.failed_frees, invalid=s.invalid_frees, dev5=zt.info(5).failed_frees
         self.assertIn("further failed frees are only counted", r.stderr)
         self.assertLessEqual(r.stderr.count("zarena_torch: free("), 11)
 
+    def test_memory_summary_speaks_torchs_terms(self):
+        r = child("""
+p = lib.zarena_torch_malloc(3 << 20, 0, None)
+q = lib.zarena_torch_malloc(1 << 20, 0, None)
+lib.zarena_torch_free(q, 1 << 20, 0, None)
+print(zt.memory_summary(0))
+""", ZARENA_CAPACITY_BYTES="64MiB")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = r.stdout
+        self.assertTrue(text.startswith("zarena.torch memory summary, cuda:0\n"), text)
+        self.assertRegex(text, r"allocated \(memory_allocated\) +3 MiB in 1 blocks")
+        self.assertRegex(text, r"peak allocated \(max_memory_allocated\) +4 MiB")
+        self.assertIn("reserved whole at the first allocation", text)
+        self.assertIn("mallocs / frees", text)
+        self.assertIn("zarena stats, arena 'torch:cuda:0'", text)  # the library's table
+
+    # Through ctypes (a C caller) the exception malloc throws for PyTorch ends in
+    # std::terminate; its text is the reason (tests/test_torch_shim.cpp catches it in C++).
     def test_failed_malloc_aborts_with_the_reason(self):
         r = child("lib.zarena_torch_malloc(2 << 20, 0, None)\nprint('survived')",
                   ZARENA_CAPACITY_BYTES=str(1 << 20), ZARENA_OVERFLOW_POLICY="refuse")

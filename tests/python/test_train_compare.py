@@ -62,7 +62,8 @@ class DryRunTest(unittest.TestCase):
         r, rep = compare("--dry-run", "--steps", "5", "--warmup", "1", "--dry-run-fault", "crash")
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("FAIL: the zarena run failed (exit -6)", r.stdout)
-        self.assertIn("PyTorch cannot take a failed pluggable malloc", r.stdout)
+        self.assertIn("zarena_torch: malloc(", r.stdout)
+        self.assertIn("failed: out of memory", r.stdout)
         self.assertEqual(rep["result"], "fail")
         self.assertIsNone(rep["zarena"])
 

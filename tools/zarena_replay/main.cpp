@@ -16,6 +16,7 @@
 #include "config/config_fields.h"
 #include "report.h"
 #include "rmm_csv.h"
+#include "steps.h"
 #include "svg.h"
 #include "units.h"
 
@@ -35,6 +36,39 @@ int bad_input(const std::string& msg) {
 int replay_failed(const std::string& error) {
   std::cerr << kTool << ": " << error << "\n";
   return error.find("cannot create") != std::string::npos ? kExitBadInput : kExitInternal;
+}
+
+// An option's text as zarena_config_parse reads the field; "" leaves *out alone.
+bool parse_setting(const char* field, const char* option, const std::string& text, uint64_t* out,
+                   std::string* error) {
+  if (text.empty()) return true;
+  if (zarena_config_parse(field, text.c_str(), out) == ZARENA_OK) return true;
+  // "zarena_config_parse: capacity_bytes '64XB': unknown unit ...; e.g. 2GiB"
+  std::string why = zarena_last_error();
+  const std::string prefix = std::string("zarena_config_parse: ") + field + " ";
+  if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+  *error = std::string(option) + " " + why;
+  return false;
+}
+
+// Where the picture's steps begin: as the what-if found them (or would), else one epoch
+// per reset.
+void step_axis(const zarena_trace::Trace& trace, const Report& rep, PictureInput* pic) {
+  const StepPlan plan = rep.plan.method.empty() ? find_steps(trace) : rep.plan;
+  if (plan.method != "none") {
+    pic->step_starts = plan.starts;
+    pic->steps_from = plan.method == "step_begin"   ? "marked by zarena_step_begin"
+                      : plan.method == "boundaries" ? "one step boundary each"
+                                                    : "found as repeating requests";
+    return;
+  }
+  if (rep.main.resets == 0) return;
+  pic->step_starts.push_back(0);
+  const auto& tl = rep.main.timeline;
+  for (uint64_t i = 0; i + 1 < tl.size(); ++i) {
+    if (tl[i].marks & kMarkReset) pic->step_starts.push_back(i + 1);
+  }
+  pic->steps_from = "one per reset";
 }
 
 bool write_file(const std::string& path, const std::string& what,
@@ -61,21 +95,19 @@ int main(int argc, char** argv) {
       "events missing or dropped: what it lacks may not fit).",
       kTool};
   std::string input, format = "auto", policy, svg_path, chrome_path, json_path;
-  uint64_t capacity = 0, alignment = 0;
+  std::string capacity_text, alignment_text;
   size_t max_epochs = 20;
   bool no_sizing = false, no_what_if = false, quiet = false;
   app.add_option("trace", input, "trace file: a zarena trace, or an RMM CSV log")->required();
   app.add_option("--format", format, "input format")
       ->check(CLI::IsMember({"auto", "zarena", "rmm"}))
       ->capture_default_str();
-  app.add_option("--capacity", capacity,
-                 "what-if capacity in bytes (suffixes K, M, G, T, KiB ...); default: the "
-                 "trace's")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("--alignment", alignment, "what-if alignment (a power of two, >= 8)")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("--policy", policy, "what-if overflow policy")
-      ->check(CLI::IsMember({"default", "async", "sync", "refuse"}));
+  app.add_option("--capacity", capacity_text,
+                 "what-if capacity, a size as ZARENA_CAPACITY_BYTES takes it (64MiB, 1.5GiB; "
+                 "64MB is 64,000,000 bytes); default: the trace's");
+  app.add_option("--alignment", alignment_text,
+                 "what-if alignment, a size (a power of two in [8, 1GiB])");
+  app.add_option("--policy", policy, "what-if overflow policy: default, async, sync or refuse");
   app.add_option("--svg", svg_path, "draw the arena over the replay as SVG");
   app.add_option("--chrome-trace", chrome_path,
                  "write the replay in Trace Event JSON (Perfetto, chrome://tracing)");
@@ -95,8 +127,16 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
 
-  zarena_trace::Trace trace;
+  // The settings read as the environment reads them (zarena_config_parse): one syntax.
+  uint64_t capacity = 0, alignment = 0, policy_value = 0;
   std::string error;
+  if (!parse_setting("capacity_bytes", "--capacity", capacity_text, &capacity, &error) ||
+      !parse_setting("alignment", "--alignment", alignment_text, &alignment, &error) ||
+      !parse_setting("overflow_policy", "--policy", policy, &policy_value, &error)) {
+    return bad_input(error);
+  }
+
+  zarena_trace::Trace trace;
   const bool is_zarena =
       format == "zarena" || (format == "auto" && zarena_trace::looks_like_trace(input));
   const bool ok = is_zarena ? zarena_trace::read_trace_file(input, &trace, &error)
@@ -116,7 +156,8 @@ int main(int argc, char** argv) {
                      (alignment != 0 ? "" : " (from the trace's header)") +
                      " is not a power of two in [8, 1 GiB]");
   }
-  c.overflow_policy = policy.empty() ? trace.info.overflow_policy : policy_from_name(policy);
+  c.overflow_policy =
+      policy.empty() ? trace.info.overflow_policy : static_cast<int32_t>(policy_value);
   if (c.overflow_policy < ZARENA_OVERFLOW_DEFAULT || c.overflow_policy > ZARENA_OVERFLOW_REFUSE) {
     c.overflow_policy = ZARENA_OVERFLOW_DEFAULT;
   }
@@ -142,6 +183,10 @@ int main(int argc, char** argv) {
     rep.what_if_skipped = "not asked (--no-what-if)";
   } else if (rep.main.resets > 0) {
     rep.what_if_skipped = "the trace resets already";
+  } else if ((trace.info.config_flags & ZARENA_FLAG_NO_RESETS) != 0) {
+    rep.what_if_skipped =
+        "the program frees what it allocates and never resets (ZARENA_FLAG_NO_RESETS, as "
+        "zarena.torch)";
   } else {
     rep.plan = find_steps(trace);
     if (rep.plan.method == "none") {
@@ -178,6 +223,7 @@ int main(int argc, char** argv) {
     pic.capacity_known = rep.capacity_known;
     pic.verdict = rep.verdict();
     if (!rep.main.first_overflows.empty()) pic.advice = rep.main.first_overflows.front().advice;
+    step_axis(trace, rep, &pic);
     written &= write_file(svg_path, "SVG", [&](std::ostream& o) { o << render_svg(pic); });
   }
   if (!chrome_path.empty()) {

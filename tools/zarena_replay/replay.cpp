@@ -47,7 +47,8 @@ class Replayer {
     cfg.alignment = c_.alignment;
     cfg.overflow_policy = c_.overflow_policy;
     cfg.overflow_limit_bytes = c_.overflow_limit_bytes;
-    cfg.flags = 0;
+    // Of the traced flags only the one the diagnosis reads: a pool that never resets.
+    cfg.flags = t_.info.config_flags & ZARENA_FLAG_NO_RESETS;
     cfg.name = c_.name.c_str();
     // Always: the engine's log records are the report's business, not stderr's.
     capture_.emplace();

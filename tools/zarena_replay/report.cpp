@@ -1,8 +1,10 @@
 #include "report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "units.h"
 
@@ -82,6 +84,20 @@ std::string sizing_line(const SizingResult& s) {
          human_bytes(s.unlimited_top) + ")";
 }
 
+// Indices of the `n` epochs that needed the most, ascending.
+std::vector<size_t> worst_epochs(const std::vector<EpochStats>& ep, size_t n) {
+  std::vector<size_t> order(ep.size());
+  for (size_t i = 0; i < ep.size(); ++i) order[i] = i;
+  auto need = [&](size_t i) { return ep[i].peak_top + ep[i].overflow_bytes; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (ep[a].refused != ep[b].refused) return ep[a].refused > ep[b].refused;
+    return need(a) > need(b);
+  });
+  order.resize(std::min(n, order.size()));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
 json epoch_json(const EpochStats& e) {
   return json{{"epoch", e.epoch},
               {"first_event", e.first_event},
@@ -142,17 +158,45 @@ json result_json(const ReplayResult& m) {
 }
 
 json sizing_json(const SizingResult& s) {
-  return json{{"found", s.found},
-              {"capacity_bytes", s.capacity_bytes},
-              {"unlimited_top_bytes", s.unlimited_top},
-              {"replays", s.replays},
-              {"method", "bisection"}};
+  json j{{"found", s.found},
+         {"capacity_bytes", s.capacity_bytes},
+         {"unlimited_top_bytes", s.unlimited_top},
+         {"replays", s.replays},
+         {"method", "bisection"}};
+  if (s.found) {
+    j["suggested_capacity_bytes"] = suggested_capacity(s.capacity_bytes);
+    j["suggested_setting"] = suggested_setting(s.capacity_bytes);
+  }
+  return j;
 }
 
 }  // namespace
 
 bool Report::incomplete() const {
   return trace->info.source.rfind("zarena trace", 0) == 0 && !trace->summary.whole();
+}
+
+std::string suggested_setting(uint64_t needed) {
+  constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
+  const uint64_t want = needed + needed / 100 * kHeadroomPercent;
+  char buf[64];
+  if (want < kGiB) {  // whole MiB
+    std::snprintf(buf, sizeof buf, "ZARENA_CAPACITY_BYTES=%lluMiB",
+                  static_cast<unsigned long long>((want + kMiB - 1) / kMiB));
+  } else {  // hundredths of a GiB, rounded up
+    const uint64_t hundredths = (want / kGiB) * 100 + ((want % kGiB) * 100 + kGiB - 1) / kGiB;
+    std::snprintf(buf, sizeof buf, "ZARENA_CAPACITY_BYTES=%llu.%02lluGiB",
+                  static_cast<unsigned long long>(hundredths / 100),
+                  static_cast<unsigned long long>(hundredths % 100));
+  }
+  return buf;
+}
+
+uint64_t suggested_capacity(uint64_t needed) {
+  const std::string setting = suggested_setting(needed);
+  uint64_t bytes = 0;
+  zarena_config_parse("capacity_bytes", setting.c_str() + setting.find('=') + 1, &bytes);
+  return bytes;
 }
 
 std::string Report::verdict() const {
@@ -210,11 +254,12 @@ void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
   if (ep.size() <= max_epochs) {
     for (const auto& e : ep) print_epoch_row(out, e);
   } else {
-    for (size_t i = 0; i < max_epochs / 2; ++i) print_epoch_row(out, ep[i]);
-    out << "    ... " << ep.size() - max_epochs << " epochs not listed (--epochs N) ...\n";
-    for (size_t i = ep.size() - (max_epochs - max_epochs / 2); i < ep.size(); ++i) {
-      print_epoch_row(out, ep[i]);
-    }
+    // The epochs that matter: those that needed the most (refused requests first, then
+    // top plus overflow), listed in epoch order.
+    const std::vector<size_t> shown = worst_epochs(ep, max_epochs);
+    for (size_t i : shown) print_epoch_row(out, ep[i]);
+    out << "  (the " << shown.size() << " of " << ep.size()
+        << " epochs that needed the most, in epoch order; --epochs N lists more)\n";
   }
   out << "\noverall: " << m.allocs << " allocations, " << m.resets << " resets, peak top "
       << human_bytes(m.peak_top) << ", peak live " << human_bytes(m.peak_live) << ", overflow "
@@ -241,7 +286,13 @@ void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
     out << "early warning: arena.reset_cadence at event " << m.cadence_event << ": "
         << m.cadence_message << "\n";
   }
-  if (r.sized) out << "smallest capacity without overflow: " << sizing_line(r.sizing) << "\n";
+  if (r.sized) {
+    out << "smallest capacity without overflow: " << sizing_line(r.sizing) << "\n";
+    if (r.sizing.found) {
+      out << "  to set it, with " << kHeadroomPercent
+          << "% headroom: " << suggested_setting(r.sizing.capacity_bytes) << "\n";
+    }
+  }
 
   if (r.what_if_ran) {
     const auto& w = r.what_if;
@@ -251,6 +302,10 @@ void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
         << ", overflow " << w.overflow_allocs << " allocations, refused " << w.refused << "\n";
     if (r.what_if_sizing.found || r.what_if_sizing.replays > 0) {
       out << "  smallest capacity without overflow: " << sizing_line(r.what_if_sizing) << "\n";
+      if (r.what_if_sizing.found) {
+        out << "  with the resets, and " << kHeadroomPercent
+            << "% headroom: " << suggested_setting(r.what_if_sizing.capacity_bytes) << "\n";
+      }
     }
     if (w.reclaimed_live_blocks > 0) {
       out << "  at a step start up to " << human_bytes(w.max_reclaimed_live_bytes)

@@ -46,6 +46,13 @@ struct Report {
   int exit_code() const;
 };
 
+// The sizing answer as a line to paste: the smallest capacity without overflow plus
+// kHeadroomPercent, rounded up to whole MiB (below 1 GiB) or hundredths of a GiB:
+// "ZARENA_CAPACITY_BYTES=1.75GiB"; and the bytes that setting means.
+inline constexpr uint64_t kHeadroomPercent = 10;
+std::string suggested_setting(uint64_t needed);
+uint64_t suggested_capacity(uint64_t needed);
+
 void print_text(std::ostream& out, const Report& r, size_t max_epochs);
 nlohmann::json report_json(const Report& r);
 

@@ -104,10 +104,10 @@ std::string render_svg(const PictureInput& in) {
   const auto& tl = r.timeline;
   const uint64_t n = std::max<uint64_t>(tl.size(), 1);
 
-  // Scale: the capacity is drawn when it is known and not far above what was used (an
-  // "unlimited" replay of an RMM log has none).
+  // Scale: up to the capacity whenever it is known (how much room was left is the point
+  // of the picture); an "unlimited" replay of an RMM log has none.
   uint64_t ymax_bytes = std::max<uint64_t>({r.peak_top, r.peak_live, 1});
-  const bool draw_capacity = in.capacity_known && in.capacity_bytes <= 4 * ymax_bytes;
+  const bool draw_capacity = in.capacity_known;
   if (draw_capacity) ymax_bytes = std::max(ymax_bytes, in.capacity_bytes);
   const double ystep = nice_byte_step(double(ymax_bytes) * 1.05, 6);
   const double ymax = std::ceil(double(ymax_bytes) * 1.05 / ystep) * ystep;
@@ -161,15 +161,27 @@ std::string render_svg(const PictureInput& in) {
     svg.text(kLeft - 6, Y(v) + 4, human_bytes(static_cast<uint64_t>(v)),
              "font-size=\"11\" text-anchor=\"end\" fill=\"#444\"");
   }
-  const double xstep = nice_step(double(n), 8);
-  for (double v = 0; v <= double(n); v += xstep) {
-    svg.line(X(v), kTop + kPlotH, X(v), kTop + kPlotH + 4, "stroke=\"#666\"");
+  // The x axis runs over the events; with steps known its ticks name steps (step k at
+  // the event that began it), which is what the reader counts.
+  auto tick = [&](double x, double label) {
+    svg.line(x, kTop + kPlotH, x, kTop + kPlotH + 4, "stroke=\"#666\"");
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    svg.text(X(v), kTop + kPlotH + 17, buf,
-             "font-size=\"11\" text-anchor=\"middle\" fill=\"#444\"");
+    std::snprintf(buf, sizeof buf, "%.0f", label);
+    svg.text(x, kTop + kPlotH + 17, buf, "font-size=\"11\" text-anchor=\"middle\" fill=\"#444\"");
+  };
+  const auto& steps = in.step_starts;
+  std::string xtitle = "event (sequence order)";
+  if (steps.size() >= 2) {
+    const double sstep = std::max(1.0, nice_step(double(steps.size()), 8));
+    for (double k = 0; k < double(steps.size()); k += sstep) {
+      tick(X(double(steps[static_cast<size_t>(k)])), k + 1);
+    }
+    xtitle = "step (" + std::to_string(steps.size()) + " steps, " + in.steps_from + ")";
+  } else {
+    const double xstep = nice_step(double(n), 8);
+    for (double v = 0; v <= double(n); v += xstep) tick(X(v), v);
   }
-  svg.text(kLeft + kPlotW / 2, kHeight - 14, "event (sequence order)",
+  svg.text(kLeft + kPlotW / 2, kHeight - 14, xtitle,
            "font-size=\"12\" text-anchor=\"middle\" fill=\"#333\"");
 
   // Live bytes by tag, stacked, under the lines.
@@ -253,8 +265,12 @@ std::string render_svg(const PictureInput& in) {
     first = false;
   }
   if (!first) {
-    svg.path(band_top + band_bottom + "Z",
-             "fill=\"" + std::string(kTopBand) + "\" fill-opacity=\"0.6\"");
+    // With resets denser than the pixels, each column spans a whole step and the min..max
+    // band would be a solid block: the peaks (the top line) tell the story alone.
+    if (!reset_rug) {
+      svg.path(band_top + band_bottom + "Z",
+               "fill=\"" + std::string(kTopBand) + "\" fill-opacity=\"0.6\"");
+    }
     // Live under top, wider: where they coincide (no holes, no overflow) both still show.
     svg.path(live_line, "fill=\"none\" stroke=\"" + std::string(kLiveColour) +
                             "\" stroke-width=\"3\" stroke-linejoin=\"round\"");
@@ -303,7 +319,7 @@ std::string render_svg(const PictureInput& in) {
     svg.text(lx + 28, ly + 4, label, "font-size=\"12\" fill=\"#222\"");
     ly += 20;
   };
-  legend_line(kTopColour, "top (offset)", "");
+  legend_line(kTopColour, reset_rug ? "top (peak per pixel)" : "top (offset)", "");
   legend_line(kLiveColour, "live bytes", "");
   if (draw_capacity) legend_line(kCapacityColour, "capacity", "8,4");
   if (r.resets + r.inserted_resets > 0) {

@@ -3,7 +3,9 @@
 // bytes by tag (stacked, coloured) when the trace has tags, and the verdict in the title.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "replay.h"
 
@@ -16,6 +18,10 @@ struct PictureInput {
   bool capacity_known = true;
   std::string verdict;  // "fits" or the first-overflow verdict
   std::string advice;
+  // Event index where each step began (ascending; empty: steps unknown, the x axis then
+  // counts events), and how they were found ("zarena_step_begin", "resets", ...).
+  std::vector<uint64_t> step_starts;
+  std::string steps_from;
 };
 
 std::string render_svg(const PictureInput& in);

@@ -42,11 +42,4 @@ std::string policy_name(int32_t policy) {
   }
 }
 
-int32_t policy_from_name(const std::string& name) {
-  for (int32_t p = ZARENA_OVERFLOW_DEFAULT; p <= ZARENA_OVERFLOW_REFUSE; ++p) {
-    if (policy_name(p) == name) return p;
-  }
-  return -1;
-}
-
 }  // namespace zarena_replay

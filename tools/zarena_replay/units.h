@@ -10,7 +10,5 @@ namespace zarena_replay {
 std::string human_bytes(uint64_t bytes);
 // "default", "async", "sync", "refuse" (ZARENA_OVERFLOW_*); "?" otherwise.
 std::string policy_name(int32_t policy);
-// The inverse; -1 for an unknown name.
-int32_t policy_from_name(const std::string& name);
 
 }  // namespace zarena_replay

@@ -257,6 +257,11 @@ ZARENA_API const char* zarena_last_error(void);
 /* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
  * reuse and overflow. Off by default: a training loop resets thousands of times */
 #define ZARENA_FLAG_STEP_RECORDS 0x40u
+/* the program frees every block it allocates and never resets: the arena is a
+ * general-purpose pool (zarena.torch sets this). The diagnosis then makes no guess about
+ * steps that are never reset: no "arena.reset_cadence" warning, and an overflow is never
+ * diagnosed never_reset or reset_stopped (see zarena_diagnose) */
+#define ZARENA_FLAG_NO_RESETS 0x80u
 
 /* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
 #define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
@@ -319,6 +324,20 @@ typedef struct zarena_config {
 ZARENA_API void zarena_config_init_sized(zarena_config* cfg, uint32_t struct_size);
 ZARENA_API void zarena_config_init(zarena_config* cfg);
 #define zarena_config_init(cfg) zarena_config_init_sized((cfg), (uint32_t)sizeof(*(cfg)))
+
+/* Reads `text` as the environment variable of a configuration field is read (docs/CONFIG.md):
+ * the one syntax for sizes, names and switches that bindings and tools reuse
+ * (Python's Arena(capacity_bytes="1.5GiB"), zarena-replay --capacity 64MiB).
+ * field: a zarena_config member's name ("capacity_bytes", "overflow_policy", "backend",
+ *   "alignment", "overflow_slow_ns", ...) or a flag's ("flags.poison", "flags.expandable").
+ * out: receives the value as the struct stores it: bytes, the enum's value
+ *   (ZARENA_OVERFLOW_REFUSE for "refuse"), 0/1 for a flag, nanoseconds for
+ *   overflow_slow_ns (given in milliseconds, as ZARENA_OVERFLOW_SLOW_MS); untouched on
+ *   failure.
+ * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL argument, unknown field, a text
+ *   field such as name, or a value that is invalid or out of range: zarena_last_error()
+ *   says why and gives a valid example). Thread-safe; reads no environment. */
+ZARENA_API zarena_status zarena_config_parse(const char* field, const char* text, uint64_t* out);
 
 typedef struct zarena zarena; /* opaque */
 

@@ -1,0 +1,253 @@
+// libzarena_torch: PyTorch's CUDAPluggableAllocator pair over one zarena arena per device.
+// The design (streams, failures) is described in zarena_torch.h. C++ only so that a failed
+// malloc can throw: PyTorch turns the exception into a Python RuntimeError, as it does
+// for any allocator's.
+#include "zarena_torch.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#ifdef ZARENA_TORCH_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+constexpr uint64_t kReportedFreeFailures = 10;
+
+struct DeviceState {
+  std::atomic<zarena*> arena{nullptr};  // published after home/backend/event are set
+  void* home = nullptr;
+  int32_t backend = -1;
+  bool create_failed = false;
+  char name[32] = {};
+#ifdef ZARENA_TORCH_HAVE_CUDA
+  cudaEvent_t event = nullptr;
+#endif
+  std::atomic<uint64_t> mallocs{0}, frees{0}, failed_mallocs{0}, failed_frees{0}, stream_joins{0},
+      joins_skipped{0};
+};
+
+DeviceState g_devices[ZARENA_TORCH_MAX_DEVICES];
+// Serialises arena creation and the event record+wait pairs (both rare).
+std::mutex g_lock;
+
+DeviceState* state_of(int device) {
+  if (device < 0 || device >= ZARENA_TORCH_MAX_DEVICES) return nullptr;
+  return &g_devices[device];
+}
+
+// What a failed malloc throws: PyTorch's caller sees a RuntimeError with this message.
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// "zarena_torch: malloc(<size>) on device <device>" and what went wrong.
+std::string malloc_error(size_t size, int device, const std::string& what) {
+  return "zarena_torch: malloc(" + std::to_string(size) + ") on device " + std::to_string(device) +
+         what;
+}
+
+#ifdef ZARENA_TORCH_HAVE_CUDA
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;  // e.g. the legacy stream while another stream captures: do not touch it
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Makes `waiter` wait for the work enqueued on `waited` so far. Returns the CUDA error
+// (cudaSuccess also when the wait was skipped under capture).
+cudaError_t join(DeviceState* d, int device, void* waiter, void* waited) {
+  cudaStream_t w = static_cast<cudaStream_t>(waiter), on = static_cast<cudaStream_t>(waited);
+  if (capturing(w) || capturing(on)) {
+    d->joins_skipped.fetch_add(1, std::memory_order_relaxed);
+    return cudaSuccess;
+  }
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  if (previous != device) (void)cudaSetDevice(device);
+  cudaError_t e;
+  {
+    std::lock_guard<std::mutex> lock(g_lock);
+    e = cudaEventRecord(d->event, on);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(w, d->event, 0);
+  }
+  if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
+  if (e == cudaSuccess) d->stream_joins.fetch_add(1, std::memory_order_relaxed);
+  return e;
+}
+#endif
+
+zarena* create_arena(DeviceState* d, int device, void* stream) {
+  std::lock_guard<std::mutex> lock(g_lock);
+  zarena* a = d->arena.load(std::memory_order_acquire);
+  if (a != nullptr || d->create_failed) return a;
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.device = device;
+  cfg.stream = stream;
+  // PyTorch frees every tensor and never resets: no reset warnings or verdicts.
+  cfg.flags |= ZARENA_FLAG_NO_RESETS;
+  if (std::getenv("ZARENA_NAME") == nullptr) {
+    std::snprintf(d->name, sizeof d->name, "torch:cuda:%d", device);
+    cfg.name = d->name;
+  }
+  if (zarena_create(&cfg, &a) != ZARENA_OK) {
+    std::fprintf(stderr, "zarena_torch: creating the arena of device %d failed: %s\n", device,
+                 zarena_last_error());
+    d->create_failed = true;
+    return nullptr;
+  }
+  d->home = stream;
+  d->backend = zarena_backend(a);
+#ifdef ZARENA_TORCH_HAVE_CUDA
+  if (d->backend == ZARENA_BACKEND_CUDA) {
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    (void)cudaSetDevice(device);
+    const cudaError_t e = cudaEventCreateWithFlags(&d->event, cudaEventDisableTiming);
+    if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
+    if (e != cudaSuccess) {
+      std::fprintf(stderr, "zarena_torch: cudaEventCreate on device %d failed: %s\n", device,
+                   cudaGetErrorString(e));
+      (void)zarena_destroy(a);
+      d->create_failed = true;
+      return nullptr;
+    }
+  }
+#endif
+  d->arena.store(a, std::memory_order_release);
+  return a;
+}
+
+}  // namespace
+
+extern "C" {
+
+void* zarena_torch_malloc(size_t size, int device, void* stream) {
+  DeviceState* d = state_of(device);
+  if (d == nullptr) {
+    throw OutOfMemory(malloc_error(
+        size, device, ": outside [0, " + std::to_string(ZARENA_TORCH_MAX_DEVICES) + ")"));
+  }
+  zarena* a = d->arena.load(std::memory_order_acquire);
+  if (a == nullptr) a = create_arena(d, device, stream);
+  if (a == nullptr) {
+    d->failed_mallocs.fetch_add(1, std::memory_order_relaxed);
+    throw OutOfMemory(malloc_error(
+        size, device, ": no arena (creating it failed; the reason was printed on stderr)"));
+  }
+  if (size == 0) return nullptr;
+#ifdef ZARENA_TORCH_HAVE_CUDA
+  if (stream != d->home && d->backend == ZARENA_BACKEND_CUDA) {
+    const cudaError_t e = join(d, device, stream, d->home);
+    if (e != cudaSuccess) {
+      // Without the wait, reuse could race the block's last use: no block.
+      d->failed_mallocs.fetch_add(1, std::memory_order_relaxed);
+      throw OutOfMemory(malloc_error(size, device,
+                                     std::string(": ordering the stream after the arena's "
+                                                 "stream failed: ") +
+                                         cudaGetErrorString(e)));
+    }
+  }
+#endif
+  void* p = nullptr;
+  const zarena_status st = zarena_alloc(a, static_cast<uint64_t>(size), &p);
+  if (st != ZARENA_OK) {
+    d->failed_mallocs.fetch_add(1, std::memory_order_relaxed);
+    // zarena logged its diagnosis (arena.first_overflow) before zarena_alloc returned; the
+    // message ends with the same verdict and fix.
+    throw OutOfMemory(malloc_error(
+        size, device,
+        std::string(" failed: ") + zarena_status_string(st) + " (" + zarena_last_error() + ")"));
+  }
+  d->mallocs.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+void zarena_torch_free(void* ptr, size_t size, int device, void* stream) {
+  if (ptr == nullptr) return;
+  DeviceState* d = state_of(device);
+  zarena* a = d != nullptr ? d->arena.load(std::memory_order_acquire) : nullptr;
+  zarena_status st = ZARENA_E_NOT_OWNED;
+  const char* detail = "no zarena arena exists for this device";
+  if (a != nullptr) {
+#ifdef ZARENA_TORCH_HAVE_CUDA
+    if (stream != d->home && d->backend == ZARENA_BACKEND_CUDA) {
+      const cudaError_t e = join(d, device, d->home, stream);
+      if (e != cudaSuccess) {
+        // PyTorch frees from destructors (no exception may leave), and giving the block
+        // back unordered could hand it out while its last use still runs: stop, loudly.
+        std::fprintf(stderr,
+                     "zarena_torch: free(%p): ordering the arena's stream after %p on device "
+                     "%d failed: %s\n",
+                     ptr, stream, device, cudaGetErrorString(e));
+        std::abort();
+      }
+    }
+#else
+    (void)stream;
+#endif
+    st = zarena_free(a, ptr);
+    detail = zarena_last_error();
+  }
+  if (st == ZARENA_OK) {
+    d->frees.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t n = 0;
+  if (d != nullptr) n = d->failed_frees.fetch_add(1, std::memory_order_relaxed);
+  if (n < kReportedFreeFailures) {
+    std::fprintf(stderr, "zarena_torch: free(%p, %zu) on device %d refused: %s (%s)%s\n", ptr, size,
+                 device, zarena_status_string(st), detail,
+                 n + 1 == kReportedFreeFailures ? "; further failed frees are only counted" : "");
+  }
+}
+
+zarena* zarena_torch_arena(int device) {
+  DeviceState* d = state_of(device);
+  return d != nullptr ? d->arena.load(std::memory_order_acquire) : nullptr;
+}
+
+zarena_status zarena_torch_get_info(int device, zarena_torch_info* out) {
+  DeviceState* d = state_of(device);
+  if (d == nullptr || out == nullptr || out->struct_size < sizeof(uint32_t))
+    return ZARENA_E_INVALID_ARGUMENT;
+  zarena_torch_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  info.backend = -1;
+  if (d->arena.load(std::memory_order_acquire) != nullptr) {
+    info.backend = d->backend;
+    info.home_stream = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(d->home));
+  }
+  info.mallocs = d->mallocs.load(std::memory_order_relaxed);
+  info.frees = d->frees.load(std::memory_order_relaxed);
+  info.failed_mallocs = d->failed_mallocs.load(std::memory_order_relaxed);
+  info.failed_frees = d->failed_frees.load(std::memory_order_relaxed);
+  info.stream_joins = d->stream_joins.load(std::memory_order_relaxed);
+  info.joins_skipped = d->joins_skipped.load(std::memory_order_relaxed);
+  const size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
+  const uint32_t caller_size = out->struct_size;
+  std::memcpy(out, &info, n);
+  out->struct_size = caller_size < sizeof info ? caller_size : static_cast<uint32_t>(sizeof info);
+  return ZARENA_OK;
+}
+
+const void* zarena_torch_zarena_alloc_address(void) {
+  zarena_status (*fn)(zarena*, uint64_t, void**) = zarena_alloc;
+  const void* address;
+  std::memcpy(&address, &fn, sizeof address);
+  return address;
+}
+
+}  // extern "C"
