@@ -65,6 +65,12 @@ const char* zarena_status_string(zarena_status s) {
       return "unsupported";
     case ZARENA_E_INTERNAL:
       return "internal error";
+    case ZARENA_E_NOT_PINNED:
+      return "block not pinned";
+    case ZARENA_E_TOO_MANY_PINS:
+      return "too many pins on one block";
+    case ZARENA_E_CLOSED:
+      return "the arena is closed";
     default:
       return "unknown status";
   }

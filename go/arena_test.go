@@ -24,8 +24,7 @@ func TestNewDefaultsAndClose(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	// Every call that reaches the library says ErrClosed (also ErrInvalidArgument, the
-	// C ABI's status for a destroyed arena).
+	// Every call that reaches the library says ErrClosed (StatusClosed), and only that.
 	calls := map[string]func() error{
 		"Alloc":            func() error { _, err := a.Alloc(1); return err },
 		"AllocBlock":       func() error { _, err := a.AllocBlock(1); return err },
@@ -54,8 +53,8 @@ func TestNewDefaultsAndClose(t *testing.T) {
 		"inject":           func() error { return a.injectOverflowFault(1, 0, 0) },
 	}
 	for name, call := range calls {
-		if err := call(); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrInvalidArgument) ||
-			StatusOf(err) != StatusInvalidArgument || !strings.Contains(err.Error(), "closed") {
+		if err := call(); !errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) ||
+			StatusOf(err) != StatusClosed || !strings.Contains(err.Error(), "closed") {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
 		}
 	}
@@ -186,7 +185,7 @@ func TestStepResetsAfterErrorAndPanic(t *testing.T) {
 func TestStepReportsResetError(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: miB})
 	err := a.Step(func() error { return a.Close() })
-	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "closed") {
+	if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("Step on an arena closed inside: %v", err)
 	}
 }
@@ -205,7 +204,7 @@ func TestVersion(t *testing.T) {
 func TestInjectOverflowFaultOnClosedArena(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: miB})
 	_ = a.Close()
-	if err := a.injectOverflowFault(1, 0, 0); !errors.Is(err, ErrInvalidArgument) {
+	if err := a.injectOverflowFault(1, 0, 0); !errors.Is(err, ErrClosed) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -30,6 +30,9 @@ const (
 	StatusBackend         Status = 8
 	StatusUnsupported     Status = 9
 	StatusInternal        Status = 10
+	StatusNotPinned       Status = 11
+	StatusTooManyPins     Status = 12
+	StatusClosed          Status = 13 // answered by the binding: the library never returns it
 )
 
 // String is the library's zarena_status_string ("out of memory"; "unknown status" for
@@ -70,6 +73,10 @@ var (
 	ErrBackend         error = &sentinel{StatusBackend, "backend error"}
 	ErrUnsupported     error = &sentinel{StatusUnsupported, "unsupported"}
 	ErrInternal        error = &sentinel{StatusInternal, "internal error"}
+	ErrNotPinned       error = &sentinel{StatusNotPinned, "block not pinned"}
+	ErrTooManyPins     error = &sentinel{StatusTooManyPins, "too many pins on one block"}
+	// ErrClosed: the call was made on an arena after Close.
+	ErrClosed error = &sentinel{StatusClosed, "the arena is closed"}
 )
 
 var sentinels = [...]error{
@@ -83,15 +90,14 @@ var sentinels = [...]error{
 	StatusBackend:         ErrBackend,
 	StatusUnsupported:     ErrUnsupported,
 	StatusInternal:        ErrInternal,
+	StatusNotPinned:       ErrNotPinned,
+	StatusTooManyPins:     ErrTooManyPins,
+	StatusClosed:          ErrClosed,
 }
 
 // ErrNotLoaded: the library could not be loaded (zarena_dlopen mode; see Available).
 // The *Error is also ErrUnsupported.
 var ErrNotLoaded = errors.New("zarena: library not loaded")
-
-// ErrClosed: the call was made on an arena after Close. The *Error is also
-// ErrInvalidArgument, the status the C ABI gives a destroyed arena.
-var ErrClosed = errors.New("zarena: the arena is closed")
 
 // Error is a failed zarena call: its status and the library's zarena_last_error text,
 // captured on the thread that failed. It unwraps to the status's sentinel (nil for a
@@ -105,7 +111,7 @@ type Error struct {
 	Verdict string // never_reset, runaway_buffer, working_set_full, fragmentation, ...
 	Advice  string // the one-sentence fix that goes with the verdict
 
-	also error // a second sentinel this error is (ErrNotLoaded, ErrClosed), or nil
+	also error // a second sentinel this error is (ErrNotLoaded), or nil
 }
 
 // newError builds an *Error and reads the diagnosis out of its message.
@@ -115,8 +121,7 @@ func newError(status Status, msg string) *Error {
 	return e
 }
 
-// Is makes errors.Is(err, ErrNotLoaded) true for a library that could not be loaded, and
-// errors.Is(err, ErrClosed) for a call on a closed arena.
+// Is makes errors.Is(err, ErrNotLoaded) true for a library that could not be loaded.
 func (e *Error) Is(target error) bool { return e.also != nil && target == e.also }
 
 func (e *Error) Error() string {
@@ -257,8 +262,7 @@ func (e *FreeError) Unwrap() error { return statusSentinel(e.Status) }
 
 // errClosed is the error of op on a closed arena.
 func errClosed(op string) error {
-	return &Error{Status: StatusInvalidArgument, Message: op + ": the arena is closed",
-		also: ErrClosed}
+	return &Error{Status: StatusClosed, Message: op + ": the arena is closed"}
 }
 
 // errorFrom builds the error of a failed call. msg is a malloc'ed copy of

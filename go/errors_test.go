@@ -134,6 +134,7 @@ func TestStatusMappingTable(t *testing.T) {
 		StatusNotOwned: ErrNotOwned, StatusDoubleFree: ErrDoubleFree, StatusStale: ErrStale,
 		StatusCaptureUnsafe: ErrCaptureUnsafe, StatusNoDevice: ErrNoDevice,
 		StatusBackend: ErrBackend, StatusUnsupported: ErrUnsupported, StatusInternal: ErrInternal,
+		StatusNotPinned: ErrNotPinned, StatusTooManyPins: ErrTooManyPins, StatusClosed: ErrClosed,
 	}
 	if len(want) != len(sentinels)-1 {
 		t.Fatalf("%d sentinels, %d in the table", len(sentinels)-1, len(want))
@@ -180,7 +181,7 @@ func TestStatusThroughErrorsJoin(t *testing.T) {
 	if StatusOf(err) != StatusOutOfMemory {
 		t.Fatalf("StatusOf(joined) = %v, want out of memory", StatusOf(err))
 	}
-	if !errors.Is(err, ErrOutOfMemory) || !errors.Is(err, ErrInvalidArgument) {
+	if !errors.Is(err, ErrOutOfMemory) || !errors.Is(err, ErrClosed) {
 		t.Fatalf("errors.Is through the join: %v", err)
 	}
 	var ze *Error

@@ -216,5 +216,5 @@ func ExampleErrClosed() {
 	_ = a.Close()
 	_, err = a.Alloc(1)
 	fmt.Println(errors.Is(err, zarena.ErrClosed), errors.Is(err, zarena.ErrInvalidArgument))
-	// Output: true true
+	// Output: true false
 }

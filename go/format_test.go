@@ -370,16 +370,41 @@ func TestFormatAndResetPeakAfterClose(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.FormatStats(FormatText); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatStats(FormatText); !errors.Is(err, ErrClosed) {
 		t.Fatalf("FormatStats after Close: %v", err)
 	}
-	if _, err := a.FormatStats(FormatJSON); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatStats(FormatJSON); !errors.Is(err, ErrClosed) {
 		t.Fatalf("FormatStats(FormatJSON) after Close: %v", err)
 	}
-	if _, err := a.FormatLiveBlocks(FormatText); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.FormatLiveBlocks(FormatText); !errors.Is(err, ErrClosed) {
 		t.Fatalf("FormatLiveBlocks after Close: %v", err)
 	}
-	if err := a.ResetPeakStats(); !errors.Is(err, ErrInvalidArgument) {
+	if err := a.ResetPeakStats(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ResetPeakStats after Close: %v", err)
+	}
+}
+
+func TestPinnedPeakBytes(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: 4 * miB})
+	p := mustAlloc(t, a, 64*kiB)
+	q := mustAlloc(t, a, 32*kiB)
+	for _, b := range []DevicePtr{p, q, p} {
+		if err := a.Pin(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Unpin(q); err != nil {
+		t.Fatal(err)
+	}
+	if s := mustStats(t, a); s.PinnedBytes != 64*kiB || s.PinnedPeakBytes != 96*kiB {
+		t.Fatalf("PinnedBytes %d, PinnedPeakBytes %d: want 64 KiB, 96 KiB", s.PinnedBytes,
+			s.PinnedPeakBytes)
+	}
+	if err := a.ResetPeakStats(); err != nil {
+		t.Fatal(err)
+	}
+	if s := mustStats(t, a); s.PinnedPeakBytes != 64*kiB {
+		t.Fatalf("PinnedPeakBytes %d after ResetPeakStats: want the pinned bytes now, 64 KiB",
+			s.PinnedPeakBytes)
 	}
 }

@@ -8,15 +8,16 @@ import "C"
 // Pins, floors, region; capture, stream and poison. Each call applies every queued free
 // first and runs with every shard locked (freequeue.go).
 
-// Pin adds a pin to the live block at p: it survives resets (a reset leaves it where it
-// is) until the matching Unpin; a Free of a pinned block takes effect at its last Unpin.
+// Pin adds a pin to the live block that starts at p or holds it (a view into a tensor
+// pins the tensor's block): it survives resets (a reset leaves it where it is) until the
+// matching Unpin, which may name any address inside the same block; a Free of a pinned block takes effect at its last Unpin.
 // Every free queued before it is applied first (Free(p) then Pin(p) is ErrDoubleFree).
-// Errors: ErrNotOwned, ErrDoubleFree (freed), ErrStale (reclaimed), ErrInvalidArgument
+// Errors: ErrNotOwned, ErrDoubleFree (freed), ErrStale (reclaimed), ErrTooManyPins
 // (65535 pins already), ErrClosed. Use: activations saved for the backward pass across a
 // reset.
 func (a *Arena) Pin(p DevicePtr) error { return a.pin(p, 1, "Pin") }
 
-// Unpin removes a pin (ErrInvalidArgument when the block is not pinned). The last one
+// Unpin removes a pin (ErrNotPinned when the block holds none). The last one
 // completes a free made while the block was pinned; a block unpinned but not freed is
 // reclaimed by the next reset, like any other.
 func (a *Arena) Unpin(p DevicePtr) error { return a.pin(p, 0, "Unpin") }
@@ -138,6 +139,14 @@ func (a *Arena) Diagnose() (Diagnosis, error) {
 		RequestedBytes:    uint64(d.requested_bytes),
 	}, nil
 }
+
+// Base is the region's first byte and CapacityBytes its size, without a cgo call (read
+// once, at New; the region never moves): region blocks lie in [Base, Base+CapacityBytes),
+// overflow blocks elsewhere. Engines that keep offsets into the region use them.
+func (a *Arena) Base() DevicePtr { return DevicePtr(a.base) }
+
+// CapacityBytes is the region's size (the maximum, for an expandable arena); see Base.
+func (a *Arena) CapacityBytes() uint64 { return a.size }
 
 // Contains reports whether p lies inside the arena's region ([base, base+capacity)),
 // without a cgo call (the region never moves; its bounds are read once, at New). Overflow

@@ -106,7 +106,7 @@ func TestPinAcrossReset(t *testing.T) {
 	if err := a.Unpin(act.Ptr); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Unpin(act.Ptr); !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrDoubleFree) {
+	if err := a.Unpin(act.Ptr); !errors.Is(err, ErrDoubleFree) {
 		t.Fatalf("Unpin of a freed block: %v", err)
 	}
 	if s := mustStats(t, a); s.PinnedBlocks != 0 || s.DeferredFrees != 0 {
@@ -123,6 +123,70 @@ func TestPinAfterQueuedFreeSeesTheFree(t *testing.T) {
 	}
 	if err := a.Pin(p); !errors.Is(err, ErrDoubleFree) {
 		t.Fatalf("Pin after Free: %v, want ErrDoubleFree (the queued free applied first)", err)
+	}
+}
+
+// "Not pinned" and "too many pins" are errors of their own, not ErrInvalidArgument, and
+// change nothing.
+func TestPinErrorsHaveTheirOwnStatus(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB})
+	p := mustAlloc(t, a, kiB)
+	err := a.Unpin(p)
+	if !errors.Is(err, ErrNotPinned) || errors.Is(err, ErrInvalidArgument) ||
+		StatusOf(err) != StatusNotPinned || !strings.Contains(err.Error(), "not pinned") {
+		t.Fatalf("Unpin of a block without pins: %v, want ErrNotPinned", err)
+	}
+	for i := 0; i < 65535; i++ {
+		if err := a.Pin(p); err != nil {
+			t.Fatalf("pin %d: %v", i+1, err)
+		}
+	}
+	err = a.Pin(p)
+	if !errors.Is(err, ErrTooManyPins) || StatusOf(err) != StatusTooManyPins ||
+		!strings.Contains(err.Error(), "65535 pins") {
+		t.Fatalf("the 65536th pin: %v, want ErrTooManyPins", err)
+	}
+	if s := mustStats(t, a); s.PinnedBlocks != 1 || s.LiveAllocs != 1 {
+		t.Fatalf("the refused pin changed state: %+v", s)
+	}
+}
+
+func TestBaseAndCapacityWithoutACall(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: 4 * miB})
+	r, err := a.RegionInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Base() != r.Base || a.Base() == 0 || a.CapacityBytes() != r.CapacityBytes {
+		t.Fatalf("Base %#x, CapacityBytes %d; RegionInfo %+v", a.Base(), a.CapacityBytes(), r)
+	}
+	p := mustAlloc(t, a, kiB)
+	if uintptr(p) < uintptr(a.Base()) || uint64(uintptr(p)-uintptr(a.Base())) >= a.CapacityBytes() {
+		t.Fatalf("a region block %#x outside [Base, Base+CapacityBytes)", p)
+	}
+}
+
+// A view (an address inside a block) pins and unpins its block.
+func TestPinOfAViewPinsItsBlock(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: miB})
+	p := mustAlloc(t, a, 64*kiB)
+	if err := a.Pin(p + 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if s := mustStats(t, a); s.PinnedBlocks != 1 || s.PinnedBytes != 64*kiB || s.LiveAllocs != 1 {
+		t.Fatalf("the view's block is not the one pinned: %+v", s)
+	}
+	if err := a.Unpin(p + 64*kiB - 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unpin(p); !errors.Is(err, ErrNotPinned) {
+		t.Fatalf("a second Unpin: %v, want ErrNotPinned", err)
+	}
+	if err := a.Pin(p + 64*kiB + 512); !errors.Is(err, ErrNotOwned) {
+		t.Fatalf("Pin past the block's end: %v, want ErrNotOwned", err)
 	}
 }
 
@@ -288,7 +352,7 @@ func TestStepCallsStepBegin(t *testing.T) {
 	}
 	a := newHost(t, Config{CapacityBytes: miB})
 	_ = a.Close()
-	if err := a.StepBegin(); !errors.Is(err, ErrInvalidArgument) {
+	if err := a.StepBegin(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("StepBegin after Close: %v", err)
 	}
 }

@@ -28,8 +28,8 @@ func (a *Arena) Stats() (Stats, error) {
 
 // ResetPeakStats restarts the peaks from the arena's state now (zarena_reset_peak_stats,
 // as PyTorch's reset_peak_memory_stats): HighWaterBytes becomes the current TopBytes,
-// OverflowPeakBytes the current OverflowLiveBytes, UsedPeakBytes the current UsedBytes;
-// each rises again from there. The epoch figures (Epoch*) are left alone. The queued
+// OverflowPeakBytes the current OverflowLiveBytes, UsedPeakBytes the current UsedBytes,
+// PinnedPeakBytes the current PinnedBytes; each rises again from there. The epoch figures (Epoch*) are left alone. The queued
 // frees are applied first, so the peaks restart from the state they leave. Measure one
 // step's peak with ResetPeakStats before it and Stats after it. ErrClosed after Close.
 func (a *Arena) ResetPeakStats() error {

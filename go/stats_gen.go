@@ -103,6 +103,14 @@ type Stats struct {
 	NeededBytes uint64 `json:"needed_bytes"`
 	// UsedPeakBytes: highest used_bytes since create or the last peak reset.
 	UsedPeakBytes uint64 `json:"used_peak_bytes"`
+	// PinnedPeakBytes: highest pinned_bytes since create or the last peak reset (a plan's
+	// zone counts).
+	PinnedPeakBytes uint64 `json:"pinned_peak_bytes"`
+	// EpochMaxAllocAlignedBytes: largest request this epoch rounded up to the alignment
+	// (the bytes its block took).
+	EpochMaxAllocAlignedBytes uint64 `json:"epoch_max_alloc_aligned_bytes"`
+	// OverflowLiveBlocks: live overflow blocks.
+	OverflowLiveBlocks uint64 `json:"overflow_live_blocks"`
 	// PlanSteps: steps served whole under a plan.
 	PlanSteps uint64 `json:"plan_steps"`
 	// PlanHits: allocations a plan served (not counted in hits or epoch_allocs).
@@ -169,6 +177,9 @@ func statsFromC(c *C.zarena_stats) Stats {
 	s.OverflowSummaries = uint64(c.overflow_summaries)
 	s.NeededBytes = uint64(c.needed_bytes)
 	s.UsedPeakBytes = uint64(c.used_peak_bytes)
+	s.PinnedPeakBytes = uint64(c.pinned_peak_bytes)
+	s.EpochMaxAllocAlignedBytes = uint64(c.epoch_max_alloc_aligned_bytes)
+	s.OverflowLiveBlocks = uint64(c.overflow_live_blocks)
 	s.PlanSteps = uint64(c.plan_steps)
 	s.PlanHits = uint64(c.plan_hits)
 	s.PlanMisses = uint64(c.plan_misses)

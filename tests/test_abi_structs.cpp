@@ -66,8 +66,8 @@ static_assert(sizeof(OldStats) ==
               "OldStats must be the 1.0 prefix of zarena_stats");
 
 // 1.1 appends, in this order: the pin/poison/commit counters, the diagnosis counters, then
-// used_peak_bytes at the very end (readers that read stats by layout, such as Python's Stats, rely
-// on it).
+// used_peak_bytes, pinned_peak_bytes, epoch_max_alloc_aligned_bytes and overflow_live_blocks
+// at the very end (readers that read stats by layout, such as Python's Stats, rely on it).
 static_assert(offsetof(zarena_stats, pinned_bytes) == offsetof(zarena_stats, overflow_failures) + 8,
               "1.1 fields follow the 1.0 extensions");
 static_assert(
@@ -78,14 +78,20 @@ static_assert(
         offsetof(zarena_stats, overflow_summaries) == offsetof(zarena_stats, steps) + 32 &&
         offsetof(zarena_stats, needed_bytes) == offsetof(zarena_stats, steps) + 40 &&
         offsetof(zarena_stats, used_peak_bytes) == offsetof(zarena_stats, needed_bytes) + 8 &&
-        offsetof(zarena_stats, plan_steps) == offsetof(zarena_stats, used_peak_bytes) + 8,
-    "the diagnosis counters, then used_peak_bytes, are the last fields of the 1.1 layout");
+        offsetof(zarena_stats, pinned_peak_bytes) == offsetof(zarena_stats, used_peak_bytes) + 8 &&
+        offsetof(zarena_stats, epoch_max_alloc_aligned_bytes) ==
+            offsetof(zarena_stats, pinned_peak_bytes) + 8 &&
+        offsetof(zarena_stats, overflow_live_blocks) ==
+            offsetof(zarena_stats, epoch_max_alloc_aligned_bytes) + 8 &&
+        offsetof(zarena_stats, plan_steps) == offsetof(zarena_stats, overflow_live_blocks) + 8,
+    "the diagnosis counters, then used_peak_bytes, pinned_peak_bytes, "
+    "epoch_max_alloc_aligned_bytes and overflow_live_blocks, then the step-plan counters");
 // 1.2 appends the step-plan counters (ZARENA_FLAG_PLAN), plan_live_bytes last.
 static_assert(offsetof(zarena_stats, plan_hits) == offsetof(zarena_stats, plan_steps) + 8 &&
                   offsetof(zarena_stats, plan_live_bytes) ==
                       offsetof(zarena_stats, plan_steps) + 64 &&
                   sizeof(zarena_stats) == offsetof(zarena_stats, plan_live_bytes) + 8 &&
-                  sizeof(zarena_stats) == 424,
+                  sizeof(zarena_stats) == 448,
               "the step-plan counters are the last fields of zarena_stats");
 // zarena_diagnosis (1.1): the sentences first, then the facts.
 static_assert(offsetof(zarena_diagnosis, overflowed) == 4 &&

@@ -81,6 +81,47 @@ TEST(Config, ZtensorEnvironmentNames) {
             "2147483648 (env:ZERFOO_OVERFLOW_POOL_RETAIN_GB)");
 }
 
+// ztensor reads ZERFOO_ENABLE_MANAGED_MEM as "on when non-empty"; zarena reads it the same.
+TEST(Config, ZtensorManagedSwitchIsOnWhenNonEmpty) {
+  for (const char* value : {"1", "0", "false", "yes please"}) {
+    Env d("ZERFOO_ENABLE_MANAGED_MEM", value);
+    zarena_config cfg;
+    zarena_config_init(&cfg);
+    EXPECT_TRUE(cfg.flags & ZARENA_FLAG_MANAGED) << "'" << value << "'";
+  }
+  Env d("ZERFOO_ENABLE_MANAGED_MEM", "");
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  EXPECT_FALSE(cfg.flags & ZARENA_FLAG_MANAGED) << "empty: off";
+}
+
+// ZARENA_ZTENSOR_ENV=0: only the ZARENA_* variables are read, and the others raise no
+// warning either; other values of it keep ztensor's variables read.
+TEST(Config, ZtensorVariablesLeftToTheEngineOnRequest) {
+  Env a("ZERFOO_ARENA_SIZE_GB", "0.5");
+  Env c("ZTENSOR_ARENA_POISON", "1");
+  Env d("ZERFOO_ENABLE_MANAGED_MEM", "1");
+  Env e("ZARENA_ALIGNMENT", "4096");
+  {
+    Env off("ZARENA_ZTENSOR_ENV", "0");
+    zarena_config cfg;
+    zarena_config_init(&cfg);
+    EXPECT_EQ(cfg.capacity_bytes, 1ull << 30) << "the default, not ZERFOO_ARENA_SIZE_GB";
+    EXPECT_EQ(cfg.flags & (ZARENA_FLAG_POISON | ZARENA_FLAG_MANAGED), 0u);
+    EXPECT_EQ(cfg.alignment, 4096u) << "ZARENA_* variables are still read";
+    ResolvedConfig r;
+    ASSERT_TRUE(zarena_core::resolve_config(&cfg, &r).is_ok());
+    EXPECT_TRUE(r.warnings.empty());
+  }
+  for (const char* on : {"1", "on"}) {
+    Env keep("ZARENA_ZTENSOR_ENV", on);
+    zarena_config cfg;
+    zarena_config_init(&cfg);
+    EXPECT_EQ(cfg.capacity_bytes, 512ull << 20) << on;
+    EXPECT_TRUE(cfg.flags & ZARENA_FLAG_POISON) << on;
+  }
+}
+
 TEST(Config, ZarenaNamesWinAndBadValuesAreIgnoredAndReported) {
   Env a("ZERFOO_ARENA_SIZE_GB", "4");
   Env b("ZARENA_CAPACITY_BYTES", "1048576");

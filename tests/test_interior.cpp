@@ -1,9 +1,9 @@
 // Interior pointers: a pointer inside a live block, region or overflow, is not a block the
-// caller can free or pin. zarena.h promises ZARENA_E_NOT_OWNED for it, and nothing changes
-// but the invalid_frees counter. The hard cases are the addresses where an older block
-// once started (an earlier epoch's, one freed and merged into a neighbour, an overflow
-// block whose memory the backend handed out again inside a larger one): their records
-// said "stale" or "double free". A random workload (allocations of many sizes, frees,
+// caller can free. zarena.h promises ZARENA_E_NOT_OWNED for it, and nothing changes but the
+// invalid_frees counter; a pin of it pins that block (a view), and nothing else. The hard cases are
+// the addresses where an older block once started (an earlier epoch's, one freed and merged into a
+// neighbour, an overflow block whose memory the backend handed out again inside a larger one):
+// their records said "stale" or "double free". A random workload (allocations of many sizes, frees,
 // resets, step boundaries, overflow) probes many interior offsets of every kind of block.
 #include <gtest/gtest.h>
 
@@ -90,8 +90,14 @@ TEST(Interior, PointersInsideLiveBlocksAreNotOwned) {
             << off << ", step " << step << ": " << zarena_last_error();
         ASSERT_EQ(zarena_free_at(a, q, epoch), ZARENA_E_NOT_OWNED)
             << "free_at, current epoch, +" << off << ": " << zarena_last_error();
-        ASSERT_EQ(zarena_pin(a, q), ZARENA_E_NOT_OWNED) << "pin +" << off;
+        // A pin of an inner address pins the block (engines pin views), and only it.
+        ASSERT_EQ(zarena_pin(a, q), ZARENA_OK) << "pin +" << off << ": " << zarena_last_error();
+        const zarena_stats pinned = stats_of(a);
+        ASSERT_EQ(pinned.pinned_blocks, before.pinned_blocks + 1) << "pin +" << off;
+        ASSERT_EQ(pinned.pinned_bytes, before.pinned_bytes + l.size) << "pin +" << off;
+        ASSERT_EQ(zarena_unpin(a, q), ZARENA_OK) << "unpin +" << off;
         const zarena_stats after = stats_of(a);
+        ASSERT_EQ(after.pinned_blocks, before.pinned_blocks);
         ASSERT_EQ(after.invalid_frees, before.invalid_frees + 2);
         ASSERT_EQ(after.stale_frees, before.stale_frees);
         ASSERT_EQ(after.used_bytes, before.used_bytes);

@@ -2,7 +2,8 @@
 // used_bytes exactly on one thread, across resets and floors; a peak reset restarts
 // high_water_bytes, overflow_peak_bytes and used_peak_bytes from the state at that
 // instant and leaves the epoch figures alone; with many threads the peak stays between
-// every used_bytes ever observed and the high water.
+// every used_bytes ever observed and the high water. pinned_peak_bytes follows the highest
+// pinned_bytes (region and overflow) exactly, on one thread and with many.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -197,6 +198,143 @@ TEST(PeakStats, ManyThreadsBoundedByWhatWasSeenAndTheHighWater) {
   ASSERT_EQ(zarena_reset_peak_stats(t.a), ZARENA_OK);
   s = t.stats();
   EXPECT_EQ(s.used_peak_bytes, 0u);
+}
+
+// pinned_peak_bytes against a model: random allocations (region and, past the capacity,
+// overflow), pins, unpins, frees of pinned blocks (deferred to the last unpin), resets
+// (which keep pinned blocks) and peak resets. pinned_bytes and its peak are exact at
+// every step.
+TEST(PeakStats, PinnedPeakAgainstAModel) {
+  Arena t(4 * kMiB, ZARENA_OVERFLOW_SYNC);
+  std::mt19937_64 rng(7);
+  struct Block {
+    void* p;
+    uint64_t bytes;
+    uint32_t pins;
+    bool freed;  // freed while pinned: goes at its last unpin
+  };
+  std::vector<Block> live;
+  uint64_t pinned = 0, peak = 0, overflowed = 0;
+  auto drop = [&](size_t k) {
+    live[k] = live.back();
+    live.pop_back();
+  };
+  for (int step = 0; step < 4000; ++step) {
+    const int what = static_cast<int>(rng() % 100);
+    if (what < 30 || live.empty()) {
+      zarena_block b;
+      ASSERT_EQ(zarena_alloc_ex(t.a, 1 + rng() % (256 * kKiB), 0, &b), ZARENA_OK)
+          << zarena_last_error();
+      if (b.flags & ZARENA_BLOCK_OVERFLOW) ++overflowed;
+      live.push_back({b.ptr, b.size, 0, false});
+    } else if (what < 55) {
+      Block& b = live[rng() % live.size()];
+      if (b.freed) continue;
+      ASSERT_EQ(zarena_pin(t.a, b.p), ZARENA_OK) << zarena_last_error();
+      if (b.pins++ == 0) pinned += b.bytes;
+    } else if (what < 80) {
+      const size_t k = rng() % live.size();
+      Block& b = live[k];
+      if (b.pins == 0) continue;
+      ASSERT_EQ(zarena_unpin(t.a, b.p), ZARENA_OK) << zarena_last_error();
+      if (--b.pins == 0) {
+        pinned -= b.bytes;
+        if (b.freed) drop(k);
+      }
+    } else if (what < 95) {
+      const size_t k = rng() % live.size();
+      if (live[k].freed) continue;
+      ASSERT_EQ(zarena_free(t.a, live[k].p), ZARENA_OK) << zarena_last_error();
+      if (live[k].pins > 0) {
+        live[k].freed = true;
+      } else {
+        drop(k);
+      }
+    } else if (what < 98) {
+      ASSERT_EQ(zarena_reset(t.a), ZARENA_OK);
+      for (size_t k = live.size(); k-- > 0;) {
+        if (live[k].pins == 0) drop(k);
+      }
+    } else {
+      ASSERT_EQ(zarena_reset_peak_stats(t.a), ZARENA_OK);
+      peak = pinned;
+    }
+    peak = std::max(peak, pinned);
+    const zarena_stats s = t.stats();
+    ASSERT_EQ(s.pinned_bytes, pinned) << "step " << step;
+    ASSERT_EQ(s.pinned_peak_bytes, peak) << "step " << step;
+  }
+  EXPECT_GT(overflowed, 0u) << "the run did pin overflow blocks too";
+  EXPECT_GT(t.stats().resets, 10u);
+}
+
+// Failed pins and unpins change neither figure.
+TEST(PeakStats, PinnedPeakIgnoresFailedPins) {
+  Arena t(4 * kMiB);
+  void* p = t.alloc(1000);
+  int local = 0;
+  EXPECT_NE(zarena_unpin(t.a, p), ZARENA_OK);
+  EXPECT_NE(zarena_pin(t.a, &local), ZARENA_OK);
+  ASSERT_EQ(zarena_free(t.a, p), ZARENA_OK);
+  EXPECT_NE(zarena_pin(t.a, p), ZARENA_OK);
+  const zarena_stats s = t.stats();
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_EQ(s.pinned_peak_bytes, 0u);
+}
+
+// Many threads pin and unpin their own blocks: the peak is never below a pinned_bytes a
+// snapshot saw, never above every block pinned at once, and the tally comes back to zero
+// (a peak reset with nothing pinned reads 0).
+TEST(PeakStats, PinnedPeakWithManyThreads) {
+  Arena t(2 * kMiB, ZARENA_OVERFLOW_SYNC);
+  constexpr int kThreads = 4, kBlocks = 16;
+  std::vector<std::vector<void*>> blocks(kThreads);
+  uint64_t all = 0;
+  for (int w = 0; w < kThreads; ++w) {
+    for (int i = 0; i < kBlocks; ++i) {
+      const uint64_t n = (w + 1) * kKiB + i * 256;
+      blocks[w].push_back(t.alloc(n));
+      all += aligned(n);
+    }
+  }
+  void* over = t.alloc(4 * kMiB);  // an overflow block, pinned by this thread meanwhile
+  all += 4 * kMiB;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kThreads; ++w) {
+    workers.emplace_back([&, w] {
+      std::mt19937_64 rng(w);
+      std::vector<int> pins(kBlocks, 0);
+      for (int i = 0; i < 5000; ++i) {
+        const int k = static_cast<int>(rng() % kBlocks);
+        if (pins[k] < 3 && rng() % 2 == 0) {
+          EXPECT_EQ(zarena_pin(t.a, blocks[w][k]), ZARENA_OK);
+          ++pins[k];
+        } else if (pins[k] > 0) {
+          EXPECT_EQ(zarena_unpin(t.a, blocks[w][k]), ZARENA_OK);
+          --pins[k];
+        }
+      }
+      for (int k = 0; k < kBlocks; ++k) {
+        for (; pins[k] > 0; --pins[k]) EXPECT_EQ(zarena_unpin(t.a, blocks[w][k]), ZARENA_OK);
+      }
+    });
+  }
+  uint64_t seen = 0;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(zarena_pin(t.a, over), ZARENA_OK);
+    const zarena_stats s = t.stats();
+    seen = std::max(seen, s.pinned_bytes);
+    EXPECT_GE(s.pinned_peak_bytes, seen);
+    EXPECT_LE(s.pinned_peak_bytes, all);
+    ASSERT_EQ(zarena_unpin(t.a, over), ZARENA_OK);
+  }
+  for (auto& th : workers) th.join();
+  zarena_stats s = t.stats();
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_GE(s.pinned_peak_bytes, seen);
+  EXPECT_GE(s.pinned_peak_bytes, 4 * kMiB);
+  ASSERT_EQ(zarena_reset_peak_stats(t.a), ZARENA_OK);
+  EXPECT_EQ(t.stats().pinned_peak_bytes, 0u) << "the tally came back to zero";
 }
 
 }  // namespace

@@ -327,7 +327,8 @@ TEST(Region, PinErrorsChangeNothing) {
   const uint64_t a = must_alloc(r, 1024);
   must_alloc(r, 256);
   EXPECT_EQ(r.unpin(a), PinOutcome::kNotPinned);
-  EXPECT_EQ(r.pin(a + 256), PinOutcome::kNotOwned);
+  EXPECT_EQ(r.unpin(a + 256), PinOutcome::kNotPinned) << "inside the block: the same answer";
+  EXPECT_EQ(r.pin(a + 1024 + 256), PinOutcome::kNotOwned) << "past the last block";
   EXPECT_EQ(r.pin(1 << 19), PinOutcome::kNotOwned);
   ASSERT_EQ(r.free(a), FreeOutcome::kOk);
   EXPECT_EQ(r.pin(a), PinOutcome::kFreed);

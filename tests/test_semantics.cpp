@@ -13,8 +13,10 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -187,10 +189,11 @@ TEST_F(Semantics, PinErrorsChangeNothing) {
   Arena g(host_config(64 * kKiB));
   const zarena_block b = alloc_ex(g, 1 * kKiB);
   EXPECT_EQ(zarena_pin(g, nullptr), ZARENA_E_INVALID_ARGUMENT);
-  EXPECT_EQ(zarena_pin(g, static_cast<char*>(b.ptr) + 256), ZARENA_E_NOT_OWNED);
+  EXPECT_EQ(zarena_pin(g, static_cast<char*>(b.ptr) + 1 * kKiB + 256), ZARENA_E_NOT_OWNED)
+      << "past the block's end: the unused part of the span";
   int local = 0;
   EXPECT_EQ(zarena_pin(g, &local), ZARENA_E_NOT_OWNED);
-  EXPECT_EQ(zarena_unpin(g, b.ptr), ZARENA_E_INVALID_ARGUMENT) << "not pinned";
+  EXPECT_EQ(zarena_unpin(g, b.ptr), ZARENA_E_NOT_PINNED);
   const zarena_block f = alloc_ex(g, 1 * kKiB);
   ASSERT_EQ(zarena_free(g, f.ptr), ZARENA_OK);
   EXPECT_EQ(zarena_pin(g, f.ptr), ZARENA_E_DOUBLE_FREE);
@@ -248,6 +251,322 @@ TEST_F(Semantics, PinnedOverflowBlocksSurviveResetsAndGoBackAtTheLastUnpin) {
   EXPECT_EQ(s.overflow_live_bytes, 0u);
   EXPECT_EQ(s.overflow_reclaimed, 1u);
   EXPECT_EQ(g.calls(FaultSite::kOverflowFree), frees0 + 2);
+}
+
+// zarena.h: "freeing the topmost block lowers the top", also after a reset that kept pinned
+// blocks (the top is then the end of the highest one, in no thread's span). One thread, a
+// random run against a model of the live region blocks: weights under a floor; steps that
+// allocate, pin, free (pinned blocks: deferred to the last unpin) and end with a reset;
+// between a reset and the next allocation, pins, unpins and frees of what the reset kept.
+// There the top is always the end of the highest live block (or the floor); everywhere it
+// is never below a live block, and the layout is sound.
+TEST_F(Semantics, FreeingTheTopmostBlockLowersTheTopAfterResetsThatKeptPins) {
+  struct Blk {
+    void* p;
+    uint64_t end;
+    uint32_t pins;
+    bool freed;  // freed while pinned
+  };
+  uint64_t lowered = 0;
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    Arena g(host_config(2 * kMiB));
+    std::mt19937_64 rng(seed);
+    const uint64_t base = reinterpret_cast<uint64_t>(region_of(g).base);
+    for (uint64_t w = rng() % 3; w > 0; --w) (void)alloc_ex(g, 1 + rng() % (8 * kKiB));
+    ASSERT_EQ(zarena_mark_step_boundary(g), ZARENA_OK);
+    const uint64_t floor_bytes = stats_of(g).floor_bytes;
+    std::vector<Blk> live;
+    std::deque<std::string> recent;  // the last operations, for a failure's message
+    auto note = [&](const std::string& what, const void* p) {
+      recent.push_back(what + " @" + std::to_string(reinterpret_cast<uint64_t>(p) - base) +
+                       " -> top " + std::to_string(stats_of(g).top_bytes));
+      if (recent.size() > 12) recent.pop_front();
+    };
+    auto drop = [&](size_t k) {
+      live[k] = live.back();
+      live.pop_back();
+    };
+    // One random pin, unpin or free of a live block.
+    auto pin_or_free = [&]() -> bool {
+      const size_t k = rng() % live.size();
+      Blk& b = live[k];
+      const int what = static_cast<int>(rng() % 3);
+      if (what == 0 && !b.freed) {
+        if (zarena_pin(g, b.p) != ZARENA_OK) return false;
+        ++b.pins;
+        note("pin", b.p);
+      } else if (what == 1 && b.pins > 0) {
+        if (zarena_unpin(g, b.p) != ZARENA_OK) return false;
+        note("unpin", b.p);
+        if (--b.pins == 0 && b.freed) drop(k);
+      } else if (what == 2 && !b.freed) {
+        if (zarena_free(g, b.p) != ZARENA_OK) return false;
+        note("free", b.p);
+        if (b.pins > 0) {
+          b.freed = true;
+        } else {
+          drop(k);
+        }
+      }
+      return true;
+    };
+    auto highest = [&] {
+      uint64_t h = floor_bytes;
+      for (const Blk& b : live) h = std::max(h, b.end);
+      return h;
+    };
+    auto trail = [&] {
+      std::string ops = "seed " + std::to_string(seed);
+      for (const std::string& r : recent) ops += "\n  " + r;
+      return ops;
+    };
+    for (int step = 0; step < 12; ++step) {
+      for (int op = 0; op < 40; ++op) {  // the step
+        if (live.empty() || rng() % 2 == 0) {
+          zarena_block b;
+          ASSERT_EQ(zarena_alloc_ex(g, 1 + rng() % (16 * kKiB), 0, &b), ZARENA_OK);
+          live.push_back({b.ptr, reinterpret_cast<uint64_t>(b.ptr) - base + b.size, 0, false});
+          note("alloc " + std::to_string(b.size), b.ptr);
+        } else {
+          ASSERT_TRUE(pin_or_free()) << zarena_last_error() << "\n" << trail();
+        }
+        ASSERT_GE(stats_of(g).top_bytes, highest()) << trail();
+        ASSERT_EQ(g.a->arena->check_invariants(), "") << trail();
+      }
+      ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+      note("reset", reinterpret_cast<void*>(base));
+      for (size_t k = live.size(); k-- > 0;) {
+        if (live[k].pins == 0) drop(k);
+      }
+      ASSERT_EQ(stats_of(g).top_bytes, highest()) << trail();
+      // What the reset kept, unpinned and freed in a random order.
+      for (int op = 0; op < 60 && !live.empty(); ++op) {
+        const uint64_t top = stats_of(g).top_bytes;
+        ASSERT_TRUE(pin_or_free()) << zarena_last_error() << "\n" << trail();
+        ASSERT_EQ(stats_of(g).top_bytes, highest()) << trail();
+        ASSERT_EQ(g.a->arena->check_invariants(), "") << trail();
+        if (stats_of(g).top_bytes < top) ++lowered;
+      }
+    }
+  }
+  EXPECT_GT(lowered, 100u) << "the runs did free kept blocks at the top";
+}
+
+// Engines pin views: zarena_pin and zarena_unpin of an address inside a live block act on
+// that block. A random run against a model (region and overflow blocks, allocations,
+// frees, pins and unpins through random addresses inside the blocks, resets): every
+// block's pin count (read back from the live-block walk), pinned_bytes and pinned_blocks
+// match the model; an address in no live block (past a block's end, the bump space, a
+// freed block) is refused and changes nothing.
+TEST_F(Semantics, PinsOfAddressesInsideABlockPinThatBlock) {
+  Arena g(host_config(1 * kMiB, ZARENA_OVERFLOW_SYNC));
+  std::mt19937_64 rng(11);
+  struct Blk {
+    char* p;
+    uint64_t size;
+    uint32_t pins;
+    bool freed;
+  };
+  std::map<char*, Blk> live;
+  auto any = [&]() -> Blk& {
+    auto it = live.begin();
+    std::advance(it, static_cast<long>(rng() % live.size()));
+    return it->second;
+  };
+  auto inside = [&](const Blk& b) { return b.p + rng() % b.size; };
+  uint64_t interior = 0, overflow_pins = 0, refused = 0;
+  for (int op = 0; op < 3000; ++op) {
+    const int what = static_cast<int>(rng() % 100);
+    if (what < 25 || live.empty()) {
+      const uint64_t n = rng() % 8 == 0 ? 600 * kKiB : 1 + rng() % (24 * kKiB);
+      zarena_block b;
+      ASSERT_EQ(zarena_alloc_ex(g, n, 0, &b), ZARENA_OK) << zarena_last_error();
+      live[static_cast<char*>(b.ptr)] = {static_cast<char*>(b.ptr), b.size, 0, false};
+    } else if (what < 50) {
+      Blk& b = any();
+      char* at = inside(b);
+      const zarena_status st = zarena_pin(g, at);
+      if (b.freed) {  // freed while pinned: no new pin, through any of its addresses
+        ASSERT_EQ(st, ZARENA_E_DOUBLE_FREE) << op;
+        continue;
+      }
+      ASSERT_EQ(st, ZARENA_OK) << "op " << op << ": " << zarena_last_error();
+      ++b.pins;
+      interior += at != b.p;
+      overflow_pins += zarena_contains(g, at) == 0;
+    } else if (what < 72) {
+      Blk& b = any();
+      if (b.pins == 0) {
+        if (!b.freed) {
+          ASSERT_EQ(zarena_unpin(g, inside(b)), ZARENA_E_NOT_PINNED) << op;
+        }
+        continue;
+      }
+      ASSERT_EQ(zarena_unpin(g, inside(b)), ZARENA_OK)
+          << "op " << op << ": " << zarena_last_error();
+      if (--b.pins == 0 && b.freed) live.erase(b.p);
+    } else if (what < 92) {
+      Blk& b = any();
+      if (b.freed) continue;
+      ASSERT_EQ(zarena_free(g, b.p), ZARENA_OK) << zarena_last_error();
+      if (b.pins > 0) {
+        b.freed = true;
+      } else {
+        live.erase(b.p);
+      }
+    } else if (what < 96) {
+      // An address no live block holds: just past a block whose end is unused, the
+      // bump space, a stack variable. Refused, nothing changes.
+      const zarena_stats before = stats_of(g);
+      const zarena_region r = region_of(g);
+      char* past_top = static_cast<char*>(r.base) + r.top_bytes + rng() % 4096;
+      if (r.top_bytes < r.capacity_bytes) {
+        ASSERT_EQ(zarena_pin(g, past_top), ZARENA_E_NOT_OWNED);
+        ASSERT_EQ(zarena_unpin(g, past_top), ZARENA_E_NOT_OWNED);
+      }
+      int local = 0;
+      ASSERT_EQ(zarena_pin(g, &local), ZARENA_E_NOT_OWNED);
+      const zarena_stats after = stats_of(g);
+      ASSERT_EQ(before.pinned_bytes, after.pinned_bytes);
+      ASSERT_EQ(before.pinned_blocks, after.pinned_blocks);
+      ++refused;
+    } else {
+      ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+      for (auto it = live.begin(); it != live.end();) {
+        it = it->second.pins == 0 ? live.erase(it) : std::next(it);
+      }
+    }
+    // The model against the arena.
+    uint64_t bytes = 0, blocks = 0;
+    for (const auto& [p, b] : live) {
+      if (b.pins > 0) bytes += b.size, ++blocks;
+    }
+    const zarena_stats s = stats_of(g);
+    ASSERT_EQ(s.pinned_bytes, bytes) << "op " << op;
+    ASSERT_EQ(s.pinned_blocks, blocks) << "op " << op;
+    ASSERT_EQ(s.live_allocs, live.size()) << "op " << op;
+    if (op % 50 == 0) {
+      std::map<void*, uint32_t> pins;
+      zarena_for_each_live_block(
+          g,
+          [](void* u, const zarena_live_block* lb) {
+            (*static_cast<std::map<void*, uint32_t>*>(u))[lb->ptr] = lb->pins;
+            return 0;
+          },
+          &pins);
+      for (const auto& [p, b] : live) ASSERT_EQ(pins[p], b.pins) << "op " << op;
+    }
+    ASSERT_EQ(g.a->arena->check_invariants(), "") << "op " << op;
+  }
+  EXPECT_GT(interior, 300u);
+  EXPECT_GT(overflow_pins, 20u) << "overflow blocks were pinned through inner addresses too";
+  EXPECT_GT(refused, 50u);
+}
+
+// Threads pin and unpin their own blocks through inner addresses while others allocate
+// and free around them: no pin ever lands on another block (every thread's blocks end
+// with the pins it made, then none), and the layout stays sound.
+TEST_F(Semantics, InnerPinsRaceAllocationsAndFrees) {
+  Arena g(host_config(16 * kMiB));
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      for (int round = 0; round < 200; ++round) {
+        std::vector<zarena_block> mine;
+        for (int i = 0; i < 8; ++i) {
+          zarena_block b;
+          ASSERT_EQ(zarena_alloc_ex(g, 256 + rng() % (32 * kKiB), 0, &b), ZARENA_OK);
+          mine.push_back(b);
+        }
+        std::vector<uint32_t> pins(mine.size(), 0);
+        for (int i = 0; i < 32; ++i) {
+          const size_t k = rng() % mine.size();
+          char* at = static_cast<char*>(mine[k].ptr) + rng() % mine[k].size;
+          if (pins[k] == 0 || rng() % 2 == 0) {
+            ASSERT_EQ(zarena_pin(g, at), ZARENA_OK) << zarena_last_error();
+            ++pins[k];
+          } else {
+            ASSERT_EQ(zarena_unpin(g, at), ZARENA_OK) << zarena_last_error();
+            --pins[k];
+          }
+        }
+        for (size_t k = 0; k < mine.size(); ++k) {
+          for (; pins[k] > 0; --pins[k]) {
+            ASSERT_EQ(zarena_unpin(g, static_cast<char*>(mine[k].ptr) + mine[k].size - 1),
+                      ZARENA_OK);
+          }
+          ASSERT_EQ(zarena_unpin(g, mine[k].ptr), ZARENA_E_NOT_PINNED);
+          ASSERT_EQ(zarena_free(g, mine[k].ptr), ZARENA_OK);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.pinned_blocks, 0u);
+  EXPECT_EQ(s.live_allocs, 0u);
+  EXPECT_EQ(g.a->arena->check_invariants(), "");
+}
+
+// The stats an engine's pool adapter reads instead of walking the live blocks: the largest
+// request of the epoch as the block it took (rounded up to the alignment) and the count of
+// live overflow blocks. A random run (region and overflow blocks, frees, pins, resets)
+// against a model.
+TEST_F(Semantics, AlignedEpochMaxAndLiveOverflowBlocksAgainstAModel) {
+  zarena_config c = host_config(1 * kMiB, ZARENA_OVERFLOW_SYNC);
+  c.alignment = 512;
+  Arena g(c);
+  std::mt19937_64 rng(5);
+  struct Blk {
+    void* p;
+    bool overflow;
+    bool pinned;
+  };
+  std::vector<Blk> live;
+  uint64_t max_request = 0, overflowed = 0;
+  for (int op = 0; op < 2000; ++op) {
+    const int what = static_cast<int>(rng() % 100);
+    if (what < 45 || live.empty()) {
+      const uint64_t n = rng() % 6 == 0 ? 700 * kKiB + rng() % 1000 : 1 + rng() % (20 * kKiB);
+      zarena_block b;
+      ASSERT_EQ(zarena_alloc_ex(g, n, 0, &b), ZARENA_OK) << zarena_last_error();
+      const bool over = (b.flags & ZARENA_BLOCK_OVERFLOW) != 0;
+      overflowed += over;
+      live.push_back({b.ptr, over, false});
+      max_request = std::max(max_request, n);
+    } else if (what < 85) {
+      const size_t k = rng() % live.size();
+      if (live[k].pinned) continue;
+      ASSERT_EQ(zarena_free(g, live[k].p), ZARENA_OK);
+      live[k] = live.back();
+      live.pop_back();
+    } else if (what < 95) {
+      Blk& b = live[rng() % live.size()];
+      if (b.pinned) {
+        ASSERT_EQ(zarena_unpin(g, b.p), ZARENA_OK);
+      } else {
+        ASSERT_EQ(zarena_pin(g, b.p), ZARENA_OK);
+      }
+      b.pinned = !b.pinned;
+    } else {
+      ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+      std::vector<Blk> kept;
+      for (const Blk& b : live) {
+        if (b.pinned) kept.push_back(b);
+      }
+      live.swap(kept);
+      max_request = 0;
+    }
+    uint64_t over = 0;
+    for (const Blk& b : live) over += b.overflow;
+    const zarena_stats s = stats_of(g);
+    ASSERT_EQ(s.epoch_max_alloc_bytes, max_request) << "op " << op;
+    ASSERT_EQ(s.epoch_max_alloc_aligned_bytes, (max_request + 511) / 512 * 512) << "op " << op;
+    ASSERT_EQ(s.overflow_live_blocks, over) << "op " << op;
+  }
+  EXPECT_GT(overflowed, 50u);
 }
 
 // --- 2. epoch-checked frees --------------------------------------------------------------------

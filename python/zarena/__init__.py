@@ -49,16 +49,18 @@ from .arena import Arena, tag_name, tag_register
 from .blocks import Block, LiveBlock, live_blocks_json
 from .constants import *  # noqa: F401,F403 - the zarena.h numbers are part of the API
 from .constants import ABI_MAJOR  # noqa: F401
-from .errors import (BackendError, CaptureUnsafeError, DoubleFreeError, InternalError,
-                     InvalidArgumentError, NoDeviceError, NotOwnedError, OutOfMemoryError,
-                     StaleError, UnsupportedError, ZarenaError, error_class, parse_diagnosis)
+from .errors import (BackendError, CaptureUnsafeError, ClosedError, DoubleFreeError,
+                     InternalError, InvalidArgumentError, NoDeviceError, NotOwnedError,
+                     NotPinnedError, OutOfMemoryError, StaleError, TooManyPinsError,
+                     UnsupportedError, ZarenaError, error_class, parse_diagnosis)
 from .log import LogRecord, callback_errors, log_to_logging, set_log_callback
 
 __all__ = [
     "Arena", "Config", "Stats", "Region", "Block", "LiveBlock", "live_blocks_json",
     "tag_register", "tag_name", "parse_diagnosis", "LogField", "LogRecord", "ZarenaError", "InvalidArgumentError",
     "OutOfMemoryError", "NotOwnedError", "DoubleFreeError", "StaleError", "CaptureUnsafeError",
-    "NoDeviceError", "BackendError", "UnsupportedError", "InternalError", "error_class",
+    "NoDeviceError", "BackendError", "UnsupportedError", "InternalError", "NotPinnedError",
+    "TooManyPinsError", "ClosedError", "error_class",
     "load_library", "library", "library_path", "set_log_callback", "log_to_logging",
     "callback_errors", "version_number", "version_string", "status_string", "last_error",
     "format_bytes", "format_ns", "config_parse", "SONAME", "__version__",

@@ -8,7 +8,7 @@ from . import constants as C
 from ._library import check, config_parse, error, function, library
 from ._structs import LIVE_BLOCK_FN, BlockC, Config, DiagnosisC, FreeItem, Region, Stats
 from .blocks import Block, LiveBlock, live_blocks_json
-from .errors import InvalidArgumentError
+from .errors import ClosedError
 
 
 def _address(value, what):
@@ -79,7 +79,7 @@ class Arena:
 
     def _handle(self):
         if self._h is None:
-            raise InvalidArgumentError(C.E_INVALID_ARGUMENT, "arena is closed", "zarena.Arena")
+            raise ClosedError(C.E_CLOSED, "arena is closed", "zarena.Arena")
         return self._h
 
     @property
@@ -127,8 +127,9 @@ class Arena:
         check(function("zarena_free_at")(self._handle(), ptr, epoch), "zarena_free_at")
 
     def pin(self, ptr):
-        """Adds a pin to the live block at ptr (an address or a Block): it survives resets,
-        and a free of it is deferred to its last unpin. Pins are counted."""
+        """Adds a pin to the live block that starts at ptr (an address or a Block) or holds
+        it (a view): it survives resets, and a free of it is deferred to its last unpin.
+        Pins are counted."""
         ptr = _address(ptr, "ptr")
         check(function("zarena_pin")(self._handle(), ptr), "zarena_pin")
 
@@ -323,8 +324,8 @@ class Arena:
 
     def reset_peak_stats(self):
         """zarena_reset_peak_stats: restarts high_water_bytes (from the top now),
-        overflow_peak_bytes (from overflow_live_bytes) and used_peak_bytes (from used_bytes);
-        epoch_* figures are left alone. A peak reset before a step and stats() after it give
+        overflow_peak_bytes (from overflow_live_bytes), used_peak_bytes (from used_bytes) and
+        pinned_peak_bytes (from pinned_bytes); epoch_* figures are left alone. A peak reset before a step and stats() after it give
         that step's peak."""
         check(function("zarena_reset_peak_stats")(self._handle()), "zarena_reset_peak_stats")
 

@@ -13,6 +13,9 @@ E_NO_DEVICE = 7
 E_BACKEND = 8
 E_UNSUPPORTED = 9
 E_INTERNAL = 10
+E_NOT_PINNED = 11
+E_TOO_MANY_PINS = 12
+E_CLOSED = 13  # a call on a closed Arena: raised by the package; the library never returns it
 
 BACKEND_AUTO = 0
 BACKEND_HOST = 1

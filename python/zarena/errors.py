@@ -86,9 +86,23 @@ class InternalError(ZarenaError):
     status = C.E_INTERNAL
 
 
+class NotPinnedError(ZarenaError):
+    status = C.E_NOT_PINNED
+
+
+class TooManyPinsError(ZarenaError):
+    status = C.E_TOO_MANY_PINS
+
+
+class ClosedError(ZarenaError, ValueError):
+    """A call on an Arena after close() (a ValueError, as for a closed file)."""
+    status = C.E_CLOSED
+
+
 _ERRORS = {c.status: c for c in (
     InvalidArgumentError, OutOfMemoryError, NotOwnedError, DoubleFreeError, StaleError,
-    CaptureUnsafeError, NoDeviceError, BackendError, UnsupportedError, InternalError)}
+    CaptureUnsafeError, NoDeviceError, BackendError, UnsupportedError, InternalError,
+    NotPinnedError, TooManyPinsError, ClosedError)}
 
 
 def error_class(status):

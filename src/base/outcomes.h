@@ -31,7 +31,7 @@ inline Status free_status(FreeOutcome o) {
 
 enum class PinOutcome {
   kOk,
-  kNotOwned,   // not the start of a live block
+  kNotOwned,   // no live block starts at the address or holds it
   kFreed,      // freed before
   kStale,      // a reset reclaimed it
   kNotPinned,  // unpin of a block with no pin

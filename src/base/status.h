@@ -19,6 +19,9 @@ enum class Status : int32_t {
   kBackend = 8,
   kUnsupported = 9,
   kInternal = 10,
+  kNotPinned = 11,
+  kTooManyPins = 12,
+  kClosed = 13,  // the bindings' closed arena; the library never returns it
 };
 
 // What a failing engine call reports: a status and the detail for zarena_last_error.

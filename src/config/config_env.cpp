@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/env_bool.h"
 #include "config/config.h"
 
 extern char** environ;
@@ -34,6 +35,13 @@ std::string ConfigProblem::describe() const {
                      example);
 }
 
+// ZARENA_ZTENSOR_ENV=0: the variables of other prefixes (ztensor's) are not read.
+bool reads_ztensor_variables() {
+  const char* text = std::getenv("ZARENA_ZTENSOR_ENV");
+  bool on = true;
+  return text == nullptr || !parse_env_bool(text, &on) || on;
+}
+
 namespace {
 
 // One variable's text, read as the environment would: its syntax, then the field's range
@@ -53,9 +61,11 @@ bool read_env_value(const FieldSpec& f, const EnvVar& var, const char* text, uin
 
 std::vector<EnvSetting> apply_environment(zarena_config* cfg) {
   std::vector<EnvSetting> found;
+  const bool ztensor = reads_ztensor_variables();
   for (const FieldSpec& f : kConfigFields) {
     for (int k = 0; k < f.env_count; ++k) {
       const EnvVar& var = f.env[k];
+      if (!ztensor && std::strncmp(var.name, kPrefix, sizeof kPrefix - 1) != 0) continue;
       const char* text = std::getenv(var.name);
       if (text == nullptr) continue;
       EnvSetting s{f.key, var.name, text, false, {}, var.example};

@@ -81,6 +81,7 @@ enum class Syntax : uint8_t {
   kMillis,            // decimal milliseconds, stored as nanoseconds
   kWord,              // decimal, or hexadecimal with 0x, fitting 32 bits
   kSwitch,            // 1/true/yes/on, 0/false/no/off/empty
+  kNonEmpty,          // on when set to anything but "" (ztensor's reading of its switches)
   kText,              // non-empty, no blanks at either end
   kLogLevel,          // a ZARENA_LOG_LEVEL name
 };
@@ -269,7 +270,7 @@ inline constexpr FieldSpec kConfigFields[] = {
         .go("Stream", "uintptr", GoKind::kStream)
         .docs("`cudaStream_t` the memory is used on", "NULL (the legacy stream)"),
     ZARENA_FLAG_FIELD("managed", ZARENA_FLAG_MANAGED)
-        .var("ZERFOO_ENABLE_MANAGED_MEM", Syntax::kSwitch, "1")
+        .var("ZERFOO_ENABLE_MANAGED_MEM", Syntax::kNonEmpty, "1")
         .var("ZARENA_MANAGED", Syntax::kSwitch, "1")
         .go("FlagManaged", "Flags", GoKind::kFlag)
         .docs("region from `cudaMallocManaged` where supported", "off"),
@@ -374,6 +375,10 @@ struct OtherVariable {
 };
 inline constexpr const char* kLogFormatNames[] = {"text", "json"};
 inline constexpr OtherVariable kOtherVariables[] = {
+    {"ZARENA_ZTENSOR_ENV", Syntax::kSwitch, "0",
+     "`0`: read only the `ZARENA_*` variables, not ztensor's `ZERFOO_*`/`ZTENSOR_*` ones (for "
+     "an engine that owns those switches and passes its own decisions in the config)",
+     "on"},
     {"ZARENA_LOG_LEVEL", Syntax::kLogLevel, "warn",
      "stderr threshold: `trace`, `debug`, `info`, `warn`, `error`, `off`", "`info`"},
     {"ZARENA_LOG_STDERR", Syntax::kSwitch, "1",

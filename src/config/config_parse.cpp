@@ -260,6 +260,9 @@ bool parse_value(Syntax syntax, const char* text, const char* const* enum_names,
       *out = b ? 1 : 0;
       return true;
     }
+    case Syntax::kNonEmpty:
+      *out = text[0] != '\0' ? 1 : 0;
+      return true;
     case Syntax::kText: {
       const size_t n = std::strlen(text);
       if (n == 0) {

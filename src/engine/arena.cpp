@@ -63,8 +63,9 @@ Result make_backend(const zarena_config& c, int32_t policy, std::string* fallbac
   }
 }
 
-RegionConfig region_config(const zarena_config& c) {
+RegionConfig region_config(const zarena_config& c, PinTally* pin_tally) {
   RegionConfig rc;
+  rc.pin_tally = pin_tally;
   rc.capacity = c.capacity_bytes;
   rc.granule = c.alignment;
   // Expandable: nothing is committed yet; the first allocation asks for it.
@@ -184,11 +185,11 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
       granule_(rc.cfg.alignment),
       managed_(region.managed),
       expandable_((rc.cfg.flags & ZARENA_FLAG_EXPANDABLE) != 0),
-      region_(region_config(rc.cfg), this),
+      region_(region_config(rc.cfg, &pin_tally_), this),
       commits_(*backend_, region_, expandable_, rc.cfg.capacity_bytes, region.commit_granularity,
                rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes : kDefaultCommitChunk),
       overflow_(*backend_, policy, rc.cfg.alignment, rc.cfg.overflow_limit_bytes,
-                rc.cfg.overflow_slow_ns),
+                rc.cfg.overflow_slow_ns, &pin_tally_),
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
       diag_(rc.cfg.capacity_bytes, rc.name, (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0),
@@ -720,7 +721,7 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
     case PinOutcome::kNotOwned:
       return Result::fail(
           Status::kNotOwned,
-          fmt::format("{}({}): not the start of a live block of arena '{}'", what, ptr, name_));
+          fmt::format("{}({}): not inside a live block of arena '{}'", what, ptr, name_));
     case PinOutcome::kFreed:
       return Result::fail(
           Status::kDoubleFree,
@@ -732,10 +733,10 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
                                       what, ptr, name_, epoch()));
     case PinOutcome::kNotPinned:
       return Result::fail(
-          Status::kInvalidArgument,
+          Status::kNotPinned,
           fmt::format("{}({}): the block is not pinned (arena '{}')", what, ptr, name_));
     case PinOutcome::kTooMany:
-      return Result::fail(Status::kInvalidArgument,
+      return Result::fail(Status::kTooManyPins,
                           fmt::format("{}({}): the block already has {} pins, the most one block "
                                       "can hold (arena '{}')",
                                       what, ptr, Word::kMaxPins, name_));
@@ -743,12 +744,12 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
   return Result::fail(Status::kInternal, "unknown pin outcome");
 }
 
-// As interior_or, for pins: a pin of a pointer inside a live block is NOT_OWNED.
-PinOutcome Arena::pin_interior_or(PinOutcome o, const char* p) const {
-  if (o != PinOutcome::kFreed && o != PinOutcome::kStale) return o;
-  const bool inside = contains(p) ? region_.inside_live_block(static_cast<uint64_t>(p - base_))
-                                  : overflow_.inside_live_block(p);
-  return inside ? PinOutcome::kNotOwned : o;
+// The block a pin or unpin acted on, as the trace names it: its start (the call may have
+// named an address inside it).
+zarena_trace::TraceAddr Arena::pin_trace_addr(bool in_region, uint64_t start_offset,
+                                              void* start) const {
+  return in_region ? zarena_trace::TraceAddr::region(start_offset)
+                   : zarena_trace::TraceAddr::pointer(start);
 }
 
 Result Arena::pin(void* ptr) {
@@ -760,25 +761,28 @@ Result Arena::pin(void* ptr) {
       return pin_planned(*run, ptr, true);
     }
   }
+  const bool in_region = contains(p);
+  uint64_t start_offset = in_region ? static_cast<uint64_t>(p - base_) : 0;
+  void* start = ptr;
   Slot& s = region_.enter();
   PinOutcome o;
   try {
-    o = contains(p) ? region_.pin(s, static_cast<uint64_t>(p - base_))
-                    : overflow_.pin(ptr, region_.epoch());
+    o = in_region ? region_.pin(s, start_offset, &start_offset)
+                  : overflow_.pin(ptr, region_.epoch(), &start);
   } catch (...) {
     region_.leave(s);
     throw;
   }
-  o = pin_interior_or(o, p);
   Result r = pin_error(o, ptr, "zarena_pin");
   if (trace_ != nullptr) {
-    trace_->on_pin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
-                               : zarena_trace::TraceAddr::pointer(ptr),
-                   static_cast<int32_t>(r.status));
+    trace_->on_pin(pin_trace_addr(in_region, start_offset, start), static_cast<int32_t>(r.status));
   }
   region_.leave(s);
   // A pinned block may outlive any step: it is no part of one.
-  if (r.is_ok() && (flags & kLearning)) plans_.learn_pin(reinterpret_cast<uintptr_t>(ptr));
+  if (r.is_ok() && (flags & kLearning)) {
+    plans_.learn_pin(in_region ? reinterpret_cast<uintptr_t>(base_ + start_offset)
+                               : reinterpret_cast<uintptr_t>(start));
+  }
   return r;
 }
 
@@ -790,6 +794,9 @@ Result Arena::unpin(void* ptr) {
       return pin_planned(*run, ptr, false);
     }
   }
+  const bool in_region = contains(p);
+  uint64_t start_offset = in_region ? static_cast<uint64_t>(p - base_) : 0;
+  void* start = ptr;
   Slot& s = region_.enter();
   // Before the unpin: the last one completes a deferred free (space to other slots).
   const uint64_t key = trace_ != nullptr ? trace_->take_key() : 0;
@@ -797,20 +804,18 @@ Result Arena::unpin(void* ptr) {
   OverflowBlock block;
   uint64_t freed = 0;
   try {
-    o = contains(p) ? region_.unpin(s, static_cast<uint64_t>(p - base_), &freed)
-                    : overflow_.unpin(ptr, region_.epoch(), &block, &freed);
+    o = in_region ? region_.unpin(s, start_offset, &freed, &start_offset)
+                  : overflow_.unpin(ptr, region_.epoch(), &block, &freed, &start);
   } catch (...) {
     region_.leave(s);
     throw;
   }
-  o = pin_interior_or(o, p);
   if (trace_ != nullptr) {
-    trace_->on_unpin(contains(p) ? zarena_trace::TraceAddr::region(static_cast<uint64_t>(p - base_))
-                                 : zarena_trace::TraceAddr::pointer(ptr),
+    trace_->on_unpin(pin_trace_addr(in_region, start_offset, start),
                      static_cast<int32_t>(pin_error(o, ptr, "zarena_unpin").status), key);
   }
   region_.leave(s);
-  if (o == PinOutcome::kOk && freed != 0 && !contains(p)) {
+  if (o == PinOutcome::kOk && freed != 0 && !in_region) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
   }

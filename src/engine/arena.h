@@ -139,7 +139,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   static FreeOutcome interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
                                  Inside&& inside);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
-  PinOutcome pin_interior_or(PinOutcome o, const char* p) const;
+  zarena_trace::TraceAddr pin_trace_addr(bool in_region, uint64_t start_offset, void* start) const;
   void give_back(std::vector<OverflowBlock>& blocks);
   Result destroy_later(const zarena_stats& s, const Result& trace_result);
   bool capturing();  // the engine's flag, else the backend's answer
@@ -194,6 +194,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   const bool managed_;
   const bool expandable_;
 
+  PinTally pin_tally_;  // before region_ and overflow_, which hold it
   Region region_;
   ExpandableCommits commits_;
   OverflowPool overflow_;

@@ -88,6 +88,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   region_.snapshot_w(&out->region);
   out->overflow = overflow_.stats();  // its lock nests inside the writer lock
   out->capacity = capacity_;
+  out->alignment = granule_;
   out->resets = resets_.load(std::memory_order_relaxed);
   out->committed_bytes = commits_.committed_bytes();
   out->commit_events = commits_.commit_events();
@@ -99,6 +100,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   plans_.stats(&out->plan);
   out->plan_zone_block = zone_size_.load(std::memory_order_relaxed);
   out->plan_fills = plan_fills_.load(std::memory_order_relaxed);
+  out->pinned_peak = pin_tally_.peak();  // no pin is in flight under the writer lock
   out->tag_bytes.clear();
   if (tags_epoch == kNoTags) return;
   if (tags_epoch == kCurrentEpochTags) tags_epoch = out->region.epoch;
@@ -127,6 +129,7 @@ void Arena::reset_peak_stats() {
   Region::WriterLock w(region_);
   region_.reset_peak_w();
   overflow_.reset_peak();  // its lock nests inside the writer lock, as in stats()
+  pin_tally_.restart_peak();
 }
 
 void Arena::region_info(zarena_region* out) {

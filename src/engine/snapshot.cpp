@@ -63,6 +63,12 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
   // The ended epochs' highest need, or this one's so far.
   out->needed_bytes = std::max(d.needed_bytes, r.sum.epoch_high_water + o.epoch_peak_bytes);
   out->used_peak_bytes = r.used_peak;
+  out->pinned_peak_bytes = s.pinned_peak;
+  // Rounding up keeps the order of sizes, so the largest aligned block is the largest
+  // request's (overflow blocks are aligned the same way).
+  out->epoch_max_alloc_aligned_bytes =
+      (r.sum.epoch_max_alloc + s.alignment - 1) / s.alignment * s.alignment;
+  out->overflow_live_blocks = o.live_count;
   // The zone is one pinned region block; to the user, the planned blocks live in it are.
   const PlanStats& p = s.plan;
   if (s.plan_zone_block != 0 && r.live_count != 0 && out->pinned_bytes >= s.plan_zone_block &&

@@ -23,10 +23,12 @@ struct ArenaSnapshot {
   RegionSnapshot region;
   OverflowStats overflow;
   uint64_t capacity = 0;
+  uint64_t alignment = 0;
   uint64_t resets = 0;
   uint64_t committed_bytes = 0, commit_events = 0, trim_events = 0, commit_failures = 0;
   uint64_t steps = 0, epoch_steps = 0;
   uint64_t overflow_fills = 0;  // overflow blocks poisoned before going back
+  uint64_t pinned_peak = 0;     // highest pinned bytes, region and overflow (PinTally)
   // Step plans: their counters, the zone's region block (0: none; the region counts it
   // as one pinned block, the stats count the planned blocks live in it instead), and the
   // planned blocks poisoned at their free.

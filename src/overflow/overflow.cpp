@@ -7,12 +7,13 @@
 namespace zarena_core {
 
 OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t alignment,
-                           uint64_t limit_bytes, uint64_t slow_ns)
+                           uint64_t limit_bytes, uint64_t slow_ns, PinTally* pin_tally)
     : backend_(backend),
       policy_(policy),
       alignment_(alignment),
       limit_bytes_(limit_bytes),
-      slow_ns_(slow_ns) {}
+      slow_ns_(slow_ns),
+      pin_tally_(pin_tally) {}
 
 OverflowPool::~OverflowPool() = default;
 
@@ -121,15 +122,19 @@ bool OverflowPool::owns(void* ptr) const {
   return blocks_.count(ptr) != 0;
 }
 
-bool OverflowPool::inside_live_block(const void* ptr) const {
+void* OverflowPool::live_block_containing(const void* ptr) const {
   const char* p = static_cast<const char*>(ptr);
-  std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [start, e] : blocks_) {
     if (e.state != State::kLive && e.state != State::kDeferred) continue;
     const char* s = static_cast<const char*>(start);
-    if (s < p && p < s + e.size) return true;
+    if (s < p && p < s + e.size) return start;
   }
-  return false;
+  return nullptr;
+}
+
+bool OverflowPool::inside_live_block(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_block_containing(ptr) != nullptr;
 }
 
 FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
@@ -167,10 +172,23 @@ FreeOutcome OverflowPool::free(void* ptr, uint64_t want_epoch, uint64_t epoch, O
   return FreeOutcome::kOk;
 }
 
-PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
+std::unordered_map<void*, OverflowPool::Entry>::iterator OverflowPool::find_for_pin(void* ptr) {
+  const auto at = blocks_.find(ptr);
+  if (at != blocks_.end() &&
+      (at->second.state == State::kLive || at->second.state == State::kDeferred)) {
+    return at;
+  }
+  // Also where an older block once started: the backend may have handed its memory out
+  // again inside a larger block.
+  void* start = live_block_containing(ptr);
+  return start != nullptr ? blocks_.find(start) : at;
+}
+
+PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch, void** start) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = blocks_.find(ptr);
+  auto it = find_for_pin(ptr);
   if (it == blocks_.end()) return PinOutcome::kNotOwned;
+  if (start != nullptr) *start = it->first;
   Entry& e = it->second;
   if (e.state == State::kReclaimed) return PinOutcome::kStale;
   if (e.state != State::kLive) return PinOutcome::kFreed;
@@ -179,16 +197,18 @@ PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch) {
   if (e.pins++ == 0) {
     ++stats_.pinned_blocks;
     stats_.pinned_bytes += e.size;
+    if (pin_tally_ != nullptr) pin_tally_->add(e.size);
   }
   return PinOutcome::kOk;
 }
 
-PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out,
-                               uint64_t* freed_size) {
+PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size,
+                               void** start) {
   *freed_size = 0;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = blocks_.find(ptr);
+  auto it = find_for_pin(ptr);
   if (it == blocks_.end()) return PinOutcome::kNotOwned;
+  if (start != nullptr) *start = it->first;
   Entry& e = it->second;
   if (e.state == State::kReclaimed) return PinOutcome::kStale;
   if (e.state == State::kFreed) return PinOutcome::kFreed;
@@ -197,6 +217,7 @@ PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out,
   if (--e.pins > 0) return PinOutcome::kOk;
   --stats_.pinned_blocks;
   stats_.pinned_bytes -= e.size;
+  if (pin_tally_ != nullptr) pin_tally_->sub(e.size);
   if (e.state == State::kDeferred) {
     e.state = State::kFreed;
     e.keep_epoch = epoch;

@@ -25,6 +25,7 @@
 #include "backend/backend.h"
 #include "base/live_block.h"
 #include "base/outcomes.h"
+#include "base/pin_tally.h"
 #include "base/status.h"
 #include "zarena/zarena.h"
 
@@ -55,9 +56,10 @@ struct OverflowStats {
 class OverflowPool {
  public:
   // policy: ZARENA_OVERFLOW_* already resolved from DEFAULT; blocks are aligned to
-  // `alignment` (the arena's); limit_bytes: cap on live overflow bytes (0 = none).
+  // `alignment` (the arena's); limit_bytes: cap on live overflow bytes (0 = none);
+  // pin_tally: told of every pin transition (may be null).
   OverflowPool(Backend& backend, int32_t policy, uint64_t alignment, uint64_t limit_bytes,
-               uint64_t slow_ns);
+               uint64_t slow_ns, PinTally* pin_tally = nullptr);
   ~OverflowPool();
   OverflowPool(const OverflowPool&) = delete;
   OverflowPool& operator=(const OverflowPool&) = delete;
@@ -82,10 +84,13 @@ class OverflowPool {
   // once no lock is held); *size its size. kDeferred: pinned, freed at the last unpin.
   FreeOutcome free(void* ptr, uint64_t want_epoch, uint64_t epoch, OverflowBlock* out,
                    uint64_t* size);
-  PinOutcome pin(void* ptr, uint64_t epoch);
+  // Pins: of the block that starts at ptr, or else of the live block ptr lies inside
+  // (O(blocks)); *start (may be null) gets the start of the block found.
+  PinOutcome pin(void* ptr, uint64_t epoch, void** start = nullptr);
   // A last unpin of a block freed while pinned frees it: *out (to give back) and
   // *freed_size are set then.
-  PinOutcome unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size);
+  PinOutcome unpin(void* ptr, uint64_t epoch, OverflowBlock* out, uint64_t* freed_size,
+                   void** start = nullptr);
 
   // Under the writer lock, with new_epoch already current: live blocks of earlier epochs
   // that are neither persistent nor pinned are reclaimed (appended to *doomed, to give
@@ -134,11 +139,18 @@ class OverflowPool {
     uint32_t tag;
   };
 
+  // The start of the live block ptr lies strictly inside, or nullptr. Under mu_.
+  void* live_block_containing(const void* ptr) const;
+  // The live entry of the block that starts at ptr, or else of the live block ptr lies
+  // inside, or else the (dead) entry at ptr; end() for none. Under mu_.
+  std::unordered_map<void*, Entry>::iterator find_for_pin(void* ptr);
+
   Backend& backend_;
   const int32_t policy_;
   const uint64_t alignment_;
   const uint64_t limit_bytes_;
   const uint64_t slow_ns_;
+  PinTally* const pin_tally_;
   mutable std::mutex mu_;
   std::unordered_map<void*, Entry> blocks_;
   std::vector<OverflowBlock> deferred_;  // given back when no capture is active

@@ -38,7 +38,8 @@ enum class BlockState : uint8_t {
   kMoved = 5,     // replaced by a copy in another record (boundary, reset): history only
 };
 
-// Owner byte of a free block: a slot index, or one of these.
+// Owner byte of a free block: a slot index, or one of these. A live block's is kOwnerNone,
+// or kOwnerCentral for one a reset kept above the floor (Region::kept).
 inline constexpr uint8_t kOwnerCentral = 0xFE;  // the central index of the epoch side
 inline constexpr uint8_t kOwnerFloor = 0xFF;    // the central index below the floor
 inline constexpr uint8_t kOwnerNone = 0xFD;

@@ -270,58 +270,6 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const
   return FreeOutcome::kNotOwned;
 }
 
-// The block covering `offset` starts at the nearest boundary of the current layout at or
-// below it (blocks tile [0, top), live, free, or a span's unused part). So the tags are
-// read downward from just below offset until one names a record of the current layout:
-// its start decides (a live block reaching past offset: inside), its end too (a block
-// ending at or below offset: nothing live covers it). Records of earlier epochs, absorbed
-// or moved ones, are history and are passed over. At most kInteriorScan granules are read
-// (256 MiB at the default alignment); a block boundary farther away than that is not
-// looked for, and the answer is then "inside": never an error that would be wrong to act on.
-bool Region::inside_live_block(uint64_t offset) const {
-  constexpr uint64_t kInteriorScan = 1u << 20;
-  {
-    std::lock_guard<CentralLock> lock(central_);
-    if (offset >= top_) return false;  // bump space: no block there
-  }
-  const uint64_t g = map_.granule();
-  const uint64_t e = epoch();
-  // A record of the current layout: a live block of this epoch (or kept across resets),
-  // or a free block in an index now.
-  auto current = [&](const Block& b, uint64_t w) {
-    const BlockState st = Word::state(w);
-    if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, b);
-    if (st == BlockState::kFree) {
-      return Word::owner(w) == kOwnerFloor || b.stamp.load(std::memory_order_relaxed) == e;
-    }
-    return false;
-  };
-  // A block of the current layout ending at o: o is a boundary.
-  auto ends_at = [&](uint64_t o) {
-    const uint32_t r = map_.ending_at(o);
-    if (r == kNil) return false;
-    const Block& b = store_[r];
-    return b.end() == o && current(b, b.load_word());
-  };
-  if (ends_at(offset)) return false;
-  uint64_t o = offset;
-  for (uint64_t step = 0; step < kInteriorScan; ++step) {
-    if (o < g) return false;  // the region's start: no block begins below offset
-    o -= g;
-    const uint32_t r = map_.at(o);
-    if (r != kNil) {
-      const Block& b = store_[r];
-      const uint64_t w = b.load_word();
-      if (b.off() == o && current(b, w)) {
-        const BlockState st = Word::state(w);
-        return b.end() > offset && (st == BlockState::kLive || st == BlockState::kDeferred);
-      }
-    }
-    if (ends_at(o)) return false;  // and nothing of the current layout starts at o
-  }
-  return true;
-}
-
 void Region::fill(uint64_t offset, uint64_t bytes, Slot* s) {
   switch (hooks_->fill_policy()) {
     case RegionHooks::Fill::kOff:
@@ -600,6 +548,28 @@ void Region::release_central(uint32_t rec) {
   if (owner == kOwnerFloor) maybe_lower_floor();
 }
 
+void Region::release_kept(Slot& s, uint32_t rec) {
+  Block& b = store_[rec];
+  // s's span starting right above it is empty (the block is no part of it): closed, so
+  // that the top comes down to the block's end first.
+  if (top_slot_ == static_cast<int32_t>(s.id) && s.span_cur == b.end()) close_span(s);
+  b.word.store(Word::with_owner(b.load_word(), kOwnerCentral), std::memory_order_release);
+  release_central(rec);
+  while (top_slot_ < 0 && top_ > floor_) {
+    const uint32_t p = map_.ending_at(top_);
+    if (p == kNil) return;
+    Block& pb = store_[p];
+    const uint64_t pw = pb.load_word();
+    if (Word::state(pw) != BlockState::kFree || Word::owner(pw) != s.id || pb.end() != top_ ||
+        pb.stamp.load(std::memory_order_relaxed) != epoch()) {
+      return;
+    }
+    s.index.remove(store_, p);
+    pb.word.store(Word::with_owner(pw, kOwnerCentral), std::memory_order_release);
+    release_central(p);
+  }
+}
+
 // Under the central lock: a block below the floor (weights, or a borrowed epoch block) was
 // freed; it is kFree with no owner yet ("in transit", so no neighbour merges it early).
 void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size) {
@@ -620,13 +590,97 @@ void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t si
 
 // --- pins --------------------------------------------------------------------------------
 
-PinOutcome Region::pin(Slot& s, uint64_t offset) {
+PinOutcome Region::pin(Slot& s, uint64_t offset, uint64_t* start) {
+  uint64_t at = offset;
+  PinOutcome o = pin_at(s, offset, offset);
+  if (o != PinOutcome::kOk && o != PinOutcome::kTooMany &&
+      live_block_containing(offset, kWholeScan, &at) == Within::kLiveBlock) {
+    o = pin_at(s, at, offset);
+    // Anything else: the block went away under the look.
+    if (o != PinOutcome::kOk && o != PinOutcome::kTooMany && o != PinOutcome::kFreed) {
+      o = PinOutcome::kNotOwned;
+    }
+  }
+  if (o == PinOutcome::kOk && start != nullptr) *start = at;
+  return o;
+}
+
+PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_t* start) {
+  uint64_t at = offset;
+  PinOutcome o = unpin_at(s, offset, offset, freed_size);
+  if (o != PinOutcome::kOk && o != PinOutcome::kNotPinned &&
+      live_block_containing(offset, kWholeScan, &at) == Within::kLiveBlock) {
+    o = unpin_at(s, at, offset, freed_size);
+    if (o != PinOutcome::kOk && o != PinOutcome::kNotPinned) o = PinOutcome::kNotOwned;
+  }
+  if (o == PinOutcome::kOk && start != nullptr) *start = at;
+  return o;
+}
+
+// The block covering offset starts at the nearest boundary of the current layout at or
+// below it (blocks tile [0, top): live, free, or a span's unused part). So the start tags
+// are read downward from the last granule below offset until one names a record of the
+// current layout (a live block of this epoch or kept across resets, or a free block in an
+// index now): its start decides (a live block reaching past offset: inside); records of
+// earlier epochs, absorbed or moved ones, are history and are passed over. A record of the
+// current layout ending at a granule on the way means nothing live covers offset.
+Region::Within Region::live_block_containing(uint64_t offset, uint64_t max_granules,
+                                             uint64_t* start) const {
+  {
+    std::lock_guard<CentralLock> g(central_);
+    if (offset >= top_) return Within::kNone;  // bump space
+  }
+  const uint64_t g = map_.granule();
+  const uint64_t e = epoch();
+  auto current = [&](const Block& b, uint64_t w) {
+    const BlockState st = Word::state(w);
+    if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, b);
+    if (st == BlockState::kFree) {
+      return Word::owner(w) == kOwnerFloor || b.stamp.load(std::memory_order_relaxed) == e;
+    }
+    return false;
+  };
+  auto ends_at = [&](uint64_t o) {
+    const uint32_t r = map_.ending_at(o);
+    if (r == kNil) return false;
+    const Block& b = store_[r];
+    return b.end() == o && current(b, b.load_word());
+  };
+  if (offset == 0 || ends_at(offset)) return Within::kNone;
+  // Block starts are granule multiples: the first candidate is the last one below offset.
+  uint64_t o = (offset - 1) / g * g;
+  for (uint64_t step = 0; step < max_granules; ++step, o -= g) {
+    const uint32_t r = map_.at(o);
+    if (r != kNil) {
+      const Block& b = store_[r];
+      const uint64_t w = b.load_word();
+      if (b.off() == o && current(b, w)) {
+        const BlockState st = Word::state(w);
+        if (b.end() <= offset || (st != BlockState::kLive && st != BlockState::kDeferred)) {
+          return Within::kNone;
+        }
+        *start = o;
+        return Within::kLiveBlock;
+      }
+    }
+    if (o == 0 || ends_at(o)) return Within::kNone;
+  }
+  return Within::kUnknown;
+}
+
+bool Region::inside_live_block(uint64_t offset) const {
+  constexpr uint64_t kInteriorScan = 1u << 20;  // 256 MiB at the default alignment
+  uint64_t start;
+  return live_block_containing(offset, kInteriorScan, &start) != Within::kNone;
+}
+
+PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside) {
   const uint32_t r = map_.at(offset);
   if (r == kNil) return PinOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
-    if (b.off() != offset) return PinOutcome::kNotOwned;
+    if (b.off() != offset || b.end() <= inside) return PinOutcome::kNotOwned;
     const BlockState st = Word::state(w);
     if (st == BlockState::kFree || st == BlockState::kDeferred) return PinOutcome::kFreed;
     if (st == BlockState::kAbsorbed || st == BlockState::kMoved) {
@@ -649,18 +703,19 @@ PinOutcome Region::pin(Slot& s, uint64_t offset) {
       pinned_remove(r);
       continue;
     }
+    if (cfg_.pin_tally != nullptr) cfg_.pin_tally->add(b.len());
     return PinOutcome::kOk;
   }
 }
 
-PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
+PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size) {
   *freed_size = 0;
   const uint32_t r = map_.at(offset);
   if (r == kNil) return PinOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
-    if (b.off() != offset) return PinOutcome::kNotOwned;
+    if (b.off() != offset || b.end() <= inside) return PinOutcome::kNotOwned;
     const BlockState st = Word::state(w);
     if (st == BlockState::kAbsorbed || st == BlockState::kMoved || st == BlockState::kFree) {
       return pin_outcome_of_dead(classify_dead(s, r, w));
@@ -685,26 +740,33 @@ PinOutcome Region::unpin(Slot& s, uint64_t offset, uint64_t* freed_size) {
         continue;
       }
       pinned_remove(r);
+      if (cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(b.len());
       return PinOutcome::kOk;
     }
     // Deferred: the free happens now, exactly as zarena_free would have done it.
     const uint8_t flags = Word::flags(w);
     const bool floor_side = goes_to_floor(flags);
-    const uint64_t nw = Word::with_pins(free_word(w, floor_side ? kOwnerNone : s.id), 0);
+    const bool central_side = goes_central(w);
+    const uint64_t nw = Word::with_pins(free_word(w, central_side ? kOwnerNone : s.id), 0);
     if (!b.word.compare_exchange_strong(w, nw, std::memory_order_acq_rel)) continue;
     pinned_remove(r);
     const uint64_t size = b.len();
+    if (cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(size);
     *freed_size = size;
     s.c.live_bytes -= static_cast<int64_t>(size);
     --s.c.live_count;
     --s.c.deferred_frees;
     if (fill_on_.load(std::memory_order_relaxed)) fill(offset, size, &s);
-    if (!floor_side) {
+    if (!central_side) {
       g.unlock();
       release_to_slot(s, r);
       return PinOutcome::kOk;
     }
-    finish_floor_free(s, r, flags, size);
+    if (floor_side) {
+      finish_floor_free(s, r, flags, size);
+    } else {
+      release_kept(s, r);
+    }
     g.unlock();
     return PinOutcome::kOk;
   }

@@ -43,6 +43,7 @@
 
 #include "base/live_block.h"
 #include "base/outcomes.h"
+#include "base/pin_tally.h"
 #include "base/spin_lock.h"
 #include "base/status.h"
 #include "region/block_store.h"
@@ -59,10 +60,11 @@ inline constexpr uint64_t kNeverLive = ~0ull;
 struct RegionConfig {
   uint64_t capacity = 0;  // bytes, a multiple of granule
   uint64_t granule = 256;
-  uint32_t slots = 0;        // 0 = SlotSet::default_count()
-  uint64_t span_bytes = 0;   // 0 = derived from the capacity and the slot count
-  uint64_t slot_budget = 0;  // free bytes a slot keeps before giving some back; 0 = derived
-  uint64_t ceiling = ~0ull;  // bump space at or above this is not committed (see above)
+  uint32_t slots = 0;             // 0 = SlotSet::default_count()
+  uint64_t span_bytes = 0;        // 0 = derived from the capacity and the slot count
+  uint64_t slot_budget = 0;       // free bytes a slot keeps before giving some back; 0 = derived
+  uint64_t ceiling = ~0ull;       // bump space at or above this is not committed (see above)
+  PinTally* pin_tally = nullptr;  // told of every pin transition (null: none)
 };
 
 // What the region asks of the arena: poison fills. Called with region locks held: must
@@ -138,14 +140,25 @@ class Region {
   }
   // want_epoch: kAnyEpoch, or the epoch the block must have been handed out in.
   FreeOutcome free(Slot& s, uint64_t offset, uint64_t want_epoch, uint64_t* size);
-  PinOutcome pin(Slot& s, uint64_t offset);
+  // Pins: of the block that starts at offset, or else of the live block offset lies inside
+  // (engines pin views; also where an older block once started); *start (may be null)
+  // gets the pinned block's offset on kOk.
+  PinOutcome pin(Slot& s, uint64_t offset, uint64_t* start = nullptr);
   // Whether `offset` lies strictly inside a live block (its start below offset, its end
-  // above), or that cannot be told cheaply: for error paths, where a free or pin found no
-  // live block starting at offset and an older record there said "stale" or "freed". The
-  // caller holds a slot lock; takes the central lock briefly.
+  // above), or that cannot be told cheaply (no boundary within 1M granules below it): for
+  // error paths, where a free found no live block starting at offset and an older record
+  // there said "stale" or "freed". The caller holds a slot lock; takes the central lock
+  // briefly.
   bool inside_live_block(uint64_t offset) const;
   // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
-  PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size);
+  PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_t* start = nullptr);
+  // Where offset lies: strictly inside a live block (kLiveBlock, *start gets its start), in
+  // none, or not known (no boundary of the current layout within max_granules below it).
+  // The answer may be out of date at once: pin_at and unpin_at check it again. The caller
+  // holds a slot lock; takes the central lock briefly. O(min(offset - start, max_granules)).
+  enum class Within { kNone, kLiveBlock, kUnknown };
+  static constexpr uint64_t kWholeScan = ~0ull;
+  Within live_block_containing(uint64_t offset, uint64_t max_granules, uint64_t* start) const;
   // The ceiling (central lock taken inside; no other region lock may be held). raise:
   // [0, end) is committed now (the ceiling never goes down through it). lower: a trim is
   // about to decommit above `keep`: the ceiling comes down to max(keep, the top: every
@@ -266,6 +279,23 @@ class Region {
   static bool goes_to_floor(uint8_t flags) {
     return (flags & (kFlagPersistent | kFlagBorrowed)) != 0;
   }
+  // A live block a reset kept above the floor (pinned then) carries the owner byte
+  // kOwnerCentral: freed, it goes to the central side, with the holes around it.
+  static bool kept(uint64_t live_word) { return Word::owner(live_word) == kOwnerCentral; }
+  // Whether a live block, freed, goes through the central lock (below the floor, or kept):
+  // "in transit" (kOwnerNone) until then, so no neighbour merges it early.
+  static bool goes_central(uint64_t live_word) {
+    return goes_to_floor(Word::flags(live_word)) || kept(live_word);
+  }
+  // Under the central lock: a kept block (in transit) was freed by slot s. It joins the
+  // central side, so it merges with the holes around it and, when it ends at the top, goes
+  // back to the bump space with them; s's free blocks that then end at the top follow, as
+  // they would at s's span. So freeing the topmost block lowers the top also after a reset
+  // that kept pinned blocks (the top then lies in no span).
+  void release_kept(Slot& s, uint32_t rec);
+  // pin / unpin of the block that starts at offset and whose end lies above `inside`.
+  PinOutcome pin_at(Slot& s, uint64_t offset, uint64_t inside);
+  PinOutcome unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size);
   uint64_t free_word(uint64_t w, uint8_t owner) const;
   void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
   template <typename Fn>

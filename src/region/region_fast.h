@@ -237,22 +237,25 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
       ++s.c.deferred_frees;
       return FreeOutcome::kDeferred;
     }
-    const bool floor_side = goes_to_floor(Word::flags(w));
-    if (region_detail::cas(b, w, free_word(w, floor_side ? kOwnerNone : s.id))) break;
+    if (region_detail::cas(b, w, free_word(w, goes_central(w) ? kOwnerNone : s.id))) break;
   }
-  // The block is ours now: free, owned by this slot, or in transit to the floor index.
+  // The block is ours now: free, owned by this slot, or in transit to the central side.
   *size = b.len();
   s.c.live_bytes -= static_cast<int64_t>(*size);
   --s.c.live_count;
   if (__builtin_expect(fill_on_.load(std::memory_order_relaxed), 0)) fill(offset, *size, &s);
-  const uint8_t flags = Word::flags(w);
-  if (!goes_to_floor(flags)) {
+  if (__builtin_expect(!goes_central(w), 1)) {
     release_to_slot(s, r);
     return FreeOutcome::kOk;
   }
   {
     std::lock_guard<CentralLock> g(central_);
-    finish_floor_free(s, r, flags, *size);
+    const uint8_t flags = Word::flags(w);
+    if (goes_to_floor(flags)) {
+      finish_floor_free(s, r, flags, *size);
+    } else {
+      release_kept(s, r);
+    }
   }
   return FreeOutcome::kOk;
 }

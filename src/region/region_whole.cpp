@@ -196,6 +196,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     move_record(r, n);
     Block& b = store_[n];
     b.stamp.store(neu, std::memory_order_relaxed);
+    b.word.store(Word::with_owner(b.load_word(), kOwnerCentral),
+                 std::memory_order_release);  // kept
     if (b.off() > prev_end) hole(prev_end, b.off() - prev_end);
     prev_end = b.end();
     survivor_bytes += b.len();

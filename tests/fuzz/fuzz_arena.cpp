@@ -425,7 +425,7 @@ class Program {
     const uintptr_t u = it->first;
     const zarena_status s = zarena_unpin(a_, reinterpret_cast<void*>(u));
     if (it->second.pins == 0) {
-      if (s != ZARENA_E_INVALID_ARGUMENT) fail("unpin of an unpinned block", op_);
+      if (s != ZARENA_E_NOT_PINNED) fail("unpin of an unpinned block", op_);
       return;
     }
     if (s != ZARENA_OK) fail(std::string("unpin: ") + zarena_status_string(s), op_);

@@ -44,7 +44,7 @@ class ParseTest(unittest.TestCase):
             ("working_set_full", "set ZARENA_CAPACITY_BYTES=4GiB or more."))
 
     def test_every_exception_class_carries_them(self):
-        for status in range(zarena.E_INVALID_ARGUMENT, zarena.E_INTERNAL + 2):
+        for status in range(zarena.E_INVALID_ARGUMENT, zarena.E_CLOSED + 2):
             e = zarena.error_class(status)(status, FULL, "zarena_alloc", "out of memory")
             self.assertEqual((e.verdict, e.advice), zarena.parse_diagnosis(FULL))
             plain = zarena.error_class(status)(status, "no verdict here")

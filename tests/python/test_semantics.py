@@ -152,12 +152,21 @@ class PinTest(Quiet):
             with self.assertRaises(zarena.NotOwnedError):
                 a.unpin(b.ptr + 4096 * 100)  # no block there
 
+    def test_pin_of_a_view_pins_its_block(self):
+        with host_arena() as a:
+            b = a.alloc_ex(8192)
+            a.pin(b.ptr + 100)
+            a.reset()
+            self.assertEqual((a.stats().pinned_blocks, a.stats().live_allocs), (1, 1))
+            a.unpin(b.ptr + 8191)
+            self.assertEqual(a.stats().pinned_blocks, 0)
+
     def test_pin_errors(self):
         with host_arena() as a:
             b = a.alloc_ex(100)
             with self.assertRaises(zarena.NotOwnedError):
-                a.pin(b.ptr + 8)
-            with self.assertRaises(zarena.InvalidArgumentError):
+                a.pin(b.ptr + 4096 * 100)  # no block there
+            with self.assertRaises(zarena.NotPinnedError):
                 a.unpin(b)  # not pinned
             a.reset()
             with self.assertRaises(zarena.StaleError):

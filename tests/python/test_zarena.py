@@ -31,19 +31,19 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(n, major * 10000 + minor * 100 + patch)
 
     def test_status_strings(self):
-        texts = [zarena.status_string(s) for s in range(zarena.OK, zarena.E_INTERNAL + 1)]
+        texts = [zarena.status_string(s) for s in range(zarena.OK, zarena.E_CLOSED + 1)]
         self.assertTrue(all(texts))
         self.assertEqual(len(set(texts)), len(texts), texts)
         self.assertEqual(zarena.status_string(9999), "unknown status")
 
     def test_exception_classes_per_status(self):
         seen = set()
-        for s in range(zarena.E_INVALID_ARGUMENT, zarena.E_INTERNAL + 1):
+        for s in range(zarena.E_INVALID_ARGUMENT, zarena.E_CLOSED + 1):
             cls = zarena.error_class(s)
             self.assertTrue(issubclass(cls, zarena.ZarenaError))
             self.assertEqual(cls.status, s)
             seen.add(cls)
-        self.assertEqual(len(seen), zarena.E_INTERNAL)
+        self.assertEqual(len(seen), zarena.E_CLOSED)
         self.assertIs(zarena.error_class(4242), zarena.ZarenaError)
         self.assertTrue(issubclass(zarena.OutOfMemoryError, MemoryError))
         self.assertTrue(issubclass(zarena.InvalidArgumentError, ValueError))
@@ -185,8 +185,11 @@ class ErrorTest(Quiet):
         a = host_arena()
         a.close()
         a.close()  # idempotent
-        with self.assertRaises(zarena.InvalidArgumentError):
+        with self.assertRaises(zarena.ClosedError) as cm:
             a.alloc(10)
+        self.assertEqual(cm.exception.status, zarena.E_CLOSED)
+        self.assertIsInstance(cm.exception, ValueError)
+        self.assertNotIsInstance(cm.exception, zarena.InvalidArgumentError)
 
     def test_overflow_fault_injection(self):
         with host_arena(capacity_bytes=MiB, overflow_limit_bytes=4 * MiB,
@@ -342,12 +345,23 @@ class FormatAndPeakTest(Quiet):
                 a.reset()
                 self.assertEqual(a.stats().used_peak_bytes, step * MiB, f"step {step}")
 
+    def test_pinned_peak_bytes(self):
+        with host_arena(capacity_bytes=4 * MiB) as a:
+            p, q = a.alloc(64 * 1024), a.alloc(32 * 1024)
+            a.pin(p)
+            a.pin(q)
+            a.unpin(q)
+            s = a.stats()
+            self.assertEqual((s.pinned_bytes, s.pinned_peak_bytes), (64 * 1024, 96 * 1024))
+            a.reset_peak_stats()
+            self.assertEqual(a.stats().pinned_peak_bytes, 64 * 1024, "restarted from pinned_bytes")
+
     def test_closed_arena_raises(self):
         a = host_arena()
         a.close()
         for call in (a.format_stats, lambda: a.format_stats(json=True), a.reset_peak_stats,
                      a.format_live_blocks, lambda: a.format_live_blocks(json=True)):
-            with self.assertRaises(zarena.InvalidArgumentError):
+            with self.assertRaises(zarena.ClosedError):
                 call()
 
     def test_borrowed_handle(self):
@@ -358,7 +372,7 @@ class FormatAndPeakTest(Quiet):
             borrowed.reset_peak_stats()
             self.assertEqual(owner.stats().used_peak_bytes, 1024)
             borrowed.close()  # forgets the handle only
-            with self.assertRaises(zarena.InvalidArgumentError):
+            with self.assertRaises(zarena.ClosedError):
                 borrowed.format_live_blocks()
             self.assertEqual(json.loads(owner.format_live_blocks(json=True))["count"], 1)
 

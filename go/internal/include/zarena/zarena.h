@@ -154,6 +154,12 @@ typedef int32_t zarena_status;
 #define ZARENA_E_BACKEND 8          /* the backend (CUDA runtime, OS) reported an error */
 #define ZARENA_E_UNSUPPORTED 9      /* valid request this build or device cannot do */
 #define ZARENA_E_INTERNAL 10        /* a bug in zarena; please report with the message */
+#define ZARENA_E_NOT_PINNED 11      /* zarena_unpin of a block that holds no pin */
+#define ZARENA_E_TOO_MANY_PINS 12   /* zarena_pin of a block that holds 65535 pins already */
+/* A call on an arena the binding closed (Go's Close, Python's close): the bindings answer
+ * it before any call into the library. The C library itself never returns it: a handle
+ * used after zarena_destroy is undefined behaviour (see zarena_destroy). */
+#define ZARENA_E_CLOSED 13
 
 /* A short constant description of a status ("out of memory"); static, never NULL.
  * Unknown values yield "unknown status". Thread-safe. */
@@ -269,7 +275,10 @@ typedef struct zarena_config {
   uint32_t struct_size;           /* sizeof(zarena_config) as the caller compiled it */
   int32_t backend;                /* ZARENA_BACKEND_*; default AUTO */
   int32_t device;                 /* CUDA device ordinal; default 0 */
-  uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 */
+  uint64_t capacity_bytes;        /* region size; default 1 GiB; must be > 0 (a pool whose
+                                     size comes later: ZARENA_FLAG_EXPANDABLE with the most
+                                     it may take reserves address space only, and commits
+                                     memory as the first allocations need it) */
   uint64_t alignment;             /* power of two in [8, 1 GiB]; default 256 */
   int32_t overflow_policy;        /* ZARENA_OVERFLOW_*; default DEFAULT */
   uint64_t overflow_retain_bytes; /* overflow pool release threshold; 0 = default:
@@ -309,8 +318,10 @@ typedef struct zarena_config {
  * The environment: a ZARENA_* variable per field (ZARENA_CAPACITY_BYTES,
  * ZARENA_OVERFLOW_POLICY, ZARENA_POISON=1, ...) and ztensor's names
  * (ZERFOO_ARENA_SIZE_GB, ZERFOO_OVERFLOW_POOL_RETAIN_GB, ZTENSOR_ARENA_POISON,
- * ZERFOO_ENABLE_MANAGED_MEM); docs/CONFIG.md has the table and how values are read
- * (strictly: a typo cannot pass for a setting). An invalid value is ignored (the default
+ * ZERFOO_ENABLE_MANAGED_MEM, which is on when set to anything but "", as ztensor reads it);
+ * ZARENA_ZTENSOR_ENV=0 leaves ztensor's names unread (an engine that owns those switches).
+ * docs/CONFIG.md has the table and how values are read (strictly: a typo cannot pass for
+ * a setting). An invalid value is ignored (the default
  * stays) and logged at warn when an arena is created ("config.invalid_value"), as is
  * every ZARENA_* variable zarena does not know ("config.unknown_variable", with the
  * closest known name); with ZARENA_FLAG_STRICT_CONFIG these problems fail zarena_create
@@ -615,25 +626,32 @@ ZARENA_API int zarena_contains(const zarena* a, const void* ptr);
  * activations): a reset leaves every pinned block where it is and rewinds the top to just
  * above the highest pinned block above the floor (not to the floor); the space below it
  * that no pin covers is reclaimed as free holes that later allocations reuse (stats:
- * pin_retained_bytes). A zarena_free of a pinned block returns ZARENA_OK at once and takes
- * effect at its last zarena_unpin (stats: deferred_frees). A block unpinned but not freed
+ * pin_retained_bytes). Freeing the topmost of those blocks (or its last unpin, after a
+ * free) lowers the top again, through the holes under it. A zarena_free of a pinned block
+ * returns ZARENA_OK at once and takes effect at its last zarena_unpin (stats:
+ * deferred_frees). A block unpinned but not freed
  * is reclaimed by the next reset, like any other. Overflow blocks are pinned the same way.
  * Pins are counted: each zarena_pin needs one zarena_unpin (at most 65535 at once per
  * block). A block that is neither pinned nor below the floor is never retained by a reset.
  * Both calls are thread-safe, like zarena_alloc and zarena_free.
  * ================================================================================= */
 
-/* Adds a pin to the live block that starts at ptr (region or overflow).
- * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (not the start of a live block of this arena);
- *   ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
- *   ZARENA_E_INVALID_ARGUMENT (NULL, or the block already holds 65535 pins). Nothing
- *   changes on failure. Thread-safe. */
+/* Adds a pin to the live block that starts at ptr, or that ptr points into (a view of a
+ * tensor): region or overflow. An address inside a block costs a look down the region's
+ * map to the block's start (O(the distance)), or a walk of the live overflow blocks.
+ * Returns: ZARENA_OK; ZARENA_E_NOT_OWNED (no live block of this arena starts at or holds
+ *   ptr); ZARENA_E_DOUBLE_FREE (the block was freed); ZARENA_E_STALE (reclaimed by a reset);
+ *   ZARENA_E_TOO_MANY_PINS (the block already holds 65535 pins);
+ *   ZARENA_E_INVALID_ARGUMENT (NULL a or ptr). Nothing changes on failure. Thread-safe. */
 ZARENA_API zarena_status zarena_pin(zarena* a, void* ptr);
 
-/* Removes a pin. The last one completes a zarena_free made while the block was pinned
- * (poisoning it, with ZARENA_FLAG_POISON, exactly as the free would have).
- * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL, or the block is not pinned); and
- *   the other errors of zarena_pin. Thread-safe. */
+/* Removes a pin from the block that starts at ptr or holds it (as zarena_pin: a view
+ * pinned may be unpinned through any address inside the same block). The last one
+ * completes a zarena_free made while the block was pinned (poisoning it, with
+ * ZARENA_FLAG_POISON, exactly as the free would have).
+ * Returns: ZARENA_OK; ZARENA_E_NOT_PINNED (the block holds no pin); ZARENA_E_INVALID_ARGUMENT
+ *   (NULL a or ptr); and the errors of zarena_pin but ZARENA_E_TOO_MANY_PINS. Nothing
+ *   changes on failure. Thread-safe. */
 ZARENA_API zarena_status zarena_unpin(zarena* a, void* ptr);
 
 /* =================================================================================
@@ -764,6 +782,11 @@ typedef struct zarena_stats {
                                        the epochs, of the top plus the live overflow bytes */
   uint64_t used_peak_bytes;         /* highest used_bytes since create or the last
                                        zarena_reset_peak_stats (see there) */
+  uint64_t pinned_peak_bytes;       /* highest pinned_bytes since create or the last
+                                       zarena_reset_peak_stats (exact, also with threads) */
+  uint64_t epoch_max_alloc_aligned_bytes; /* largest request this epoch, rounded up to the
+                                             alignment: the bytes its block took */
+  uint64_t overflow_live_blocks;    /* live overflow blocks (their bytes: overflow_live_bytes) */
   /* --- 1.2: step plans (ZARENA_FLAG_PLAN; docs/PLANS.md) --- */
   uint64_t plan_steps;             /* steps served whole under a plan */
   uint64_t plan_hits;              /* allocations a plan served (not in hits or epoch_allocs) */
@@ -786,7 +809,7 @@ ZARENA_API zarena_status zarena_get_stats(const zarena* a, zarena_stats* out);
 /* Restarts the epoch-independent peaks from the arena's state now, as PyTorch's
  * reset_peak_memory_stats does: high_water_bytes becomes the current top,
  * overflow_peak_bytes the current overflow_live_bytes, used_peak_bytes the current
- * used_bytes; each then rises again as the arena is used. Epoch figures (epoch_*) are
+ * used_bytes, pinned_peak_bytes the current pinned_bytes; each then rises again as the arena is used. Epoch figures (epoch_*) are
  * left alone (a reset restarts them). Use: measure one step's peak with a peak reset
  * before it and a snapshot after it.
  * used_peak_bytes is kept without a shared counter (each thread's slot records its own
