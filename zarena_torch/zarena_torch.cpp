@@ -97,6 +97,9 @@ zarena* create_arena(DeviceState* d, int device, void* stream) {
   cfg.stream = stream;
   // PyTorch frees every tensor and never resets: no reset warnings or verdicts.
   cfg.flags |= ZARENA_FLAG_NO_RESETS;
+  // The capacity is a maximum committed on demand, so the device footprint follows the
+  // high water instead of the capacity (ZARENA_EXPANDABLE=0 reserves it whole up front).
+  if (std::getenv("ZARENA_EXPANDABLE") == nullptr) cfg.flags |= ZARENA_FLAG_EXPANDABLE;
   if (std::getenv("ZARENA_NAME") == nullptr) {
     std::snprintf(d->name, sizeof d->name, "torch:cuda:%d", device);
     cfg.name = d->name;

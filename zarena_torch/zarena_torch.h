@@ -10,7 +10,9 @@
  * zarena_config_init (so the usual environment configures it: ZARENA_CAPACITY_BYTES,
  * ZERFOO_ARENA_SIZE_GB, ZARENA_OVERFLOW_POLICY, ZARENA_BACKEND, ...), cfg.device = device,
  * cfg.stream = the stream of that first call (the arena's "home" stream),
- * ZARENA_FLAG_NO_RESETS and, unless ZARENA_NAME is set, the name "torch:cuda:<device>".
+ * ZARENA_FLAG_NO_RESETS, ZARENA_FLAG_EXPANDABLE unless ZARENA_EXPANDABLE is set (the capacity
+ * is a maximum, committed on demand) and, unless ZARENA_NAME is set, the name
+ * "torch:cuda:<device>".
  * The arenas live until the process exits; they are never reset (PyTorch frees every
  * block itself), which ZARENA_FLAG_NO_RESETS tells the diagnosis: no reset warning, and a
  * full arena is diagnosed working_set_full (or fragmentation, runaway_buffer).

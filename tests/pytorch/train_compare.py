@@ -60,6 +60,15 @@ def collect_zarena_events(zarena):
     return events
 
 
+def reserved_of(rep):
+    """What zarena holds of the device: an expandable region only what it committed (never
+    trimmed here: the arena is never reset, so the committed bytes at the end are their
+    peak), a fixed one its capacity; plus the overflow peak."""
+    s = rep["stats"]
+    region = s["committed_bytes"] if rep["region"]["expandable"] else s["capacity_bytes"]
+    return region + s["overflow_peak_bytes"]
+
+
 def child(mode, steps, warmup):
     """One training run on the GPU; prints one JSON line."""
     sys.path.insert(0, PACKAGE)
@@ -136,12 +145,8 @@ def child(mode, steps, warmup):
     if mode == "zarena":
         rep = zarena.torch.report(0)
         s = rep["stats"]
-        # An expandable region reserves only what it committed (never trimmed here: the
-        # arena is never reset, so the committed bytes at the end are their peak).
-        region_bytes = (s["committed_bytes"] if rep["region"]["expandable"]
-                        else s["capacity_bytes"])
         out.update(peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
-                   reserved_bytes=region_bytes + s["overflow_peak_bytes"],
+                   reserved_bytes=reserved_of(rep),
                    stats=s, info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                    stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
     else:
@@ -192,7 +197,7 @@ def child_dry(mode, steps, warmup, fault):
     s = rep["stats"]
     out.update(losses=losses, device_used_bytes=0,
                peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
-               reserved_bytes=s["capacity_bytes"] + s["overflow_peak_bytes"], stats=s,
+               reserved_bytes=reserved_of(rep), stats=s,
                info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
     out.update(timing(times, warmup))
