@@ -354,13 +354,9 @@ func containsAll(s string, parts ...string) bool {
 	return true
 }
 
-// queueOn queues a free on shard i: the address i 2 KiB buckets above 0 names shard i
-// (home folds in nothing from so low an address).
+// queueOn queues a free on shard i (or the next one not held, as a Free whose home is i).
 func queueOn(a *Arena, i int, p DevicePtr, epoch uint64) error {
-	if a.home(uintptr(i)<<11) != uint32(i) {
-		panic("queueOn: home changed")
-	}
-	return a.queueFree(uintptr(i)<<11, p, epoch)
+	return a.queueFree(uint32(i), p, epoch)
 }
 
 func TestShardsAreAPowerOfTwoAtLeastTwiceGOMAXPROCS(t *testing.T) {
