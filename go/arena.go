@@ -75,7 +75,6 @@ type Arena struct {
 	shift   uint32         // log2(len(shards))
 	pending []C.shim_queue // whole-arena calls list the shards' queued frees here
 	errs    freeErrors     // queued frees that failed
-	busy    atomic.Uint64  // calls that found their shard held (the benchmarks report it)
 	// newQueueBuffer allocates a shard's buffer (a test makes it fail).
 	newQueueBuffer func() unsafe.Pointer
 	closed         atomic.Bool   // for the calls that only ask (Epoch)
@@ -315,7 +314,7 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 // ("go.free_failed") and kept for FreeErrors; FreeNow reports at once. Safe from
 // finalizers and from any number of goroutines.
 func (a *Arena) Free(p DevicePtr) error {
-	return a.queueFree(a.home(), p, AnyEpoch)
+	return a.queueFree(p, AnyEpoch)
 }
 
 // FreeBlock is Free of b.Ptr, checked against b.Epoch when applied: a block of another
@@ -324,7 +323,7 @@ func (a *Arena) Free(p DevicePtr) error {
 // The free for finalizers that may run long after a reset; a finalizer that kept only the
 // pointer and the epoch passes Block{Ptr: p, Epoch: epoch}.
 func (a *Arena) FreeBlock(b Block) error {
-	return a.queueFree(a.home(), b.Ptr, b.Epoch)
+	return a.queueFree(b.Ptr, b.Epoch)
 }
 
 // FreeNow frees p at once, after every queued free, and returns its status: nil,

@@ -75,6 +75,7 @@ type shardState struct {
 	statuses []C.zarena_status  // and their statuses, written by the crossing that applies them
 	queued   uint64             // frees queued, ever (tests)
 	batches  uint64             // crossings that applied frees of this shard (tests)
+	busy     uint64             // calls that took this shard because their home was held
 }
 
 // shard pads shardState to cache lines of its own (two: the adjacent-line prefetcher pairs
@@ -146,23 +147,31 @@ func (a *Arena) lockHome() *shard {
 // other; only when shardProbes shards are all held (a whole-arena call holds every one)
 // does it wait, for its home.
 func (a *Arena) lockBusy(i uint32) *shard {
-	a.busy.Add(1)
+	s := &a.shards[i]
 	for k := uint32(1); k < shardProbes; k++ {
-		if s := &a.shards[(i+k)&a.mask]; s.mu.TryLock() {
-			return s
+		if t := &a.shards[(i+k)&a.mask]; t.mu.TryLock() {
+			s = t
+			break
 		}
 	}
-	s := &a.shards[i]
-	s.mu.Lock()
+	if s == &a.shards[i] {
+		s.mu.Lock()
+	}
+	s.busy++ // counted where it is locked: no write shared between shards
 	return s
 }
 
-// queueFree is Free and FreeBlock; i is the caller's home.
-func (a *Arena) queueFree(i uint32, p DevicePtr, epoch uint64) error {
+// queueFree is Free and FreeBlock.
+func (a *Arena) queueFree(p DevicePtr, epoch uint64) error {
 	// Under a step plan, the plain free of a planned block is done here (plan.go).
 	if a.plan.Load() != nil && a.freePlanned(p, epoch) {
 		return nil
 	}
+	return a.queueOn(a.home(), p, epoch)
+}
+
+// queueOn queues a free on shard i, the caller's home, or the next one not held.
+func (a *Arena) queueOn(i uint32, p DevicePtr, epoch uint64) error {
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)
@@ -341,6 +350,16 @@ func (a *Arena) queueCounts() (queued, batches uint64) {
 		batches += a.shards[i].batches
 	}
 	return queued, batches
+}
+
+// busyCount is how many calls found their home held, over every shard (benchmarks).
+func (a *Arena) busyCount() (n uint64) {
+	a.lockShards()
+	defer a.unlockShards()
+	for i := range a.shards {
+		n += a.shards[i].busy
+	}
+	return n
 }
 
 // freeErrors keeps the failures of queued frees and logs them.

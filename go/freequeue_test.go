@@ -354,11 +354,6 @@ func containsAll(s string, parts ...string) bool {
 	return true
 }
 
-// queueOn queues a free on shard i (or the next one not held, as a Free whose home is i).
-func queueOn(a *Arena, i int, p DevicePtr, epoch uint64) error {
-	return a.queueFree(uint32(i), p, epoch)
-}
-
 func TestShardsAreAPowerOfTwoAtLeastTwiceGOMAXPROCS(t *testing.T) {
 	for _, procs := range []int{1, 3, 4} {
 		prev := runtime.GOMAXPROCS(procs)
@@ -381,7 +376,7 @@ func TestEveryShardIsAppliedBeforeWholeArenaAndBlockCalls(t *testing.T) {
 	blocks := mustAllocBlocks(t, a, 16, kiB)
 	mustAlloc(t, a, kiB) // the top: the frees below are holes, not a lower top
 	for i, b := range blocks[:8] {
-		if err := queueOn(a, i, b.Ptr, b.Epoch); err != nil {
+		if err := a.queueOn(uint32(i), b.Ptr, b.Epoch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -396,13 +391,13 @@ func TestEveryShardIsAppliedBeforeWholeArenaAndBlockCalls(t *testing.T) {
 		t.Fatalf("%d shards applied, want 8", batches)
 	}
 	for i, b := range blocks[8:] {
-		if err := queueOn(a, 7-i, b.Ptr, AnyEpoch); err != nil {
+		if err := a.queueOn(uint32(7-i), b.Ptr, AnyEpoch); err != nil {
 			t.Fatal(err)
 		}
 		if err := a.Pin(b.Ptr); !errors.Is(err, ErrDoubleFree) {
 			t.Fatalf("Pin after a free queued on shard %d: %v, want ErrDoubleFree", 7-i, err)
 		}
-		if err := queueOn(a, i, b.Ptr, AnyEpoch); err != nil { // a double free, queued
+		if err := a.queueOn(uint32(i), b.Ptr, AnyEpoch); err != nil { // a double free, queued
 			t.Fatal(err)
 		}
 		if err := a.FreeNow(b.Ptr, AnyEpoch); !errors.Is(err, ErrDoubleFree) {
