@@ -37,8 +37,10 @@ import (
 // load of the view to its last use. The waiter stores nil, then stops the world once
 // (runtime.ReadMemStats): a stop completes only when every P has reached a safe point, so
 // every goroutine that loaded the old view has left the path, and every later one sees nil.
-// (Counting goroutines in and out, per shard, cost two locked adds per call: two fifths of
-// the planned pair.)
+// (Counting goroutines in and out, per shard, cost two locked adds per call: four of the
+// planned pair's six locked instructions.) This relies on ReadMemStats stopping the world,
+// as it does through Go 1.23; TestPlanCloseWhileServing closes arenas under serving
+// goroutines.
 //
 // The library's plan_hits counts the planned allocations both sides served (the binding
 // adds its own under the plan's lock, as the protocol says); the binding also counts the
@@ -335,10 +337,14 @@ func (a *Arena) dropPlanLocked(wait bool) {
 // counters made at the first plan (GOMAXPROCS was raised since) adds atomically to the
 // last counter, kept for them.
 type servedCounts struct {
+	// slots and n are set once, before the first view is published (the planned path reads
+	// them after loading the view); never written again.
 	slots []uint64 // counter k at slots[k*servedStride]; nil before the first plan
 	n     int      // counters for P 0..n-1, then the shared one
 	inC   bool     // slots is C memory (calloc)
-	final uint64   // the sum, once Close gave the memory back
+	// Every shard locked: set by Close, once the memory is given back.
+	released bool
+	final    uint64 // the sum then
 }
 
 const servedStride = 16 // 128 bytes: the adjacent-line prefetcher pairs lines
@@ -365,15 +371,22 @@ func (c *servedCounts) add(pid int) {
 // release sums the counters into final and frees them (every shard locked, after the wait:
 // no goroutine is in the planned path).
 func (c *servedCounts) release() {
+	if c.released {
+		return
+	}
 	c.final = c.sum()
 	if c.inC {
 		C.free(unsafe.Pointer(&c.slots[0]))
 	}
-	c.slots, c.n, c.inC = nil, 0, false
+	c.released = true
 }
 
+// sum adds the counters up (every shard locked).
 func (c *servedCounts) sum() uint64 {
-	n := c.final
+	if c.released {
+		return c.final
+	}
+	var n uint64
 	for k := 0; k*servedStride < len(c.slots); k++ {
 		n += atomic.LoadUint64(&c.slots[k*servedStride])
 	}
