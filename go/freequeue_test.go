@@ -443,6 +443,11 @@ func TestABusyShardIsPassedBy(t *testing.T) {
 			t.Fatal("no block")
 		}
 	}
+	// Two shards: every P's home is shard 0, so only the Free that found shard 0 held
+	// counts as busy.
+	if n := a.busyCount(); n != 1 {
+		t.Fatalf("%d calls counted busy, want 1", n)
+	}
 }
 
 // With poison on, a free is filled before Free returns, whatever the free: Free and
