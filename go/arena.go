@@ -187,6 +187,11 @@ func callError(status C.zarena_status, msg *C.char) error {
 // ErrOutOfMemory (with the verdict in Error.Verdict when the library gave one),
 // ErrCaptureUnsafe, ErrBackend, ErrClosed.
 func (a *Arena) Alloc(n uint64) (DevicePtr, error) {
+	var here byte // in the caller's frame: it names the caller's shard (see home)
+	return a.alloc(uintptr(unsafe.Pointer(&here)), n)
+}
+
+func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
 	}
@@ -195,11 +200,11 @@ func (a *Arena) Alloc(n uint64) (DevicePtr, error) {
 		case planServed:
 			return p, nil
 		case planUnplanned:
-			b, err := a.allocCross(n, 0, "Alloc", 1)
+			b, err := a.allocCross(here, n, 0, "Alloc", 1)
 			return b.Ptr, err
 		}
 	}
-	i := a.home()
+	i := a.home(here)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)
@@ -229,16 +234,18 @@ func (a *Arena) allocFailed(status C.zarena_status, msg *C.char) error {
 // AllocBlock is Alloc returning the whole Block: pointer, epoch (FreeBlock checks it),
 // size, flags, from the same single cgo call.
 func (a *Arena) AllocBlock(n uint64) (Block, error) {
-	return a.allocBlock(n, 0, "AllocBlock")
+	var here byte
+	return a.allocBlock(uintptr(unsafe.Pointer(&here)), n, 0, "AllocBlock")
 }
 
 // AllocTagged is AllocBlock with a tag (RegisterTag): kept with the block, shown in
 // live-block dumps and traces.
 func (a *Arena) AllocTagged(n uint64, tag Tag) (Block, error) {
-	return a.allocBlock(n, tag, "AllocTagged")
+	var here byte
+	return a.allocBlock(uintptr(unsafe.Pointer(&here)), n, tag, "AllocTagged")
 }
 
-func (a *Arena) allocBlock(n uint64, tag Tag, op string) (Block, error) {
+func (a *Arena) allocBlock(here uintptr, n uint64, tag Tag, op string) (Block, error) {
 	unplanned := C.int(0)
 	if a.plan.Load() != nil { // under a step plan: served here when planned (plan.go)
 		switch p, epoch, r := a.allocPlanned(n, tag); r {
@@ -249,13 +256,13 @@ func (a *Arena) allocBlock(n uint64, tag Tag, op string) (Block, error) {
 			unplanned = 1
 		}
 	}
-	return a.allocCross(n, tag, op, unplanned)
+	return a.allocCross(here, n, tag, op, unplanned)
 }
 
 // allocCross is an allocation's crossing (after the frees queued on the caller's shard);
 // unplanned: the plan left the request to the library, which must not ask the plan again.
-func (a *Arena) allocCross(n uint64, tag Tag, op string, unplanned C.int) (Block, error) {
-	s := a.lockHome()
+func (a *Arena) allocCross(here uintptr, n uint64, tag Tag, op string, unplanned C.int) (Block, error) {
+	s := a.lockHome(here)
 	if a.h == 0 {
 		s.mu.Unlock()
 		return Block{}, errClosed(op)
@@ -288,7 +295,8 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 	if len(sizes) == 0 {
 		return nil
 	}
-	s := a.lockHome()
+	var here byte
+	s := a.lockHome(uintptr(unsafe.Pointer(&here)))
 	if a.h == 0 {
 		s.mu.Unlock()
 		return errClosed("AllocBatch")
@@ -314,7 +322,8 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 // ("go.free_failed") and kept for FreeErrors; FreeNow reports at once. Safe from
 // finalizers and from any number of goroutines.
 func (a *Arena) Free(p DevicePtr) error {
-	return a.queueFree(p, AnyEpoch)
+	var here byte // in the caller's frame: it names the caller's shard (see home)
+	return a.queueFree(uintptr(unsafe.Pointer(&here)), p, AnyEpoch)
 }
 
 // FreeBlock is Free of b.Ptr, checked against b.Epoch when applied: a block of another
@@ -323,7 +332,8 @@ func (a *Arena) Free(p DevicePtr) error {
 // The free for finalizers that may run long after a reset; a finalizer that kept only the
 // pointer and the epoch passes Block{Ptr: p, Epoch: epoch}.
 func (a *Arena) FreeBlock(b Block) error {
-	return a.queueFree(b.Ptr, b.Epoch)
+	var here byte
+	return a.queueFree(uintptr(unsafe.Pointer(&here)), b.Ptr, b.Epoch)
 }
 
 // FreeNow frees p at once, after every queued free, and returns its status: nil,

@@ -20,9 +20,11 @@ import (
 // sharded: an arena has a power of two of shards, at least twice GOMAXPROCS at New, each
 // with its own lock and its own buffer (C memory, allocated at the shard's first free; the
 // C side never sees Go memory), each on cache lines of its own. A call finds its shard
-// from its P (home): goroutines running at once never share one, and a shard another
-// goroutine holds (one that lost its P in a crossing) is passed by for the next one, so
-// the common path takes no lock that another running goroutine takes.
+// from an address in its caller's stack frame (home): goroutines never share one unless
+// the shards run out, and a shard another goroutine holds is passed by for the next one,
+// so the common path takes no lock that another running goroutine takes. (A sync.Pool of
+// shard pointers, per P inside the runtime, was measured as the hint: its Get and Put cost
+// more instructions per alloc+free pair than the rest of the pair's Go side together.)
 //
 // An allocation holds its shard's lock across its crossing and applies the shard's queued
 // frees first, in the order they were queued, then allocates, in the same crossing
@@ -41,8 +43,8 @@ import (
 //     the reset, whichever goroutine freed it; Free(p) then Pin(p) is a double free.
 //   - An allocation applies the frees queued on its shard: those queued there since the
 //     shard last crossed, which include the goroutine's own frees just before it unless
-//     they landed on another shard (a held shard passed by, the goroutine moved to
-//     another P); those are applied by the next crossing of their shard, or the next
+//     they landed on another shard (a held shard passed by, a call from elsewhere on its
+//     stack); those are applied by the next crossing of their shard, or the next
 //     whole-arena call. A free not applied yet only keeps its space from being reused.
 //   - A free racing a reset (no happens-before either way) may land on either side.
 //
@@ -89,9 +91,8 @@ type shard struct {
 func newQueueBuffer() unsafe.Pointer { return unsafe.Pointer(C.shim_queue_alloc()) }
 
 // shardsPerProc is how many shards an arena has per GOMAXPROCS at New, at least (rounded
-// up to a power of two): a P's home, then its spare, the first shard its calls pass on to
-// while a goroutine that lost the P in a crossing holds the home (the benchmarks' busy/op
-// counts those). More would make every whole-arena call take more locks.
+// up to a power of two). More make two goroutines' homes meet less often (the benchmarks'
+// busy/op counts it) and every whole-arena call take more locks.
 const shardsPerProc = 2
 
 // initShards gives the arena n shards, a power of two (0: the default, shardsPerProc x
@@ -110,31 +111,29 @@ func (a *Arena) initShards(n int) {
 // shardProbes is how many shards a call tries before it waits for its own.
 const shardProbes = 4
 
-// home is the index of the calling goroutine's shard: its P's (a P runs one goroutine at a
-// time, so goroutines running at once never share one), shardsPerProc apart so that the
-// shards a held home's caller passes on to are its P's own. A goroutine stays on its P
-// between calls unless it blocks or is preempted: an Alloc applies the frees the goroutine
-// just queued, on the thread that made the blocks (the library's free index is per
-// thread), and P's shard lines stay in P's cache. (An address in the caller's stack frame,
-// the hint before, let goroutines whose stacks hashed alike share a shard, and with it
-// their frees: at 16 goroutines some always did. A sync.Pool of shard pointers, per P
-// inside the runtime, costs more than the rest of the pair's Go side.) A call locks its
-// shard with
+// home is the index of the calling goroutine's shard, named by here, an address on its
+// stack, 2 KiB at a time (the smallest goroutine stack): goroutines never share a bucket,
+// and calls of one goroutine from one place, at about the same depth, see the same one.
+// The exported methods take here from a local of their own and are small enough to be
+// inlined, so it lies in their caller's frame: an Alloc and a Free made from one function
+// (or from functions at one depth) find the same shard, and the Alloc applies the frees
+// the goroutine just queued. The bucket's higher bits are folded in, so stacks a multiple
+// of the shard count of buckets apart still part. A call locks its shard with
 //
 //	s := &a.shards[i]
 //	if !s.mu.TryLock() {
 //		s = a.lockBusy(i)
 //	}
-func (a *Arena) home() uint32 {
-	pid := procPin()
-	procUnpin()
-	return uint32(pid*shardsPerProc) & a.mask
+func (a *Arena) home(here uintptr) uint32 {
+	b := uint32(here >> 11)
+	return (b ^ b>>a.shift) & a.mask
 }
 
-// lockHome locks the caller's shard, or one beside it when that one is held. Alloc and
-// Free inline the same steps: the call costs on their fast path.
-func (a *Arena) lockHome() *shard {
-	i := a.home()
+// lockHome locks the caller's shard, or one beside it when that one is held; here is an
+// address in the caller's frame. Alloc and Free inline the same steps: the call costs on
+// their fast path.
+func (a *Arena) lockHome(here uintptr) *shard {
+	i := a.home(here)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)
@@ -157,21 +156,17 @@ func (a *Arena) lockBusy(i uint32) *shard {
 	if s == &a.shards[i] {
 		s.mu.Lock()
 	}
-	s.busy++ // counted where it is locked: no write shared between shards
+	s.busy++ // counted on the shard it locked: no write shared between shards
 	return s
 }
 
-// queueFree is Free and FreeBlock.
-func (a *Arena) queueFree(p DevicePtr, epoch uint64) error {
+// queueFree is Free and FreeBlock; here is an address in their caller's frame (see home).
+func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64) error {
 	// Under a step plan, the plain free of a planned block is done here (plan.go).
 	if a.plan.Load() != nil && a.freePlanned(p, epoch) {
 		return nil
 	}
-	return a.queueOn(a.home(), p, epoch)
-}
-
-// queueOn queues a free on shard i, the caller's home, or the next one not held.
-func (a *Arena) queueOn(i uint32, p DevicePtr, epoch uint64) error {
+	i := a.home(here)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)

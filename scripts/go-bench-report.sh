@@ -19,10 +19,12 @@ awk -v dl="${2:-}" '
     for (i = 2; i < NF; i++) {
       if ($(i + 1) == "ns/op") { v[key] = v[key] " " $i; runs[key]++ }
       if ($(i + 1) == "busy/op") busy[key] = busy[key] " " $i
+      if ($(i + 1) == "threads") threads[key] = threads[key] " " $i
     }
   }
   function m(k) { return (k in v) ? median(v[k]) : 0 }
   function mb(k) { return (k in busy) ? median(busy[k]) : 0 }
+  function mt(k) { return (k in threads) ? median(threads[k]) : 0 }
   function verdict(r, target) { return r <= target ? "met" : "NOT met" }
   END {
     cgo = m("BenchmarkCgoCall"); pair = m("BenchmarkPair/zarena"); gopair = m("BenchmarkPair/go")
@@ -38,11 +40,11 @@ awk -v dl="${2:-}" '
     printf "target pair <= 1.2x (cgo call + C pair):      %.2fx  %s  (%.1f / (%.1f + %.1f))\n", r, verdict(r, 1.2), pair, cgo, cpair
     p1 = m("BenchmarkAllocFreeParallel/g=1"); c1 = m("BenchmarkAllocFreeParallel/c/g=1")
     if (p1 > 0) {
-      printf "parallel 4 KiB pair, one arena: goroutines, ns per pair (wall), throughput x one goroutine, busy shards per pair; C pair likewise\n"
+      printf "parallel 4 KiB pair, one arena: goroutines, ns per pair (wall), throughput x one goroutine, busy shards per pair, OS threads of the process; C pair likewise\n"
       for (g = 1; g <= 16; g *= 2) {
         pg = m("BenchmarkAllocFreeParallel/g=" g); cg = m("BenchmarkAllocFreeParallel/c/g=" g)
         if (pg == 0) continue
-        printf "  %2d  %7.1f  %5.2fx  busy %.3f    C %7.1f  %5.2fx\n", g, pg, p1 / pg, mb("BenchmarkAllocFreeParallel/g=" g), cg, (cg > 0 ? c1 / cg : 0)
+        printf "  %2d  %7.1f  %5.2fx  busy %.3f  threads %3d    C %7.1f  %5.2fx\n", g, pg, p1 / pg, mb("BenchmarkAllocFreeParallel/g=" g), mt("BenchmarkAllocFreeParallel/g=" g), cg, (cg > 0 ? c1 / cg : 0)
       }
       p16 = m("BenchmarkAllocFreeParallel/g=16")
       if (p16 > 0) {
