@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/zarena/zarena/go/internal/cgotest"
 )
@@ -329,14 +330,17 @@ var parallelGoroutines = []int{1, 2, 4, 8, 16}
 // BenchmarkAllocFreeParallel: g goroutines on one arena, each making its share of b.N
 // Alloc+Free pairs of 4 KiB; ns/op is wall time per pair, so g=1's ns/op divided by
 // g=16's is how many times one goroutine's throughput sixteen reach (the target: >= 8 on
-// 16 cores). busy/op counts the calls whose shard another goroutine held, threads the
-// process's OS threads (see osThreads). c/g=N is the C pair on N goroutines (each a C loop
+// 16 cores). busy/op counts the calls whose shard another goroutine held, shared-homes the
+// goroutines whose home another one had too (at the end of their loop; a stack that grew
+// moved), threads the process's OS threads (see osThreads). c/g=N is the C pair on N goroutines (each a C loop
 // in one call), the ceiling the library sets.
 func BenchmarkAllocFreeParallel(b *testing.B) {
 	for _, g := range parallelGoroutines {
 		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
 			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench"})
 			busy := a.busyCount()
+			var mu sync.Mutex
+			homes := map[uint32]bool{}
 			onGoroutines(b, g, func(n int) error {
 				for i := 0; i < n; i++ {
 					p, err := a.Alloc(4096)
@@ -345,9 +349,14 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 					}
 					_ = a.Free(p)
 				}
+				var here byte // in the frame Alloc and Free are inlined into: their home
+				mu.Lock()
+				homes[a.home(uintptr(unsafe.Pointer(&here)))] = true
+				mu.Unlock()
 				return nil
 			})
 			b.ReportMetric(float64(a.busyCount()-busy)/float64(b.N), "busy/op")
+			b.ReportMetric(float64(g-len(homes)), "shared-homes")
 			b.ReportMetric(float64(osThreads()), "threads")
 		})
 	}
