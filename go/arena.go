@@ -75,6 +75,7 @@ type Arena struct {
 	shift   uint32         // log2(len(shards))
 	pending []C.shim_queue // whole-arena calls list the shards' queued frees here
 	errs    freeErrors     // queued frees that failed
+	lanes   atomic.Uint32  // Lanes made (lane.go)
 	// newQueueBuffer allocates a shard's buffer (a test makes it fail).
 	newQueueBuffer func() unsafe.Pointer
 	closed         atomic.Bool   // for the calls that only ask (Epoch)

@@ -332,7 +332,8 @@ var parallelGoroutines = []int{1, 2, 4, 8, 16}
 // g=16's is how many times one goroutine's throughput sixteen reach (the target: >= 8 on
 // 16 cores). busy/op counts the calls whose shard another goroutine held, shared-homes the
 // goroutines whose home another one had too (at the end of their loop; a stack that grew
-// moved), threads the process's OS threads (see osThreads). c/g=N is the C pair on N goroutines (each a C loop
+// moved), threads the process's OS threads (see osThreads). lane/g=N: each goroutine with
+// a Lane of its own (no shared homes). c/g=N is the C pair on N goroutines (each a C loop
 // in one call), the ceiling the library sets.
 func BenchmarkAllocFreeParallel(b *testing.B) {
 	for _, g := range parallelGoroutines {
@@ -358,6 +359,24 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 			b.ReportMetric(float64(a.busyCount()-busy)/float64(b.N), "busy/op")
 			b.ReportMetric(float64(g-len(homes)), "shared-homes")
 			b.ReportMetric(float64(osThreads()), "threads")
+		})
+	}
+	for _, g := range parallelGoroutines { // the same, each goroutine with a Lane of its own
+		b.Run(fmt.Sprintf("lane/g=%d", g), func(b *testing.B) {
+			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench"})
+			busy := a.busyCount()
+			onGoroutines(b, g, func(n int) error {
+				l := a.Lane()
+				for i := 0; i < n; i++ {
+					p, err := l.Alloc(4096)
+					if err != nil {
+						return err
+					}
+					_ = l.Free(p)
+				}
+				return nil
+			})
+			b.ReportMetric(float64(a.busyCount()-busy)/float64(b.N), "busy/op")
 		})
 	}
 	for _, g := range parallelGoroutines {

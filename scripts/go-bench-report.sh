@@ -54,6 +54,9 @@ awk -v dl="${2:-}" '
         r = p1 / p16
         printf "target 16 goroutines >= 8x one goroutine:    %.2fx  %s  (%.1f vs %.1f ns per pair)\n", r, (r >= 8 ? "met" : "NOT met"), p16, p1
       }
+      l1 = m("BenchmarkAllocFreeParallel/lane/g=1"); l16 = m("BenchmarkAllocFreeParallel/lane/g=16")
+      if (l1 > 0 && l16 > 0)
+        printf "  each goroutine with a Lane: 16 goroutines %.2fx one (%.1f vs %.1f ns per pair, busy %.3f)\n", l1 / l16, l16, l1, mb("BenchmarkAllocFreeParallel/lane/g=16")
     }
     # The sections below print only when their benchmarks ran (a -bench filter may skip them).
     b = m("BenchmarkBumpReset/zarena"); gb = m("BenchmarkBumpReset/go")
