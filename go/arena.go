@@ -86,6 +86,7 @@ type Arena struct {
 	align          uint64                   // the alignment requests are rounded to
 	plan           atomic.Pointer[planView] // the step plan served without crossings (plan.go)
 	served         servedCounts             // the allocations the binding served from plans
+	planUnwaited   bool                     // a view was published since the last wait (plan.go)
 }
 
 // New creates an arena from cfg (see Config for what zero fields mean).

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package zarena
 
 // Lane is one goroutine's own way into an arena: the Alloc and Free of a Lane use a shard of

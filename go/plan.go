@@ -315,18 +315,23 @@ func (a *Arena) setPlanLocked(v *C.zarena_plan_view) {
 			a.served.init()
 		}
 		a.plan.Store(pl)
-	} else if cur != nil {
+		a.planUnwaited = true
+	} else if cur != nil || a.poison {
 		a.dropPlanLocked(a.poison)
 	}
 }
 
 // dropPlanLocked takes the view away (every shard locked); with wait, it returns once no
 // goroutine is still in the planned path: after it, the arena may be destroyed, and no free
-// the binding served can still be running unpoisoned.
+// the binding served can still be running unpoisoned. It waits whenever a view was
+// published since the last wait: one dropped without a wait may still be in a goroutine's
+// hands.
 func (a *Arena) dropPlanLocked(wait bool) {
-	if a.plan.Swap(nil) != nil && wait {
+	a.plan.Store(nil)
+	if wait && a.planUnwaited {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms) // stops the world: see the top of this file
+		a.planUnwaited = false
 	}
 }
 
