@@ -61,8 +61,9 @@ func (t *arenaTable) forget(a *Arena) {
 	runtime.KeepAlive(a) // in the table until here
 }
 
-// lookup is the *Arena of id, nil for 0 or an arena no longer (or never) in the table.
-// Called by the log dispatcher only: a record of an arena being created waits for it.
+// lookup is the *Arena of id, nil for 0 or an arena no longer (or never) in the table. A
+// record of an arena being created (arena.config, delivered while New has not returned)
+// waits for it; New never waits for a lookup.
 func (t *arenaTable) lookup(id uint64) *Arena {
 	if id == 0 {
 		return nil

@@ -19,11 +19,11 @@ func TestRecordsRouteToTheirArena(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if r.Handle == nil {
+		if r.Handle() == nil {
 			orphans = append(orphans, r)
 			return
 		}
-		routed[r.Handle] = append(routed[r.Handle], r)
+		routed[r.Handle()] = append(routed[r.Handle()], r)
 	}, LevelDebug); err != nil {
 		t.Fatal(err)
 	}

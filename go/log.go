@@ -69,12 +69,16 @@ type Record struct {
 	// ArenaID is the arena's identity (Arena.ID): unique in the process, never reused;
 	// 0 for process-wide records (and with a library older than 1.1's records).
 	ArenaID uint64
-	// Handle is the *Arena the record is about, to route records to their pool: nil for
-	// process-wide records, and for records that arrive after the arena's Close returned
-	// (a Close delivers the records emitted before it, its "arena.destroy" included, with
-	// Handle set; a closed arena's methods answer ErrClosed).
-	Handle *Arena
 }
+
+// Handle is the *Arena the record is about, to route records to their pool, while that
+// arena is open: nil for process-wide records, and once the arena's Close returned (Close
+// delivers the records emitted before it, its "arena.destroy" included, so a logger that
+// asks during delivery finds the arena for each of them; "arena.released", which can come
+// later, finds nil). The record does not hold the arena: a logger that keeps records
+// keeps no arena alive, and the finalizer of an arena the program forgot to Close still
+// runs. Safe from any goroutine.
+func (r Record) Handle() *Arena { return arenas.lookup(r.ArenaID) }
 
 // Field returns the value of the field named key.
 func (r Record) Field(key string) (any, bool) {
@@ -344,7 +348,6 @@ func recordFromC(rec *C.zarena_log_record, t time.Time) Record {
 		Arena:   C.GoString(rec.arena_name),
 		ArenaID: uint64(rec.arena_id),
 	}
-	r.Handle = arenas.lookup(r.ArenaID)
 	n := int(rec.field_count)
 	if n == 0 || rec.fields == nil {
 		return r

@@ -28,7 +28,7 @@ func pools() error {
 	// Both arenas carry the same name: the name cannot route, the identity does.
 	route := func(r zarena.Record) {
 		mapMu.Lock()
-		p := byArena[r.Handle] // nil Handle: process-wide, or after Close
+		p := byArena[r.Handle()] // nil Handle: process-wide, or after Close
 		mapMu.Unlock()
 		if p == nil || (r.Event != "arena.first_overflow" && r.Event != "arena.overflow_summary") {
 			return

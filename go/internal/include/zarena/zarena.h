@@ -1048,8 +1048,8 @@ typedef struct zarena_log_record {
 typedef void (*zarena_log_fn)(void* user_data, const zarena_log_record* rec);
 
 /* The arena's identity in log records (zarena_log_record.arena_id): a number unique in the
- * process, never reused, given at zarena_create (the first arena gets 1). 0 for NULL or a
- * handle that is not a live arena. Thread-safe; O(1). */
+ * process, never reused, given by zarena_create in increasing order (a create that fails
+ * uses one up too: its records carry it). 0 for NULL. Thread-safe; O(1). */
 ZARENA_API uint64_t zarena_arena_id(const zarena* a);
 
 /* Registers the process-wide log callback. fn NULL restores the default sink (stderr).
