@@ -81,6 +81,7 @@ type Arena struct {
 	closed         atomic.Bool   // for the calls that only ask (Epoch)
 	epoch          atomic.Uint64 // the epoch as of the latest Reset (every reset goes through Go)
 	name           string
+	id             uint64  // zarena_arena_id (Record.ArenaID)
 	base           uintptr // the region, cached at New for Contains
 	size           uint64
 	align          uint64                   // the alignment requests are rounded to
@@ -102,15 +103,19 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 	if err != nil {
 		return nil, err
 	}
+	arenas.beginCreate()
 	r := C.shim_create(c, C.uintptr_t(cfg.Stream))
 	if strs != nil {
 		C.free(unsafe.Pointer(strs)) // the library copies the strings at create
 	}
-	if err := callError(r.status, r.err); err != nil {
-		return nil, err
+	if r.status != C.ZARENA_OK {
+		arenas.endCreate(nil)
+		return nil, callError(r.status, r.err)
 	}
 	a := &Arena{h: r.arena, poison: c.flags&C.ZARENA_FLAG_POISON != 0, name: cfg.Name,
-		base: uintptr(r.base), size: uint64(r.capacity), align: uint64(c.alignment)}
+		base: uintptr(r.base), size: uint64(r.capacity), align: uint64(c.alignment),
+		id: arenaID(r.arena)}
+	arenas.endCreate(a)
 	if a.name == "" {
 		if cfg.Set&FieldName == 0 {
 			a.name = DefaultConfig().Name // ZARENA_NAME
@@ -127,6 +132,7 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 // leaked is the finalizer: a backstop for a forgotten Close, not a substitute. It
 // reports the leak through the logger and releases the region.
 func (a *Arena) leaked() {
+	arenas.forget(a)
 	if a.closed.Load() {
 		return
 	}
@@ -135,7 +141,8 @@ func (a *Arena) leaked() {
 		Event: "go.arena_leak",
 		Message: fmt.Sprintf("arena %q was garbage-collected without Close; its memory is "+
 			"released now, call Close when done with an arena", a.name),
-		Arena: a.name,
+		Arena:   a.name,
+		ArenaID: a.id,
 	})
 	_ = a.destroy()
 }
@@ -155,6 +162,7 @@ func (a *Arena) Close() error {
 	}
 	runtime.SetFinalizer(a, nil)
 	FlushLogs()
+	arenas.forget(a) // after the records of the destroy, which name a
 	return err
 }
 
