@@ -5,9 +5,9 @@
 //
 // Life of a plan. Learning records steps while no plan is engaged. When a step repeats
 // the one before (learner.h defines "the same"), the planner lays it out; the plan engages
-// at a step boundary at which no instance of the zone is live: its zone (one block of the
-// region, held by the arena like a pinned block) is reserved then, or the old zone is
-// reused when the new plan fits. A deviation ends the plan for the rest of its step; the
+// at a step boundary at which no instance of the zone is live: its zone is claimed then
+// (the free pieces of the window it was laid out in, around the live blocks there; else one
+// free block), after the old zone, if any, was given back. A deviation ends the plan for the rest of its step; the
 // next steps are learned again, and an equal plan (the same step) is taken up again in
 // the same zone without planning anew.
 //
@@ -33,14 +33,33 @@
 
 namespace zarena_core {
 
+// A plan's zone: the pieces of [base, base + the plan's peak) it holds (offsets from
+// base, sorted). One piece [0, bytes) when it is one free block.
+struct Zone {
+  uintptr_t base = 0;
+  std::vector<plan::ByteRange> pieces;
+  uint64_t bytes() const {
+    uint64_t b = 0;
+    for (const plan::ByteRange& r : pieces) b += r.size;
+    return b;
+  }
+};
+
 // How the arena gives a plan its zone. Called from the boundary hook with no plan lock
 // held; each takes the region's locks itself.
 class ZoneOps {
  public:
   virtual ~ZoneOps() = default;
-  // A block of `bytes` for a zone, as low in the region as it fits. false: no room.
-  virtual bool reserve_zone(uint64_t bytes, uintptr_t* base) noexcept = 0;
-  virtual void release_zone(uintptr_t base, uint64_t bytes) noexcept = 0;
+  // Where a plan laid out now should go: a window of the region and the live blocks in it
+  // (the current zone's own blocks left out: it is given back before a new one is
+  // claimed). false: lay it out with no obstacles.
+  virtual bool zone_window(PlanWindow* where) noexcept = 0;
+  // The zone of a plan laid out in `where`: the window's first `bytes` less the
+  // obstacles. false: that space is not all free now (or cannot be committed).
+  virtual bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept = 0;
+  // One free block of `bytes` for a zone, as low in the region as it fits. false: no room.
+  virtual bool reserve_zone(uint64_t bytes, Zone* out) noexcept = 0;
+  virtual void release_zone(const Zone& zone) noexcept = 0;
 };
 
 // What the boundary hook did, for the arena's log records (built with no lock held).
@@ -133,7 +152,7 @@ class StepPlans {
   void stop_learning();
   // A learned step repeated: lay it out (inline when small, else on the plan thread; a
   // job in flight is picked up at a later boundary if the step still repeats).
-  void plan_learned(LearnedStep& step, PlanEvents* events);
+  void plan_learned(LearnedStep& step, ZoneOps& zones, PlanEvents* events);
   void take_layout(std::unique_ptr<PlanLayout> layout, std::vector<LearnedItem> items,
                    uint64_t plan_ns, PlanEvents* events);
   // Engages the pending plan once no planned block of the zone is live; may reserve a
@@ -160,8 +179,8 @@ class StepPlans {
   std::vector<LearnedItem> pending_items_;
   std::shared_ptr<PlanJob> job_;  // a large step being laid out on the plan thread
   bool reuse_zone_run_ = false;
-  uintptr_t zone_base_ = 0;
-  std::atomic<uint64_t> zone_bytes_{0};  // the zone held (0: none)
+  Zone zone_;                            // the zone held (no pieces: none)
+  std::atomic<uint64_t> zone_bytes_{0};  // its bytes
   uint64_t epoch_ = 0;
 
   std::atomic<uint32_t> threads_[LearnedStep::kMaxThreads] = {};
