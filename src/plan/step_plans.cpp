@@ -1,5 +1,6 @@
 #include "plan/step_plans.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <new>
@@ -13,6 +14,16 @@ namespace {
 // repeat pays for learning only now and then.
 constexpr uint32_t kMissesBeforePause = 16;
 constexpr uint32_t kMaxPause = 1024;
+
+// The bytes a layout needs for itself: its peak less the obstacles under it.
+uint64_t own_bytes(const PlanLayout& l) {
+  uint64_t b = l.peak_bytes;
+  for (const plan::ByteRange& o : l.obstacles) {
+    if (o.offset >= l.peak_bytes) break;
+    b -= std::min(l.peak_bytes, o.offset + o.size) - o.offset;
+  }
+  return b;
+}
 
 bool same_items(const std::vector<LearnedItem>& a, const std::vector<LearnedItem>& b) {
   if (a.size() != b.size()) return false;
@@ -81,13 +92,13 @@ void StepPlans::take_layout(std::unique_ptr<PlanLayout> layout, std::vector<Lear
   events->planned = 0;
   for (uint8_t p : layout->item_planned) events->planned += p;
   events->period = layout->period;
-  events->peak_bytes = layout->peak_bytes;
+  events->peak_bytes = own_bytes(*layout);
   events->lower_bound_bytes = layout->lower_bound_bytes;
   events->plan_ns = plan_ns;
   {
     std::lock_guard<SpinLock> g(stats_mu_);
     ++learned_;
-    peak_ = layout->peak_bytes;
+    peak_ = own_bytes(*layout);
     lower_bound_ = layout->lower_bound_bytes;
   }
   pending_ = std::move(layout);

@@ -82,7 +82,8 @@ struct PlanStats {
   uint64_t hits = 0;                        // allocations served from a plan
   uint64_t misses = 0;                      // steps a deviation ended
   uint64_t first_miss = 0;                  // ZARENA_PLAN_MISS_* of the first deviation (0: none)
-  uint64_t peak_bytes = 0;                  // the engaged (or latest) plan's zone
+  uint64_t peak_bytes = 0;                  // the engaged (or latest) plan's own bytes: its
+                                            // peak less the live blocks it was laid around
   uint64_t lower_bound_bytes = 0;           // ... and its lower bound
   uint64_t learned = 0;                     // plans laid out
   uint64_t zone_bytes = 0;                  // the zone held now (0: none)
