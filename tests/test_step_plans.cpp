@@ -35,6 +35,10 @@ class FakeZones final : public ZoneOps {
   }
   bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept override {
     if (refuse || refuse_claim) return false;
+    if (refuse_next_claims > 0) {
+      --refuse_next_claims;
+      return false;
+    }
     out->base = next_;
     out->pieces.clear();
     uint64_t at = 0;
@@ -60,6 +64,7 @@ class FakeZones final : public ZoneOps {
     held -= zone.bytes();
   }
   bool refuse = false, refuse_claim = false, obstacles = true;
+  int refuse_next_claims = 0;  // the window changed since the layout: refused, laid out again
   int reserved = 0, released = 0, claimed = 0;
   uint64_t held = 0;
 
@@ -316,6 +321,25 @@ TEST(StepPlans, AStepThatRepeatsIsServedFromItsPlan) {
   EXPECT_GT(L.served, 0u);
   EXPECT_EQ(L.zones.reserved, 1);
   EXPECT_EQ(L.zones.claimed, 1);  // laid out around the window's obstacles
+}
+
+// A claim refused (the window changed since the layout) lays the step out again around
+// the blocks live now; refused again, the zone is one free block.
+TEST(StepPlans, ARefusedClaimLaysOutAgainThenTakesOneBlock) {
+  for (int refusals : {1, 2}) {
+    Loop L(1);
+    L.zones.refuse_next_claims = refusals;
+    std::mt19937_64 rng(7);
+    const std::vector<Item> tmpl = random_step(rng);
+    run_loop(L, tmpl, 20, 0, false);
+    PlanStats st;
+    L.plans.stats(&st);
+    EXPECT_EQ(st.learned, 2u) << refusals;  // laid out again once
+    EXPECT_GE(st.steps, 16u);
+    EXPECT_EQ(st.misses, 0u);
+    EXPECT_EQ(L.zones.claimed, refusals == 1 ? 1 : 0);
+    EXPECT_EQ(L.zones.reserved, 1);
+  }
 }
 
 TEST(StepPlans, ModelNoPlannedBlockEverOverlapsALiveOne) {

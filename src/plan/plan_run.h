@@ -1,6 +1,6 @@
 // A plan being served: the plan's arrays and its per-instance state in one block of host
 // memory that bindings read too (zarena/zarena_plan.h is the protocol; this class is its
-// reference implementation). The arena owns the zone (one pinned region block) and calls
+// reference implementation). The arena owns the zone (pinned region blocks) and calls
 // these paths; every rule that keeps a planned block from overlapping a live one is here:
 // an instance is handed out only after every instance of its check list is seen dead.
 //

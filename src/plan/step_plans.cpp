@@ -156,6 +156,23 @@ void StepPlans::release_zone(ZoneOps& zones) {
   reuse_zone_run_ = false;
 }
 
+void StepPlans::relay_out(ZoneOps& zones, PlanEvents* events) {
+  PlanWindow where;
+  if (!zones.zone_window(&where)) return;
+  LearnedStep step;
+  uint64_t ns = 0;
+  std::unique_ptr<PlanLayout> layout;
+  try {
+    layout = std::make_unique<PlanLayout>();
+    step.items = pending_items_;
+    std::string failure;
+    if (!lay_out_step(step, granule_, where, layout.get(), &failure, &ns)) return;
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  take_layout(std::move(layout), std::move(step.items), ns, events);
+}
+
 void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
   PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
   if (zr != nullptr && zr->any_live()) return;  // the plan waits for the zone to clear
@@ -169,13 +186,21 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
     return;
   }
   if (!pending_) return;
-  const uint64_t need = std::max<uint64_t>(pending_->peak_bytes, granule_);
+  uint64_t need = std::max<uint64_t>(pending_->peak_bytes, granule_);
   // A new layout gets a new zone: its offsets avoid the obstacles of its own window.
   if (zr != nullptr) release_zone(zones);
   Zone zone;
-  const bool claimed = pending_->window != PlanLayout::kAnywhere &&
-                       zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need,
-                                        &zone);
+  bool claimed = pending_->window != PlanLayout::kAnywhere &&
+                 zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone);
+  if (!claimed && pending_->window != PlanLayout::kAnywhere &&
+      pending_items_.size() <= kInlineItems) {
+    // The window changed since the layout (it was made at an earlier boundary): lay the
+    // step out again around the blocks live now, once.
+    relay_out(zones, events);
+    need = std::max<uint64_t>(pending_->peak_bytes, granule_);
+    claimed = pending_->window != PlanLayout::kAnywhere &&
+              zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone);
+  }
   // Else one free block: the offsets are as good in any space free throughout.
   if (!claimed && !zones.reserve_zone(need, &zone)) {
     events->no_room = true;

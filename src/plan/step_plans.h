@@ -159,6 +159,9 @@ class StepPlans {
   // Engages the pending plan once no planned block of the zone is live; may reserve a
   // zone, or reuse the one there is.
   void try_engage(ZoneOps& zones, PlanEvents* events);
+  // The pending layout again, around the window's live blocks now (kept as it was when
+  // that fails).
+  void relay_out(ZoneOps& zones, PlanEvents* events);
   void add_run(std::unique_ptr<PlanRun> run);
   void release_zone(ZoneOps& zones);
 
