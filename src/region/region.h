@@ -272,6 +272,9 @@ class Region {
   // no room below the ceiling.
   bool take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out);
   void close_span(Slot& s);          // under the central lock: leftovers to central
+  // Under the central lock: a fresh central record for free space [offset, offset + size)
+  // of this epoch, in the block map, in no index yet.
+  uint32_t central_free_record(uint64_t offset, uint64_t size);
   void give_back_top(uint32_t rec);  // rec ends at top_, nothing above: top_ comes down
   void maybe_lower_floor();
   void fill(uint64_t offset, uint64_t bytes, Slot* s);

@@ -449,17 +449,7 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
   pinned_.reserve(pinned_.size() + ranges.size());
 
   if (hi > top_) {  // the bump space above the top becomes one more free block to cut
-    const uint32_t r = acquire_central_record();
-    Block& b = store_[r];
-    b.offset.store(top_, std::memory_order_relaxed);
-    b.size.store(hi - top_, std::memory_order_relaxed);
-    b.stamp.store(e, std::memory_order_relaxed);
-    b.epoch.store(kNeverLive, std::memory_order_relaxed);
-    const uint64_t w = b.word.load(std::memory_order_relaxed);
-    b.word.store(Word::make(BlockState::kFree, Word::flags(w) & kFlagLongLived, kOwnerCentral, 0,
-                            Word::gen(w) + 1),
-                 std::memory_order_release);
-    map_.tag(b.off(), b.len(), r);
+    const uint32_t r = central_free_record(top_, hi - top_);
     central_index_.insert(store_, r);
     top_ = hi;
     Block& top = store_[top_rec_];
