@@ -371,8 +371,7 @@ TEST(PlanModel, RandomStepsWithObstaclesMatchTheReferenceAndVerify) {
 
 TEST(Plan, ObstaclesAreLaidOutAroundAndCheckedByVerify) {
   // Two blocks live over the whole step, one between two obstacles' gap of 2 granules.
-  const std::vector<StepItem> items = {StepItem::same_step(2 * kG, 2),
-                                       StepItem::same_step(kG, 2)};
+  const std::vector<StepItem> items = {StepItem::same_step(2 * kG, 2), StepItem::same_step(kG, 2)};
   const std::vector<ByteRange> obstacles = {{0, kG}, {3 * kG, kG}};
   auto req = step_request(items);
   req.obstacles = obstacles.data();

@@ -11,10 +11,10 @@
 #include "region_harness.h"
 
 using zarena_core::kAnyEpoch;
+using zarena_core::Region;
 using zarena_core::Status;
 using zarena_test::FreeOutcome;
 using zarena_test::PinOutcome;
-using zarena_core::Region;
 using zarena_test::RegionHarness;
 
 namespace {

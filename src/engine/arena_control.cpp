@@ -189,9 +189,9 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
       auto keep = out->begin();
       for (auto b = out->begin(); b != out->end(); ++b) {
         const uint64_t off = static_cast<uint64_t>(static_cast<char*>(b->ptr) - base_);
-        const auto z = std::lower_bound(
-            zone_ranges_.begin(), zone_ranges_.end(), off,
-            [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
+        const auto z =
+            std::lower_bound(zone_ranges_.begin(), zone_ranges_.end(), off,
+                             [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
         if (z != zone_ranges_.end() && z->offset == off && z->size == b->size) {
           persistent = persistent || b->persistent;
           continue;

@@ -197,9 +197,9 @@ bool Arena::zone_window(PlanWindow* where) noexcept {
       const uint64_t off = static_cast<uint64_t>(static_cast<char*>(b.ptr) - base_);
       if (off < window) continue;
       // The zone's own blocks: given back before the plan laid out now claims its own.
-      const auto z = std::lower_bound(
-          zone.begin(), zone.end(), off,
-          [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
+      const auto z =
+          std::lower_bound(zone.begin(), zone.end(), off,
+                           [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
       if (z != zone.end() && z->offset == off) continue;
       where->obstacles.push_back({off - window, b.size});
     }

@@ -156,10 +156,11 @@ Result plan_step(const StepRequest& request, const PlanLimits& limits, OffsetPla
 
 // Checks a plan against the request and the definitions above: the period, the offsets
 // (granule, one per planned instance, none for the others), peak and lower bound, that no
-// planned instance overlaps an obstacle, that no two conflicting instances overlap in space, and that the check lists are exactly the
-// definition's. Returns "" or a sentence naming the first violation found. kSweep runs in
-// O(N log N) (100k items in well under a second); kBruteForce compares every pair and
-// scans every deadline (O(N^2), for small N and as a second opinion on kSweep).
+// planned instance overlaps an obstacle, that no two conflicting instances overlap in
+// space, and that the check lists are exactly the definition's. Returns "" or a sentence
+// naming the first violation found. kSweep runs in O(N log N) (100k items in well under a
+// second); kBruteForce compares every pair and scans every deadline (O(N^2), for small N
+// and as a second opinion on kSweep).
 enum class VerifyMode : uint8_t { kSweep = 0, kBruteForce = 1 };
 std::string verify_plan(const StepRequest& request, const OffsetPlan& plan,
                         VerifyMode mode = VerifyMode::kSweep) noexcept;

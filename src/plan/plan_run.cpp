@@ -207,9 +207,9 @@ uint32_t PlanRun::instance_at(uint64_t off) const noexcept {
 
 bool PlanRun::in_pieces(uint64_t off) const noexcept {
   // The first piece ending above off.
-  const auto it = std::upper_bound(
-      pieces_.begin(), pieces_.end(), off,
-      [](uint64_t v, const plan::ByteRange& r) { return v < r.offset + r.size; });
+  const auto it =
+      std::upper_bound(pieces_.begin(), pieces_.end(), off,
+                       [](uint64_t v, const plan::ByteRange& r) { return v < r.offset + r.size; });
   return it != pieces_.end() && it->offset <= off;
 }
 

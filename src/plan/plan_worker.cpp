@@ -13,8 +13,8 @@
 
 namespace zarena_core {
 
-bool lay_out_step(const LearnedStep& s, uint64_t granule, const PlanWindow& where,
-                  PlanLayout* out, std::string* failure, uint64_t* plan_ns) noexcept {
+bool lay_out_step(const LearnedStep& s, uint64_t granule, const PlanWindow& where, PlanLayout* out,
+                  std::string* failure, uint64_t* plan_ns) noexcept {
   try {
     const auto n = static_cast<uint32_t>(s.items.size());
     std::vector<plan::StepItem> items(n);
@@ -89,7 +89,8 @@ Worker& worker() {
 
 void finish(PlanJob& job) {
   if (!job.cancelled.load(std::memory_order_acquire)) {
-    job.ok = lay_out_step(job.step, job.granule, job.where, &job.layout, &job.failure, &job.plan_ns);
+    job.ok =
+        lay_out_step(job.step, job.granule, job.where, &job.layout, &job.failure, &job.plan_ns);
   } else {
     job.failure = "cancelled";
   }

@@ -6,10 +6,10 @@
 // Life of a plan. Learning records steps while no plan is engaged. When a step repeats
 // the one before (learner.h defines "the same"), the planner lays it out; the plan engages
 // at a step boundary at which no instance of the zone is live: its zone is claimed then
-// (the free pieces of the window it was laid out in, around the live blocks there; else one
-// free block), after the old zone, if any, was given back. A deviation ends the plan for the rest of its step; the
-// next steps are learned again, and an equal plan (the same step) is taken up again in
-// the same zone without planning anew.
+// (the free pieces of the window it was laid out in, around the live blocks there; else
+// one free block), after the old zone, if any, was given back. A deviation ends the plan
+// for the rest of its step; the next steps are learned again, and an equal plan (the same
+// step) is taken up again in the same zone without planning anew.
 //
 // Threads. A plan follows the threads that made the learned steps' allocations (at most
 // LearnedStep::kMaxThreads; more and it follows every thread); other threads' allocations

@@ -443,7 +443,8 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
 
   // Host memory first: records for every cut, the pinned set's room.
   uint32_t long_lived = 0;
-  for (uint32_t rec : hits) long_lived += (Word::flags(store_[rec].load_word()) & kFlagLongLived) != 0;
+  for (uint32_t rec : hits)
+    long_lived += (Word::flags(store_[rec].load_word()) & kFlagLongLived) != 0;
   reserve_central_records(2 * ranges.size() + 2);
   store_.reserve_long_lived(2 * long_lived + 2);
   pinned_.reserve(pinned_.size() + ranges.size());
