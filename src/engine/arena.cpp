@@ -434,6 +434,14 @@ Status Arena::alloc_unplanned(uint64_t size, uint32_t tag, zarena_block* out) no
   return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out);
 }
 
+bool Arena::commit_round(int round, uint64_t to, uint64_t least, std::string* failure) {
+  if (round >= kMaxCommitRounds) return false;
+  const bool failed_before = !failure->empty();
+  const bool grown = commits_.grow(to, least, failure);
+  if (!failed_before && !failure->empty()) warn_commit_failed(*failure);
+  return grown;
+}
+
 Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
                            zarena_block* out) noexcept {
   try {
@@ -445,11 +453,7 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
     for (int round = 0; p.commit_to != 0; ++round) {
       const uint64_t epoch = region_.epoch();
       region_.leave(s);
-      const bool failed_before = !commit_failure.empty();
-      const bool grown =
-          round < kMaxCommitRounds && commits_.grow(p.commit_to, p.commit_least, &commit_failure);
-      if (!failed_before && !commit_failure.empty()) warn_commit_failed(commit_failure);
-      below_ceiling = !grown;
+      below_ceiling = !commit_round(round, p.commit_to, p.commit_least, &commit_failure);
       Slot& again = region_.enter();  // the calling thread's slot: s itself
       // The request counts in the epoch that serves it.
       if (region_.epoch() != epoch) ++again.c.epoch_allocs;

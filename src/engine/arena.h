@@ -132,9 +132,15 @@ class Arena final : private RegionHooks, private ZoneOps {
   void log_plan_events(const PlanEvents& e);
   // After the floor moved: a zone now under it ends its plan (its blocks persist).
   void check_floor_over_zone();
-  // ZoneOps: the zone is one pinned region block (no lock held by the caller).
-  bool reserve_zone(uint64_t bytes, uintptr_t* base) noexcept override;
-  void release_zone(uintptr_t base, uint64_t bytes) noexcept override;
+  // ZoneOps: the zone's pieces are pinned region blocks (no lock held by the caller).
+  bool zone_window(PlanWindow* where) noexcept override;
+  bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept override;
+  bool reserve_zone(uint64_t bytes, Zone* out) noexcept override;
+  void release_zone(const Zone& zone) noexcept override;
+  // Expandable: commits [0, to) ([0, least) at the least) for the region's `round`-th miss
+  // above its ceiling; false when it may not (too many rounds) or could not (*failure says
+  // why, warned once). No region lock held.
+  bool commit_round(int round, uint64_t to, uint64_t least, std::string* failure);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   template <typename Inside>
   static FreeOutcome interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
@@ -238,8 +244,13 @@ class Arena final : private RegionHooks, private ZoneOps {
   // Step plans: off unless ZARENA_FLAG_PLAN (and never with a trace: the trace records
   // what the dynamic engine does, for replay).
   StepPlans plans_;
-  std::atomic<uint64_t> zone_offset_{0};  // the zone's region block (size 0: none)
+  // The zone's region blocks: the lowest's offset, their bytes (0: none) and count; the
+  // blocks themselves (region offsets, sorted) under zone_mu_ (a leaf lock).
+  std::atomic<uint64_t> zone_offset_{0};
   std::atomic<uint64_t> zone_size_{0};
+  std::atomic<uint64_t> zone_blocks_{0};
+  SpinLock zone_mu_;
+  std::vector<OffsetRange> zone_ranges_;
   std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free
 };
 

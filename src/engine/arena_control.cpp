@@ -101,6 +101,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
   plans_.stats(&out->plan);
   out->plan_zone_block = zone_size_.load(std::memory_order_relaxed);
+  out->plan_zone_blocks = zone_blocks_.load(std::memory_order_relaxed);
   out->plan_fills = plan_fills_.load(std::memory_order_relaxed);
   out->pinned_peak = pin_tally_.peak();  // no pin is in flight under the writer lock
   out->tag_bytes.clear();
@@ -185,32 +186,40 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
     Region::WriterLock w(region_);
     if (epoch != nullptr) *epoch = region_.epoch();
     region_.live_blocks_w(base_, out);
-    const uint64_t zone = zone_size_.load(std::memory_order_relaxed);
-    if (zone != 0) {
-      // The zone is one region block to the region; to the user, its live instances are.
-      char* const zp = base_ + zone_offset_.load(std::memory_order_relaxed);
+    std::lock_guard<SpinLock> g(zone_mu_);
+    if (!zone_ranges_.empty()) {
+      // The zone is pinned region blocks to the region; to the user, its live instances are.
+      bool persistent = false;
+      auto keep = out->begin();
+      for (auto b = out->begin(); b != out->end(); ++b) {
+        const uint64_t off = static_cast<uint64_t>(static_cast<char*>(b->ptr) - base_);
+        const auto z =
+            std::lower_bound(zone_ranges_.begin(), zone_ranges_.end(), off,
+                             [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
+        if (z != zone_ranges_.end() && z->offset == off && z->size == b->size) {
+          persistent = persistent || b->persistent;
+          continue;
+        }
+        *keep++ = *b;
+      }
+      out->erase(keep, out->end());
       std::vector<PlanRun::LiveInstance> inst;
       plans_.live_instances(&inst);
-      const auto at =
-          std::find_if(out->begin(), out->end(), [&](const LiveBlock& b) { return b.ptr == zp; });
-      if (at != out->end()) {
-        const bool persistent = at->persistent;
-        const auto pos = out->erase(at) - out->begin();
-        std::vector<LiveBlock> mine;
-        for (const PlanRun::LiveInstance& i : inst) {
-          LiveBlock b;
-          b.ptr = reinterpret_cast<void*>(i.ptr);
-          b.size = i.size;
-          b.epoch = i.epoch;
-          b.pins = i.pins;
-          b.tag = i.tag;
-          b.persistent = persistent;
-          mine.push_back(b);
-        }
-        std::sort(mine.begin(), mine.end(),
-                  [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });
-        out->insert(out->begin() + pos, mine.begin(), mine.end());
+      std::vector<LiveBlock> mine;
+      for (const PlanRun::LiveInstance& i : inst) {
+        LiveBlock b;
+        b.ptr = reinterpret_cast<void*>(i.ptr);
+        b.size = i.size;
+        b.epoch = i.epoch;
+        b.pins = i.pins;
+        b.tag = i.tag;
+        b.persistent = persistent;
+        mine.push_back(b);
       }
+      out->insert(out->end(), mine.begin(), mine.end());
+      // The zone's pieces lie between the region's blocks: address order again.
+      std::sort(out->begin(), out->end(),
+                [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });
     }
     const size_t n = out->size();
     overflow_.live_blocks(out);

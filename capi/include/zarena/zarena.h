@@ -829,9 +829,9 @@ typedef struct zarena_stats {
   uint64_t plan_misses;            /* steps a deviation took off their plan */
   uint64_t plan_first_miss;        /* why the first one did: ZARENA_PLAN_MISS_* (0: none) */
   uint64_t plans_learned;          /* plans laid out */
-  uint64_t plan_bytes;             /* the latest plan's peak: the zone it needs */
+  uint64_t plan_bytes;             /* the latest plan's peak less the live blocks it lies around */
   uint64_t plan_lower_bound_bytes; /* ... and the most bytes its step has live at once */
-  uint64_t plan_zone_bytes;        /* the zone held now (one region block; 0: none) */
+  uint64_t plan_zone_bytes;        /* the zone held now (its region blocks; 0: none) */
   uint64_t plan_live_bytes;        /* bytes of planned blocks live now (in used_bytes) */
 } zarena_stats;
 
