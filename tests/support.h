@@ -196,6 +196,16 @@ class LogCapture {
     return out;
   }
   size_t count(const std::string& event) const { return of(event).size(); }
+  // The records of `event` that have reached the callback so far, waiting for nothing
+  // (of() waits for the reporter thread first).
+  std::vector<Record> arrived(const std::string& event) const {
+    std::vector<Record> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : records_) {
+      if (r.event == event) out.push_back(r);
+    }
+    return out;
+  }
   void clear() {
     std::lock_guard<std::mutex> lock(mu_);
     records_.clear();
