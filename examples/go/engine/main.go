@@ -15,6 +15,9 @@
 //     crossing (AllocBatch) and freeing them without one: the arena's free queue is
 //     sharded, so the goroutines do not wait for each other, and a whole-arena call
 //     (Stats, Reset) still sees every free made before it.
+//  6. The engine's own pool takes zarena's overflow (SetOverflowAllocator), the diagnosis
+//     is in the logger when Alloc returns (FlagDiagnoseSync), and the overflow policy
+//     changes at run time while a block lives (overflow.go).
 //
 // It exits non-zero when one of these does not hold (scripts/go-test.sh runs it):
 //
@@ -382,7 +385,11 @@ func layers(a *zarena.Arena) error {
 }
 
 func main() {
-	if err := run(); err != nil {
+	err := run()
+	if err == nil {
+		err = overflowRoute()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "engine:", err)
 		os.Exit(1)
 	}
