@@ -179,7 +179,7 @@ inline constexpr LogEvent kFirstOverflow = log_event(
     "for each of the first ZARENA_OVERFLOW_RECORDS epochs in which the region cannot serve a "
     "request, at the first such request: the diagnosis (zarena.h, \"Diagnosis\"). Emitted "
     "before the failing call returns; for an overflow that succeeds, by zarena's reporter "
-    "thread",
+    "thread (with ZARENA_FLAG_DIAGNOSE_SYNC, by the allocating call before it returns)",
     kFirstOverflowFields);
 
 inline constexpr LogFieldSpec kOverflowSummaryFields[] = {

@@ -765,8 +765,9 @@ ZARENA_API int32_t zarena_overflow_policy(const zarena* a);
  *     request rounded up to the arena's alignment). *ptr must be aligned to `alignment`
  *     (cfg->alignment, a power of two) and usable as the arena's memory (device memory
  *     of cfg->device for CUDA, host memory for the host backend), for `bytes` bytes.
- *     stream: the arena's stream now (cudaStream_t; NULL = the legacy stream): the block
- *     is used in stream order on it, as ASYNC blocks are. Returns ZARENA_OK with *ptr set,
+ *     stream: the arena's stream now, as the program gave it (cfg->stream or
+ *     zarena_set_stream; NULL or cudaStreamLegacy: the legacy stream): the block is used
+ *     in stream order on it, as ASYNC blocks are. Returns ZARENA_OK with *ptr set,
  *     or a failure: ZARENA_E_OUT_OF_MEMORY, ZARENA_E_CAPTURE_UNSAFE (it will not allocate
  *     during a capture), ZARENA_E_BACKEND; any other value reads as ZARENA_E_BACKEND.
  *     A failure is an overflow failure like any other: the allocating call returns that
@@ -802,7 +803,8 @@ typedef struct zarena_overflow_allocator {
 } zarena_overflow_allocator;
 
 /* Installs `alloc` (copied) and makes ZARENA_OVERFLOW_CUSTOM the policy; NULL removes the
- * installed allocator (and a CUSTOM policy becomes what DEFAULT resolves to now).
+ * installed allocator (and a CUSTOM policy becomes what DEFAULT resolves to now: ASYNC
+ * with a stream, but SYNC where ASYNC would first need a pool the arena has not made).
  * Its ctx and functions must stay valid until every block it made has gone back: until
  * it is removed or replaced (which is refused while such blocks live) or the arena is
  * destroyed. Blocks made by the other routes are unaffected (see ROUTES); so is an
