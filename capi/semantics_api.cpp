@@ -171,9 +171,10 @@ zarena_status zarena_set_overflow_allocator(zarena* a, const zarena_overflow_all
     const char* why = alloc->struct_size < sizeof(zarena_overflow_allocator)
                           ? "struct_size is smaller than the 1.1 layout (set it to "
                             "sizeof(zarena_overflow_allocator))"
-                      : alloc->reserved != 0                          ? "reserved is not 0"
-                      : alloc->alloc == nullptr || alloc->free == nullptr ? "alloc or free is NULL"
-                                                                          : nullptr;
+                      : alloc->reserved != 0 ? "reserved is not 0"
+                      : alloc->allocate == nullptr || alloc->deallocate == nullptr
+                          ? "allocate or deallocate is NULL"
+                          : nullptr;
     if (why != nullptr) {
       return zarena_core::fail(
           Status::kInvalidArgument,
@@ -184,8 +185,8 @@ zarena_status zarena_set_overflow_allocator(zarena* a, const zarena_overflow_all
     if (alloc == nullptr) return report(arena->set_overflow_allocator(nullptr));
     zarena_core::CustomAllocator c;
     c.ctx = alloc->ctx;
-    c.alloc = alloc->alloc;
-    c.free = alloc->free;
+    c.allocate = alloc->allocate;
+    c.deallocate = alloc->deallocate;
     c.name = alloc->name != nullptr && alloc->name[0] != '\0' ? alloc->name : "custom";
     return report(arena->set_overflow_allocator(&c));
   });

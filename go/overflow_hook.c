@@ -3,8 +3,8 @@
 
 #include "_cgo_export.h"
 
-static zarena_status go_overflow_alloc(void* ctx, uint64_t bytes, uint64_t alignment,
-                                       void* stream, void** ptr) {
+static zarena_status go_overflow_alloc(void* ctx, uint64_t bytes, uint64_t alignment, void* stream,
+                                       void** ptr) {
   uintptr_t out = 0;
   const zarena_status st =
       zarenaGoOverflowAlloc((uintptr_t)ctx, bytes, alignment, (uintptr_t)stream, &out);
@@ -21,8 +21,8 @@ zarena_overflow_allocator zarena_go_overflow_allocator(uintptr_t handle, const c
   a.struct_size = sizeof a;
   a.reserved = 0;
   a.ctx = (void*)handle;
-  a.alloc = go_overflow_alloc;
-  a.free = go_overflow_free;
+  a.allocate = go_overflow_alloc;
+  a.deallocate = go_overflow_free;
   a.name = name;
   return a;
 }

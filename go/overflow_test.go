@@ -276,26 +276,13 @@ func TestOverflowPolicyChangesRaceAllocations(t *testing.T) {
 	}
 }
 
-// arrived is what rec received so far, without waiting for anything.
-func arrived(rec *recorder, event string) int {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	n := 0
-	for _, r := range rec.recs {
-		if r.Event == event {
-			n++
-		}
-	}
-	return n
-}
-
 func TestDiagnoseSyncRecordIsInBeforeAllocReturns(t *testing.T) {
 	rec := captureLogs(t, t.Name(), LevelInfo)
 	a := newRouteArena(t, OverflowSync, FlagDiagnoseSync)
 	if _, err := a.Alloc(routeBlock); err != nil {
 		t.Fatal(err)
 	}
-	if n := arrived(rec, "arena.first_overflow"); n != 1 {
+	if n := rec.arrived("arena.first_overflow"); n != 1 {
 		t.Fatalf("%d arena.first_overflow records when Alloc returned, want 1", n)
 	}
 	// AllocBlock and AllocBatch, in later epochs.
@@ -303,7 +290,7 @@ func TestDiagnoseSyncRecordIsInBeforeAllocReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAllocBlocks(t, a, 5, routeBlock)
-	if n := arrived(rec, "arena.first_overflow"); n != 2 {
+	if n := rec.arrived("arena.first_overflow"); n != 2 {
 		t.Fatalf("%d records after AllocBlock overflowed, want 2", n)
 	}
 	if err := a.Reset(); err != nil {
@@ -313,7 +300,7 @@ func TestDiagnoseSyncRecordIsInBeforeAllocReturns(t *testing.T) {
 	if err := a.AllocBatch([]uint64{routeBlock, routeBlock, routeBlock, routeBlock, routeBlock}, 0, blocks); err != nil {
 		t.Fatal(err)
 	}
-	if n := arrived(rec, "arena.first_overflow"); n != 3 {
+	if n := rec.arrived("arena.first_overflow"); n != 3 {
 		t.Fatalf("%d records after AllocBatch overflowed, want 3", n)
 	}
 }

@@ -243,6 +243,24 @@ struct ArenaHolder {
   ArenaHolder& operator=(const ArenaHolder&) = delete;
 };
 
+// A host arena's configuration for the overflow suites: the defaults, then capacity, name,
+// policy and flags as given (none of the environment's flags, no stream), alignment 256
+// and overflow uncapped (tests that want a cap set one).
+inline zarena_config host_overflow_config(uint64_t capacity, const char* name, int32_t policy,
+                                          uint32_t flags = 0) {
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = capacity;
+  c.alignment = 256;
+  c.overflow_policy = policy;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
+  c.flags = flags;
+  c.stream = nullptr;
+  c.name = name;
+  return c;
+}
+
 inline zarena* make_host_arena(uint64_t capacity, const char* name,
                                int32_t policy = ZARENA_OVERFLOW_REFUSE, uint32_t flags = 0) {
   zarena_config cfg;

@@ -29,20 +29,10 @@ namespace {
 
 constexpr uint64_t kCapacity = 64 * 1024;
 constexpr uint64_t kBlock = 16 * 1024;  // four fill the region
-constexpr uint64_t kAlign = 256;
+constexpr uint64_t kAlign = 256;        // host_overflow_config's
 
 zarena_config host_config(int32_t policy, uint32_t flags = 0) {
-  zarena_config c;
-  zarena_config_init(&c);
-  c.backend = ZARENA_BACKEND_HOST;
-  c.capacity_bytes = kCapacity;
-  c.alignment = kAlign;
-  c.overflow_policy = policy;
-  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
-  c.flags = flags;
-  c.stream = nullptr;
-  c.name = "route-test";
-  return c;
+  return zarena_test::host_overflow_config(kCapacity, "route-test", policy, flags);
 }
 
 void fill_region(zarena* a) {
@@ -127,8 +117,8 @@ struct CountingAllocator {
     zarena_overflow_allocator a{};
     a.struct_size = sizeof a;
     a.ctx = this;
-    a.alloc = &CountingAllocator::alloc;
-    a.free = &CountingAllocator::free;
+    a.allocate = &CountingAllocator::alloc;
+    a.deallocate = &CountingAllocator::free;
     a.name = name;
     return a;
   }
@@ -220,7 +210,7 @@ TEST(OverflowRoute, RefusedChangesChangeNothing) {
   zarena_overflow_allocator ca = custom.c_api();
   EXPECT_EQ(zarena_set_overflow_allocator(nullptr, &ca), ZARENA_E_INVALID_ARGUMENT);
   zarena_overflow_allocator bad = ca;
-  bad.free = nullptr;
+  bad.deallocate = nullptr;
   EXPECT_EQ(zarena_set_overflow_allocator(h.a, &bad), ZARENA_E_INVALID_ARGUMENT);
   bad = ca;
   bad.struct_size = 8;

@@ -20,15 +20,16 @@ Result Arena::set_overflow_policy(int32_t policy) {
   {
     std::lock_guard<std::mutex> g(policy_mu_);
     resolved = policy != ZARENA_OVERFLOW_DEFAULT ? policy
-                             : backend_->stream() != nullptr   ? ZARENA_OVERFLOW_ASYNC
-                                                               : ZARENA_OVERFLOW_SYNC;
+               : backend_->stream() != nullptr   ? ZARENA_OVERFLOW_ASYNC
+                                                 : ZARENA_OVERFLOW_SYNC;
     Result r;
     if (resolved == ZARENA_OVERFLOW_ASYNC) {
       r = backend_->prepare_async(!capturing());
       if (!r.is_ok() && r.status == Status::kUnsupported) {
-        r.message = fmt::format("overflow policy ASYNC needs stream-ordered memory pools, which "
-                                "{} does not support",
-                                backend_->describe());
+        r.message = fmt::format(
+            "overflow policy ASYNC needs stream-ordered memory pools, which "
+            "{} does not support",
+            backend_->describe());
       }
     }
     if (r.is_ok()) r = overflow_.set_policy(resolved, &previous);
@@ -49,10 +50,9 @@ Result Arena::set_overflow_allocator(const CustomAllocator* alloc) {
   int32_t previous = 0, now = 0;
   {
     std::lock_guard<std::mutex> g(policy_mu_);
-    const int32_t fallback =
-        backend_->stream() != nullptr && backend_->prepare_async(false).is_ok()
-            ? ZARENA_OVERFLOW_ASYNC
-            : ZARENA_OVERFLOW_SYNC;
+    const int32_t fallback = backend_->stream() != nullptr && backend_->prepare_async(false).is_ok()
+                                 ? ZARENA_OVERFLOW_ASYNC
+                                 : ZARENA_OVERFLOW_SYNC;
     Result r = overflow_.set_custom(alloc, fallback, &previous);
     if (!r.is_ok()) {
       r.message = fmt::format("zarena_set_overflow_allocator (arena '{}'): {}; nothing changed",
@@ -71,14 +71,12 @@ void Arena::log_policy_change(int32_t previous, int32_t now) {
   const std::string allocator = overflow_.custom_name();
   const uint64_t live = overflow_.stats().live_count;
   LogRecord rec(log_events::kOverflowPolicy, name_);
-  rec.message(fmt::format("overflow policy {}{}{}; the {} live overflow block(s) go back by the "
-                          "route that made them",
-                          previous == now ? "stays " : fmt::format("changed from {} to ",
-                                                                   policy_name(previous)),
-                          policy_name(now),
-                          allocator.empty() ? std::string()
-                                            : fmt::format(" (allocator '{}')", allocator),
-                          live));
+  rec.message(fmt::format(
+      "overflow policy {}{}{}; the {} live overflow block(s) go back by the "
+      "route that made them",
+      previous == now ? "stays " : fmt::format("changed from {} to ", policy_name(previous)),
+      policy_name(now),
+      allocator.empty() ? std::string() : fmt::format(" (allocator '{}')", allocator), live));
   rec.add_string("policy", policy_name(now));
   rec.add_string("previous", policy_name(previous));
   rec.add_string("allocator", allocator);

@@ -41,7 +41,7 @@ int32_t OverflowPool::policy() const {
 
 Result OverflowPool::set_policy(int32_t policy, int32_t* previous) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (policy == ZARENA_OVERFLOW_CUSTOM && custom_.alloc == nullptr) {
+  if (policy == ZARENA_OVERFLOW_CUSTOM && custom_.allocate == nullptr) {
     return Result::fail(Status::kInvalidArgument,
                         "policy CUSTOM needs an overflow allocator, and none is installed "
                         "(zarena_set_overflow_allocator installs one and makes CUSTOM the policy)");
@@ -51,8 +51,7 @@ Result OverflowPool::set_policy(int32_t policy, int32_t* previous) {
   return Result::ok();
 }
 
-Result OverflowPool::set_custom(const CustomAllocator* alloc, int32_t fallback,
-                                int32_t* previous) {
+Result OverflowPool::set_custom(const CustomAllocator* alloc, int32_t fallback, int32_t* previous) {
   std::lock_guard<std::mutex> lock(mu_);
   if (custom_outstanding_ != 0) {
     return Result::fail(Status::kInvalidArgument,
@@ -82,7 +81,7 @@ std::string OverflowPool::custom_name() const {
 Result OverflowPool::custom_alloc(const CustomAllocator& c, uint64_t size, OverflowBlock* out) {
   void* p = nullptr;
   void* const stream = backend_.stream();
-  const zarena_status st = c.alloc(c.ctx, size, alignment_, stream, &p);
+  const zarena_status st = c.allocate(c.ctx, size, alignment_, stream, &p);
   const bool aligned = (reinterpret_cast<uintptr_t>(p) & (alignment_ - 1)) == 0;
   if (st == ZARENA_OK && p != nullptr && aligned) {
     out->ptr = p;
@@ -94,7 +93,7 @@ Result OverflowPool::custom_alloc(const CustomAllocator& c, uint64_t size, Overf
     return Result::ok();
   }
   if (st == ZARENA_OK) {
-    if (p != nullptr) c.free(c.ctx, p, size, stream);  // misaligned: given back at once
+    if (p != nullptr) c.deallocate(c.ctx, p, size, stream);  // misaligned: given back at once
     return Result::fail(
         Status::kBackend,
         p == nullptr
@@ -119,7 +118,7 @@ void OverflowPool::custom_free(const OverflowBlock* blocks, size_t n) {
   void* ctx;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    free_fn = custom_.free;
+    free_fn = custom_.deallocate;
     ctx = custom_.ctx;
   }
   void* const stream = backend_.stream();
@@ -164,8 +163,8 @@ OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
       reserved_bytes_ += size;  // hold the bytes while the backend call runs unlocked
       if (policy == ZARENA_OVERFLOW_CUSTOM) {
         custom.ctx = custom_.ctx;
-        custom.alloc = custom_.alloc;
-        custom.free = custom_.free;
+        custom.allocate = custom_.allocate;
+        custom.deallocate = custom_.deallocate;
         ++custom_outstanding_;
       }
     }

@@ -63,8 +63,8 @@ struct OverflowStats {
 // The program's overflow allocator (zarena_overflow_allocator, copied).
 struct CustomAllocator {
   void* ctx = nullptr;
-  zarena_overflow_alloc_fn alloc = nullptr;
-  zarena_overflow_free_fn free = nullptr;
+  zarena_overflow_alloc_fn allocate = nullptr;
+  zarena_overflow_free_fn deallocate = nullptr;
   std::string name;  // for messages ("custom" when the program gave none)
 };
 
@@ -179,7 +179,8 @@ class OverflowPool {
   void custom_free(const OverflowBlock* blocks, size_t n);
   // Moves the custom blocks of blocks[0..n) to *custom; returns how many others remain,
   // moved to the front.
-  static size_t split_custom(std::vector<OverflowBlock>& blocks, std::vector<OverflowBlock>* custom);
+  static size_t split_custom(std::vector<OverflowBlock>& blocks,
+                             std::vector<OverflowBlock>* custom);
 
   Backend& backend_;
   int32_t policy_;  // under mu_
@@ -191,7 +192,7 @@ class OverflowPool {
   std::unordered_map<void*, Entry> blocks_;
   std::vector<OverflowBlock> deferred_;  // given back when no capture is active
   uint64_t reserved_bytes_ = 0;          // live bytes + bytes of allocations in flight
-  CustomAllocator custom_;               // alloc null: none installed
+  CustomAllocator custom_;               // allocate null: none installed
   uint64_t custom_outstanding_ = 0;      // its blocks live, deferred or being allocated
   OverflowStats stats_;
 };
