@@ -42,6 +42,7 @@ Result Arena::set_overflow_policy(int32_t policy) {
     // the policy was REFUSE).
     if (resolved != ZARENA_OVERFLOW_REFUSE) Reporter::start();
   }
+  emit_queued_warnings();  // a capture query that failed (capturing())
   if (previous != resolved) log_policy_change(previous, resolved);
   return Result::ok();
 }
