@@ -754,7 +754,9 @@ TEST(CudaBackend, PolicyChangedAtRunTimeKeepsEachBlocksRoute) {
     EXPECT_EQ(pointer_attrs(by_mine).type, cudaMemoryTypeDevice);
     ASSERT_EQ(zarena_set_overflow_policy(a, ZARENA_OVERFLOW_SYNC), ZARENA_OK);
     for (void* p : {by_sync, by_async, by_mine}) {
-      if (p != nullptr) ASSERT_EQ(zarena_free(a, p), ZARENA_OK) << zarena_last_error();
+      if (p != nullptr) {
+        ASSERT_EQ(zarena_free(a, p), ZARENA_OK) << zarena_last_error();
+      }
     }
     EXPECT_EQ(mine.frees.load(), 1u);
     const zarena_core::CudaCallCounters cf = zarena_core::cuda_call_counters();

@@ -761,12 +761,13 @@ ZARENA_API int32_t zarena_overflow_policy(const zarena* a);
 
 /* The program's own overflow allocator (an engine with its own pool, as ztensor's MemPool,
  * routes zarena's overflow to it). zarena calls:
- *   alloc(ctx, bytes, alignment, stream, &ptr): one overflow block of `bytes` (> 0; the
+ *   allocate(ctx, bytes, alignment, stream, &ptr): one overflow block of `bytes` (> 0; the
  *     request rounded up to the arena's alignment). *ptr must be aligned to `alignment`
  *     (cfg->alignment, a power of two) and usable as the arena's memory (device memory
  *     of cfg->device for CUDA, host memory for the host backend), for `bytes` bytes.
- *     stream: the arena's stream now (cudaStream_t; NULL = the legacy stream): the block
- *     is used in stream order on it, as ASYNC blocks are. Returns ZARENA_OK with *ptr set,
+ *     stream: the arena's stream now, as the program gave it (cfg->stream or
+ *     zarena_set_stream; NULL or cudaStreamLegacy: the legacy stream): the block is used
+ *     in stream order on it, as ASYNC blocks are. Returns ZARENA_OK with *ptr set,
  *     or a failure: ZARENA_E_OUT_OF_MEMORY, ZARENA_E_CAPTURE_UNSAFE (it will not allocate
  *     during a capture), ZARENA_E_BACKEND; any other value reads as ZARENA_E_BACKEND.
  *     A failure is an overflow failure like any other: the allocating call returns that
@@ -774,17 +775,18 @@ ZARENA_API int32_t zarena_overflow_policy(const zarena* a);
  *     (path "custom") name the allocator and the status it returned. ZARENA_OK with a
  *     NULL or misaligned pointer fails the call with ZARENA_E_BACKEND (a misaligned
  *     block is given back first).
- *   free(ctx, ptr, bytes, stream): gives back a block alloc made (ptr and bytes as they
- *     were), when the program frees it, a reset reclaims it or the arena is destroyed.
- *     stream: the arena's stream now (it may differ from alloc's after zarena_set_stream,
+ *   deallocate(ctx, ptr, bytes, stream): gives back a block allocate made (ptr and bytes
+ *     as they were), when the program frees it, a reset reclaims it or the arena is
+ *     destroyed. stream: the arena's stream now (it may differ from allocate's after
+ *     zarena_set_stream,
  *     which orders the new stream after the old one). Poison, when on, has filled the
  *     block first (on that stream), except during a capture. Custom blocks are never
- *     held back for a capture: free is called at once also during one (the allocator
- *     decides what a free during a capture means for its memory), and at
+ *     held back for a capture: deallocate is called at once also during one (the
+ *     allocator decides what a free during a capture means for its memory), and at
  *     zarena_destroy also when the region's release is deferred.
  * Both may be called from any thread, several at once, and only from inside the zarena
- * call that needs them, with no zarena lock held (free: but a shared hold of the arena's
- * stream lock, which only zarena_set_stream waits for). They must not call zarena
+ * call that needs them, with no zarena lock held (deallocate: but a shared hold of the
+ * arena's stream lock, which only zarena_set_stream waits for). They must not call zarena
  * functions on this arena, nor throw or longjmp out. zarena does not check the memory.
  * name: a label for messages, records and the diagnosis ("ztensor.MemPool"); copied;
  *   NULL or "" = "custom".
@@ -796,13 +798,14 @@ typedef struct zarena_overflow_allocator {
   uint32_t struct_size; /* sizeof(zarena_overflow_allocator) as the caller compiled it */
   uint32_t reserved;    /* must be 0 */
   void* ctx;            /* passed back as is; zarena never reads it */
-  zarena_overflow_alloc_fn alloc;
-  zarena_overflow_free_fn free;
+  zarena_overflow_alloc_fn allocate;  /* named so that a free() macro cannot touch it */
+  zarena_overflow_free_fn deallocate;
   const char* name;
 } zarena_overflow_allocator;
 
 /* Installs `alloc` (copied) and makes ZARENA_OVERFLOW_CUSTOM the policy; NULL removes the
- * installed allocator (and a CUSTOM policy becomes what DEFAULT resolves to now).
+ * installed allocator (and a CUSTOM policy becomes what DEFAULT resolves to now: ASYNC
+ * with a stream, but SYNC where ASYNC would first need a pool the arena has not made).
  * Its ctx and functions must stay valid until every block it made has gone back: until
  * it is removed or replaced (which is refused while such blocks live) or the arena is
  * destroyed. Blocks made by the other routes are unaffected (see ROUTES); so is an
@@ -810,8 +813,8 @@ typedef struct zarena_overflow_allocator {
  * Install it before the first overflow (right after create) or whenever no block of the
  * current allocator is live: reset, free them, or zarena_destroy.
  * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a; struct_size smaller than this
- *   1.1 layout or a non-zero reserved; NULL alloc or free; or blocks of the installed
- *   allocator are live or being allocated: the message says how many). On failure
+ *   1.1 layout or a non-zero reserved; NULL allocate or deallocate; or blocks of the
+ *   installed allocator are live or being allocated: the message says how many). On failure
  *   nothing changes. Logs "arena.overflow_policy" (info). Thread-safe, as
  *   zarena_set_overflow_policy. */
 ZARENA_API zarena_status zarena_set_overflow_allocator(zarena* a,
