@@ -136,7 +136,9 @@ class Backend {
   virtual Result prepare_async(bool create_allowed) noexcept {
     (void)create_allowed;
     return supports_async() ? Result::ok()
-                            : Result::fail(Status::kUnsupported, "no stream-ordered memory pools");
+                            : Result::fail(Status::kUnsupported,
+                                           "overflow policy ASYNC needs stream-ordered memory "
+                                           "pools, which this backend does not support");
   }
 
   // --- streams and capture ------------------------------------------------------------

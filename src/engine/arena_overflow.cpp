@@ -23,15 +23,7 @@ Result Arena::set_overflow_policy(int32_t policy) {
                : backend_->stream() != nullptr   ? ZARENA_OVERFLOW_ASYNC
                                                  : ZARENA_OVERFLOW_SYNC;
     Result r;
-    if (resolved == ZARENA_OVERFLOW_ASYNC) {
-      r = backend_->prepare_async(!capturing());
-      if (!r.is_ok() && r.status == Status::kUnsupported) {
-        r.message = fmt::format(
-            "overflow policy ASYNC needs stream-ordered memory pools, which "
-            "{} does not support",
-            backend_->describe());
-      }
-    }
+    if (resolved == ZARENA_OVERFLOW_ASYNC) r = backend_->prepare_async(!capturing());
     if (r.is_ok()) r = overflow_.set_policy(resolved, &previous);
     if (!r.is_ok()) {
       r.message = fmt::format("zarena_set_overflow_policy (arena '{}'): {}; the policy stays {}",
