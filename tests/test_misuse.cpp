@@ -652,20 +652,32 @@ std::vector<Case> cases() {
        [](Env&) {
          return create_with([](zarena_config* c) { c->capacity_bytes = (1ull << 62) + 1; });
        }},
+      // Capture scopes (zarena_capture_begin): the arena's state must not change either.
+      {"M97", "zarena_capture_end without its zarena_capture_begin", ZARENA_E_INVALID_ARGUMENT,
+       "no process-wide capture is open (more ends than begins)", true, none,
+       [](Env&) { return zarena_capture_end(ZARENA_CAPTURE_PROCESS, nullptr); }},
+      {"M98", "zarena_capture_begin of cudaStreamPerThread", ZARENA_E_INVALID_ARGUMENT,
+       "cudaStreamPerThread names a different stream in every thread", true, none,
+       [](Env&) {
+         return zarena_capture_begin(ZARENA_CAPTURE_STREAM, reinterpret_cast<void*>(0x2));
+       }},
+      {"M99", "zarena_capture_begin with an unknown scope", ZARENA_E_INVALID_ARGUMENT,
+       "scope 7 is not ZARENA_CAPTURE_PROCESS (0) or ZARENA_CAPTURE_STREAM (1)", true, none,
+       [](Env&) { return zarena_capture_begin(7, nullptr); }},
       // The overflow route at run time (zarena.h, "The overflow route at run time").
-      {"M97", "zarena_set_overflow_policy with a value that is no policy",
+      {"M100", "zarena_set_overflow_policy with a value that is no policy",
        ZARENA_E_INVALID_ARGUMENT, "7 is no overflow policy", true, none,
        [](Env& e) {
          return policy_kept(e, [](zarena* a) { return zarena_set_overflow_policy(a, 7); });
        }},
-      {"M98", "zarena_set_overflow_policy CUSTOM with no allocator installed",
+      {"M101", "zarena_set_overflow_policy CUSTOM with no allocator installed",
        ZARENA_E_INVALID_ARGUMENT,
        "policy CUSTOM needs an overflow allocator, and none is installed", true, none,
        [](Env& e) {
          return policy_kept(
              e, [](zarena* a) { return zarena_set_overflow_policy(a, ZARENA_OVERFLOW_CUSTOM); });
        }},
-      {"M99", "zarena_set_overflow_allocator with a NULL deallocate", ZARENA_E_INVALID_ARGUMENT,
+      {"M102", "zarena_set_overflow_allocator with a NULL deallocate", ZARENA_E_INVALID_ARGUMENT,
        "allocate or deallocate is NULL", true, none,
        [](Env& e) {
          return policy_kept(e, [](zarena* a) {
@@ -674,7 +686,7 @@ std::vector<Case> cases() {
            return zarena_set_overflow_allocator(a, &h);
          });
        }},
-      {"M100", "zarena_set_overflow_allocator(NULL) while a block of the installed one lives",
+      {"M103", "zarena_set_overflow_allocator(NULL) while a block of the installed one lives",
        ZARENA_E_INVALID_ARGUMENT, "1 overflow block(s) of the installed allocator 'heap' are live",
        true,
        [](Env& e) {

@@ -93,7 +93,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   Backend& backend() { return *backend_; }
   // The fault injector wrapping a host backend (nullptr for CUDA).
   FaultInjectingBackend* fault_injector();
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return source_.name; }
+  uint64_t id() const { return source_.id; }
   const void* region_base() const { return base_; }
   // For tests: the region's layout invariants ("" when sound).
   std::string check_invariants();
@@ -149,7 +150,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   zarena_trace::TraceAddr pin_trace_addr(bool in_region, uint64_t start_offset, void* start) const;
   void give_back(std::vector<OverflowBlock>& blocks);
   Result destroy_later(const zarena_stats& s, const Result& trace_result);
-  bool capturing();  // the engine's flag, else the backend's answer
+  // The engine said a capture runs: this arena's flag, or a capture scope covering it.
+  bool capture_declared() const noexcept;
+  bool capturing();  // capture_declared(), else the backend's answer
   // Emits the warnings queued under locks (QueuedWarnings, a poison fill skipped during a
   // capture); called with no lock held after any call that may have queued one.
   void emit_queued_warnings();
@@ -193,7 +196,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   // TraceOptions::on_failure: logs "arena.trace_failed".
   static void trace_failed(void* ctx, const std::string& path, const Result& why);
 
-  const std::string name_;
+  const LogSource source_;  // name, id and handle, as log records name the arena
   const zarena_config cfg_;
   std::mutex policy_mu_;  // serialises policy and allocator changes (a pool made once)
   std::unique_ptr<Backend> backend_;
@@ -221,12 +224,15 @@ class Arena final : private RegionHooks, private ZoneOps {
   // set_stream exclusively, so a give-back never straddles a stream change.
   std::shared_mutex stream_mu_;
   std::atomic<bool> capture_flag_{false};
+  // The arena's stream as capture scopes name it (set_stream keeps it current).
+  std::atomic<void*> scope_stream_{nullptr};
   std::atomic<bool> poison_on_;
   std::atomic<uint32_t> poison_word_;
-  std::atomic<bool> poison_skip_queued_{false};  // a fill was skipped: warn once per capture
-  std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
-  std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
-  QueuedWarnings warnings_;                      // backend failures met under locks
+  std::atomic<bool> poison_skip_queued_{false};   // a fill was skipped: warn once per capture
+  std::atomic<bool> poison_skip_warned_{false};   // once per capture (the flag's clearing re-arms)
+  std::atomic<uint64_t> poison_warned_scope_{0};  // capture_scope_generation() at that warning
+  std::atomic<uint64_t> overflow_fills_{0};       // overflow blocks poisoned before going back
+  QueuedWarnings warnings_;                       // backend failures met under locks
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};

@@ -11,6 +11,7 @@
 
 #include "diagnosis/diagnostics.h"
 #include "engine/arena.h"
+#include "engine/capture_scope.h"
 #include "engine/deferred_release.h"
 #include "log/reporter.h"
 
@@ -42,7 +43,7 @@ void Arena::reset() {
   if (expandable_ && cfg_.trim_keep_bytes != 0 && !capturing()) {
     const Result r = commits_.trim(cfg_.trim_keep_bytes);
     if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(log_events::kTrimFailed, name_);
+      LogRecord rec(log_events::kTrimFailed, source_);
       rec.message(
           fmt::format("could not decommit memory of the expandable arena at a reset "
                       "({}); it stays committed and the next reset tries again",
@@ -79,7 +80,8 @@ Result Arena::set_floor(uint64_t offset) {
     r = region_.set_floor_w(offset);
     if (trace_ != nullptr) trace_->on_set_floor(offset, static_cast<int32_t>(r.status));
   }
-  if (!r.is_ok()) r.message = fmt::format("zarena_set_floor (arena '{}'): {}", name_, r.message);
+  if (!r.is_ok())
+    r.message = fmt::format("zarena_set_floor (arena '{}'): {}", source_.name, r.message);
   if (r.is_ok()) check_floor_over_zone();
   return r;
 }
@@ -165,8 +167,10 @@ Result Arena::set_stream(void* stream) {
     std::unique_lock<std::shared_mutex> g(stream_mu_);
     Region::WriterLock w(region_);
     r = backend_->set_stream(stream);
+    if (r.is_ok()) scope_stream_.store(stream, std::memory_order_relaxed);
   }
-  if (!r.is_ok()) r.message = fmt::format("zarena_set_stream (arena '{}'): {}", name_, r.message);
+  if (!r.is_ok())
+    r.message = fmt::format("zarena_set_stream (arena '{}'): {}", source_.name, r.message);
   return r;
 }
 
@@ -241,7 +245,7 @@ Result Arena::destroy() {
   std::string recovered;
   Result r1 = overflow_.release_all(&recovered);
   if (!recovered.empty() && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(log_events::kOverflowGiveFailed, name_);
+    LogRecord rec(log_events::kOverflowGiveFailed, source_);
     rec.message(
         fmt::format("could not give an overflow block back to the backend at destroy "
                     "({}); the second try did",
@@ -252,7 +256,7 @@ Result Arena::destroy() {
   Result r2 = backend_->release_region();
   if (log_enabled(ZARENA_LOG_INFO)) {
     log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, s.overflow_epochs, s.needed_bytes},
-                            name_));
+                            source_));
   }
   if (!r1.is_ok()) return r1;
   if (!r2.is_ok()) return r2;
@@ -262,7 +266,7 @@ Result Arena::destroy() {
 Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
   DeferredRelease d;
   d.blocks = overflow_.take_all();
-  d.name = name_;
+  d.source = source_;
   d.region_bytes = commits_.committed_bytes();
   d.backend = std::move(backend_);
   const uint64_t region_bytes = d.region_bytes, blocks = d.blocks.size();
@@ -274,10 +278,10 @@ Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
                         fmt::format("zarena_destroy during a capture (arena '{}'): out of host "
                                     "memory to defer the release; its device memory stays "
                                     "with the process",
-                                    name_));
+                                    source_.name));
   }
   if (log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(log_events::kDestroyDeferred, name_);
+    LogRecord rec(log_events::kDestroyDeferred, source_);
     rec.message(
         fmt::format("zarena_destroy ran while a CUDA graph capture was active: {} of "
                     "region and {} overflow blocks go back to the device at the next "
@@ -291,7 +295,7 @@ Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
   }
   if (log_enabled(ZARENA_LOG_INFO)) {
     log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, s.overflow_epochs, s.needed_bytes},
-                            name_));
+                            source_));
   }
   return trace_result;
 }

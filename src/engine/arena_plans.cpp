@@ -136,7 +136,7 @@ void Arena::check_floor_over_zone() {
 
 void Arena::log_plan_events(const PlanEvents& e) {
   if (e.learned && log_enabled(ZARENA_LOG_INFO)) {
-    LogRecord rec(log_events::kPlanLearned, name_);
+    LogRecord rec(log_events::kPlanLearned, source_);
     rec.message(fmt::format(
         "step plan learned: {} allocations per step ({} planned) fit in {} (lower bound {}), "
         "laid out in {:.2f} ms; it serves the next steps while they repeat",
@@ -151,7 +151,7 @@ void Arena::log_plan_events(const PlanEvents& e) {
     log_emit(rec);
   }
   if (e.abandoned && log_enabled(ZARENA_LOG_INFO)) {
-    LogRecord rec(log_events::kPlanAbandoned, name_);
+    LogRecord rec(log_events::kPlanAbandoned, source_);
     rec.message(fmt::format(
         "step plan left at allocation {} ({}; the plan expected {} bytes, tag {}); the rest of "
         "the step went to the dynamic engine and the next steps are learned again",
@@ -163,7 +163,7 @@ void Arena::log_plan_events(const PlanEvents& e) {
     log_emit(rec);
   }
   if ((e.no_room || !e.failure.empty()) && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(log_events::kPlanFailed, name_);
+    LogRecord rec(log_events::kPlanFailed, source_);
     rec.message(e.no_room ? fmt::format("a learned step plan needs {} in one piece and the region "
                                         "has no such room; the steps stay dynamic",
                                         human_bytes(e.peak_bytes))

@@ -15,7 +15,12 @@
 //     crossing (AllocBatch) and freeing them without one: the arena's free queue is
 //     sharded, so the goroutines do not wait for each other, and a whole-arena call
 //     (Stats, Reset) still sees every free made before it.
-//  6. The engine's own pool takes zarena's overflow (SetOverflowAllocator), the diagnosis
+//  6. Pools (pools.go): log records reach the pool of the arena they name (Record.Handle,
+//     even for two arenas of one name); one CaptureBegin(CaptureProcess) covers every
+//     arena; a pin through a view (an interior pointer) holds the whole block; Base and
+//     CapacityBytes give offsets without a crossing; the pinned peak; ErrNotPinned and
+//     ErrClosed say which misuse it was.
+//  7. The engine's own pool takes zarena's overflow (SetOverflowAllocator), the diagnosis
 //     is in the logger when Alloc returns (FlagDiagnoseSync), and the overflow policy
 //     changes at run time while a block lives (overflow.go).
 //
@@ -386,6 +391,9 @@ func layers(a *zarena.Arena) error {
 
 func main() {
 	err := run()
+	if err == nil {
+		err = pools()
+	}
 	if err == nil {
 		err = overflowRoute()
 	}

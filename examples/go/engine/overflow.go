@@ -43,7 +43,7 @@ func (m *memPool) liveBlocks() int {
 // logger when Alloc returns (FlagDiagnoseSync), and the policy changes at run time while
 // an overflow block lives: the block still goes back to the pool that made it.
 func overflowRoute() error {
-	fmt.Println("== 6. overflow into the engine's own pool; the policy changed at run time")
+	fmt.Println("== 7. overflow into the engine's own pool; the policy changed at run time")
 	var mu sync.Mutex
 	var seen []zarena.Record
 	if err := zarena.SetLogger(func(r zarena.Record) {
