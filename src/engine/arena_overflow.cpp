@@ -14,7 +14,7 @@ Result Arena::set_overflow_policy(int32_t policy) {
                         fmt::format("zarena_set_overflow_policy (arena '{}'): {} is no overflow "
                                     "policy (ZARENA_OVERFLOW_DEFAULT 0, ASYNC 1, SYNC 2, REFUSE 3, "
                                     "CUSTOM 4); the policy stays {}",
-                                    name_, policy, policy_name(overflow_.policy())));
+                                    name(), policy, policy_name(overflow_.policy())));
   }
   int32_t previous = 0, resolved = 0;
   {
@@ -27,7 +27,7 @@ Result Arena::set_overflow_policy(int32_t policy) {
     if (r.is_ok()) r = overflow_.set_policy(resolved, &previous);
     if (!r.is_ok()) {
       r.message = fmt::format("zarena_set_overflow_policy (arena '{}'): {}; the policy stays {}",
-                              name_, r.message, policy_name(overflow_.policy()));
+                              name(), r.message, policy_name(overflow_.policy()));
       return r;
     }
     // Successful overflows leave their records to the reporter (started at create unless
@@ -49,7 +49,7 @@ Result Arena::set_overflow_allocator(const CustomAllocator* alloc) {
     Result r = overflow_.set_custom(alloc, fallback, &previous);
     if (!r.is_ok()) {
       r.message = fmt::format("zarena_set_overflow_allocator (arena '{}'): {}; nothing changed",
-                              name_, r.message);
+                              name(), r.message);
       return r;
     }
     now = overflow_.policy();
@@ -63,7 +63,7 @@ void Arena::log_policy_change(int32_t previous, int32_t now) {
   if (!log_enabled(ZARENA_LOG_INFO)) return;
   const std::string allocator = overflow_.custom_name();
   const uint64_t live = overflow_.stats().live_count;
-  LogRecord rec(log_events::kOverflowPolicy, name_);
+  LogRecord rec(log_events::kOverflowPolicy, source_);
   rec.message(fmt::format(
       "overflow policy {}{}{}; the {} live overflow block(s) go back by the "
       "route that made them",
