@@ -88,6 +88,7 @@ type Arena struct {
 	plan           atomic.Pointer[planView] // the step plan served without crossings (plan.go)
 	served         servedCounts             // the allocations the binding served from plans
 	planUnwaited   bool                     // a view was published since the last wait (plan.go)
+	ovf            overflowState            // the overflow route's Go side (overflow.go)
 }
 
 // New creates an arena from cfg (see Config for what zero fields mean).
@@ -124,6 +125,7 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 			a.name = "zarena"
 		}
 	}
+	a.ovf.diagnoseSync = c.flags&C.ZARENA_FLAG_DIAGNOSE_SYNC != 0
 	a.initShards(shards)
 	runtime.SetFinalizer(a, (*Arena).leaked)
 	return a, nil
@@ -172,6 +174,7 @@ func (a *Arena) destroy() error {
 		r := C.shim_destroy(h)
 		a.closeLocked()
 		a.served.release()
+		a.releaseOverflowLocked()
 		return r
 	})
 }
@@ -213,6 +216,10 @@ func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 			b, err := a.allocCross(here, n, 0, "Alloc", 1)
 			return b.Ptr, err
 		}
+	}
+	if a.ovf.diagnoseSync { // the block's flags say whether it overflowed
+		b, err := a.allocCross(here, n, 0, "Alloc", 0)
+		return b.Ptr, err
 	}
 	i := a.home(here)
 	s := &a.shards[i]
@@ -287,6 +294,7 @@ func (a *Arena) allocCross(here uintptr, n uint64, tag Tag, op string, unplanned
 			return Block{}, err
 		}
 	}
+	a.overflowed(BlockFlags(r.flags))
 	return Block{Ptr: DevicePtr(r.ptr), Epoch: uint64(r.epoch), Size: uint64(r.size),
 		Flags: BlockFlags(r.flags), Tag: Tag(r.tag)}, nil
 }
@@ -319,6 +327,11 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 		a.applied(s, C.uint32_t(r.qfailed))
 	}
 	s.mu.Unlock()
+	if a.ovf.diagnoseSync {
+		for i := range sizes {
+			a.overflowed(blocks[i].Flags)
+		}
+	}
 	a.errs.logPending(a.name)
 	return callError(r.status, r.err)
 }

@@ -40,6 +40,9 @@ const (
 )
 
 func (p OverflowPolicy) String() string {
+	if p == OverflowCustom {
+		return "custom"
+	}
 	if p >= 0 && int(p) < len(overflowPolicyNames) {
 		return overflowPolicyNames[p]
 	}

@@ -25,6 +25,7 @@ const (
 	FlagStepRecords     Flags = 0x40  // log an `arena.step` record at every reset
 	FlagNoResets        Flags = 0x80  // the program frees what it allocates and never resets (a general-purpose pool, as `zarena.torch`): no reset warnings or verdicts
 	FlagPlan            Flags = 0x100 // learn repeating steps and serve them from a packed plan (docs/PLANS.md)
+	FlagDiagnoseSync    Flags = 0x200 // the diagnosis of an overflow that succeeds is logged before the allocating call returns (not by the reporter thread)
 )
 
 // backendNames are the names of the Backend values (as the environment and the log

@@ -46,6 +46,9 @@
   X(zarena_arena_id)                    \
   X(zarena_set_stream)                  \
   X(zarena_set_poison)                  \
+  X(zarena_set_overflow_policy)         \
+  X(zarena_overflow_policy)             \
+  X(zarena_set_overflow_allocator)      \
   X(zarena_for_each_live_block)         \
   X(zarena_tag_register)                \
   X(zarena_tag_name)                    \
@@ -99,6 +102,9 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_set_capture_active (*zarena_go_dl_zarena_set_capture_active)
 #define zarena_set_stream (*zarena_go_dl_zarena_set_stream)
 #define zarena_set_poison (*zarena_go_dl_zarena_set_poison)
+#define zarena_set_overflow_policy (*zarena_go_dl_zarena_set_overflow_policy)
+#define zarena_overflow_policy (*zarena_go_dl_zarena_overflow_policy)
+#define zarena_set_overflow_allocator (*zarena_go_dl_zarena_set_overflow_allocator)
 #define zarena_for_each_live_block (*zarena_go_dl_zarena_for_each_live_block)
 #define zarena_tag_register (*zarena_go_dl_zarena_tag_register)
 #define zarena_tag_name (*zarena_go_dl_zarena_tag_name)

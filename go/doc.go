@@ -42,6 +42,14 @@
 // slog.Handler). Go loggers are called on one goroutine, in emission order, never inside
 // a binding call; a call that fails returns only after the records emitted so far reached
 // the logger, so log.Fatal(err) keeps the diagnosis. FlushLogs waits for them at any time.
+// With FlagDiagnoseSync an allocation that overflows also returns only after its
+// diagnosis reached the logger (no FlushLogs needed, none of other arenas' records waited
+// for by the library).
+//
+// Overflow route: SetOverflowPolicy changes the policy at run time (live overflow blocks
+// keep the route that made them); SetOverflowAllocator routes overflow to the engine's own
+// pool (an OverflowAllocator, called through exported functions with a cgo.Handle as the
+// library's context).
 //
 // Errors are *Error values that unwrap to one sentinel per C status (ErrOutOfMemory,
 // ErrStale, ...); a call on a closed arena is ErrClosed. Test helpers that a program must

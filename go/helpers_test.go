@@ -103,6 +103,11 @@ func (r *recorder) all() []Record {
 
 func (r *recorder) count(event string) int {
 	FlushLogs()
+	return r.arrived(event)
+}
+
+// arrived counts the records of event received so far, waiting for nothing.
+func (r *recorder) arrived(event string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -691,6 +692,84 @@ TEST(CudaBackend, StreamFromTheHostProgramsRuntimeThroughSharedLibrary) {
   CUDA_OK(cudaStreamSynchronize(s));
   CUDA_OK(cudaStreamDestroy(s));
   dlclose(lib);
+}
+
+// The policy changed at run time on a device: the first switch to ASYNC makes the arena's
+// pool (refused while a capture is marked), and every block goes back by the route that
+// made it: cudaFree, cudaFreeAsync, or the program's allocator (here over cudaMalloc).
+struct CudaMallocAllocator {
+  std::atomic<uint64_t> allocs{0}, frees{0};
+  static zarena_status allocate(void* ctx, uint64_t bytes, uint64_t, void*, void** out) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return ZARENA_E_OUT_OF_MEMORY;
+    }
+    ++static_cast<CudaMallocAllocator*>(ctx)->allocs;
+    *out = p;
+    return ZARENA_OK;
+  }
+  static void deallocate(void* ctx, void* p, uint64_t, void*) {
+    if (cudaFree(p) == cudaSuccess) ++static_cast<CudaMallocAllocator*>(ctx)->frees;
+  }
+};
+
+TEST(CudaBackend, PolicyChangedAtRunTimeKeepsEachBlocksRoute) {
+  REQUIRE_DEVICE();
+  int pools = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, 0));
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const zarena_core::CudaCallCounters c0 = zarena_core::cuda_call_counters();
+  CudaMallocAllocator mine;
+  {
+    zarena_config c = cuda_config(1 * kMiB, ZARENA_OVERFLOW_SYNC, s);
+    zarena* a = nullptr;
+    ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+    void *region = nullptr, *by_sync = nullptr, *by_async = nullptr, *by_mine = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &region), ZARENA_OK);
+    ASSERT_EQ(zarena_alloc(a, 512 * 1024, &by_sync), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_set_capture_active(a, 1), ZARENA_OK);
+    EXPECT_EQ(zarena_set_overflow_policy(a, ZARENA_OVERFLOW_ASYNC),
+              pools ? ZARENA_E_CAPTURE_UNSAFE : ZARENA_E_UNSUPPORTED)
+        << zarena_last_error();
+    EXPECT_EQ(zarena_overflow_policy(a), ZARENA_OVERFLOW_SYNC);
+    ASSERT_EQ(zarena_set_capture_active(a, 0), ZARENA_OK);
+    if (pools) {
+      ASSERT_EQ(zarena_set_overflow_policy(a, ZARENA_OVERFLOW_ASYNC), ZARENA_OK)
+          << zarena_last_error();
+      ASSERT_EQ(zarena_alloc(a, 512 * 1024, &by_async), ZARENA_OK) << zarena_last_error();
+      const zarena_core::CudaCallCounters ci = zarena_core::cuda_call_counters();
+      EXPECT_EQ(ci.pools_created - c0.pools_created, 1u);
+      EXPECT_EQ(ci.pool_allocs - c0.pool_allocs, 1u);
+    }
+    zarena_overflow_allocator alloc{};
+    alloc.struct_size = sizeof alloc;
+    alloc.ctx = &mine;
+    alloc.allocate = &CudaMallocAllocator::allocate;
+    alloc.deallocate = &CudaMallocAllocator::deallocate;
+    alloc.name = "cudaMalloc";
+    ASSERT_EQ(zarena_set_overflow_allocator(a, &alloc), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_alloc(a, 512 * 1024, &by_mine), ZARENA_OK) << zarena_last_error();
+    EXPECT_EQ(pointer_attrs(by_mine).type, cudaMemoryTypeDevice);
+    ASSERT_EQ(zarena_set_overflow_policy(a, ZARENA_OVERFLOW_SYNC), ZARENA_OK);
+    for (void* p : {by_sync, by_async, by_mine}) {
+      if (p != nullptr) {
+        ASSERT_EQ(zarena_free(a, p), ZARENA_OK) << zarena_last_error();
+      }
+    }
+    EXPECT_EQ(mine.frees.load(), 1u);
+    const zarena_core::CudaCallCounters cf = zarena_core::cuda_call_counters();
+    EXPECT_EQ(cf.pool_frees - c0.pool_frees, pools ? 1u : 0u);
+    EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+  }
+  const zarena_core::CudaCallCounters c1 = zarena_core::cuda_call_counters();
+  // The allocator's cudaMalloc/cudaFree are the program's, not counted by the backend.
+  EXPECT_EQ(c1.mallocs - c0.mallocs, c1.frees - c0.frees);
+  EXPECT_EQ(c1.pool_allocs - c0.pool_allocs, c1.pool_frees - c0.pool_frees);
+  EXPECT_EQ(c1.pools_created - c0.pools_created, c1.pools_destroyed - c0.pools_destroyed);
+  EXPECT_EQ(mine.allocs.load(), mine.frees.load());
+  CUDA_OK(cudaStreamDestroy(s));
 }
 
 }  // namespace

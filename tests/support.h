@@ -200,6 +200,16 @@ class LogCapture {
     return out;
   }
   size_t count(const std::string& event) const { return of(event).size(); }
+  // The records of `event` that have reached the callback so far, waiting for nothing
+  // (of() waits for the reporter thread first).
+  std::vector<Record> arrived(const std::string& event) const {
+    std::vector<Record> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : records_) {
+      if (r.event == event) out.push_back(r);
+    }
+    return out;
+  }
   void clear() {
     std::lock_guard<std::mutex> lock(mu_);
     records_.clear();
@@ -236,6 +246,24 @@ struct ArenaHolder {
   ArenaHolder(const ArenaHolder&) = delete;
   ArenaHolder& operator=(const ArenaHolder&) = delete;
 };
+
+// A host arena's configuration for the overflow suites: the defaults, then capacity, name,
+// policy and flags as given (none of the environment's flags, no stream), alignment 256
+// and overflow uncapped (tests that want a cap set one).
+inline zarena_config host_overflow_config(uint64_t capacity, const char* name, int32_t policy,
+                                          uint32_t flags = 0) {
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = capacity;
+  c.alignment = 256;
+  c.overflow_policy = policy;
+  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
+  c.flags = flags;
+  c.stream = nullptr;
+  c.name = name;
+  return c;
+}
 
 inline zarena* make_host_arena(uint64_t capacity, const char* name,
                                int32_t policy = ZARENA_OVERFLOW_REFUSE, uint32_t flags = 0) {

@@ -93,6 +93,15 @@ static_assert(offsetof(zarena_stats, plan_hits) == offsetof(zarena_stats, plan_s
                   sizeof(zarena_stats) == offsetof(zarena_stats, plan_live_bytes) + 8 &&
                   sizeof(zarena_stats) == 448,
               "the step-plan counters are the last fields of zarena_stats");
+// zarena_overflow_allocator (1.1): a versioned struct the program fills; its 1.1 layout is
+// the smallest zarena_set_overflow_allocator accepts.
+static_assert(offsetof(zarena_overflow_allocator, reserved) == 4 &&
+                  offsetof(zarena_overflow_allocator, ctx) == 8 &&
+                  offsetof(zarena_overflow_allocator, allocate) == 16 &&
+                  offsetof(zarena_overflow_allocator, deallocate) == 24 &&
+                  offsetof(zarena_overflow_allocator, name) == 32 &&
+                  sizeof(zarena_overflow_allocator) == 40,
+              "the 1.1 layout of zarena_overflow_allocator");
 // zarena_diagnosis (1.1): the sentences first, then the facts.
 static_assert(offsetof(zarena_diagnosis, overflowed) == 4 &&
                   offsetof(zarena_diagnosis, verdict) == 8 &&

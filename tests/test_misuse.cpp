@@ -86,6 +86,28 @@ zarena_status create_with(void (*mutate)(zarena_config*)) {
 // A check that is not a status: OK when the values are as documented.
 zarena_status holds(bool ok) { return ok ? ZARENA_OK : ZARENA_E_INTERNAL; }
 
+// A program's overflow allocator over the C heap (the overflow route rows).
+zarena_status heap_allocate(void*, uint64_t bytes, uint64_t alignment, void*, void** out) {
+  *out = std::aligned_alloc(alignment, (bytes + alignment - 1) & ~(alignment - 1));
+  return *out != nullptr ? ZARENA_OK : ZARENA_E_OUT_OF_MEMORY;
+}
+void heap_deallocate(void*, void* p, uint64_t, void*) { std::free(p); }
+zarena_overflow_allocator heap_allocator() {
+  zarena_overflow_allocator h{};
+  h.struct_size = sizeof h;
+  h.allocate = heap_allocate;
+  h.deallocate = heap_deallocate;
+  h.name = "heap";
+  return h;
+}
+
+// A refused change of the overflow route: its status, and INTERNAL if the policy moved.
+zarena_status policy_kept(Env& e, zarena_status (*change)(zarena*)) {
+  const int32_t before = zarena_overflow_policy(e.a);
+  const zarena_status s = change(e.a);
+  return zarena_overflow_policy(e.a) == before ? s : ZARENA_E_INTERNAL;
+}
+
 void none(Env&) {}
 void one_block(Env& e) { e.b = e.alloc(4 * kKiB); }
 void fill_region(Env& e) {
@@ -642,6 +664,41 @@ std::vector<Case> cases() {
       {"M99", "zarena_capture_begin with an unknown scope", ZARENA_E_INVALID_ARGUMENT,
        "scope 7 is not ZARENA_CAPTURE_PROCESS (0) or ZARENA_CAPTURE_STREAM (1)", true, none,
        [](Env&) { return zarena_capture_begin(7, nullptr); }},
+      // The overflow route at run time (zarena.h, "The overflow route at run time").
+      {"M100", "zarena_set_overflow_policy with a value that is no policy",
+       ZARENA_E_INVALID_ARGUMENT, "7 is no overflow policy", true, none,
+       [](Env& e) {
+         return policy_kept(e, [](zarena* a) { return zarena_set_overflow_policy(a, 7); });
+       }},
+      {"M101", "zarena_set_overflow_policy CUSTOM with no allocator installed",
+       ZARENA_E_INVALID_ARGUMENT,
+       "policy CUSTOM needs an overflow allocator, and none is installed", true, none,
+       [](Env& e) {
+         return policy_kept(
+             e, [](zarena* a) { return zarena_set_overflow_policy(a, ZARENA_OVERFLOW_CUSTOM); });
+       }},
+      {"M102", "zarena_set_overflow_allocator with a NULL deallocate", ZARENA_E_INVALID_ARGUMENT,
+       "allocate or deallocate is NULL", true, none,
+       [](Env& e) {
+         return policy_kept(e, [](zarena* a) {
+           zarena_overflow_allocator h = heap_allocator();
+           h.deallocate = nullptr;
+           return zarena_set_overflow_allocator(a, &h);
+         });
+       }},
+      {"M103", "zarena_set_overflow_allocator(NULL) while a block of the installed one lives",
+       ZARENA_E_INVALID_ARGUMENT, "1 overflow block(s) of the installed allocator 'heap' are live",
+       true,
+       [](Env& e) {
+         const zarena_overflow_allocator h = heap_allocator();
+         ASSERT_EQ(zarena_set_overflow_allocator(e.a, &h), ZARENA_OK);
+         fill_region(e);
+         void* p = nullptr;
+         ASSERT_EQ(zarena_alloc(e.a, 256, &p), ZARENA_OK);  // the heap's, freed at destroy
+       },
+       [](Env& e) {
+         return policy_kept(e, [](zarena* a) { return zarena_set_overflow_allocator(a, nullptr); });
+       }},
   };
 }
 

@@ -32,17 +32,7 @@ constexpr uint64_t kCapacity = 64 * 1024;
 constexpr uint64_t kBlock = 16 * 1024;  // four fill the region
 
 zarena_config host_config(int32_t policy) {
-  zarena_config c;
-  zarena_config_init(&c);
-  c.backend = ZARENA_BACKEND_HOST;
-  c.capacity_bytes = kCapacity;
-  c.alignment = 256;
-  c.overflow_policy = policy;
-  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;  // tests that want a cap set one
-  c.flags = 0;
-  c.stream = nullptr;
-  c.name = "overflow-test";
-  return c;
+  return zarena_test::host_overflow_config(kCapacity, "overflow-test", policy);
 }
 
 // Fills the region so that the next allocation of kBlock overflows.

@@ -97,6 +97,8 @@ _SIGNATURES_1_1 = {
     "zarena_set_capture_active": (_i32, [_vp, ctypes.c_int]),
     "zarena_set_stream": (_i32, [_vp, _vp]),
     "zarena_set_poison": (_i32, [_vp, ctypes.c_int, _u32]),
+    "zarena_set_overflow_policy": (_i32, [_vp, _i32]),
+    "zarena_overflow_policy": (_i32, [_vp]),
     "zarena_free_batch": (_i32, [_vp, ctypes.POINTER(FreeItem), ctypes.c_size_t,
                                  ctypes.POINTER(_i32)]),
     "zarena_alloc_batch": (_i32, [_vp, ctypes.POINTER(_u64), ctypes.c_size_t, _u32,

@@ -257,7 +257,30 @@ class DiagnosisC(ctypes.Structure):
 LIVE_BLOCK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(LiveBlockC))
 
 # The ctypes mirror of each C struct, by C name (tests/python/test_layout.py checks them all).
+# zarena_overflow_allocator's functions (zarena_set_overflow_allocator, C ABI).
+OVERFLOW_ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint64,
+                                     ctypes.c_uint64, ctypes.c_void_p,
+                                     ctypes.POINTER(ctypes.c_void_p))
+OVERFLOW_FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                    ctypes.c_void_p)
+
+
+class OverflowAllocatorC(ctypes.Structure):
+    """zarena_overflow_allocator (zarena_set_overflow_allocator): the layout, for programs
+    that install an allocator through ctypes themselves."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("ctx", ctypes.c_void_p),
+        ("allocate", OVERFLOW_ALLOC_FN),
+        ("deallocate", OVERFLOW_FREE_FN),
+        ("name", ctypes.c_char_p),
+    ]
+
+
 C_STRUCTS = {"zarena_config": Config, "zarena_stats": Stats, "zarena_log_field": LogField,
              "zarena_log_record": LogRecordC, "zarena_block": BlockC,
              "zarena_free_item": FreeItem, "zarena_region": Region,
-             "zarena_live_block": LiveBlockC, "zarena_diagnosis": DiagnosisC}
+             "zarena_live_block": LiveBlockC, "zarena_diagnosis": DiagnosisC,
+             "zarena_overflow_allocator": OverflowAllocatorC}

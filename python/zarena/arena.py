@@ -210,6 +210,24 @@ class Arena:
         word = _args.unsigned(word, "word", 32)
         check(function("zarena_set_poison")(self._handle(), enabled, word), "zarena_set_poison")
 
+    def set_overflow_policy(self, policy):
+        """Makes policy the overflow policy from now on: OVERFLOW_ASYNC, OVERFLOW_SYNC,
+        OVERFLOW_REFUSE, OVERFLOW_DEFAULT (resolved now: async with a stream, else sync),
+        OVERFLOW_CUSTOM (an allocator installed through the C ABI), or a name ("async").
+        Live overflow blocks keep the route that made them. Raises InvalidArgumentError
+        (no policy; custom without an allocator) or UnsupportedError; nothing changes
+        then."""
+        if isinstance(policy, str):
+            policy = config_parse("overflow_policy", policy)
+        policy = _args.signed(policy, "policy", 32)
+        check(function("zarena_set_overflow_policy")(self._handle(), policy),
+              "zarena_set_overflow_policy")
+
+    @property
+    def overflow_policy(self):
+        """The overflow policy in force (OVERFLOW_DEFAULT resolved)."""
+        return function("zarena_overflow_policy")(self._handle())
+
     # --- 1.1: batches --------------------------------------------------------------------
 
     def free_batch(self, items, raise_on_error=True):

@@ -25,6 +25,7 @@ OVERFLOW_DEFAULT = 0
 OVERFLOW_ASYNC = 1
 OVERFLOW_SYNC = 2
 OVERFLOW_REFUSE = 3
+OVERFLOW_CUSTOM = 4  # the program's own allocator (zarena_set_overflow_allocator, C ABI)
 
 # overflow_limit_bytes: no cap at all (0 means the default cap, the capacity).
 OVERFLOW_UNLIMITED = 2**64 - 1
@@ -37,6 +38,7 @@ FLAG_MANAGED_FALLBACK = 0x10
 FLAG_STRICT_CONFIG = 0x20
 FLAG_STEP_RECORDS = 0x40
 FLAG_NO_RESETS = 0x80
+FLAG_DIAGNOSE_SYNC = 0x200  # the diagnosis of a successful overflow is out before alloc returns
 
 # zarena_block.flags (Arena.alloc_ex)
 BLOCK_OVERFLOW = 0x1

@@ -28,6 +28,9 @@ namespace zarena_core {
 enum class OverflowRoute : int32_t {
   kAsync = 1,  // stream-ordered pool with a release threshold
   kSync = 2,   // plain synchronous allocation
+  // The program's own allocator (zarena_overflow_allocator): the overflow pool calls it
+  // and gives its blocks back to it; the backend never sees them.
+  kCustom = 3,
 };
 
 struct BackendOptions {
@@ -126,6 +129,17 @@ class Backend {
   virtual Result overflow_free(const OverflowBlock& block) noexcept = 0;
   // True when the async (stream-ordered pool) route is available.
   virtual bool supports_async() const noexcept = 0;
+  // Makes the async route ready for a policy that switches to it at run time (CUDA: the
+  // arena's own pool, created once; the caller serialises calls and has checked that no
+  // capture is active when `create_allowed`; kCaptureUnsafe when a pool is needed and it
+  // is not). kUnsupported where the async route cannot exist.
+  virtual Result prepare_async(bool create_allowed) noexcept {
+    (void)create_allowed;
+    return supports_async() ? Result::ok()
+                            : Result::fail(Status::kUnsupported,
+                                           "overflow policy ASYNC needs stream-ordered memory "
+                                           "pools, which this backend does not support");
+  }
 
   // --- streams and capture ------------------------------------------------------------
   // *capturing := whether a stream-ordered or synchronous call now would hit a CUDA graph

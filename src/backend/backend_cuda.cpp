@@ -440,6 +440,22 @@ class CudaBackend final : public Backend {
   }
 
   bool supports_async() const noexcept override { return pools_supported_; }
+  Result prepare_async(bool create_allowed) noexcept override {
+    if (pool_ != nullptr) return Result::ok();
+    if (!pools_supported_) return create_pool();  // kUnsupported, with the reason
+    if (!create_allowed) {
+      return Result::fail(Status::kCaptureUnsafe,
+                          "the overflow pool would be created now, during a CUDA graph capture; "
+                          "switch to ASYNC before the capture");
+    }
+    CudaContextGuard g(d_, ctx_);
+    if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
+    try {
+      return create_pool();
+    } catch (...) {
+      return Result::fail(Status::kOutOfMemory, "out of host memory creating the overflow pool");
+    }
+  }
 
   // --- streams and capture --------------------------------------------------------------
 

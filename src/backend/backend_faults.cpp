@@ -26,7 +26,9 @@ std::optional<FaultPlan> take_next_create_plan() noexcept {
   return p;
 }
 
-const char* route_name(OverflowRoute r) { return r == OverflowRoute::kAsync ? "async" : "sync"; }
+const char* route_name(OverflowRoute r) {
+  return r == OverflowRoute::kAsync ? "async" : r == OverflowRoute::kCustom ? "custom" : "sync";
+}
 
 }  // namespace
 

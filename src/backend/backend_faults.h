@@ -111,6 +111,9 @@ class FaultInjectingBackend final : public Backend {
   Result capture_status(bool* capturing) noexcept override;
   Result capture_id(uint64_t* id) noexcept override { return inner_->capture_id(id); }
   bool on_legacy_stream() const noexcept override { return inner_->on_legacy_stream(); }
+  Result prepare_async(bool create_allowed) noexcept override {
+    return inner_->prepare_async(create_allowed);
+  }
   Result set_stream(void* stream) noexcept override;
   void* stream() const noexcept override { return inner_->stream(); }
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override;

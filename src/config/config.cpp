@@ -168,6 +168,7 @@ const char* backend_name(int32_t backend) {
 }
 
 const char* policy_name(int32_t policy) {
+  if (policy == ZARENA_OVERFLOW_CUSTOM) return "custom";  // set at run time, never configured
   return (policy >= 0 && policy <= 3) ? kPolicyNames[policy] : "invalid";
 }
 

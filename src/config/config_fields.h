@@ -309,6 +309,12 @@ inline constexpr FieldSpec kConfigFields[] = {
         .var("ZARENA_PLAN", Syntax::kSwitch, "1")
         .go("FlagPlan", "Flags", GoKind::kFlag)
         .docs("learn repeating steps and serve them from a packed plan (docs/PLANS.md)", "off"),
+    ZARENA_FLAG_FIELD("diagnose_sync", ZARENA_FLAG_DIAGNOSE_SYNC)
+        .var("ZARENA_DIAGNOSE_SYNC", Syntax::kSwitch, "1")
+        .go("FlagDiagnoseSync", "Flags", GoKind::kFlag)
+        .docs("the diagnosis of an overflow that succeeds is logged before the allocating "
+              "call returns (not by the reporter thread)",
+              "off"),
     ZARENA_FIELD(name, kString, kText)
         .text_is(kDefaultName)
         .var("ZARENA_NAME", Syntax::kText, "train")

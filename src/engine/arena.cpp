@@ -179,7 +179,6 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
              int32_t policy)
     : source_(rc.log_source()),
       cfg_(rc.cfg),
-      policy_(policy),
       backend_(std::move(backend)),
       base_(static_cast<char*>(region.base)),
       capacity_(rc.cfg.capacity_bytes),

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -71,6 +72,12 @@ class Arena final : private RegionHooks, private ZoneOps {
   void diagnose_now(CurrentDiagnosis* out);
   Result set_stream(void* stream);
   void set_poison(bool enabled, uint32_t word);
+  // The overflow route at run time (arena_overflow.cpp; zarena.h "The overflow route at run
+  // time"): policy is any ZARENA_OVERFLOW_* (DEFAULT resolved now); alloc null removes the
+  // program's allocator.
+  Result set_overflow_policy(int32_t policy);
+  int32_t overflow_policy() const { return overflow_.policy(); }
+  Result set_overflow_allocator(const CustomAllocator* alloc);
   // Live blocks (region and overflow) from one snapshot, in address order for the region;
   // *epoch (may be null): the epoch at that instant.
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
@@ -183,6 +190,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   void report_success(const OverflowAttempt& a, uint64_t size, uint64_t aligned, uint64_t epoch,
                       const std::string& commit_failure);
   static void run_report_job(void* self, const void* job);
+  // Logs "arena.overflow_policy" (no lock held).
+  void log_policy_change(int32_t previous, int32_t now);
 
   // RegionHooks (called with region locks held: no logging, no waiting).
   Fill fill_policy() noexcept override;
@@ -195,7 +204,7 @@ class Arena final : private RegionHooks, private ZoneOps {
 
   const LogSource source_;  // name, id and handle, as log records name the arena
   const zarena_config cfg_;
-  const int32_t policy_;
+  std::mutex policy_mu_;  // serialises policy and allocator changes (a pool made once)
   std::unique_ptr<Backend> backend_;
   char* const base_;
   const uint64_t capacity_;

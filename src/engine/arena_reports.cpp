@@ -1,6 +1,7 @@
 // The arena's side of the diagnosis (diagnosis/arena_diagnosis.h owns the state): it
 // gives the diagnosis the snapshots it needs and emits the reports it decides on. A call
-// whose overflow succeeded leaves its record to the reporter thread (log/reporter.h); a
+// whose overflow succeeded leaves its record to the reporter thread (log/reporter.h), or
+// emits it itself with ZARENA_FLAG_DIAGNOSE_SYNC; a
 // call that failed builds its record, its error text and its verdict from one snapshot
 // and emits the record before it returns.
 #include <fmt/format.h>
@@ -81,6 +82,13 @@ void Arena::report_success(const OverflowAttempt& a, uint64_t size, uint64_t ali
   job.latency_ns = a.latency_ns;
   job.aligned = aligned;
   job.path = a.path;
+  // ZARENA_FLAG_DIAGNOSE_SYNC: out before the call returns, after this arena's records the
+  // reporter still holds (their order kept); no lock is held here.
+  if ((cfg_.flags & ZARENA_FLAG_DIAGNOSE_SYNC) != 0) {
+    Reporter::flush(this);
+    run_report_job(this, &job);
+    return;
+  }
   if (!Reporter::post(this, &Arena::run_report_job, &job, sizeof job)) run_report_job(this, &job);
 }
 

@@ -151,7 +151,7 @@ inline constexpr LogEvent kResetCadence = log_event(
 
 inline constexpr LogFieldSpec kFirstOverflowFields[] = {
     {"path", kString,
-     "the overflow route: async, sync, refused (REFUSE), limit or "
+     "the overflow route: async, sync, custom, refused (REFUSE), limit or "
      "capture_refused"},
     {"requested_bytes", kUint, "the request"},
     {"aligned_bytes", kUint, "the request rounded up to the alignment"},
@@ -179,7 +179,7 @@ inline constexpr LogEvent kFirstOverflow = log_event(
     "for each of the first ZARENA_OVERFLOW_RECORDS epochs in which the region cannot serve a "
     "request, at the first such request: the diagnosis (zarena.h, \"Diagnosis\"). Emitted "
     "before the failing call returns; for an overflow that succeeds, by zarena's reporter "
-    "thread",
+    "thread (with ZARENA_FLAG_DIAGNOSE_SYNC, by the allocating call before it returns)",
     kFirstOverflowFields);
 
 inline constexpr LogFieldSpec kOverflowSummaryFields[] = {
@@ -220,7 +220,7 @@ inline constexpr LogFieldSpec kOverflowSlowFields[] = {
     {"duration_ns", kUint, "how long the backend call took"},
     {"threshold_ns", kUint, "overflow_slow_ns"},
     {"bytes", kUint, "the allocation's size"},
-    {"path", kString, "the overflow route: async or sync"},
+    {"path", kString, "the overflow route: async, sync or custom"},
 };
 // Limited: a wedged backend would otherwise log on every overflow call.
 inline constexpr LogEvent kOverflowSlow =
@@ -228,6 +228,18 @@ inline constexpr LogEvent kOverflowSlow =
               "an overflow allocation took longer than overflow_slow_ns (the watchdog; "
               "stats.overflow_max_latency_ns keeps the slowest)",
               kOverflowSlowFields);
+
+inline constexpr LogFieldSpec kOverflowPolicyFields[] = {
+    {"policy", kString, "the policy from now on: async, sync, refuse or custom"},
+    {"previous", kString, "the policy it replaces"},
+    {"allocator", kString, "the installed overflow allocator's name (\"\" for none)"},
+    {"overflow_live_blocks", kUint, "live overflow blocks, which keep the route that made them"},
+};
+inline constexpr LogEvent kOverflowPolicy =
+    log_event("arena.overflow_policy", ZARENA_LOG_INFO, kNeverDropped,
+              "zarena_set_overflow_policy or zarena_set_overflow_allocator changed the overflow "
+              "policy or the allocator",
+              kOverflowPolicyFields);
 
 inline constexpr LogFieldSpec kCommitFailedFields[] = {
     {"committed_bytes", kUint, "memory committed so far"},
@@ -383,6 +395,7 @@ inline constexpr const LogEvent* kLogEvents[] = {
     &log_events::kOverflowSummary,
     &log_events::kStep,
     &log_events::kOverflowSlow,
+    &log_events::kOverflowPolicy,
     &log_events::kCommitFailed,
     &log_events::kPoisonSkipped,
     &log_events::kOverflowGiveFailed,

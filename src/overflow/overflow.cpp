@@ -17,20 +17,140 @@ OverflowPool::OverflowPool(Backend& backend, int32_t policy, uint64_t alignment,
 
 OverflowPool::~OverflowPool() = default;
 
-OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
-  OverflowAttempt a;
-  if (policy_ == ZARENA_OVERFLOW_REFUSE) {
-    a.path = "refused";
-    a.result = Result::fail(Status::kOutOfMemory, "overflow policy is REFUSE");
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.failures;
-    return a;
+namespace {
+
+const char* returned_status(zarena_status st) {
+  switch (st) {
+    case ZARENA_E_OUT_OF_MEMORY:
+      return "ZARENA_E_OUT_OF_MEMORY";
+    case ZARENA_E_CAPTURE_UNSAFE:
+      return "ZARENA_E_CAPTURE_UNSAFE";
+    case ZARENA_E_BACKEND:
+      return "ZARENA_E_BACKEND";
+    default:
+      return "a status that is no overflow failure, read as ZARENA_E_BACKEND";
   }
-  const OverflowRoute route =
-      policy_ == ZARENA_OVERFLOW_ASYNC ? OverflowRoute::kAsync : OverflowRoute::kSync;
+}
+
+}  // namespace
+
+int32_t OverflowPool::policy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return policy_;
+}
+
+Result OverflowPool::set_policy(int32_t policy, int32_t* previous) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (policy == ZARENA_OVERFLOW_CUSTOM && custom_.allocate == nullptr) {
+    return Result::fail(Status::kInvalidArgument,
+                        "policy CUSTOM needs an overflow allocator, and none is installed "
+                        "(zarena_set_overflow_allocator installs one and makes CUSTOM the policy)");
+  }
+  *previous = policy_;
+  policy_ = policy;
+  return Result::ok();
+}
+
+Result OverflowPool::set_custom(const CustomAllocator* alloc, int32_t fallback, int32_t* previous) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (custom_outstanding_ != 0) {
+    return Result::fail(Status::kInvalidArgument,
+                        fmt::format("{} overflow block(s) of the installed allocator '{}' are live "
+                                    "or being allocated; they go back to it first (free them, "
+                                    "reset, or destroy the arena)",
+                                    custom_outstanding_, custom_.name));
+  }
+  *previous = policy_;
+  if (alloc != nullptr) {
+    custom_ = *alloc;
+    policy_ = ZARENA_OVERFLOW_CUSTOM;
+  } else {
+    custom_ = CustomAllocator{};
+    if (policy_ == ZARENA_OVERFLOW_CUSTOM) policy_ = fallback;
+  }
+  return Result::ok();
+}
+
+std::string OverflowPool::custom_name() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return custom_.name;
+}
+
+// No lock held; the caller counted the attempt in custom_outstanding_, so custom_ cannot
+// change meanwhile (set_custom refuses) and its name is read without the lock.
+Result OverflowPool::custom_alloc(const CustomAllocator& c, uint64_t size, OverflowBlock* out) {
+  void* p = nullptr;
+  void* const stream = backend_.stream();
+  const zarena_status st = c.allocate(c.ctx, size, alignment_, stream, &p);
+  const bool aligned = (reinterpret_cast<uintptr_t>(p) & (alignment_ - 1)) == 0;
+  if (st == ZARENA_OK && p != nullptr && aligned) {
+    out->ptr = p;
+    out->base = p;
+    out->bytes = size;
+    out->reserved_bytes = size;
+    out->route = OverflowRoute::kCustom;
+    out->capture_id = 0;
+    return Result::ok();
+  }
+  if (st == ZARENA_OK) {
+    if (p != nullptr) c.deallocate(c.ctx, p, size, stream);  // misaligned: given back at once
+    return Result::fail(
+        Status::kBackend,
+        p == nullptr
+            ? fmt::format("the overflow allocator '{}' returned ZARENA_OK but no pointer for {} "
+                          "bytes",
+                          custom_.name, size)
+            : fmt::format("the overflow allocator '{}' returned {} for {} bytes, not aligned to "
+                          "the arena's {} bytes (given back to it)",
+                          custom_.name, p, size, alignment_));
+  }
+  const Status s = st == ZARENA_E_OUT_OF_MEMORY    ? Status::kOutOfMemory
+                   : st == ZARENA_E_CAPTURE_UNSAFE ? Status::kCaptureUnsafe
+                                                   : Status::kBackend;
+  return Result::fail(s, fmt::format("the overflow allocator '{}' could not allocate {} bytes "
+                                     "(it returned {}: {})",
+                                     custom_.name, size, st, returned_status(st)));
+}
+
+void OverflowPool::custom_free(const OverflowBlock* blocks, size_t n) {
+  if (n == 0) return;
+  zarena_overflow_free_fn free_fn;
+  void* ctx;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (limit_bytes_ != 0 && (size > limit_bytes_ || reserved_bytes_ > limit_bytes_ - size)) {
+    free_fn = custom_.deallocate;
+    ctx = custom_.ctx;
+  }
+  void* const stream = backend_.stream();
+  for (size_t i = 0; i < n; ++i) free_fn(ctx, blocks[i].ptr, blocks[i].bytes, stream);
+  std::lock_guard<std::mutex> lock(mu_);
+  custom_outstanding_ -= n;
+}
+
+size_t OverflowPool::split_custom(std::vector<OverflowBlock>& blocks,
+                                  std::vector<OverflowBlock>* custom) {
+  size_t kept = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].route == OverflowRoute::kCustom) {
+      custom->push_back(blocks[i]);
+    } else {
+      blocks[kept++] = blocks[i];
+    }
+  }
+  return kept;
+}
+
+OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
+  OverflowAttempt a;
+  CustomAllocator custom;  // the functions of the installed allocator (CUSTOM)
+  int32_t policy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    policy = policy_;  // read once: a change made meanwhile applies to the next call
+    if (policy == ZARENA_OVERFLOW_REFUSE) {
+      ++stats_.failures;
+    } else if (limit_bytes_ != 0 &&
+               (size > limit_bytes_ || reserved_bytes_ > limit_bytes_ - size)) {
       a.path = "limit";
       a.result = Result::fail(
           Status::kOutOfMemory,
@@ -39,9 +159,41 @@ OverflowAttempt OverflowPool::allocate(uint64_t size, bool capture_active) {
                       reserved_bytes_, size, limit_bytes_));
       ++stats_.failures;
       return a;
+    } else {
+      reserved_bytes_ += size;  // hold the bytes while the backend call runs unlocked
+      if (policy == ZARENA_OVERFLOW_CUSTOM) {
+        custom.ctx = custom_.ctx;
+        custom.allocate = custom_.allocate;
+        custom.deallocate = custom_.deallocate;
+        ++custom_outstanding_;
+      }
     }
-    reserved_bytes_ += size;  // hold the bytes while the backend call runs unlocked
   }
+  if (policy == ZARENA_OVERFLOW_REFUSE) {
+    a.path = "refused";
+    a.result = Result::fail(Status::kOutOfMemory, "overflow policy is REFUSE");
+    return a;
+  }
+  if (policy == ZARENA_OVERFLOW_CUSTOM) {
+    // The program's allocator decides what a capture means for its memory: no pre-check.
+    a.path = "custom";
+    const auto t0 = std::chrono::steady_clock::now();
+    a.result = custom_alloc(custom, size, &a.block);
+    const auto t1 = std::chrono::steady_clock::now();
+    a.latency_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    a.slow = a.latency_ns > slow_ns_;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (a.latency_ns > stats_.max_latency_ns) stats_.max_latency_ns = a.latency_ns;
+    if (!a.result.is_ok()) {
+      reserved_bytes_ -= size;
+      ++stats_.failures;
+      --custom_outstanding_;
+    }
+    return a;
+  }
+  const OverflowRoute route =
+      policy == ZARENA_OVERFLOW_ASYNC ? OverflowRoute::kAsync : OverflowRoute::kSync;
   auto unreserve_failure = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     reserved_bytes_ -= size;
@@ -114,7 +266,11 @@ void OverflowPool::untrack_failed(const OverflowAttempt& a, uint64_t size) {
     reserved_bytes_ -= size;
     ++stats_.failures;
   }
-  (void)backend_.overflow_free(a.block);
+  if (a.block.route == OverflowRoute::kCustom) {
+    custom_free(&a.block, 1);
+  } else {
+    (void)backend_.overflow_free(a.block);
+  }
 }
 
 bool OverflowPool::owns(void* ptr) const {
@@ -269,6 +425,15 @@ void OverflowPool::mark_step_boundary() {
 Result OverflowPool::give_back(std::vector<OverflowBlock>& blocks, bool capturing,
                                uint64_t capture_id, FillFn fill, void* ctx) {
   if (blocks.empty()) return Result::ok();
+  // Custom blocks go back to the program's allocator at once, capture or not (zarena.h).
+  std::vector<OverflowBlock> custom;
+  blocks.resize(split_custom(blocks, &custom));
+  if (!custom.empty()) {
+    if (fill != nullptr && !capturing) {
+      for (const OverflowBlock& b : custom) (void)fill(ctx, b.ptr, b.bytes);
+    }
+    custom_free(custom.data(), custom.size());
+  }
   Result first;
   // The blocks that wait with the deferred ones are moved to the front of `blocks`: while
   // capturing, all but the allocation nodes of the capture running now (freed into it: a
@@ -317,18 +482,23 @@ Result OverflowPool::flush_deferred(FillFn fill, void* ctx) {
 }
 
 std::vector<OverflowBlock> OverflowPool::take_all() {
-  std::vector<OverflowBlock> all;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [p, e] : blocks_) {
-    if (e.state == State::kLive || e.state == State::kDeferred) all.push_back(e.block);
+  std::vector<OverflowBlock> all, custom;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [p, e] : blocks_) {
+      if (e.state == State::kLive || e.state == State::kDeferred) all.push_back(e.block);
+    }
+    all.insert(all.end(), deferred_.begin(), deferred_.end());
+    deferred_.clear();
+    blocks_.clear();
+    stats_.live_count = 0;
+    stats_.live_bytes = 0;
+    stats_.deferred_gives = 0;
+    reserved_bytes_ = 0;
   }
-  all.insert(all.end(), deferred_.begin(), deferred_.end());
-  deferred_.clear();
-  blocks_.clear();
-  stats_.live_count = 0;
-  stats_.live_bytes = 0;
-  stats_.deferred_gives = 0;
-  reserved_bytes_ = 0;
+  // The program's blocks go back to it now, whoever releases the rest.
+  all.resize(split_custom(all, &custom));
+  custom_free(custom.data(), custom.size());
   return all;
 }
 

@@ -13,6 +13,13 @@
 // reclaimed while a capture is active wait in a deferred list and are given back at the
 // next safe point (an overflow call, reset or destroy outside the capture).
 //
+// Policy and routes: the policy can change at run time (set_policy), and the program can
+// install its own allocator (route kCustom). Each block remembers its route and goes back
+// by it. The allocator's functions are the program's: they are called with no lock of the
+// pool held, and the allocator can be replaced only when none of its blocks is live or
+// being allocated (custom_outstanding_ counts them), so a block always goes back to the
+// functions that made it.
+//
 // Backend calls are made without the pool's lock held.
 #pragma once
 
@@ -34,7 +41,7 @@ namespace zarena_core {
 struct OverflowAttempt {
   Result result;  // kOk, kOutOfMemory, kCaptureUnsafe, kBackend
   OverflowBlock block;
-  const char* path = "";    // async | sync | capture_refused | refused | limit
+  const char* path = "";    // async | sync | custom | capture_refused | refused | limit
   uint64_t latency_ns = 0;  // time spent in the backend call (0 if none was made)
   bool slow = false;        // latency above the watchdog threshold
 };
@@ -53,6 +60,14 @@ struct OverflowStats {
   uint64_t deferred_frees = 0;  // frees of pinned blocks waiting for the last unpin
 };
 
+// The program's overflow allocator (zarena_overflow_allocator, copied).
+struct CustomAllocator {
+  void* ctx = nullptr;
+  zarena_overflow_alloc_fn allocate = nullptr;
+  zarena_overflow_free_fn deallocate = nullptr;
+  std::string name;  // for messages ("custom" when the program gave none)
+};
+
 class OverflowPool {
  public:
   // policy: ZARENA_OVERFLOW_* already resolved from DEFAULT; blocks are aligned to
@@ -63,6 +78,19 @@ class OverflowPool {
   ~OverflowPool();
   OverflowPool(const OverflowPool&) = delete;
   OverflowPool& operator=(const OverflowPool&) = delete;
+
+  // The policy in force (DEFAULT resolved).
+  int32_t policy() const;
+  // Makes `policy` (ASYNC, SYNC, REFUSE or CUSTOM; the caller resolved DEFAULT and made the
+  // async route ready) the policy of the allocations that begin from now on; *previous
+  // gets the one it replaces. kInvalidArgument for CUSTOM with no allocator installed.
+  Result set_policy(int32_t policy, int32_t* previous);
+  // Installs `alloc` and makes CUSTOM the policy; null removes the allocator (a CUSTOM
+  // policy becomes `fallback`). kInvalidArgument, changing nothing, while blocks of the
+  // installed allocator are live or being allocated. *previous: the policy before.
+  Result set_custom(const CustomAllocator* alloc, int32_t fallback, int32_t* previous);
+  // The installed allocator's name ("" for none).
+  std::string custom_name() const;
 
   // Step 1, with no arena lock held: the route, the cap and the backend call.
   // capture_active: the engine said a capture is running (SYNC is refused before any
@@ -145,8 +173,17 @@ class OverflowPool {
   // inside, or else the (dead) entry at ptr; end() for none. Under mu_.
   std::unordered_map<void*, Entry>::iterator find_for_pin(void* ptr);
 
+  // The allocation by the program's allocator (step 1's call; no lock held).
+  Result custom_alloc(const CustomAllocator& c, uint64_t size, OverflowBlock* out);
+  // Gives custom blocks back to the installed allocator (no lock held) and un-counts them.
+  void custom_free(const OverflowBlock* blocks, size_t n);
+  // Moves the custom blocks of blocks[0..n) to *custom; returns how many others remain,
+  // moved to the front.
+  static size_t split_custom(std::vector<OverflowBlock>& blocks,
+                             std::vector<OverflowBlock>* custom);
+
   Backend& backend_;
-  const int32_t policy_;
+  int32_t policy_;  // under mu_
   const uint64_t alignment_;
   const uint64_t limit_bytes_;
   const uint64_t slow_ns_;
@@ -155,6 +192,8 @@ class OverflowPool {
   std::unordered_map<void*, Entry> blocks_;
   std::vector<OverflowBlock> deferred_;  // given back when no capture is active
   uint64_t reserved_bytes_ = 0;          // live bytes + bytes of allocations in flight
+  CustomAllocator custom_;               // allocate null: none installed
+  uint64_t custom_outstanding_ = 0;      // its blocks live, deferred or being allocated
   OverflowStats stats_;
 };
 

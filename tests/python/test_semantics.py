@@ -346,6 +346,30 @@ class CaptureStreamPoisonTest(Quiet):
             a.set_capture_active(False)
             a.unpin(keep)
 
+    def test_set_overflow_policy_keeps_live_blocks_and_refuses_bad_values(self):
+        with host_arena(capacity_bytes=64 * 1024, overflow_policy="sync",
+                        overflow_limit_bytes=zarena.OVERFLOW_UNLIMITED) as a:
+            for _ in range(4):
+                a.alloc(16 * 1024)
+            sync_block = a.alloc_ex(16 * 1024)  # overflows by the sync route
+            a.set_overflow_policy("async")
+            self.assertEqual(a.overflow_policy, zarena.OVERFLOW_ASYNC)
+            async_block = a.alloc_ex(16 * 1024)
+            a.set_overflow_policy(zarena.OVERFLOW_REFUSE)
+            with self.assertRaises(zarena.OutOfMemoryError):
+                a.alloc(16 * 1024)
+            for bad in (7, -1):
+                with self.assertRaises(zarena.InvalidArgumentError):
+                    a.set_overflow_policy(bad)
+            with self.assertRaises(zarena.InvalidArgumentError):
+                a.set_overflow_policy(zarena.OVERFLOW_CUSTOM)  # no allocator installed
+            self.assertEqual(a.overflow_policy, zarena.OVERFLOW_REFUSE)
+            a.free_at(sync_block)  # each goes back by the route that made it
+            a.free_at(async_block)
+            self.assertEqual(a.stats().overflow_live_blocks, 0)
+            a.set_overflow_policy("default")
+            self.assertEqual(a.overflow_policy, zarena.OVERFLOW_SYNC)  # no stream
+
     def test_set_stream_takes_ints_none_and_torch_streams(self):
         class TorchLikeStream:  # what torch.cuda.Stream offers
             cuda_stream = 0x5000

@@ -20,6 +20,9 @@
 //     arena; a pin through a view (an interior pointer) holds the whole block; Base and
 //     CapacityBytes give offsets without a crossing; the pinned peak; ErrNotPinned and
 //     ErrClosed say which misuse it was.
+//  7. The engine's own pool takes zarena's overflow (SetOverflowAllocator), the diagnosis
+//     is in the logger when Alloc returns (FlagDiagnoseSync), and the overflow policy
+//     changes at run time while a block lives (overflow.go).
 //
 // It exits non-zero when one of these does not hold (scripts/go-test.sh runs it):
 //
@@ -390,6 +393,9 @@ func main() {
 	err := run()
 	if err == nil {
 		err = pools()
+	}
+	if err == nil {
+		err = overflowRoute()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "engine:", err)

@@ -226,8 +226,13 @@ ZARENA_API const char* zarena_last_error(void);
  *   CUDA's own 256 bytes the backend allocates alignment - 256 bytes more and hands out
  *   the aligned address inside). An overflow backend call slower than overflow_slow_ns
  *   logs "overflow.slow"; stats.overflow_max_latency_ns keeps the slowest. The
- *   "arena.first_overflow" record names the route in "path": async, sync,
+ *   "arena.first_overflow" record names the route in "path": async, sync, custom,
  *   capture_refused, refused (REFUSE) or limit.
+ *
+ *   The policy can change at run time (zarena_set_overflow_policy), and the program can
+ *   route overflow to its own allocator (zarena_set_overflow_allocator, policy CUSTOM);
+ *   every block goes back by the route that made it (see "The overflow route at run
+ *   time").
  * ================================================================================= */
 #define ZARENA_BACKEND_AUTO 0 /* CUDA when a device is usable, else host */
 #define ZARENA_BACKEND_HOST 1 /* page-backed host memory: CPU engines, tests */
@@ -237,6 +242,8 @@ ZARENA_API const char* zarena_last_error(void);
 #define ZARENA_OVERFLOW_ASYNC 1   /* stream-ordered pool (cudaMallocFromPoolAsync) */
 #define ZARENA_OVERFLOW_SYNC 2    /* cudaMalloc; refused while the stream is captured */
 #define ZARENA_OVERFLOW_REFUSE 3  /* region full => ZARENA_E_OUT_OF_MEMORY */
+/* (1.1) the program's own allocator (zarena_set_overflow_allocator); never in a config */
+#define ZARENA_OVERFLOW_CUSTOM 4
 
 #define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
 #define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with poison_word (debugging) */
@@ -267,6 +274,14 @@ ZARENA_API const char* zarena_last_error(void);
  * "Step plans" and docs/PLANS.md). Off with a trace file (the trace records the dynamic
  * engine) */
 #define ZARENA_FLAG_PLAN 0x100u
+/* (1.1) the "arena.first_overflow" (or "arena.overflow_summary") record of an overflow
+ * that succeeds is built and handed to the log callback (or stderr) by the allocating
+ * call itself, before it returns, instead of by zarena's reporter thread: an engine whose
+ * contract is "the diagnosis is logged before Alloc returns" needs no zarena_log_flush
+ * (which waits for every arena's records). Costs the record's building on that one call
+ * (the epoch's first overflow; later overflows of the epoch log nothing). No lock is
+ * held while the callback runs (see "Logging"). Off by default */
+#define ZARENA_FLAG_DIAGNOSE_SYNC 0x200u
 
 /* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
 #define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
@@ -747,6 +762,101 @@ ZARENA_API zarena_status zarena_set_stream(zarena* a, void* stream);
 ZARENA_API zarena_status zarena_set_poison(zarena* a, int enabled, uint32_t word);
 
 /* =================================================================================
+ * 6b. The overflow route at run time (1.1)
+ *
+ * ROUTES. Every overflow block remembers the route that made it (ASYNC: the arena's
+ * pool; SYNC: cudaMalloc; CUSTOM: the allocator installed then) and goes back by that
+ * route, whatever the policy is when it is freed, reclaimed by a reset or released by
+ * zarena_destroy. So changing the policy never moves, frees or re-routes a live block.
+ * ================================================================================= */
+
+/* Makes `policy` the overflow policy from now on (an engine whose fallback becomes
+ * capture-aware switches SYNC -> ASYNC once its stream exists, say).
+ * policy: ZARENA_OVERFLOW_ASYNC, _SYNC, _REFUSE, _CUSTOM (an allocator must be installed,
+ *   see zarena_set_overflow_allocator) or _DEFAULT, resolved now as at create: ASYNC when
+ *   the arena has a stream (cfg->stream or zarena_set_stream), else SYNC.
+ * The rules are create's: ASYNC needs stream-ordered memory pools (on CUDA an arena made
+ * with another policy creates its own pool at the first switch to ASYNC, which is refused
+ * with ZARENA_E_CAPTURE_UNSAFE while a capture is active); ASYNC on the legacy (NULL)
+ * stream is allowed and refused per call during captures, as at create.
+ * Live overflow blocks keep their route (see ROUTES). Allocations that begin after the
+ * call returns use the new policy; one running on another thread meanwhile uses the old
+ * one or the new one (it reads the policy once), and its block goes back by the route it
+ * took. The change makes no CUDA call (but ASYNC's first pool) and may be made during a
+ * capture. Logs "arena.overflow_policy" (info) when the policy changes.
+ * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a, a value that is no policy, CUSTOM
+ *   with no allocator installed); ZARENA_E_UNSUPPORTED (ASYNC on a device without memory
+ *   pools); ZARENA_E_CAPTURE_UNSAFE, ZARENA_E_BACKEND (creating the pool failed). On
+ *   failure nothing changes and zarena_last_error() says why. Thread-safe: may run while
+ *   other threads allocate and free (it takes the overflow pool's lock, briefly). */
+ZARENA_API zarena_status zarena_set_overflow_policy(zarena* a, int32_t policy);
+
+/* The overflow policy in force (ZARENA_OVERFLOW_ASYNC, _SYNC, _REFUSE or _CUSTOM: DEFAULT is
+ * resolved), or -1 for NULL. Thread-safe. */
+ZARENA_API int32_t zarena_overflow_policy(const zarena* a);
+
+/* The program's own overflow allocator (an engine with its own pool, as ztensor's MemPool,
+ * routes zarena's overflow to it). zarena calls:
+ *   allocate(ctx, bytes, alignment, stream, &ptr): one overflow block of `bytes` (> 0; the
+ *     request rounded up to the arena's alignment). *ptr must be aligned to `alignment`
+ *     (cfg->alignment, a power of two) and usable as the arena's memory (device memory
+ *     of cfg->device for CUDA, host memory for the host backend), for `bytes` bytes.
+ *     stream: the arena's stream now, as the program gave it (cfg->stream or
+ *     zarena_set_stream; NULL or cudaStreamLegacy: the legacy stream): the block is used
+ *     in stream order on it, as ASYNC blocks are. Returns ZARENA_OK with *ptr set,
+ *     or a failure: ZARENA_E_OUT_OF_MEMORY, ZARENA_E_CAPTURE_UNSAFE (it will not allocate
+ *     during a capture), ZARENA_E_BACKEND; any other value reads as ZARENA_E_BACKEND.
+ *     A failure is an overflow failure like any other: the allocating call returns that
+ *     status, counts it in stats.overflow_failures, and its message and diagnosis
+ *     (path "custom") name the allocator and the status it returned. ZARENA_OK with a
+ *     NULL or misaligned pointer fails the call with ZARENA_E_BACKEND (a misaligned
+ *     block is given back first).
+ *   deallocate(ctx, ptr, bytes, stream): gives back a block allocate made (ptr and bytes
+ *     as they were), when the program frees it, a reset reclaims it or the arena is
+ *     destroyed. stream: the arena's stream now (it may differ from allocate's after
+ *     zarena_set_stream,
+ *     which orders the new stream after the old one). Poison, when on, has filled the
+ *     block first (on that stream), except during a capture. Custom blocks are never
+ *     held back for a capture: deallocate is called at once also during one (the
+ *     allocator decides what a free during a capture means for its memory), and at
+ *     zarena_destroy also when the region's release is deferred.
+ * Both may be called from any thread, several at once, and only from inside the zarena
+ * call that needs them, with no zarena lock held (deallocate: but a shared hold of the
+ * arena's stream lock, which only zarena_set_stream waits for). They must not call zarena
+ * functions on this arena, nor throw or longjmp out. zarena does not check the memory.
+ * name: a label for messages, records and the diagnosis ("ztensor.MemPool"); copied;
+ *   NULL or "" = "custom".
+ */
+typedef zarena_status (*zarena_overflow_alloc_fn)(void* ctx, uint64_t bytes, uint64_t alignment,
+                                                  void* stream, void** ptr);
+typedef void (*zarena_overflow_free_fn)(void* ctx, void* ptr, uint64_t bytes, void* stream);
+typedef struct zarena_overflow_allocator {
+  uint32_t struct_size; /* sizeof(zarena_overflow_allocator) as the caller compiled it */
+  uint32_t reserved;    /* must be 0 */
+  void* ctx;            /* passed back as is; zarena never reads it */
+  zarena_overflow_alloc_fn allocate;  /* named so that a free() macro cannot touch it */
+  zarena_overflow_free_fn deallocate;
+  const char* name;
+} zarena_overflow_allocator;
+
+/* Installs `alloc` (copied) and makes ZARENA_OVERFLOW_CUSTOM the policy; NULL removes the
+ * installed allocator (and a CUSTOM policy becomes what DEFAULT resolves to now: ASYNC
+ * with a stream, but SYNC where ASYNC would first need a pool the arena has not made).
+ * Its ctx and functions must stay valid until every block it made has gone back: until
+ * it is removed or replaced (which is refused while such blocks live) or the arena is
+ * destroyed. Blocks made by the other routes are unaffected (see ROUTES); so is an
+ * allocation running meanwhile on another thread, which takes the route it read.
+ * Install it before the first overflow (right after create) or whenever no block of the
+ * current allocator is live: reset, free them, or zarena_destroy.
+ * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a; struct_size smaller than this
+ *   1.1 layout or a non-zero reserved; NULL allocate or deallocate; or blocks of the
+ *   installed allocator are live or being allocated: the message says how many). On failure
+ *   nothing changes. Logs "arena.overflow_policy" (info). Thread-safe, as
+ *   zarena_set_overflow_policy. */
+ZARENA_API zarena_status zarena_set_overflow_allocator(zarena* a,
+                                                       const zarena_overflow_allocator* alloc);
+
+/* =================================================================================
  * 7. Statistics, live blocks, text formats
  *
  * zarena_stats is one consistent snapshot of an arena's counters (all fields from one
@@ -930,9 +1040,11 @@ ZARENA_API zarena_status zarena_format_live_blocks(zarena* a, int32_t format, ch
  * extracts both; this format is stable. When the call is the epoch's first overflow and a
  * record is due, its "arena.first_overflow" record is emitted before the call returns.
  *
- * OFF THE LATENCY. An overflow that succeeds (ASYNC or SYNC) only captures the facts (one
- * snapshot, like zarena_get_stats); the record is built and emitted by a process-wide
- * thread that zarena starts for arenas whose policy is not REFUSE. Records are never lost:
+ * OFF THE LATENCY. An overflow that succeeds (ASYNC, SYNC or CUSTOM) only captures the
+ * facts (one snapshot, like zarena_get_stats); the record is built and emitted by a
+ * process-wide thread that zarena starts for arenas whose policy is not REFUSE. With
+ * ZARENA_FLAG_DIAGNOSE_SYNC (ZARENA_DIAGNOSE_SYNC=1) the allocating call builds and emits
+ * it itself, after this arena's records still queued, before it returns. Records are never lost:
  * zarena_destroy delivers the arena's records first, zarena_log_flush waits for all, and
  * the process exit delivers what is queued (for up to 2 seconds: a callback that never
  * returns cannot hang the exit).
