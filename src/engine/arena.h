@@ -128,6 +128,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   // the hot paths to them, and the records of what happened (no lock held).
   void plan_boundary();
   void sync_plan_flags();
+  // Under the writer lock, right after a reset while the plans learn: tells the learner
+  // which blocks the reset reclaimed (they end at the step's end).
+  void learn_reset_w();
   void log_plan_events(const PlanEvents& e);
   // After the floor moved: a zone now under it ends its plan (its blocks persist).
   void check_floor_over_zone();

@@ -58,6 +58,14 @@ void StepPlans::learn_free(uintptr_t ptr) noexcept { learner_.on_free(ptr); }
 
 void StepPlans::learn_pin(uintptr_t ptr) noexcept { learner_.on_pin(ptr); }
 
+void StepPlans::learn_reset(const std::vector<uintptr_t>& survivors) noexcept {
+  try {
+    learner_.on_reset(survivors);
+  } catch (...) {  // host memory: this step cannot be learned; the next boundary starts over
+    learner_.clear();
+  }
+}
+
 void StepPlans::set_threads(const LearnedStep& s) {
   any_thread_.store(s.any_thread, std::memory_order_relaxed);
   for (uint32_t t = 0; t < s.thread_count; ++t) {
