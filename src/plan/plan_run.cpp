@@ -196,23 +196,12 @@ PlanRun::Alloc PlanRun::alloc_slow(uint64_t size, uint32_t tag, Block* out, bool
   }
   const uint64_t id = ((st >> 1) & 1) * view_.n + i;
   const uint64_t e = cur_epoch();
-  const Inst& x = inst_[id];
-  if (!clear(id, x, e)) {
+  if (!clear(id, inst_[id], e)) {
     deviate_locked(ZARENA_PLAN_MISS_LATE, i);
     unlock();
     return Alloc::kDeviation;
   }
-  __atomic_store_n(&view_.born[id], e, __ATOMIC_RELAXED);
-  __atomic_store_n(&view_.words[id], plan_word::live_word(e), __ATOMIC_RELEASE);
-  __atomic_store_n(&view_.dlast[x.dindex], static_cast<uint32_t>(id), __ATOMIC_RELEASE);
-  __atomic_store_n(&hints_[x.hint].id, static_cast<uint32_t>(id), __ATOMIC_RELAXED);
-  __atomic_store_n(view_.cursor, i + 1, __ATOMIC_RELAXED);
-  __atomic_store_n(view_.hits, *view_.hits + 1, __ATOMIC_RELAXED);
-  unlock();
-  out->ptr = view_.zone + x.offset;
-  out->size = size;
-  out->epoch = e;
-  return Alloc::kServed;
+  return hand_out_and_unlock(id, i, e, out);
 }
 
 uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin, uint64_t want_epoch) const noexcept {

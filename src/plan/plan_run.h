@@ -110,17 +110,7 @@ class PlanRun {
       const Inst& x = inst_[id];
       if (__builtin_expect(
               x.size == size && x.tag == tag && x.dindex != kNoInstance && clear(id, x, e), 1)) {
-        __atomic_store_n(&view_.born[id], e, __ATOMIC_RELAXED);
-        __atomic_store_n(&view_.words[id], plan_word::live_word(e), __ATOMIC_RELEASE);
-        __atomic_store_n(&view_.dlast[x.dindex], static_cast<uint32_t>(id), __ATOMIC_RELEASE);
-        __atomic_store_n(&hints_[x.hint].id, static_cast<uint32_t>(id), __ATOMIC_RELAXED);
-        __atomic_store_n(view_.cursor, i + 1, __ATOMIC_RELAXED);
-        __atomic_store_n(view_.hits, *view_.hits + 1, __ATOMIC_RELAXED);
-        unlock();
-        out->ptr = view_.zone + x.offset;
-        out->size = size;
-        out->epoch = e;
-        return Alloc::kServed;
+        return hand_out_and_unlock(id, i, e, out);
       }
     }
     return alloc_slow(size, tag, out, true);
@@ -233,6 +223,22 @@ class PlanRun {
       if (plan_word::is_live(load(&view_.words[view_.check_list[k]]), e)) return false;
     }
     return true;
+  }
+  // Instance id (allocation i) found clear under the lock: stamps it live in epoch e,
+  // moves the cursor, counts the hit, releases the lock.
+  Alloc hand_out_and_unlock(uint64_t id, uint32_t i, uint64_t e, Block* out) noexcept {
+    const Inst& x = inst_[id];
+    __atomic_store_n(&view_.born[id], e, __ATOMIC_RELAXED);
+    __atomic_store_n(&view_.words[id], plan_word::live_word(e), __ATOMIC_RELEASE);
+    __atomic_store_n(&view_.dlast[x.dindex], static_cast<uint32_t>(id), __ATOMIC_RELEASE);
+    __atomic_store_n(&hints_[x.hint].id, static_cast<uint32_t>(id), __ATOMIC_RELAXED);
+    __atomic_store_n(view_.cursor, i + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(view_.hits, *view_.hits + 1, __ATOMIC_RELAXED);
+    unlock();
+    out->ptr = view_.zone + x.offset;
+    out->size = x.size;
+    out->epoch = e;
+    return Alloc::kServed;
   }
   // alloc's every other case. locked: the caller holds the lock (else it was busy).
   Alloc alloc_slow(uint64_t size, uint32_t tag, Block* out, bool locked) noexcept;
