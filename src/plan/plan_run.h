@@ -97,8 +97,8 @@ class PlanRun {
   Alloc alloc(uint64_t size, uint32_t tag, Block* out) noexcept {
     if ((load(view_.state) & ZARENA_PLAN_ENGAGED) == 0) return Alloc::kLibrary;
     uint32_t expected = 0;
-    if (__builtin_expect(!__atomic_compare_exchange_n(lock_, &expected, 1u, false,
-                                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
+    if (__builtin_expect(!__atomic_compare_exchange_n(lock_, &expected, 1u, false, __ATOMIC_ACQUIRE,
+                                                      __ATOMIC_RELAXED),
                          0)) {
       return alloc_slow(size, tag, out, false);
     }

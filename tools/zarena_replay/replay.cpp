@@ -324,8 +324,8 @@ class Replayer {
       tl[i].marks |= marks;
       return;
     }
-    tl.resize(i, tl.empty() ? Sample{}
-                            : Sample{tl.back().top, tl.back().live, 0, 0, tl.back().planned});
+    tl.resize(
+        i, tl.empty() ? Sample{} : Sample{tl.back().top, tl.back().live, 0, 0, tl.back().planned});
     tl.push_back(Sample{top, live, tag, marks, s.plan_live_bytes});
   }
 
@@ -370,9 +370,9 @@ class Replayer {
   void finish() {
     if (c_.timeline) {
       auto& tl = r_.timeline;
-      tl.resize(r_.events, tl.empty() ? Sample{}
-                                      : Sample{tl.back().top, tl.back().live, 0, 0,
-                                               tl.back().planned});
+      tl.resize(r_.events, tl.empty()
+                               ? Sample{}
+                               : Sample{tl.back().top, tl.back().live, 0, 0, tl.back().planned});
     }
     r_.final_stats = stats();
     if (collector_) r_.epochs = collector_->epochs();

@@ -344,7 +344,8 @@ std::string render_svg(const PictureInput& in) {
   legend_line(kTopColour, reset_rug ? "top (peak per pixel)" : "top (offset)", "");
   legend_line(kLiveColour, "live bytes", "");
   if (any_planned) {
-    svg.rect(lx, ly - 6, 22, 11, "fill=\"" + std::string(kPlannedColour) + "\" fill-opacity=\"0.55\"");
+    svg.rect(lx, ly - 6, 22, 11,
+             "fill=\"" + std::string(kPlannedColour) + "\" fill-opacity=\"0.55\"");
     svg.text(lx + 28, ly + 4, "planned blocks (live)", "font-size=\"12\" fill=\"#222\"");
     ly += 20;
   }
