@@ -1,6 +1,7 @@
 // extern "C" shims for arena lifetime, allocation, epochs and stats.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 
@@ -59,13 +60,16 @@ zarena_status zarena_create(const zarena_config* cfg, zarena** out) {
     if (out == nullptr)
       return zarena_core::fail(Status::kInvalidArgument, "zarena_create: out is NULL");
     zarena_core::release_deferred();  // a safe point for arenas destroyed during a capture
+    // The handle and the id exist first: the records of the create already name them.
+    std::unique_ptr<zarena> h(new zarena());
+    static std::atomic<uint64_t> last_id{0};
+    const uint64_t id = last_id.fetch_add(1, std::memory_order_relaxed) + 1;
     zarena_core::ResolvedConfig rc;
-    zarena_core::Result r = zarena_core::resolve_config(cfg, &rc);
+    zarena_core::Result r = zarena_core::resolve_config(cfg, &rc, id, h.get());
     if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_create: " + r.message);
     std::unique_ptr<Arena> arena;
     r = Arena::create(rc, &arena);
     if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_create: " + r.message);
-    std::unique_ptr<zarena> h(new zarena());
     h->arena = std::move(arena);
     zarena_core::handle_created(h.get());  // may throw: the arena goes with h
     *out = h.release();

@@ -19,3 +19,8 @@ extern "C" zarena_status zarena_set_log_callback(zarena_log_fn fn, void* user_da
 }
 
 extern "C" void zarena_log_flush(void) { zarena_core::Reporter::flush_all(); }
+
+extern "C" uint64_t zarena_arena_id(const zarena* a) {
+  if (a == nullptr || a->magic != ::zarena::kMagic || !a->arena) return 0;
+  return a->arena->id();
+}

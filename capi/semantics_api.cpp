@@ -6,8 +6,10 @@
 #include <cstring>
 #include <vector>
 
-#include "handle.h"
+#include "engine/capture_scope.h"
+#include "engine/deferred_release.h"
 #include "engine/tags.h"
+#include "handle.h"
 
 using zarena_core::Arena;
 using zarena_core::guarded;
@@ -137,6 +139,23 @@ zarena_status zarena_set_capture_active(zarena* a, int active) {
   });
 }
 
+zarena_status zarena_capture_begin(int32_t scope, void* stream) {
+  return guarded("zarena_capture_begin", [&]() -> zarena_status {
+    const zarena_core::Result r = zarena_core::capture_scope_begin(scope, stream);
+    if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_capture_begin: " + r.message);
+    return ZARENA_OK;
+  });
+}
+
+zarena_status zarena_capture_end(int32_t scope, void* stream) {
+  return guarded("zarena_capture_end", [&]() -> zarena_status {
+    const zarena_core::Result r = zarena_core::capture_scope_end(scope, stream);
+    if (!r.is_ok()) return zarena_core::fail(r.status, "zarena_capture_end: " + r.message);
+    zarena_core::release_deferred();  // a safe point for arenas destroyed during a capture
+    return ZARENA_OK;
+  });
+}
+
 zarena_status zarena_set_stream(zarena* a, void* stream) {
   Arena* arena = zarena_core::checked(a, "zarena_set_stream");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
@@ -166,8 +185,7 @@ zarena_status zarena_alloc_batch(zarena* a, const uint64_t* sizes, size_t n, uin
   Arena* arena = zarena_core::checked(a, "zarena_alloc_batch");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
   if ((sizes == nullptr || out == nullptr) && n > 0) {
-    return zarena_core::fail(Status::kInvalidArgument,
-                             "zarena_alloc_batch: sizes or out is NULL");
+    return zarena_core::fail(Status::kInvalidArgument, "zarena_alloc_batch: sizes or out is NULL");
   }
   return guarded("zarena_alloc_batch", [&] {
     zarena_status first = ZARENA_OK;
@@ -225,8 +243,8 @@ zarena_status zarena_for_each_live_block(zarena* a, zarena_live_block_fn fn, voi
     v.epoch = b.epoch;
     v.pins = b.pins;
     v.tag = b.tag;
-    v.flags = (b.overflow ? ZARENA_LIVE_OVERFLOW : 0u) | (b.persistent ? ZARENA_LIVE_PERSISTENT : 0u) |
-              (b.deferred ? ZARENA_LIVE_FREED : 0u);
+    v.flags = (b.overflow ? ZARENA_LIVE_OVERFLOW : 0u) |
+              (b.persistent ? ZARENA_LIVE_PERSISTENT : 0u) | (b.deferred ? ZARENA_LIVE_FREED : 0u);
     v.reserved = 0;
     if (fn(user_data, &v) != 0) break;
   }

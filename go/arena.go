@@ -75,16 +75,19 @@ type Arena struct {
 	shift   uint32         // log2(len(shards))
 	pending []C.shim_queue // whole-arena calls list the shards' queued frees here
 	errs    freeErrors     // queued frees that failed
-	busy    atomic.Uint64  // calls that found their shard held (the benchmarks report it)
+	lanes   atomic.Uint32  // Lanes made (lane.go)
 	// newQueueBuffer allocates a shard's buffer (a test makes it fail).
 	newQueueBuffer func() unsafe.Pointer
 	closed         atomic.Bool   // for the calls that only ask (Epoch)
 	epoch          atomic.Uint64 // the epoch as of the latest Reset (every reset goes through Go)
 	name           string
+	id             uint64  // zarena_arena_id (Record.ArenaID)
 	base           uintptr // the region, cached at New for Contains
 	size           uint64
 	align          uint64                   // the alignment requests are rounded to
 	plan           atomic.Pointer[planView] // the step plan served without crossings (plan.go)
+	served         servedCounts             // the allocations the binding served from plans
+	planUnwaited   bool                     // a view was published since the last wait (plan.go)
 }
 
 // New creates an arena from cfg (see Config for what zero fields mean).
@@ -100,15 +103,19 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 	if err != nil {
 		return nil, err
 	}
+	arenas.beginCreate()
 	r := C.shim_create(c, C.uintptr_t(cfg.Stream))
 	if strs != nil {
 		C.free(unsafe.Pointer(strs)) // the library copies the strings at create
 	}
-	if err := callError(r.status, r.err); err != nil {
-		return nil, err
+	if r.status != C.ZARENA_OK {
+		arenas.endCreate(nil)
+		return nil, callError(r.status, r.err)
 	}
 	a := &Arena{h: r.arena, poison: c.flags&C.ZARENA_FLAG_POISON != 0, name: cfg.Name,
-		base: uintptr(r.base), size: uint64(r.capacity), align: uint64(c.alignment)}
+		base: uintptr(r.base), size: uint64(r.capacity), align: uint64(c.alignment),
+		id: arenaID(r.arena)}
+	arenas.endCreate(a)
 	if a.name == "" {
 		if cfg.Set&FieldName == 0 {
 			a.name = DefaultConfig().Name // ZARENA_NAME
@@ -125,6 +132,7 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 // leaked is the finalizer: a backstop for a forgotten Close, not a substitute. It
 // reports the leak through the logger and releases the region.
 func (a *Arena) leaked() {
+	arenas.forget(a)
 	if a.closed.Load() {
 		return
 	}
@@ -133,7 +141,8 @@ func (a *Arena) leaked() {
 		Event: "go.arena_leak",
 		Message: fmt.Sprintf("arena %q was garbage-collected without Close; its memory is "+
 			"released now, call Close when done with an arena", a.name),
-		Arena: a.name,
+		Arena:   a.name,
+		ArenaID: a.id,
 	})
 	_ = a.destroy()
 }
@@ -153,14 +162,16 @@ func (a *Arena) Close() error {
 	}
 	runtime.SetFinalizer(a, nil)
 	FlushLogs()
+	arenas.forget(a) // after the records of the destroy, which name a
 	return err
 }
 
 func (a *Arena) destroy() error {
 	return a.whole("Close", func(h C.uintptr_t) C.shim_result {
-		a.dropPlanLocked()
+		a.dropPlanLocked(true)
 		r := C.shim_destroy(h)
 		a.closeLocked()
+		a.served.release()
 		return r
 	})
 }
@@ -195,10 +206,9 @@ func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 		return 0, nil
 	}
 	if a.plan.Load() != nil { // under a step plan: served here when planned (plan.go)
-		var b Block
-		switch a.allocPlanned(here, n, 0, &b) {
+		switch p, _, r := a.allocPlanned(n, 0); r {
 		case planServed:
-			return b.Ptr, nil
+			return p, nil
 		case planUnplanned:
 			b, err := a.allocCross(here, n, 0, "Alloc", 1)
 			return b.Ptr, err
@@ -248,10 +258,10 @@ func (a *Arena) AllocTagged(n uint64, tag Tag) (Block, error) {
 func (a *Arena) allocBlock(here uintptr, n uint64, tag Tag, op string) (Block, error) {
 	unplanned := C.int(0)
 	if a.plan.Load() != nil { // under a step plan: served here when planned (plan.go)
-		var b Block
-		switch a.allocPlanned(here, n, tag, &b) {
+		switch p, epoch, r := a.allocPlanned(n, tag); r {
 		case planServed:
-			return b, nil
+			return Block{Ptr: p, Epoch: epoch, Size: (n + a.align - 1) &^ (a.align - 1),
+				Flags: BlockPlanned, Tag: tag}, nil
 		case planUnplanned:
 			unplanned = 1
 		}

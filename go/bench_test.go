@@ -4,10 +4,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/zarena/zarena/go/internal/cgotest"
 )
@@ -326,13 +330,18 @@ var parallelGoroutines = []int{1, 2, 4, 8, 16}
 // BenchmarkAllocFreeParallel: g goroutines on one arena, each making its share of b.N
 // Alloc+Free pairs of 4 KiB; ns/op is wall time per pair, so g=1's ns/op divided by
 // g=16's is how many times one goroutine's throughput sixteen reach (the target: >= 8 on
-// 16 cores). busy/op counts the calls whose shard another goroutine held. c/g=N is the C
-// pair on N goroutines (each a C loop in one call), the ceiling the library sets.
+// 16 cores). busy/op counts the calls whose shard another goroutine held, shared-homes the
+// goroutines whose home another one had too (at the end of their loop; a stack that grew
+// moved), threads the process's OS threads (see osThreads). lane/g=N: each goroutine with
+// a Lane of its own (no shared homes). c/g=N is the C pair on N goroutines (each a C loop
+// in one call), the ceiling the library sets.
 func BenchmarkAllocFreeParallel(b *testing.B) {
 	for _, g := range parallelGoroutines {
 		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
 			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench"})
-			busy := a.busy.Load()
+			busy := a.busyCount()
+			var mu sync.Mutex
+			homes := map[uint32]bool{}
 			onGoroutines(b, g, func(n int) error {
 				for i := 0; i < n; i++ {
 					p, err := a.Alloc(4096)
@@ -341,9 +350,33 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 					}
 					_ = a.Free(p)
 				}
+				var here byte // in the frame Alloc and Free are inlined into: their home
+				mu.Lock()
+				homes[a.home(uintptr(unsafe.Pointer(&here)))] = true
+				mu.Unlock()
 				return nil
 			})
-			b.ReportMetric(float64(a.busy.Load()-busy)/float64(b.N), "busy/op")
+			b.ReportMetric(float64(a.busyCount()-busy)/float64(b.N), "busy/op")
+			b.ReportMetric(float64(g-len(homes)), "shared-homes")
+			b.ReportMetric(float64(osThreads()), "threads")
+		})
+	}
+	for _, g := range parallelGoroutines { // the same, each goroutine with a Lane of its own
+		b.Run(fmt.Sprintf("lane/g=%d", g), func(b *testing.B) {
+			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench"})
+			busy := a.busyCount()
+			onGoroutines(b, g, func(n int) error {
+				l := a.Lane()
+				for i := 0; i < n; i++ {
+					p, err := l.Alloc(4096)
+					if err != nil {
+						return err
+					}
+					_ = l.Free(p)
+				}
+				return nil
+			})
+			b.ReportMetric(float64(a.busyCount()-busy)/float64(b.N), "busy/op")
 		})
 	}
 	for _, g := range parallelGoroutines {
@@ -358,6 +391,26 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// osThreads is how many OS threads the process has (0 where /proc does not say). The
+// library gives each thread that calls in a number, for good, and a thread works in slot
+// number mod the slot count (twice the hardware threads): once the process has had more
+// threads than slots, goroutines running at once on different threads may share a slot,
+// and with it a lock and cache lines. Go makes a thread whenever a crossing outlasts
+// sysmon's patience and its P is handed on, so a long benchmark run can get there.
+func osThreads() int {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 // onGoroutines runs b.N iterations of work split over g goroutines started together, and

@@ -41,6 +41,9 @@
   X(zarena_set_floor)                   \
   X(zarena_region_info)                 \
   X(zarena_set_capture_active)          \
+  X(zarena_capture_begin)               \
+  X(zarena_capture_end)                 \
+  X(zarena_arena_id)                    \
   X(zarena_set_stream)                  \
   X(zarena_set_poison)                  \
   X(zarena_for_each_live_block)         \

@@ -77,9 +77,7 @@ type shardState struct {
 	statuses []C.zarena_status  // and their statuses, written by the crossing that applies them
 	queued   uint64             // frees queued, ever (tests)
 	batches  uint64             // crossings that applied frees of this shard (tests)
-	// planUse is not guarded by mu: the goroutines in the planned path on this shard now,
-	// and the allocations they served (plan.go).
-	planUse atomic.Uint64
+	busy     uint64             // calls that took this shard because their home was held
 }
 
 // shard pads shardState to cache lines of its own (two: the adjacent-line prefetcher pairs
@@ -148,21 +146,24 @@ func (a *Arena) lockHome(here uintptr) *shard {
 // other; only when shardProbes shards are all held (a whole-arena call holds every one)
 // does it wait, for its home.
 func (a *Arena) lockBusy(i uint32) *shard {
-	a.busy.Add(1)
+	s := &a.shards[i]
 	for k := uint32(1); k < shardProbes; k++ {
-		if s := &a.shards[(i+k)&a.mask]; s.mu.TryLock() {
-			return s
+		if t := &a.shards[(i+k)&a.mask]; t.mu.TryLock() {
+			s = t
+			break
 		}
 	}
-	s := &a.shards[i]
-	s.mu.Lock()
+	if s == &a.shards[i] {
+		s.mu.Lock()
+	}
+	s.busy++ // counted on the shard it locked: no write shared between shards
 	return s
 }
 
 // queueFree is Free and FreeBlock; here is an address in their caller's frame (see home).
 func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64) error {
 	// Under a step plan, the plain free of a planned block is done here (plan.go).
-	if a.plan.Load() != nil && a.freePlanned(here, p, epoch) {
+	if a.plan.Load() != nil && a.freePlanned(p, epoch) {
 		return nil
 	}
 	i := a.home(here)
@@ -344,6 +345,16 @@ func (a *Arena) queueCounts() (queued, batches uint64) {
 		batches += a.shards[i].batches
 	}
 	return queued, batches
+}
+
+// busyCount is how many calls found their home held, over every shard (benchmarks).
+func (a *Arena) busyCount() (n uint64) {
+	a.lockShards()
+	defer a.unlockShards()
+	for i := range a.shards {
+		n += a.shards[i].busy
+	}
+	return n
 }
 
 // freeErrors keeps the failures of queued frees and logs them.

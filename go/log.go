@@ -66,7 +66,19 @@ type Record struct {
 	Message string // one human-readable line
 	Arena   string // the arena's name; "" for process-wide records
 	Fields  []Field
+	// ArenaID is the arena's identity (Arena.ID): unique in the process, never reused;
+	// 0 for process-wide records (and with a library older than 1.1's records).
+	ArenaID uint64
 }
+
+// Handle is the *Arena the record is about, to route records to their pool, while that
+// arena is open: nil for process-wide records, and once the arena's Close returned (Close
+// delivers the records emitted before it, its "arena.destroy" included, so a logger that
+// asks during delivery finds the arena for each of them; "arena.released", which can come
+// later, finds nil). The record does not hold the arena: a logger that keeps records
+// keeps no arena alive, and the finalizer of an arena the program forgot to Close still
+// runs. Safe from any goroutine.
+func (r Record) Handle() *Arena { return arenas.lookup(r.ArenaID) }
 
 // Field returns the value of the field named key.
 func (r Record) Field(key string) (any, bool) {
@@ -314,7 +326,7 @@ func emitGo(r Record) {
 	}
 	if sink.fn.Load() != nil {
 		ev, msg, arena := C.CString(r.Event), C.CString(r.Message), C.CString(r.Arena)
-		queued := C.zarena_go_logq_push(C.int32_t(r.Level), ev, msg, arena)
+		queued := C.zarena_go_logq_push(C.int32_t(r.Level), ev, msg, arena, C.uint64_t(r.ArenaID))
 		C.free(unsafe.Pointer(ev))
 		C.free(unsafe.Pointer(msg))
 		C.free(unsafe.Pointer(arena))
@@ -334,6 +346,7 @@ func recordFromC(rec *C.zarena_log_record, t time.Time) Record {
 		Event:   C.GoString(rec.event),
 		Message: C.GoString(rec.message),
 		Arena:   C.GoString(rec.arena_name),
+		ArenaID: uint64(rec.arena_id),
 	}
 	n := int(rec.field_count)
 	if n == 0 || rec.fields == nil {

@@ -76,7 +76,9 @@ static logq_record* copy_record(const zarena_log_record* rec) {
   c->next = NULL;
   c->unix_ns = now_unix_ns();
   c->dropped_before = 0;
-  c->rec = *rec;
+  /* A library older than this header delivers a shorter record: its tail stays zero. */
+  memset(&c->rec, 0, sizeof c->rec);
+  memcpy(&c->rec, rec, rec->struct_size < sizeof c->rec ? rec->struct_size : sizeof c->rec);
   c->rec.struct_size = sizeof(zarena_log_record);
   zarena_log_field* fields = (zarena_log_field*)(c + 1);
   char* cursor = (char*)(fields + nf);
@@ -132,7 +134,7 @@ void zarena_go_logq_callback(void* user_data, const zarena_log_record* rec) {
 }
 
 int32_t zarena_go_logq_push(int32_t level, const char* event, const char* message,
-                            const char* arena) {
+                            const char* arena, uint64_t arena_id) {
   zarena_log_record rec;
   memset(&rec, 0, sizeof rec);
   rec.struct_size = sizeof rec;
@@ -140,6 +142,7 @@ int32_t zarena_go_logq_push(int32_t level, const char* event, const char* messag
   rec.event = event;
   rec.message = message;
   rec.arena_name = arena;
+  rec.arena_id = arena_id;
   return enqueue(&rec);
 }
 

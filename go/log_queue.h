@@ -29,10 +29,11 @@ typedef struct {
 /* The zarena_log_fn the binding registers (user_data unused). */
 void zarena_go_logq_callback(void* user_data, const zarena_log_record* rec);
 
-/* Queues a record that the binding itself originates (no fields). 0 when the queue
- * is not accepting (no Go logger), so the caller can fall back to stderr. */
+/* Queues a record that the binding itself originates (no fields; arena_id as
+ * zarena_arena_id, 0 for none). 0 when the queue is not accepting (no Go logger), so the
+ * caller can fall back to stderr. */
 int32_t zarena_go_logq_push(int32_t level, const char* event, const char* message,
-                            const char* arena);
+                            const char* arena, uint64_t arena_id);
 
 /* Starts accepting records for a dispatcher the caller is about to run. */
 void zarena_go_logq_open(void);

@@ -29,12 +29,22 @@ import (
 // The view is fetched at the calls that end a step anyway (StepBegin, Reset, Step) and at
 // SetPoison; the library changes plans only there, so between them the cached view is the
 // library's. A view stays valid until the arena is destroyed: Close takes the view away,
-// then waits until no goroutine is still in the planned path (each counts itself in on its
-// shard) before it destroys the arena.
+// then waits until no goroutine is still in the planned path before it destroys the arena
+// (SetPoison waits likewise, so no free the binding served runs unpoisoned after it).
+//
+// The wait costs the planned path no shared write: a goroutine runs the path pinned to its
+// P (runtime.procPin: not preemptible, and it neither blocks nor calls C there), from the
+// load of the view to its last use. The waiter stores nil, then stops the world once
+// (runtime.ReadMemStats): a stop completes only when every P has reached a safe point, so
+// every goroutine that loaded the old view has left the path, and every later one sees nil.
+// (Counting goroutines in and out, per shard, cost two locked adds per call: four of the
+// planned pair's six locked instructions.) This relies on ReadMemStats stopping the world,
+// as it does through Go 1.23; TestPlanCloseWhileServing closes arenas under serving
+// goroutines.
 //
 // The library's plan_hits counts the planned allocations both sides served (the binding
 // adds its own under the plan's lock, as the protocol says); the binding also counts the
-// ones it served, per shard (planServed), so tests and benchmarks can tell them apart.
+// ones it served, per P (planServed), so tests and benchmarks can tell them apart.
 
 // Protocol constants (zarena/zarena_plan.h).
 const (
@@ -57,6 +67,7 @@ const (
 	planLibrary   = iota // not served: the library serves it (no plan engaged, or a deviation)
 	planServed           // served from the plan
 	planUnplanned        // the plan leaves this allocation to the library (rule 4)
+	planBusy             // the plan's lock stayed held: yield, then try again
 )
 
 // planView is the binding's copy of one zarena_plan_view: its arrays as slices over the
@@ -134,16 +145,16 @@ func planLive(w, e uint64) bool {
 		(w&(planWPersist|planWPinMask) != 0 || w>>planEpochShift == e&planEpochMask)
 }
 
-func (pl *planView) lockPlan() {
-	for spins := 0; ; spins++ {
+// lockPlan takes the plan's lock, or gives up after a while (false): the caller, pinned,
+// must not wait longer, and yields before it tries again (the holder may be a goroutine
+// waiting for this processor).
+func (pl *planView) lockPlan() bool {
+	for spins := 0; spins < 64; spins++ {
 		if atomic.LoadUint32(pl.lock) == 0 && atomic.CompareAndSwapUint32(pl.lock, 0, 1) {
-			return
-		}
-		// The holder may be a goroutine that was preempted: give it the processor.
-		if spins >= 64 {
-			runtime.Gosched()
+			return true
 		}
 	}
+	return false
 }
 
 func (pl *planView) unlockPlan() { storeRel32(pl.lock, 0) }
@@ -156,16 +167,21 @@ func (pl *planView) deviate(reason uint64, i uint32) {
 }
 
 // alloc is the protocol's allocation for size (rounded to the alignment) and tag; on
-// planServed, *b is the block.
-func (pl *planView) alloc(size uint64, tag uint32, b *Block) int {
+// planServed, the block's address and epoch (its size and tag are the request's). Not a
+// Block: a struct of five fields travels through memory, and its copies stalled on store
+// forwarding (a tenth of the planned pair). planBusy: the lock stayed held, nothing was
+// done.
+func (pl *planView) alloc(size uint64, tag uint32) (p DevicePtr, epoch uint64, r int) {
 	if atomic.LoadUint64(pl.state)&planEngaged == 0 {
-		return planLibrary
+		return 0, 0, planLibrary
 	}
-	pl.lockPlan()
+	if !pl.lockPlan() {
+		return 0, 0, planBusy
+	}
 	st := atomic.LoadUint64(pl.state)
 	if st&planEngaged == 0 {
 		pl.unlockPlan()
-		return planLibrary
+		return 0, 0, planLibrary
 	}
 	i := atomic.LoadUint32(pl.cursor)
 	var reason uint64
@@ -180,12 +196,12 @@ func (pl *planView) alloc(size uint64, tag uint32, b *Block) int {
 	if reason != 0 {
 		pl.deviate(reason, i)
 		pl.unlockPlan()
-		return planLibrary
+		return 0, 0, planLibrary
 	}
 	if pl.itemPlanned[i] == 0 {
 		storeRel32(pl.cursor, i+1)
 		pl.unlockPlan()
-		return planUnplanned
+		return 0, 0, planUnplanned
 	}
 	id := uint32(st>>1&1)*pl.n + i
 	e := atomic.LoadUint64(pl.epoch)
@@ -197,7 +213,7 @@ func (pl *planView) alloc(size uint64, tag uint32, b *Block) int {
 	if !clear {
 		pl.deviate(C.ZARENA_PLAN_MISS_LATE, i)
 		pl.unlockPlan()
-		return planLibrary
+		return 0, 0, planLibrary
 	}
 	storeRel64(&pl.born[id], e)
 	storeRel64(&pl.words[id], planWLive|(e&planEpochMask)<<planEpochShift)
@@ -205,9 +221,7 @@ func (pl *planView) alloc(size uint64, tag uint32, b *Block) int {
 	storeRel32(pl.cursor, i+1)
 	storeRel64(pl.hits, *pl.hits+1) // only lock holders write it
 	pl.unlockPlan()
-	*b = Block{Ptr: DevicePtr(pl.zone + uintptr(pl.offset[id])), Epoch: e, Size: size,
-		Flags: BlockPlanned, Tag: Tag(tag)}
-	return planServed
+	return DevicePtr(pl.zone + uintptr(pl.offset[id])), e, planServed
 }
 
 // inZone reports whether p lies in the plan's zone.
@@ -248,49 +262,46 @@ func (pl *planView) free(p DevicePtr, want uint64) bool {
 	}
 }
 
-// A shard's planUse: the goroutines in the planned path now (low bits; Close waits for
-// none) and, above them, the allocations the binding served there (planServed).
-const (
-	planUseInside = 24
-	planUseMask   = 1<<planUseInside - 1
-	planUseServed = 1 << planUseInside
-)
-
-// allocPlanned serves n bytes with tag from the plan when it can; here names the caller's
-// shard. planUnplanned: the library must serve it without asking the plan (allocCross).
-func (a *Arena) allocPlanned(here uintptr, n uint64, tag Tag, b *Block) int {
+// allocPlanned serves n bytes with tag from the plan when it can: the block's address and
+// epoch (Size is n rounded to the alignment, Flags BlockPlanned). planUnplanned: the
+// library must serve it without asking the plan (allocCross).
+func (a *Arena) allocPlanned(n uint64, tag Tag) (p DevicePtr, epoch uint64, r int) {
 	if n-1 >= maxRequest { // 0 and sizes no arena can describe: never planned (as in C)
-		return planLibrary
+		return 0, 0, planLibrary
 	}
-	s := &a.shards[a.home(here)]
-	s.planUse.Add(1)
-	pl := a.plan.Load() // again, counted in: Close waits for the count before it destroys
-	if pl == nil {
-		s.planUse.Add(^uint64(0))
-		return planLibrary
+	size := (n + a.align - 1) &^ (a.align - 1)
+	for {
+		pid := procPin() // the view is used only while pinned (see the top of this file)
+		pl := a.plan.Load()
+		if pl == nil {
+			procUnpin()
+			return 0, 0, planLibrary
+		}
+		p, epoch, r = pl.alloc(size, uint32(tag))
+		if r == planServed {
+			a.served.add(pid)
+		}
+		procUnpin()
+		if r != planBusy {
+			return p, epoch, r
+		}
+		runtime.Gosched()
 	}
-	r := pl.alloc((n+a.align-1)&^(a.align-1), uint32(tag), b)
-	if r == planServed {
-		s.planUse.Add(planUseServed - 1)
-	} else {
-		s.planUse.Add(^uint64(0))
-	}
-	return r
 }
 
-// freePlanned frees p from the plan when it is the plain case (true); here names the
-// caller's shard.
-func (a *Arena) freePlanned(here uintptr, p DevicePtr, epoch uint64) bool {
-	s := &a.shards[a.home(here)]
-	s.planUse.Add(1)
+// freePlanned frees p from the plan when it is the plain case (true).
+func (a *Arena) freePlanned(p DevicePtr, epoch uint64) bool {
+	procPin()
 	pl := a.plan.Load()
 	done := pl != nil && pl.inZone(p) && pl.free(p, epoch)
-	s.planUse.Add(^uint64(0))
+	procUnpin()
 	return done
 }
 
 // setPlanLocked caches the library's plan view v (every shard locked): none while poison is
-// on (the library fills freed blocks). A planView is built once per plan.
+// on (the library fills freed blocks; the view is dropped with the wait). A planView is
+// built once per plan. A view replaced or dropped without the wait stays usable by a
+// goroutine that still holds it (the library keeps every view until destroy).
 func (a *Arena) setPlanLocked(v *C.zarena_plan_view) {
 	if a.poison {
 		v = nil
@@ -300,29 +311,97 @@ func (a *Arena) setPlanLocked(v *C.zarena_plan_view) {
 		return
 	}
 	if pl := newPlanView(v); pl != nil {
-		a.plan.Store(pl)
-	} else if cur != nil {
-		a.dropPlanLocked()
-	}
-}
-
-// dropPlanLocked takes the view away (every shard locked) and returns once no goroutine is
-// still in the planned path: after it, the arena may be destroyed, and no free the binding
-// served can still be running unpoisoned.
-func (a *Arena) dropPlanLocked() {
-	a.plan.Store(nil)
-	for i := range a.shards {
-		for a.shards[i].planUse.Load()&planUseMask != 0 {
-			runtime.Gosched()
+		if a.served.slots == nil {
+			a.served.init()
 		}
+		a.plan.Store(pl)
+		a.planUnwaited = true
+	} else if cur != nil || a.poison {
+		a.dropPlanLocked(a.poison)
 	}
 }
 
-// planServed is how many allocations the binding served from plans, over every shard.
-func (a *Arena) planServed() uint64 {
+// dropPlanLocked takes the view away (every shard locked); with wait, it returns once no
+// goroutine is still in the planned path: after it, the arena may be destroyed, and no free
+// the binding served can still be running unpoisoned. It waits whenever a view was
+// published since the last wait: one dropped without a wait may still be in a goroutine's
+// hands.
+func (a *Arena) dropPlanLocked(wait bool) {
+	a.plan.Store(nil)
+	if wait && a.planUnwaited {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms) // stops the world: see the top of this file
+		a.planUnwaited = false
+	}
+}
+
+// servedCounts counts the allocations the binding served from plans, one counter per P on
+// a cache line of its own, in C memory: the P that serves one is pinned, so its counter has
+// one writer at a time, which a plain add keeps exact (Go memory would make the race
+// detector see the different goroutines that take turns on a P as a race). A P beyond the
+// counters made at the first plan (GOMAXPROCS was raised since) adds atomically to the
+// last counter, kept for them.
+type servedCounts struct {
+	// slots and n are set once, before the first view is published (the planned path reads
+	// them after loading the view); never written again.
+	slots []uint64 // counter k at slots[k*servedStride]; nil before the first plan
+	n     int      // counters for P 0..n-1, then the shared one
+	inC   bool     // slots is C memory (calloc)
+	// Every shard locked: set by Close, once the memory is given back.
+	released bool
+	final    uint64 // the sum then
+}
+
+const servedStride = 16 // 128 bytes: the adjacent-line prefetcher pairs lines
+
+func (c *servedCounts) init() {
+	c.n = runtime.GOMAXPROCS(0)
+	words := (c.n + 1) * servedStride
+	if mem := C.calloc(C.size_t(words), 8); mem != nil {
+		c.slots, c.inC = unsafe.Slice((*uint64)(mem), words), true
+	} else { // every P adds atomically to the one counter, in Go memory: still exact
+		c.slots, c.n = make([]uint64, servedStride), 0
+	}
+}
+
+// add counts one allocation served on P pid (pinned).
+func (c *servedCounts) add(pid int) {
+	if pid < c.n {
+		c.slots[pid*servedStride]++
+	} else if c.slots != nil {
+		atomic.AddUint64(&c.slots[c.n*servedStride], 1)
+	}
+}
+
+// release sums the counters into final and frees them (every shard locked, after the wait:
+// no goroutine is in the planned path).
+func (c *servedCounts) release() {
+	if c.released {
+		return
+	}
+	c.final = c.sum()
+	if c.inC {
+		C.free(unsafe.Pointer(&c.slots[0]))
+	}
+	c.released = true
+}
+
+// sum adds the counters up (every shard locked).
+func (c *servedCounts) sum() uint64 {
+	if c.released {
+		return c.final
+	}
 	var n uint64
-	for i := range a.shards {
-		n += a.shards[i].planUse.Load() >> planUseInside
+	for k := 0; k*servedStride < len(c.slots); k++ {
+		n += atomic.LoadUint64(&c.slots[k*servedStride])
 	}
 	return n
+}
+
+// planServed is how many allocations the binding served from plans (exact once the
+// goroutines that served them are synchronised with the caller).
+func (a *Arena) planServed() uint64 {
+	a.lockShards()
+	defer a.unlockShards()
+	return a.served.sum()
 }

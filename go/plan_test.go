@@ -627,11 +627,15 @@ func TestPlanRandomDeviationsNeverOverlap(t *testing.T) {
 			t.Fatalf("seed %d: the library counts %d planned allocations, the binding served %d",
 				seed, s.PlanHits, got)
 		}
-		served += a.planServed()
+		got := a.planServed()
+		served += got
 		hits += s.PlanHits
 		misses += s.PlanMisses
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
+		}
+		if after := a.planServed(); after != got {
+			t.Fatalf("seed %d: %d allocations served before Close, %d after", seed, got, after)
 		}
 	}
 	// The test proves something only if the binding served and deviations left plans.

@@ -19,7 +19,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <zarena/zarena.h>
 #include <zarena/zarena_plan.h>
 #include <zarena/zarena_testing.h>
@@ -70,8 +69,7 @@ _Static_assert(offsetof(shim_free_item, epoch) == offsetof(zarena_free_item, epo
 /* One buffer: SHIM_QUEUE_CAP items, then as many statuses, in one allocation (NULL when
  * host memory ran out). */
 static inline shim_free_item* shim_queue_alloc(void) {
-  return (shim_free_item*)malloc(SHIM_QUEUE_CAP *
-                                 (sizeof(shim_free_item) + sizeof(zarena_status)));
+  return (shim_free_item*)malloc(SHIM_QUEUE_CAP * (sizeof(shim_free_item) + sizeof(zarena_status)));
 }
 static inline void shim_queue_free(uintptr_t q) { free((void*)q); }
 static inline zarena_status* shim_queue_statuses(uintptr_t q) {
@@ -149,9 +147,8 @@ static inline shim_create_result shim_create(zarena_config cfg, uintptr_t stream
 /* The n frees queued in buffer q (none: n 0), then zarena_alloc_ex, in one crossing
  * (zarena_free_then_alloc: freed space is reused exactly as if each free had been a call of
  * its own). *failed: how many of the frees failed. */
-static inline zarena_status shim_free_then_alloc(uintptr_t a, uintptr_t q, size_t n,
-                                                 uint64_t size, uint32_t tag, zarena_block* b,
-                                                 uint32_t* failed) {
+static inline zarena_status shim_free_then_alloc(uintptr_t a, uintptr_t q, size_t n, uint64_t size,
+                                                 uint32_t tag, zarena_block* b, uint32_t* failed) {
   *failed = 0;
   if (n == 0) return zarena_alloc_ex((zarena*)a, size, tag, b);
   zarena_status* qs = shim_queue_statuses(q);
@@ -192,8 +189,8 @@ typedef struct {
 
 /* unplanned: a request a step plan left to the library (plan.go; protocol rule 4), served
  * by zarena_plan_alloc_unplanned, which does not ask the plan again, after the frees. */
-static inline shim_block_result shim_alloc_block(uintptr_t a, uintptr_t q, size_t n,
-                                                 uint64_t size, uint32_t tag, int unplanned) {
+static inline shim_block_result shim_alloc_block(uintptr_t a, uintptr_t q, size_t n, uint64_t size,
+                                                 uint32_t tag, int unplanned) {
   shim_block_result r;
   zarena_block b;
   memset(&b, 0, sizeof b);
@@ -221,8 +218,8 @@ typedef struct {
 /* The n frees queued in buffer q, then zarena_alloc_batch into out (Go memory holding no Go
  * pointer, used only during the call). */
 static inline shim_batch_result shim_alloc_batch(uintptr_t a, uintptr_t q, size_t n,
-                                                 const uint64_t* sizes, size_t count,
-                                                 uint32_t tag, zarena_block* out) {
+                                                 const uint64_t* sizes, size_t count, uint32_t tag,
+                                                 zarena_block* out) {
   shim_batch_result r;
   r.qfailed = shim_apply(a, q, n);
   r.status = zarena_alloc_batch((zarena*)a, sizes, count, tag, out, NULL);
@@ -246,7 +243,9 @@ static inline shim_result shim_free_at(uintptr_t a, uintptr_t ptr, uint64_t epoc
   return shim_wrap(zarena_free_at((zarena*)a, (void*)ptr, epoch));
 }
 
-static inline shim_result shim_destroy(uintptr_t a) { return shim_wrap(zarena_destroy((zarena*)a)); }
+static inline shim_result shim_destroy(uintptr_t a) {
+  return shim_wrap(zarena_destroy((zarena*)a));
+}
 
 /* ---- reset, floors, steps, pins ---- */
 
@@ -401,6 +400,13 @@ static inline shim_text_result shim_format(uintptr_t handle, int what, int32_t f
 }
 
 /* ---- capture, stream, poison ---- */
+
+static inline uint64_t shim_arena_id(uintptr_t a) { return zarena_arena_id((const zarena*)a); }
+
+static inline shim_result shim_capture_scope(int begin, int32_t scope, uintptr_t stream) {
+  return shim_wrap(begin ? zarena_capture_begin(scope, (void*)stream)
+                         : zarena_capture_end(scope, (void*)stream));
+}
 
 static inline shim_result shim_set_capture_active(uintptr_t a, int active) {
   return shim_wrap(zarena_set_capture_active((zarena*)a, active));

@@ -24,13 +24,17 @@ func (l Level) SlogLevel() slog.Level {
 	return slog.LevelError
 }
 
-// Attrs are the record's typed fields as slog attributes, after "event" and "arena":
-// uint64 fields stay Uint64, strings String, and so on.
+// Attrs are the record's typed fields as slog attributes, after "event", "arena" and
+// "arena_id" (Record.ArenaID, for a handler that routes records to their pool): uint64
+// fields stay Uint64, strings String, and so on.
 func (r Record) Attrs() []slog.Attr {
-	attrs := make([]slog.Attr, 0, len(r.Fields)+2)
+	attrs := make([]slog.Attr, 0, len(r.Fields)+3)
 	attrs = append(attrs, slog.String("event", r.Event))
 	if r.Arena != "" {
 		attrs = append(attrs, slog.String("arena", r.Arena))
+	}
+	if r.ArenaID != 0 {
+		attrs = append(attrs, slog.Uint64("arena_id", r.ArenaID))
 	}
 	for _, f := range r.Fields {
 		switch v := f.Value.(type) {

@@ -4,6 +4,7 @@ package zarena
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -44,7 +45,10 @@ func TestSlogConfigRecordLeavesDefaultsOut(t *testing.T) {
 	if strings.Contains(line, "alignment=") || strings.Contains(line, "poison_word_source=") {
 		t.Errorf("settings left at their defaults are logged: %s", line)
 	}
-	if n := strings.Count(line, "="); n > 30 {
+	if !strings.Contains(line, fmt.Sprintf("arena_id=%d", a.ID())) {
+		t.Errorf("the record does not name its arena by id %d: %s", a.ID(), line)
+	}
+	if n := strings.Count(line, "="); n > 31 {
 		t.Errorf("%d attributes in the config record: %s", n, line)
 	}
 }

@@ -121,11 +121,11 @@ type Stats struct {
 	PlanFirstMiss uint64 `json:"plan_first_miss"`
 	// PlansLearned: plans laid out.
 	PlansLearned uint64 `json:"plans_learned"`
-	// PlanBytes: the latest plan's peak: the zone it needs.
+	// PlanBytes: the latest plan's peak less the live blocks it lies around.
 	PlanBytes uint64 `json:"plan_bytes"`
 	// PlanLowerBoundBytes: the most bytes the latest plan's step has live at once.
 	PlanLowerBoundBytes uint64 `json:"plan_lower_bound_bytes"`
-	// PlanZoneBytes: the zone held now (one region block; 0: none).
+	// PlanZoneBytes: the zone held now (its region blocks; 0: none).
 	PlanZoneBytes uint64 `json:"plan_zone_bytes"`
 	// PlanLiveBytes: bytes of planned blocks live now (counted in used_bytes).
 	PlanLiveBytes uint64 `json:"plan_live_bytes"`

@@ -19,10 +19,14 @@ awk -v dl="${2:-}" '
     for (i = 2; i < NF; i++) {
       if ($(i + 1) == "ns/op") { v[key] = v[key] " " $i; runs[key]++ }
       if ($(i + 1) == "busy/op") busy[key] = busy[key] " " $i
+      if ($(i + 1) == "threads") threads[key] = threads[key] " " $i
+      if ($(i + 1) == "shared-homes") shared[key] = shared[key] " " $i
     }
   }
   function m(k) { return (k in v) ? median(v[k]) : 0 }
   function mb(k) { return (k in busy) ? median(busy[k]) : 0 }
+  function mt(k) { return (k in threads) ? median(threads[k]) : 0 }
+  function ms(k) { return (k in shared) ? median(shared[k]) : 0 }
   function verdict(r, target) { return r <= target ? "met" : "NOT met" }
   END {
     cgo = m("BenchmarkCgoCall"); pair = m("BenchmarkPair/zarena"); gopair = m("BenchmarkPair/go")
@@ -38,17 +42,21 @@ awk -v dl="${2:-}" '
     printf "target pair <= 1.2x (cgo call + C pair):      %.2fx  %s  (%.1f / (%.1f + %.1f))\n", r, verdict(r, 1.2), pair, cgo, cpair
     p1 = m("BenchmarkAllocFreeParallel/g=1"); c1 = m("BenchmarkAllocFreeParallel/c/g=1")
     if (p1 > 0) {
-      printf "parallel 4 KiB pair, one arena: goroutines, ns per pair (wall), throughput x one goroutine, busy shards per pair; C pair likewise\n"
+      printf "parallel 4 KiB pair, one arena: goroutines, ns per pair (wall), throughput x one goroutine, busy shards per pair, goroutines sharing a home, OS threads of the process; C pair likewise\n"
       for (g = 1; g <= 16; g *= 2) {
         pg = m("BenchmarkAllocFreeParallel/g=" g); cg = m("BenchmarkAllocFreeParallel/c/g=" g)
         if (pg == 0) continue
-        printf "  %2d  %7.1f  %5.2fx  busy %.3f    C %7.1f  %5.2fx\n", g, pg, p1 / pg, mb("BenchmarkAllocFreeParallel/g=" g), cg, (cg > 0 ? c1 / cg : 0)
+        k = "BenchmarkAllocFreeParallel/g=" g
+        printf "  %2d  %7.1f  %5.2fx  busy %.3f  shared homes %2d  threads %3d    C %7.1f  %5.2fx\n", g, pg, p1 / pg, mb(k), ms(k), mt(k), cg, (cg > 0 ? c1 / cg : 0)
       }
       p16 = m("BenchmarkAllocFreeParallel/g=16")
       if (p16 > 0) {
         r = p1 / p16
         printf "target 16 goroutines >= 8x one goroutine:    %.2fx  %s  (%.1f vs %.1f ns per pair)\n", r, (r >= 8 ? "met" : "NOT met"), p16, p1
       }
+      l1 = m("BenchmarkAllocFreeParallel/lane/g=1"); l16 = m("BenchmarkAllocFreeParallel/lane/g=16")
+      if (l1 > 0 && l16 > 0)
+        printf "  each goroutine with a Lane: 16 goroutines %.2fx one (%.1f vs %.1f ns per pair, busy %.3f)\n", l1 / l16, l16, l1, mb("BenchmarkAllocFreeParallel/lane/g=16")
     }
     # The sections below print only when their benchmarks ran (a -bench filter may skip them).
     b = m("BenchmarkBumpReset/zarena"); gb = m("BenchmarkBumpReset/go")

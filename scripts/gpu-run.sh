@@ -3,8 +3,10 @@
 # .gpubuild/ here: every gpu-labelled test, the benchmarks (bench/report.py's inputs as
 # JSON), the Go benchmarks with their ratios (scripts/go-bench-report.sh appended to
 # go-bench.txt), the demo, and (with "torch" as the first argument) the PyTorch
-# comparison; "goprof" writes a CPU profile of the Go binding's single-goroutine pair
-# (go-pair.prof: `go tool pprof -top go-pair.prof` here). Results go to $OUT (at most 8
+# comparison; "goprof" writes CPU profiles of the Go binding's single-goroutine pair, its
+# planned pair and 16 goroutines on one arena, with that run's mutex profile and its
+# benchmark line (go-pair.prof, go-planpair.prof, go-parallel.prof, go-parallel-mutex.prof,
+# go-prof.txt: `go tool pprof -top FILE` here). Results go to $OUT (at most 8
 # files come back from the device tool, so they are few and whole).
 #   usage: .gpubuild/run.sh [tests|bench|go|goprof|torch|plan|all]...   (default: tests bench go)
 set -u
@@ -58,9 +60,18 @@ for part in $parts; do
       fi
       ;;
     goprof)
-      [ -x "$G/bin/zarena-go.test" ] && (cd "$G/bin" && ./zarena-go.test -test.run '^$' \
-        -test.bench 'Pair/zarena$' -test.benchtime 3s -test.cpuprofile "$OUT/go-pair.prof" \
-        >/dev/null 2>&1)
+      # The single pair, the planned pair, and 16 goroutines on one arena (CPU, and the
+      # shard locks' contention: -test.mutexprofile).
+      if [ -x "$G/bin/zarena-go.test" ]; then
+        (cd "$G/bin" && ./zarena-go.test -test.run '^$' \
+          -test.bench 'Pair/zarena$' -test.benchtime 3s -test.cpuprofile "$OUT/go-pair.prof" \
+          >/dev/null 2>&1
+        ./zarena-go.test -test.run '^$' -test.bench 'PlanPair/plan$' -test.benchtime 3s \
+          -test.cpuprofile "$OUT/go-planpair.prof" >/dev/null 2>&1
+        ./zarena-go.test -test.run '^$' -test.bench 'AllocFreeParallel/g=16$' \
+          -test.benchtime 3s -test.cpuprofile "$OUT/go-parallel.prof" \
+          -test.mutexprofile "$OUT/go-parallel-mutex.prof" >"$OUT/go-prof.txt" 2>&1)
+      fi
       ;;
     plan)
       # Step plans: the model test's long run (one process per core pair, seeds apart),

@@ -147,6 +147,50 @@ TEST(GpuCapture, EngineFlagDefersFreesForACaptureTheArenaCannotSee) {
   expect_balanced(c0, cuda_call_counters());
 }
 
+// The same capture declared once for the process (zarena_capture_begin): two arenas on
+// streams of their own, neither captured, both keep their frees out of CUDA until the
+// scope ends; the capture survives.
+TEST(GpuCapture, ProcessScopeDefersFreesOfEveryArena) {
+  REQUIRE_DEVICE();
+  zarena_test::LogCapture quiet;
+  Stream s1(cudaStreamNonBlocking), s2(cudaStreamNonBlocking), theirs(cudaStreamNonBlocking);
+  DeviceBuffer scratch(kMiB);
+  const CudaCallCounters c0 = cuda_call_counters();
+  zarena* arenas[2] = {nullptr, nullptr};
+  void* blocks[2] = {nullptr, nullptr};
+  cudaStream_t streams[2] = {s1, s2};
+  for (int i = 0; i < 2; ++i) {
+    zarena_config c = cuda_config(kMiB, ZARENA_OVERFLOW_SYNC, streams[i]);
+    ASSERT_EQ(zarena_create(&c, &arenas[i]), ZARENA_OK) << zarena_last_error();
+    void* fill = nullptr;
+    ASSERT_EQ(zarena_alloc(arenas[i], kMiB, &fill), ZARENA_OK);
+    ASSERT_EQ(zarena_alloc(arenas[i], 2 * kMiB, &blocks[i]), ZARENA_OK) << zarena_last_error();
+  }
+  ASSERT_EQ(zarena_capture_begin(ZARENA_CAPTURE_PROCESS, nullptr), ZARENA_OK);
+  CUDA_OK(cudaStreamBeginCapture(theirs, cudaStreamCaptureModeGlobal));
+  CUDA_OK(cudaMemsetAsync(scratch.p, 1, kMiB, theirs));
+  const CudaCallCounters c1 = cuda_call_counters();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(zarena_free(arenas[i], blocks[i]), ZARENA_OK);
+    void* o = nullptr;
+    EXPECT_EQ(zarena_alloc(arenas[i], 2 * kMiB, &o), ZARENA_E_CAPTURE_UNSAFE) << "SYNC refused";
+  }
+  EXPECT_EQ(cuda_call_counters().frees, c1.frees);
+  EXPECT_EQ(cuda_call_counters().mallocs, c1.mallocs);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(theirs, &graph);
+  ASSERT_EQ(end, cudaSuccess) << cuda_text(end);
+  CUDA_OK(cudaGraphDestroy(graph));
+  ASSERT_EQ(zarena_capture_end(ZARENA_CAPTURE_PROCESS, nullptr), ZARENA_OK);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(zarena_reset(arenas[i]), ZARENA_OK);  // a give-back point after the scope
+    EXPECT_EQ(stats_of(arenas[i]).overflow_deferred_gives, 0u);
+  }
+  EXPECT_EQ(cuda_call_counters().frees - c1.frees, 2u) << "both went back after the scope";
+  for (zarena* a : arenas) ASSERT_EQ(zarena_destroy(a), ZARENA_OK);
+  expect_balanced(c0, cuda_call_counters());
+}
+
 // Without the flag the arena cannot see that capture: CUDA refuses the cudaFree (and
 // invalidates that capture, CUDA's rule); the free still answers OK, the block is kept
 // and given back at the next safe point, nothing leaks.

@@ -93,6 +93,19 @@ class RegionHarness : public RegionHooks {
     Region::WriterLock w(region_);
     region_.drain_w();
   }
+  Region::Claim claim(const std::vector<zarena_core::OffsetRange>& ranges,
+                      uint64_t* commit_to = nullptr) {
+    Region::WriterLock w(region_);
+    uint64_t c = 0;
+    const Region::Claim o = region_.claim_w(ranges, &c);
+    if (commit_to != nullptr) *commit_to = c;
+    return o;
+  }
+  void unclaim(const std::vector<zarena_core::OffsetRange>& ranges) {
+    zarena_core::Slot& s = enter();
+    region_.unclaim(s, ranges);
+    region_.leave(s);
+  }
   RegionSnapshot snap() {
     Region::WriterLock w(region_);
     RegionSnapshot s;

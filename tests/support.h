@@ -56,6 +56,8 @@ struct Record {
   int32_t level = -1;
   std::string event, message, arena;
   std::vector<Field> fields;
+  const zarena* handle = nullptr;  // zarena_log_record.arena
+  uint64_t arena_id = 0;
 
   const Field* field(const std::string& key) const {
     for (const auto& f : fields) {
@@ -85,6 +87,8 @@ inline Record copy_record(const zarena_log_record* r) {
   out.event = r->event;
   out.message = r->message;
   out.arena = r->arena_name;
+  out.handle = r->arena;
+  out.arena_id = r->arena_id;
   for (uint32_t k = 0; k < r->field_count; ++k) {
     const zarena_log_field& f = r->fields[k];
     out.fields.push_back({f.key, f.kind, f.i, f.f, f.s != nullptr ? f.s : "<NULL>"});

@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -614,6 +616,71 @@ TEST(Levels, ParseNames) {
   EXPECT_FALSE(zarena_core::log_parse_level("loud", &l));
   EXPECT_FALSE(zarena_core::log_parse_level(nullptr, &l));
   EXPECT_EQ(l, -1);
+}
+
+// Issue 24: a record names its arena by handle and by a process-unique id, so a host that
+// runs several arenas (of one name, even) routes each record to its pool. Records of the
+// create (before zarena_create returned), of the reporter thread (an overflow that
+// succeeded) and of the destroy all carry them.
+TEST(Identity, RecordsNameTheirArenaByHandleAndId) {
+  LogCapture log;
+  zarena* a = make_host_arena(4 * kKiB, "twin", ZARENA_OVERFLOW_SYNC);
+  zarena* b = make_host_arena(4 * kKiB, "twin", ZARENA_OVERFLOW_SYNC);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const uint64_t ida = zarena_arena_id(a), idb = zarena_arena_id(b);
+  EXPECT_NE(ida, 0u);
+  EXPECT_GT(idb, ida) << "ids are given in order of creation";
+  EXPECT_EQ(zarena_arena_id(nullptr), 0u);
+  void *full = nullptr, *p = nullptr;
+  ASSERT_EQ(zarena_alloc(a, 4 * kKiB, &full), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(a, 1 * kKiB, &p), ZARENA_OK);  // overflows: first_overflow of a
+  ASSERT_EQ(zarena_free(a, p), ZARENA_OK);
+  ASSERT_EQ(zarena_free(a, full), ZARENA_OK);
+  ASSERT_EQ(zarena_destroy(b), ZARENA_OK);  // arena.destroy of b
+  std::map<uint64_t, std::vector<Record>> routed;
+  for (const Record& r : log.all()) {
+    routed[r.arena_id].push_back(r);
+    const zarena* want = r.arena_id == ida ? a : r.arena_id == idb ? b : nullptr;
+    EXPECT_EQ(r.handle, want) << r.event;
+    EXPECT_EQ(r.arena, r.arena_id != 0 ? "twin" : "") << r.event;
+  }
+  const auto has = [&](uint64_t id, const std::string& event) {
+    for (const Record& r : routed[id])
+      if (r.event == event) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(ida, "arena.config")) << "emitted before zarena_create returned";
+  EXPECT_TRUE(has(ida, "arena.first_overflow")) << "from the reporter thread";
+  EXPECT_FALSE(has(ida, "arena.destroy"));
+  EXPECT_TRUE(has(idb, "arena.config"));
+  EXPECT_TRUE(has(idb, "arena.destroy"));
+  EXPECT_FALSE(has(idb, "arena.first_overflow"));
+  EXPECT_EQ(routed.size(), 2u) << "no record without its arena";
+  // Never reused: a later arena, even at b's old address, gets a new id.
+  zarena* c = make_host_arena(4 * kKiB, "twin");
+  EXPECT_GT(zarena_arena_id(c), idb);
+  ASSERT_EQ(zarena_destroy(c), ZARENA_OK);
+  ASSERT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
+// A reader compiled against the 1.1 record reads the identity only when the library's
+// struct_size covers it; this library's always does.
+TEST(Identity, TheRecordGrowsAtItsEnd) {
+  static_assert(offsetof(zarena_log_record, arena) > offsetof(zarena_log_record, field_count),
+                "the identity follows the 1.1 fields");
+  static_assert(
+      offsetof(zarena_log_record, arena_id) + sizeof(uint64_t) == sizeof(zarena_log_record),
+      "arena_id is the last field");
+  zarena_core::LogRecord r(zarena_core::log_events::kArenaConfig,
+                           zarena_core::LogSource("x", 7, nullptr));
+  EXPECT_EQ(r.source().id, 7u);
+  EXPECT_EQ(r.arena_name(), "x");
+  const nlohmann::json j = nlohmann::json::parse(zarena_core::log_format_json(r, 0));
+  EXPECT_EQ(j.at("arena_id"), 7u) << "the JSON line names the arena too";
+  zarena_core::LogRecord process(zarena_core::log_events::kArenaConfig, "");
+  EXPECT_FALSE(
+      nlohmann::json::parse(zarena_core::log_format_json(process, 0)).contains("arena_id"));
 }
 
 }  // namespace

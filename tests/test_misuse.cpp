@@ -630,6 +630,18 @@ std::vector<Case> cases() {
        [](Env&) {
          return create_with([](zarena_config* c) { c->capacity_bytes = (1ull << 62) + 1; });
        }},
+      // Capture scopes (zarena_capture_begin): the arena's state must not change either.
+      {"M97", "zarena_capture_end without its zarena_capture_begin", ZARENA_E_INVALID_ARGUMENT,
+       "no process-wide capture is open (more ends than begins)", true, none,
+       [](Env&) { return zarena_capture_end(ZARENA_CAPTURE_PROCESS, nullptr); }},
+      {"M98", "zarena_capture_begin of cudaStreamPerThread", ZARENA_E_INVALID_ARGUMENT,
+       "cudaStreamPerThread names a different stream in every thread", true, none,
+       [](Env&) {
+         return zarena_capture_begin(ZARENA_CAPTURE_STREAM, reinterpret_cast<void*>(0x2));
+       }},
+      {"M99", "zarena_capture_begin with an unknown scope", ZARENA_E_INVALID_ARGUMENT,
+       "scope 7 is not ZARENA_CAPTURE_PROCESS (0) or ZARENA_CAPTURE_STREAM (1)", true, none,
+       [](Env&) { return zarena_capture_begin(7, nullptr); }},
   };
 }
 

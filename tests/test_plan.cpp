@@ -17,6 +17,7 @@
 namespace {
 
 using zarena_core::Status;
+using zarena_core::plan::ByteRange;
 using zarena_core::plan::FreeKind;
 using zarena_core::plan::kNoOffset;
 using zarena_core::plan::lower_bound_bytes;
@@ -93,7 +94,8 @@ bool overlap(uint64_t a, uint64_t as, uint64_t b, uint64_t bs) { return a < b + 
 
 // The planner's placement done the slow way: every placed instance it conflicts with,
 // sorted by offset, then the first (or best) gap.
-std::vector<uint64_t> reference_offsets(const std::vector<StepItem>& items, Placement placement) {
+std::vector<uint64_t> reference_offsets(const std::vector<StepItem>& items, Placement placement,
+                                        const std::vector<ByteRange>& obstacles = {}) {
   const Model m(items);
   std::vector<uint32_t> order;
   for (uint32_t id = 0; id < m.ticks; ++id) {
@@ -109,6 +111,7 @@ std::vector<uint64_t> reference_offsets(const std::vector<StepItem>& items, Plac
   std::vector<uint32_t> placed;
   for (uint32_t id : order) {
     std::vector<std::pair<uint64_t, uint64_t>> taken;
+    for (const ByteRange& o : obstacles) taken.push_back({o.offset, o.offset + o.size});
     for (uint32_t p : placed) {
       if (m.conflict(id, p)) taken.push_back({off[p], off[p] + m.size[p]});
     }
@@ -327,6 +330,64 @@ TEST(PlanModel, RandomStepsMatchTheReferenceAndVerify) {
     }
   }
   EXPECT_GT(period_two, rounds / 10);  // both periods were exercised
+}
+
+// Obstacles (live blocks the plan lays out around): the placement is the reference's with
+// the obstacles taken at every tick, no instance overlaps one, and the holes between them
+// are used.
+TEST(PlanModel, RandomStepsWithObstaclesMatchTheReferenceAndVerify) {
+  std::mt19937_64 rng(11);
+  const int rounds = 2000 / zarena_test::kSanitizerSlowdown;
+  int used_a_hole = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const auto items = random_step(rng);
+    std::vector<ByteRange> obstacles;
+    uint64_t at = 0;
+    for (int j = static_cast<int>(rng() % 6); j > 0; --j) {
+      at += kG * (rng() % 24);
+      const uint64_t size = kG * (1 + rng() % 8);
+      obstacles.push_back({at, size});
+      at += size;
+    }
+    auto req = step_request(items);
+    req.obstacles = obstacles.data();
+    req.obstacle_count = static_cast<uint32_t>(obstacles.size());
+    uint64_t bound = 0;
+    ASSERT_TRUE(lower_bound_bytes(req, &bound).is_ok());
+    for (auto placement : {Placement::kGreedyBySize, Placement::kBestFitGap}) {
+      OffsetPlan p;
+      ASSERT_TRUE(plan_step(req, PlanLimits{}, &p, placement).is_ok());
+      ASSERT_EQ(p.offsets, reference_offsets(items, placement, obstacles)) << "round " << round;
+      ASSERT_EQ(verify_plan(req, p, VerifyMode::kBruteForce), "") << "round " << round;
+      ASSERT_EQ(verify_plan(req, p, VerifyMode::kSweep), "") << "round " << round;
+      ASSERT_EQ(p.lower_bound_bytes, bound);
+      for (uint64_t off : p.offsets) {
+        used_a_hole += !obstacles.empty() && off != kNoOffset && off < obstacles.back().offset;
+      }
+    }
+  }
+  EXPECT_GT(used_a_hole, rounds / 4);
+}
+
+TEST(Plan, ObstaclesAreLaidOutAroundAndCheckedByVerify) {
+  // Two blocks live over the whole step, one between two obstacles' gap of 2 granules.
+  const std::vector<StepItem> items = {StepItem::same_step(2 * kG, 2), StepItem::same_step(kG, 2)};
+  const std::vector<ByteRange> obstacles = {{0, kG}, {3 * kG, kG}};
+  auto req = step_request(items);
+  req.obstacles = obstacles.data();
+  req.obstacle_count = 2;
+  OffsetPlan p;
+  ASSERT_TRUE(plan_step(req, PlanLimits{}, &p).is_ok());
+  EXPECT_EQ(p.offsets, (std::vector<uint64_t>{kG, 4 * kG}));
+  EXPECT_EQ(p.peak_bytes, 5 * kG);
+  EXPECT_EQ(p.lower_bound_bytes, 3 * kG);
+  EXPECT_EQ(verify_plan(req, p), "");
+  p.offsets[1] = 3 * kG;  // onto the second obstacle
+  p.peak_bytes = 4 * kG;
+  EXPECT_NE(verify_plan(req, p).find("overlaps the obstacle"), std::string::npos);
+  const std::vector<ByteRange> bad = {{kG, kG}, {0, kG}};  // unsorted
+  req.obstacles = bad.data();
+  EXPECT_EQ(plan_step(req, PlanLimits{}, &p).status, Status::kInvalidArgument);
 }
 
 // A corrupted plan: both verification modes must call it wrong, or both right (a change

@@ -11,6 +11,7 @@
 #include "region_harness.h"
 
 using zarena_core::kAnyEpoch;
+using zarena_core::Region;
 using zarena_core::Status;
 using zarena_test::FreeOutcome;
 using zarena_test::PinOutcome;
@@ -397,6 +398,8 @@ TEST_P(RegionModel, RandomSequencesMatchReference) {
   RegionHarness r(cap, kG, slots);
   std::mt19937_64 rng(std::get<0>(GetParam()));
   uint64_t failed_allocs = 0, borrowed_allocs = 0, resets = 0, survivors = 0, deferred = 0;
+  uint64_t claims = 0, claims_refused = 0, unclaimed = 0;
+  std::vector<std::vector<zarena_core::OffsetRange>> claimed;  // zones claimed, in order
   struct LiveBlock {
     uint64_t size;
     uint64_t epoch;
@@ -556,6 +559,66 @@ TEST_P(RegionModel, RandomSequencesMatchReference) {
         ASSERT_EQ(r.set_floor(f), Status::kOk) << "step " << step << " floor " << f;
         for (auto& kv : live) kv.second.persistent = kv.first < f;
       }
+    } else if (op < 974) {
+      // A zone: the free ranges of a window [lo, hi) at or above the floor, claimed as
+      // pinned blocks; now and then the whole window (refused when a live block is in it).
+      const uint64_t top = r.top(), fl = r.floor();
+      const uint64_t lo = fl + kG * (rng() % ((top - fl) / kG + 1));
+      const uint64_t hi = std::min(cap, lo + kG * (1 + rng() % 96));
+      if (lo >= hi) continue;
+      std::vector<zarena_core::OffsetRange> ranges;
+      uint64_t at = lo;
+      bool crosses_live = false;
+      auto it = live.lower_bound(lo);
+      if (it != live.begin()) {  // a block starting below lo may reach into the window
+        auto pv = std::prev(it);
+        if (pv->first + pv->second.size > lo) crosses_live = true;
+        at = std::max(at, std::min(hi, pv->first + pv->second.size));
+      }
+      for (; at < hi; ++it) {
+        const uint64_t next = it == live.end() ? hi : std::min(hi, it->first);
+        if (next > at) ranges.push_back({at, next - at});
+        if (it == live.end() || it->first >= hi) break;
+        crosses_live = true;
+        at = std::max(at, std::min(hi, it->first + it->second.size));
+      }
+      const bool whole = rng() % 4 == 0;
+      if (whole) ranges.assign(1, {lo, hi - lo});
+      if (ranges.empty()) continue;
+      const Region::Claim o = r.claim(ranges);
+      if (whole && crosses_live) {
+        ASSERT_EQ(o, Region::Claim::kChanged) << "a live block was claimed, step " << step;
+        ++claims_refused;
+      } else {
+        ASSERT_EQ(o, Region::Claim::kOk) << "step " << step;
+        for (const auto& cr : ranges) {
+          ASSERT_FALSE(overlaps(cr.offset, cr.size)) << "step " << step;
+          live[cr.offset] = {cr.size, r.epoch(), false, 1, false};
+          live_bytes += cr.size;
+          stale.erase(cr.offset);
+          freed.erase(cr.offset);
+        }
+        claimed.push_back(ranges);
+        ++claims;
+        ASSERT_EQ(r.invariants(), "") << "step " << step;
+      }
+    } else if (op < 980 && !claimed.empty()) {
+      // Gives a zone back: its blocks still held as claimed (pinned once, not freed).
+      const size_t z = rng() % claimed.size();
+      std::vector<zarena_core::OffsetRange> back;
+      for (const auto& cr : claimed[z]) {
+        auto it = live.find(cr.offset);
+        if (it != live.end() && it->second.size == cr.size && it->second.pins == 1 &&
+            !it->second.deferred && !it->second.persistent) {
+          back.push_back(cr);
+          live_bytes -= cr.size;
+          freed[cr.offset] = allocs_done;
+          live.erase(it);
+        }
+      }
+      claimed.erase(claimed.begin() + static_cast<long>(z));
+      r.unclaim(back);
+      unclaimed += back.size();
     }
     const auto snap = r.snap();
     ASSERT_EQ(snap.live_bytes, live_bytes) << "step " << step;
@@ -569,6 +632,9 @@ TEST_P(RegionModel, RandomSequencesMatchReference) {
   EXPECT_GT(resets, 60u);
   EXPECT_GT(survivors, 0u);
   EXPECT_GT(deferred, 0u);
+  EXPECT_GT(claims, 10u);
+  EXPECT_GT(claims_refused, 0u);
+  EXPECT_GT(unclaimed, 0u);
   if (cap <= (1u << 20)) {
     EXPECT_GT(failed_allocs, 0u) << "a small region should fill up";
   }

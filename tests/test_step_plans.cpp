@@ -23,25 +23,57 @@ constexpr uint64_t kGranule = 256;
 constexpr uintptr_t kZones = uintptr_t{1} << 30;    // zones are carved from here
 constexpr uintptr_t kDynamic = uintptr_t{1} << 40;  // the dynamic engine's blocks
 
+// Zones carved from kZones. Each window has two obstacles (its zone in pieces around
+// them) unless `obstacles` is off; a zone that cannot be claimed falls back to one block.
 class FakeZones final : public ZoneOps {
  public:
-  bool reserve_zone(uint64_t bytes, uintptr_t* base) noexcept override {
-    if (refuse) return false;
-    *base = next_;
-    next_ += (bytes + 4095) / 4096 * 4096 + 4096;
-    ++reserved;
-    held += bytes;
+  bool zone_window(PlanWindow* where) noexcept override {
+    if (!obstacles) return false;
+    where->window = 0;
+    where->obstacles = {{0, kGranule}, {4 * kGranule, 2 * kGranule}};
     return true;
   }
-  void release_zone(uintptr_t, uint64_t bytes) noexcept override {
-    ++released;
-    held -= bytes;
+  bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept override {
+    if (refuse || refuse_claim) return false;
+    if (refuse_next_claims > 0) {
+      --refuse_next_claims;
+      return false;
+    }
+    out->base = next_;
+    out->pieces.clear();
+    uint64_t at = 0;
+    for (const plan::ByteRange& o : where.obstacles) {
+      if (o.offset >= bytes) break;
+      if (o.offset > at) out->pieces.push_back({at, o.offset - at});
+      at = std::max(at, o.offset + o.size);
+    }
+    if (at < bytes) out->pieces.push_back({at, bytes - at});
+    take(bytes, out);
+    ++claimed;
+    return true;
   }
-  bool refuse = false;
-  int reserved = 0, released = 0;
+  bool reserve_zone(uint64_t bytes, Zone* out) noexcept override {
+    if (refuse) return false;
+    out->base = next_;
+    out->pieces.assign(1, plan::ByteRange{0, bytes});
+    take(bytes, out);
+    return true;
+  }
+  void release_zone(const Zone& zone) noexcept override {
+    ++released;
+    held -= zone.bytes();
+  }
+  bool refuse = false, refuse_claim = false, obstacles = true;
+  int refuse_next_claims = 0;  // the window changed since the layout: refused, laid out again
+  int reserved = 0, released = 0, claimed = 0;
   uint64_t held = 0;
 
  private:
+  void take(uint64_t bytes, Zone* out) {
+    next_ += (bytes + 4095) / 4096 * 4096 + 4096;
+    ++reserved;
+    held += out->bytes();
+  }
   uintptr_t next_ = kZones;
 };
 
@@ -293,12 +325,35 @@ TEST(StepPlans, AStepThatRepeatsIsServedFromItsPlan) {
   EXPECT_EQ(st.misses, 0u);
   EXPECT_GT(L.served, 0u);
   EXPECT_EQ(L.zones.reserved, 1);
+  EXPECT_EQ(L.zones.claimed, 1);  // laid out around the window's obstacles
+}
+
+// A claim refused (the window changed since the layout) lays the step out again around
+// the blocks live now; refused again, the zone is one free block.
+TEST(StepPlans, ARefusedClaimLaysOutAgainThenTakesOneBlock) {
+  for (int refusals : {1, 2}) {
+    Loop L(1);
+    L.zones.refuse_next_claims = refusals;
+    std::mt19937_64 rng(7);
+    const std::vector<Item> tmpl = random_step(rng);
+    run_loop(L, tmpl, 20, 0, false);
+    PlanStats st;
+    L.plans.stats(&st);
+    EXPECT_EQ(st.learned, 2u) << refusals;  // laid out again once
+    EXPECT_GE(st.steps, 16u);
+    EXPECT_EQ(st.misses, 0u);
+    EXPECT_EQ(L.zones.claimed, refusals == 1 ? 1 : 0);
+    EXPECT_EQ(L.zones.reserved, 1);
+  }
 }
 
 TEST(StepPlans, ModelNoPlannedBlockEverOverlapsALiveOne) {
   uint64_t served = 0, engaged = 0, boundaries = 0;
   for (uint64_t seed = 0; seed < 300; ++seed) {
     Loop L(seed);
+    // Zones in pieces around obstacles, one block when a claim is refused, or no obstacles.
+    L.zones.refuse_claim = seed % 3 == 1;
+    L.zones.obstacles = seed % 3 != 2;
     const std::vector<Item> tmpl = random_step(L.rng);
     const int rate = static_cast<int>(seed % 4) * 4;  // 0, 4, 8, 12 per mille per event
     run_loop(L, tmpl, 40, rate, seed % 2 == 1);

@@ -107,6 +107,7 @@ _SIGNATURES_1_1 = {
     "zarena_format_stats": (_i32, [_vp, _i32, ctypes.c_char_p, ctypes.c_size_t,
                                    ctypes.POINTER(ctypes.c_size_t)]),
     "zarena_reset_peak_stats": (_i32, [_vp]),
+    "zarena_arena_id": (_u64, [_vp]),
     "zarena_format_live_blocks": (_i32, [_vp, _i32, ctypes.c_char_p, ctypes.c_size_t,
                                          ctypes.POINTER(ctypes.c_size_t)]),
 }

@@ -151,6 +151,9 @@ class LogRecordC(ctypes.Structure):
         ("arena_name", ctypes.c_char_p),
         ("fields", ctypes.POINTER(LogField)),
         ("field_count", ctypes.c_uint32),
+        # after the 1.1 layout: read only when struct_size covers them
+        ("arena", ctypes.c_void_p),
+        ("arena_id", ctypes.c_uint64),
     ]
 
 

@@ -184,6 +184,12 @@ class Arena:
 
     # --- 1.1: capture, stream, poison ---------------------------------------------------
 
+    @property
+    def id(self):
+        """The arena's identity in log records (LogRecord.arena_id, zarena_arena_id):
+        unique in the process, never reused."""
+        return int(function("zarena_arena_id")(self._handle()))
+
     def set_capture_active(self, active):
         """Tells the arena a CUDA graph capture runs (True) or ended (False): SYNC overflow
         is refused, poison fills skipped, overflow frees deferred meanwhile."""

@@ -1,21 +1,27 @@
 """zarena's log records in Python: a callback, and a bridge to the logging module."""
 
+import ctypes
 import logging
 
 from . import _args
 from . import constants as C
 from ._library import check, library
-from ._structs import LOG_FN
+from ._structs import LOG_FN, LogRecordC
+
+_ARENA_ID_END = LogRecordC.arena_id.offset + ctypes.sizeof(ctypes.c_uint64)
 
 
 class LogRecord:
     """A copy of one zarena_log_record (the C record is valid only during the callback)."""
 
-    __slots__ = ("level", "event", "message", "arena_name", "fields")
+    __slots__ = ("level", "event", "message", "arena_name", "fields", "arena_id")
 
-    def __init__(self, level, event, message, arena_name, fields):
+    def __init__(self, level, event, message, arena_name, fields, arena_id=0):
         self.level, self.event, self.message = level, event, message
         self.arena_name, self.fields = arena_name, fields
+        # Arena.id of the arena the record is about (unique in the process, never reused);
+        # 0 for process-wide records and with a library whose records lack it.
+        self.arena_id = arena_id
 
     def __repr__(self):
         return f"LogRecord({self.level}, {self.event!r}, {self.message!r}, {self.fields!r})"
@@ -40,8 +46,9 @@ def _copy_record(rec):
         else:
             v = f.i
         fields[_text(f.key)] = v
+    arena_id = rec.arena_id if rec.struct_size >= _ARENA_ID_END else 0
     return LogRecord(rec.level, _text(rec.event), _text(rec.message), _text(rec.arena_name),
-                     fields)
+                     fields, arena_id)
 
 
 # Every trampoline handed to C stays referenced for the life of the process: after a

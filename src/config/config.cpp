@@ -51,7 +51,7 @@ uint64_t effective(const zarena_config& c, const FieldSpec& f, const zarena_conf
 
 // Each distinct problem is logged once per process: a program that creates an arena per
 // request would otherwise repeat the same warnings (arena.config still lists them all).
-void emit_new_problems(const std::vector<ConfigProblem>& problems, const std::string& arena) {
+void emit_new_problems(const std::vector<ConfigProblem>& problems, const LogSource& arena) {
   static std::mutex mu;
   static std::set<std::string>* seen = new std::set<std::string>();  // lives to exit
   std::vector<const ConfigProblem*> fresh;
@@ -181,7 +181,8 @@ zarena_config default_config() {
   return c;
 }
 
-Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
+Result resolve_config(const zarena_config* user, ResolvedConfig* out, uint64_t arena_id,
+                      const zarena* handle) {
   if (user == nullptr) return Result::fail(Status::kInvalidArgument, "config is NULL");
   if (user->struct_size < kConfigV1Size) {
     return Result::fail(Status::kInvalidArgument,
@@ -241,6 +242,8 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
 
   ResolvedConfig r;
   r.name = text_or(c.name, kDefaultName);
+  r.arena_id = arena_id;
+  r.handle = handle;
   r.trace_file = text_or(c.trace_file, "");
   r.problems = environment_problems();
   for (const ConfigProblem& p : r.problems) r.warnings.push_back(p.describe());
@@ -295,7 +298,7 @@ Result resolve_config(const zarena_config* user, ResolvedConfig* out) {
   c.name = nullptr;
   c.trace_file = nullptr;
   r.cfg = c;
-  emit_new_problems(r.problems, r.name);
+  emit_new_problems(r.problems, r.log_source());
   *out = std::move(r);
   return Result::ok();
 }

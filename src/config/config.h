@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "config/config_fields.h"
 #include "config/config_parse.h"
+#include "log/log.h"
 #include "zarena/zarena.h"
 
 namespace zarena_core {
@@ -59,9 +60,12 @@ bool is_known_variable(const std::string& name);
 
 // The configuration an arena runs with, validated, plus each field's source.
 struct ResolvedConfig {
-  zarena_config cfg{};     // full current layout; "0 = default" fields hold the default;
-                           // name and trace_file are NULL here: see the strings below
-  std::string name;        // the arena's copy of cfg.name ("zarena" when none)
+  zarena_config cfg{};             // full current layout; "0 = default" fields hold the default;
+                                   // name and trace_file are NULL here: see the strings below
+  std::string name;                // the arena's copy of cfg.name ("zarena" when none)
+  uint64_t arena_id = 0;           // zarena_arena_id of the arena being created
+  const zarena* handle = nullptr;  // its handle (an identity in log records)
+  LogSource log_source() const { return LogSource(name, arena_id, handle); }
   std::string trace_file;  // the arena's copy of cfg.trace_file ("" when none)
   struct Source {
     std::string field;
@@ -80,7 +84,8 @@ struct ResolvedConfig {
 // with kInvalidArgument; with ZARENA_FLAG_STRICT_CONFIG also when the environment has a
 // problem (the message lists them all). Otherwise each problem is logged at warn
 // ("config.invalid_value" / "config.unknown_variable") before this returns.
-Result resolve_config(const zarena_config* user, ResolvedConfig* out);
+Result resolve_config(const zarena_config* user, ResolvedConfig* out, uint64_t arena_id = 0,
+                      const zarena* handle = nullptr);
 
 // overflow_retain_bytes when the caller leaves it 0: max(capacity, kMinDefaultRetain).
 uint64_t default_retain_bytes(uint64_t capacity);

@@ -14,7 +14,7 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
                         int32_t backend_kind, int32_t policy, const std::string& fallback,
                         uint64_t memory_free, uint64_t memory_total) {
   const zarena_config& c = rc.cfg;
-  LogRecord rec(log_events::kArenaConfig, rc.name);
+  LogRecord rec(log_events::kArenaConfig, rc.log_source());
   std::string from, ignored;
   std::vector<std::string> short_items;  // for the human line: overridden variables first
   for (const auto& s : rc.sources) {
@@ -97,11 +97,11 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
   return rec;
 }
 
-LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena_name) {
+LogRecord config_problem_record(const ConfigProblem& p, const LogSource& arena) {
   const std::string value = p.value.size() <= 24 ? p.value : p.value.substr(0, 21) + "...";
   LogRecord rec(
       p.unknown_variable ? log_events::kConfigUnknownVariable : log_events::kConfigInvalidValue,
-      arena_name);
+      arena);
   rec.message(p.describe());
   rec.add_string("variable", p.variable).add_string("value", p.value);
   if (p.unknown_variable) {

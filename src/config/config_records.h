@@ -22,6 +22,6 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
 // A problem in the environment found at create (warn, rate-limited like other repeatable
 // warnings): "config.invalid_value" with variable, value, reason and example (a valid
 // value), or "config.unknown_variable" with variable, value and closest (a known name).
-LogRecord config_problem_record(const ConfigProblem& p, const std::string& arena_name);
+LogRecord config_problem_record(const ConfigProblem& p, const LogSource& arena);
 
 }  // namespace zarena_core

@@ -36,8 +36,8 @@ void diag_set_clock_for_testing(uint64_t (*now_ns)()) noexcept {
   g_clock.store(now_ns != nullptr ? now_ns : steady_ns);
 }
 
-ArenaDiagnosis::ArenaDiagnosis(uint64_t capacity, std::string arena_name, bool no_resets)
-    : capacity_(capacity), name_(std::move(arena_name)), no_resets_(no_resets), cadence_(capacity) {
+ArenaDiagnosis::ArenaDiagnosis(uint64_t capacity, LogSource arena, bool no_resets)
+    : capacity_(capacity), source_(std::move(arena)), no_resets_(no_resets), cadence_(capacity) {
   if (no_resets_) {  // a general-purpose pool: nothing to guess about steps never reset
     detector_on_.store(false, std::memory_order_relaxed);
     watch_end_.store(kNoWatch, std::memory_order_relaxed);
@@ -141,7 +141,7 @@ void ArenaDiagnosis::warn_cadence(uint64_t epoch_allocs, uint64_t resets) {
   if (f.steps == 0) f.steps = ceil_div(epoch_allocs, prior_allocs);
   if (f.step_allocs == 0) f.step_allocs = prior_allocs;
   f.step_repeats = f.steps > 0 ? f.steps - 1 : 0;
-  if (log_enabled(ZARENA_LOG_WARN)) log_emit(reset_cadence_record(f, name_));
+  if (log_enabled(ZARENA_LOG_WARN)) log_emit(reset_cadence_record(f, source_));
 }
 
 void ArenaDiagnosis::on_free(uint64_t size, uint32_t slot) {
@@ -206,7 +206,7 @@ StepRecordFacts ArenaDiagnosis::on_reset(const EpochEnd& e) {
 }
 
 void ArenaDiagnosis::log_step(const StepRecordFacts& f) const {
-  if (log_enabled(ZARENA_LOG_INFO)) log_emit(step_record(f, name_));
+  if (log_enabled(ZARENA_LOG_INFO)) log_emit(step_record(f, source_));
 }
 
 uint64_t ArenaDiagnosis::count_step() {
@@ -257,7 +257,7 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     f.resets = c.resets;
     f.prior_epochs = history_.epochs_seen();
   }
-  if (log_enabled(ZARENA_LOG_WARN)) log_emit(reset_cadence_record(f, name_));
+  if (log_enabled(ZARENA_LOG_WARN)) log_emit(reset_cadence_record(f, source_));
 }
 
 // --- exhaustion ---------------------------------------------------------------------------
@@ -334,7 +334,7 @@ void ArenaDiagnosis::emit_report(Report kind, const ExhaustionFacts& f, const Re
                                  uint64_t epochs, const std::string& top_tags) const {
   if (kind == Report::kNone || !log_enabled(ZARENA_LOG_WARN)) return;
   if (kind == Report::kRecord) {
-    log_emit(first_overflow_record(f, name_, top_tags));
+    log_emit(first_overflow_record(f, source_, top_tags));
     return;
   }
   OverflowSummaryFacts sf;
@@ -344,7 +344,7 @@ void ArenaDiagnosis::emit_report(Report kind, const ExhaustionFacts& f, const Re
   // reported one by one are not captured); the caller counts every epoch so far.
   sf.epochs = epochs;
   sf.unreported = counts.unreported;
-  log_emit(overflow_summary_record(sf, name_));
+  log_emit(overflow_summary_record(sf, source_));
 }
 
 void ArenaDiagnosis::flush_summary() {

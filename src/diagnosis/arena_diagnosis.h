@@ -81,7 +81,7 @@ class ArenaDiagnosis {
 
   // no_resets: ZARENA_FLAG_NO_RESETS, a pool that never resets: nothing to guess about steps,
   // no reset warning or verdict.
-  ArenaDiagnosis(uint64_t capacity, std::string arena_name, bool no_resets);
+  ArenaDiagnosis(uint64_t capacity, LogSource arena, bool no_resets);
 
   // --- the allocation and free paths ------------------------------------------------
   // Whether an allocation that ends at `end`, the nth_in_slot-th of its slot in this epoch,
@@ -145,7 +145,7 @@ class ArenaDiagnosis {
   void stop_guessing();  // lock held
 
   const uint64_t capacity_;
-  const std::string name_;
+  const LogSource source_;
   const bool no_resets_;
 
   // Read without the lock on the hot paths. Allocations whose block ends above watch_end_

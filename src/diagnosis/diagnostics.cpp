@@ -215,10 +215,10 @@ std::string verdict_suffix(const Verdict& v) {
   return fmt::format("verdict={}; fix: {}", v.name, v.advice);
 }
 
-LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& arena_name,
+LogRecord first_overflow_record(const ExhaustionFacts& f, const LogSource& arena,
                                 const std::string& top_tags) {
   const Verdict v = diagnose(f);
-  LogRecord rec(log_events::kFirstOverflow, arena_name);
+  LogRecord rec(log_events::kFirstOverflow, arena);
   rec.message(fmt::format(
       "arena full, verdict {}: {}. Fix: {}. (request {}, {} of {} in use, overflow {}{}{})", v.name,
       v.cause, v.advice, human_bytes(f.requested_bytes), human_bytes(f.offset_bytes),
@@ -249,9 +249,9 @@ LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& are
   return rec;
 }
 
-LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::string& arena_name) {
+LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const LogSource& arena) {
   const Verdict v = diagnose(f.last);
-  LogRecord rec(log_events::kOverflowSummary, arena_name);
+  LogRecord rec(log_events::kOverflowSummary, arena);
   rec.message(fmt::format(
       "overflowed in {} of {} epochs ({} since the last record, not logged one by one), "
       "verdict {} (epoch {}): {}. Fix: {}",
@@ -272,8 +272,8 @@ LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::stri
 }
 
 LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint64_t bytes,
-                               const char* path, const std::string& arena_name) {
-  LogRecord rec(log_events::kOverflowSlow, arena_name);
+                               const char* path, const LogSource& arena) {
+  LogRecord rec(log_events::kOverflowSlow, arena);
   rec.message(fmt::format("overflow allocation of {} bytes via {} took {:.3f} ms", bytes, path,
                           static_cast<double>(duration_ns) / 1e6));
   rec.add_uint("duration_ns", duration_ns)
@@ -284,7 +284,7 @@ LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint
   return rec;
 }
 
-LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_name) {
+LogRecord reset_cadence_record(const CadenceFacts& f, const LogSource& arena) {
   const double fill = percent(f.offset_bytes, f.capacity_bytes);
   const bool stopped = std::strcmp(f.verdict, verdict_name(VerdictId::kResetStopped)) == 0;
   const std::string left =
@@ -318,7 +318,7 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
         "zarena_reset after every step",
         f.steps, human_bytes(f.step_bytes), fill);
   }
-  LogRecord rec(log_events::kResetCadence, arena_name);
+  LogRecord rec(log_events::kResetCadence, arena);
   rec.message(fmt::format("{}. Fix: {}", what, advice));
   rec.add_uint("step_repeats", f.step_repeats)
       .add_uint("step_allocs", f.step_allocs)
@@ -339,9 +339,9 @@ LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_n
   return rec;
 }
 
-LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name) {
+LogRecord step_record(const StepRecordFacts& f, const LogSource& arena) {
   const uint64_t usable = f.capacity_bytes > f.floor_bytes ? f.capacity_bytes - f.floor_bytes : 0;
-  LogRecord rec(log_events::kStep, arena_name);
+  LogRecord rec(log_events::kStep, arena);
   const std::string over = f.overflow_allocs == 0
                                ? std::string("no overflow")
                                : fmt::format("{} overflow allocations (peak {})", f.overflow_allocs,
@@ -371,9 +371,8 @@ LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name) {
   return rec;
 }
 
-LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
-                         const std::string& arena_name) {
-  LogRecord rec(log_events::kDestroy, arena_name);
+LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f, const LogSource& arena) {
+  LogRecord rec(log_events::kDestroy, arena);
   rec.message(fmt::format(
       "destroyed after {} allocations in {} epoch(s): high water {} of {} ({:.0f}%); region "
       "exhausted in {} epoch(s), {} overflow allocations (peak {}); {} stale and {} invalid "

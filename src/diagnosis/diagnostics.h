@@ -116,7 +116,7 @@ Verdict oversized_request_verdict(uint64_t size);
 // by this function.
 std::string verdict_suffix(const Verdict& v);
 // top_tags: "name size, ..." (the top tags by live bytes this epoch; "" for none).
-LogRecord first_overflow_record(const ExhaustionFacts& f, const std::string& arena_name,
+LogRecord first_overflow_record(const ExhaustionFacts& f, const LogSource& arena,
                                 const std::string& top_tags = "");
 
 // After the first few epochs that overflowed (reported one by one), the ones that follow
@@ -127,7 +127,7 @@ struct OverflowSummaryFacts {
   uint64_t epochs = 0;           // epochs since create (the current one included)
   uint64_t unreported = 0;       // overflow epochs since the last record of this arena
 };
-LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const std::string& arena_name);
+LogRecord overflow_summary_record(const OverflowSummaryFacts& f, const LogSource& arena);
 
 struct CadenceFacts {
   const char* verdict = verdict_name(VerdictId::kNeverReset);  // or reset_stopped
@@ -144,7 +144,7 @@ struct CadenceFacts {
   uint64_t resets = 0;
   uint64_t prior_epochs = 0;  // reset_stopped: the epochs that did reset
 };
-LogRecord reset_cadence_record(const CadenceFacts& f, const std::string& arena_name);
+LogRecord reset_cadence_record(const CadenceFacts& f, const LogSource& arena);
 
 // "arena.step" (ZARENA_FLAG_STEP_RECORDS): one epoch, at the reset that ends it.
 struct StepRecordFacts {
@@ -159,19 +159,18 @@ struct StepRecordFacts {
   uint64_t overflow_peak_bytes = 0;
   uint64_t needed_bytes = 0;  // top + overflow at their highest in it
 };
-LogRecord step_record(const StepRecordFacts& f, const std::string& arena_name);
+LogRecord step_record(const StepRecordFacts& f, const LogSource& arena);
 
 // An overflow backend call slower than the watchdog threshold (rate-limited).
 LogRecord overflow_slow_record(uint64_t duration_ns, uint64_t threshold_ns, uint64_t bytes,
-                               const char* path, const std::string& arena_name);
+                               const char* path, const LogSource& arena);
 
 struct LifetimeFacts {
   uint64_t total_allocs = 0;
   uint64_t overflow_epochs = 0;  // epochs in which the region was exhausted
   uint64_t needed_bytes = 0;     // the capacity the workload needed (stats.needed_bytes)
 };
-LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f,
-                         const std::string& arena_name);
+LogRecord destroy_record(const zarena_stats& s, const LifetimeFacts& f, const LogSource& arena);
 
 // For tests: replaces the clock that paces overflow summaries (nullptr = steady_clock).
 void diag_set_clock_for_testing(uint64_t (*now_ns)()) noexcept;

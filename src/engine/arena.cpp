@@ -10,6 +10,7 @@
 #include "base/last_error.h"
 #include "config/config_records.h"
 #include "diagnosis/diagnostics.h"
+#include "engine/capture_scope.h"
 #include "engine/tags.h"
 #include "log/reporter.h"
 
@@ -136,7 +137,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
       a.fast_path_flags_.fetch_or(kTracing, std::memory_order_relaxed);
       for (uint32_t id = 1; id <= tag_count(); ++id) a.trace_->on_tag(id, tag_name(id));
       if (a.tracer_->path() != rc.trace_file && log_enabled(ZARENA_LOG_WARN)) {
-        LogRecord rec(log_events::kTraceRenamed, rc.name);
+        LogRecord rec(log_events::kTraceRenamed, rc.log_source());
         rec.message(
             fmt::format("the trace file '{}' is written by another open trace (of this "
                         "process or another); this arena traces to '{}'",
@@ -146,7 +147,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
         log_emit(rec);
       }
     } else if (log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(log_events::kTraceFailed, rc.name);
+      LogRecord rec(log_events::kTraceFailed, rc.log_source());
       rec.message(
           fmt::format("could not open the trace file '{}' ({}); the arena runs "
                       "without a trace",
@@ -176,7 +177,7 @@ Result Arena::create(const ResolvedConfig& rc, std::unique_ptr<Arena>* out) {
 
 Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const RegionInfo& region,
              int32_t policy)
-    : name_(rc.name),
+    : source_(rc.log_source()),
       cfg_(rc.cfg),
       policy_(policy),
       backend_(std::move(backend)),
@@ -192,8 +193,9 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
                 rc.cfg.overflow_slow_ns, &pin_tally_),
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
-      diag_(rc.cfg.capacity_bytes, rc.name, (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0),
+      diag_(rc.cfg.capacity_bytes, rc.log_source(), (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0),
       plans_((rc.cfg.flags & ZARENA_FLAG_PLAN) != 0 && rc.trace_file.empty(), rc.cfg.alignment) {
+  scope_stream_.store(rc.cfg.stream, std::memory_order_relaxed);
   region_.set_fill_enabled(poison_on_.load());
   sync_plan_flags();
 }
@@ -206,7 +208,7 @@ void Arena::trace_failed(void* ctx, const std::string& path, const Result& why) 
   const Arena* a = static_cast<const Arena*>(ctx);
   if (!log_enabled(ZARENA_LOG_WARN)) return;
   try {
-    LogRecord rec(log_events::kTraceFailed, a->name_);
+    LogRecord rec(log_events::kTraceFailed, a->source_);
     rec.message(
         fmt::format("the trace stopped: {}. The file '{}' ends there; "
                     "zarena_trace_status reports it",
@@ -246,8 +248,13 @@ void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
   if (!r.is_ok()) queue_warning(QueuedWarnings::kPoisonFailed, r.message);
 }
 
+bool Arena::capture_declared() const noexcept {
+  return capture_flag_.load(std::memory_order_relaxed) ||
+         capture_scope_covers(scope_stream_.load(std::memory_order_relaxed));
+}
+
 bool Arena::capturing() {
-  if (capture_flag_.load(std::memory_order_relaxed)) return true;
+  if (capture_declared()) return true;
   bool c = false;
   const Result r = backend_->capture_status(&c);
   if (!r.is_ok()) {
@@ -285,7 +292,7 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
     if (r.is_ok()) r = now;
   }
   if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(log_events::kOverflowGiveFailed, name_);
+    LogRecord rec(log_events::kOverflowGiveFailed, source_);
     rec.message(
         fmt::format("could not give an overflow block back to the backend ({}); it is "
                     "kept and tried again at the next overflow call, free, reset or "
@@ -318,7 +325,7 @@ void Arena::emit_backend_warnings() {
       default:
         continue;
     }
-    LogRecord rec(*event, name_);
+    LogRecord rec(*event, source_);
     rec.message(std::move(message));
     rec.add_string("reason", why);
     log_emit(rec);
@@ -331,10 +338,14 @@ void Arena::emit_queued_warnings() {
   }
   if (warnings_.any()) emit_backend_warnings();
   if (poison_skip_queued_.load(std::memory_order_relaxed) &&
-      poison_skip_queued_.exchange(false, std::memory_order_relaxed) &&
-      !poison_skip_warned_.exchange(true, std::memory_order_relaxed)) {
-    if (log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(log_events::kPoisonSkipped, name_);
+      poison_skip_queued_.exchange(false, std::memory_order_relaxed)) {
+    // A capture scope begun since the last warning is another capture: warn again.
+    const uint64_t scope = capture_scope_generation();
+    if (poison_warned_scope_.exchange(scope, std::memory_order_relaxed) != scope)
+      poison_skip_warned_.store(false, std::memory_order_relaxed);
+    if (!poison_skip_warned_.exchange(true, std::memory_order_relaxed) &&
+        log_enabled(ZARENA_LOG_WARN)) {
+      LogRecord rec(log_events::kPoisonSkipped, source_);
       rec.message(
           "a poison fill was skipped because a CUDA graph capture is active (a fill would be "
           "recorded into the graph); freed blocks are not poisoned until the capture ends");
@@ -346,7 +357,7 @@ void Arena::emit_queued_warnings() {
 void Arena::warn_commit_failed(const std::string& why) {
   if (!log_enabled(ZARENA_LOG_WARN)) return;
   const uint64_t committed = commits_.committed_bytes();
-  LogRecord rec(log_events::kCommitFailed, name_);
+  LogRecord rec(log_events::kCommitFailed, source_);
   rec.message(
       fmt::format("could not commit more memory for the expandable arena ({}); "
                   "allocations beyond {} go to overflow",
@@ -401,8 +412,9 @@ __attribute__((always_inline)) inline Status Arena::alloc_dynamic(uint64_t size,
   } catch (...) {  // host memory for block records
     ++s.c.misses;
     region_.leave(s);
-    return fail_with(Status::kOutOfMemory,
-                     fmt::format("out of host memory for the block records of arena '{}'", name_));
+    return fail_with(
+        Status::kOutOfMemory,
+        fmt::format("out of host memory for the block records of arena '{}'", source_.name));
   }
   if (__builtin_expect(ok, 1)) return served(s, p, size, aligned, tag, out);
   return alloc_missed(s, p, size, aligned, tag, out);
@@ -422,6 +434,14 @@ Status Arena::alloc_unplanned(uint64_t size, uint32_t tag, zarena_block* out) no
   return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out);
 }
 
+bool Arena::commit_round(int round, uint64_t to, uint64_t least, std::string* failure) {
+  if (round >= kMaxCommitRounds) return false;
+  const bool failed_before = !failure->empty();
+  const bool grown = commits_.grow(to, least, failure);
+  if (!failed_before && !failure->empty()) warn_commit_failed(*failure);
+  return grown;
+}
+
 Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
                            zarena_block* out) noexcept {
   try {
@@ -433,11 +453,7 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
     for (int round = 0; p.commit_to != 0; ++round) {
       const uint64_t epoch = region_.epoch();
       region_.leave(s);
-      const bool failed_before = !commit_failure.empty();
-      const bool grown =
-          round < kMaxCommitRounds && commits_.grow(p.commit_to, p.commit_least, &commit_failure);
-      if (!failed_before && !commit_failure.empty()) warn_commit_failed(commit_failure);
-      below_ceiling = !grown;
+      below_ceiling = !commit_round(round, p.commit_to, p.commit_least, &commit_failure);
       Slot& again = region_.enter();  // the calling thread's slot: s itself
       // The request counts in the epoch that serves it.
       if (region_.epoch() != epoch) ++again.c.epoch_allocs;
@@ -458,8 +474,9 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
     emit_queued_warnings();
     return overflow_alloc(size, aligned, tag, commit_failure, out);
   } catch (...) {
-    return fail_with(Status::kOutOfMemory,
-                     fmt::format("out of host memory on the overflow path of arena '{}'", name_));
+    return fail_with(
+        Status::kOutOfMemory,
+        fmt::format("out of host memory on the overflow path of arena '{}'", source_.name));
   }
 }
 
@@ -481,11 +498,11 @@ Status Arena::alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block*
   }
   region_.leave(s);
   try {
-    return fail_with(
-        Status::kOutOfMemory,
-        fmt::format("request of {} bytes is larger than any arena can serve "
-                    "(arena '{}', capacity {} bytes). {}",
-                    size, name_, capacity_, verdict_suffix(oversized_request_verdict(size))));
+    return fail_with(Status::kOutOfMemory,
+                     fmt::format("request of {} bytes is larger than any arena can serve "
+                                 "(arena '{}', capacity {} bytes). {}",
+                                 size, source_.name, capacity_,
+                                 verdict_suffix(oversized_request_verdict(size))));
   } catch (...) {
     return Status::kOutOfMemory;
   }
@@ -497,7 +514,7 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
     std::vector<OverflowBlock> none;
     give_back(none);  // a capture that deferred frees may be over: give them back first
   }
-  const OverflowAttempt a = overflow_.allocate(aligned, capture_flag_.load());
+  const OverflowAttempt a = overflow_.allocate(aligned, capture_declared());
   uint64_t epoch = 0;
   if (a.result.is_ok()) {
     Slot& s = region_.enter();
@@ -536,14 +553,15 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
     zarena_stats st;
     const Verdict v = report_failure(a, size, aligned, epoch, commit_failure, &st);
     if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
-      log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
+      log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, source_));
     }
     return fail_with(
         a.result.status,
         fmt::format("arena '{}' is full and overflow failed ({}): requested {} bytes ({} aligned), "
                     "region used {} of {} bytes (top {}, floor {}), overflow live {} bytes: {}. {}",
-                    name_, a.path, size, aligned, st.used_bytes, st.capacity_bytes, st.top_bytes,
-                    st.floor_bytes, st.overflow_live_bytes, a.result.message, verdict_suffix(v)));
+                    source_.name, a.path, size, aligned, st.used_bytes, st.capacity_bytes,
+                    st.top_bytes, st.floor_bytes, st.overflow_live_bytes, a.result.message,
+                    verdict_suffix(v)));
   }
   out->ptr = a.block.ptr;
   out->epoch = epoch;
@@ -713,19 +731,20 @@ Status Arena::free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t
                        fmt::format("free({}): the block was reclaimed by a reset, or the "
                                    "address was handed out again since the epoch named "
                                    "(arena '{}' is in epoch {}); the call was dropped",
-                                   ptr, name_, epoch));
+                                   ptr, source_.name, epoch));
     case FreeOutcome::kDoubleFree:
       return fail_with(
           Status::kDoubleFree,
-          fmt::format("free({}): the block was already freed (arena '{}')", ptr, name_));
+          fmt::format("free({}): the block was already freed (arena '{}')", ptr, source_.name));
     default:
       return fail_with(
           Status::kNotOwned,
-          in_region
-              ? fmt::format("free({}): not the start of a block of arena '{}' (offset {} "
-                            "inside the region)",
-                            ptr, name_, static_cast<uint64_t>(static_cast<char*>(ptr) - base_))
-              : fmt::format("free({}): pointer was not allocated by arena '{}'", ptr, name_));
+          in_region ? fmt::format("free({}): not the start of a block of arena '{}' (offset {} "
+                                  "inside the region)",
+                                  ptr, source_.name,
+                                  static_cast<uint64_t>(static_cast<char*>(ptr) - base_))
+                    : fmt::format("free({}): pointer was not allocated by arena '{}'", ptr,
+                                  source_.name));
   }
 }
 
@@ -736,25 +755,25 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
     case PinOutcome::kNotOwned:
       return Result::fail(
           Status::kNotOwned,
-          fmt::format("{}({}): not inside a live block of arena '{}'", what, ptr, name_));
+          fmt::format("{}({}): not inside a live block of arena '{}'", what, ptr, source_.name));
     case PinOutcome::kFreed:
       return Result::fail(
           Status::kDoubleFree,
-          fmt::format("{}({}): the block was already freed (arena '{}')", what, ptr, name_));
+          fmt::format("{}({}): the block was already freed (arena '{}')", what, ptr, source_.name));
     case PinOutcome::kStale:
       return Result::fail(Status::kStale,
                           fmt::format("{}({}): the block was reclaimed by a reset (arena '{}' is "
                                       "in epoch {})",
-                                      what, ptr, name_, epoch()));
+                                      what, ptr, source_.name, epoch()));
     case PinOutcome::kNotPinned:
       return Result::fail(
           Status::kNotPinned,
-          fmt::format("{}({}): the block is not pinned (arena '{}')", what, ptr, name_));
+          fmt::format("{}({}): the block is not pinned (arena '{}')", what, ptr, source_.name));
     case PinOutcome::kTooMany:
       return Result::fail(Status::kTooManyPins,
                           fmt::format("{}({}): the block already has {} pins, the most one block "
                                       "can hold (arena '{}')",
-                                      what, ptr, Word::kMaxPins, name_));
+                                      what, ptr, Word::kMaxPins, source_.name));
   }
   return Result::fail(Status::kInternal, "unknown pin outcome");
 }

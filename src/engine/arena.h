@@ -86,7 +86,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   Backend& backend() { return *backend_; }
   // The fault injector wrapping a host backend (nullptr for CUDA).
   FaultInjectingBackend* fault_injector();
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return source_.name; }
+  uint64_t id() const { return source_.id; }
   const void* region_base() const { return base_; }
   // For tests: the region's layout invariants ("" when sound).
   std::string check_invariants();
@@ -141,9 +142,15 @@ class Arena final : private RegionHooks, private ZoneOps {
   void log_plan_events(const PlanEvents& e);
   // After the floor moved: a zone now under it ends its plan (its blocks persist).
   void check_floor_over_zone();
-  // ZoneOps: the zone is one pinned region block (no lock held by the caller).
-  bool reserve_zone(uint64_t bytes, uintptr_t* base) noexcept override;
-  void release_zone(uintptr_t base, uint64_t bytes) noexcept override;
+  // ZoneOps: the zone's pieces are pinned region blocks (no lock held by the caller).
+  bool zone_window(PlanWindow* where) noexcept override;
+  bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept override;
+  bool reserve_zone(uint64_t bytes, Zone* out) noexcept override;
+  void release_zone(const Zone& zone) noexcept override;
+  // Expandable: commits [0, to) ([0, least) at the least) for the region's `round`-th miss
+  // above its ceiling; false when it may not (too many rounds) or could not (*failure says
+  // why, warned once). No region lock held.
+  bool commit_round(int round, uint64_t to, uint64_t least, std::string* failure);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   template <typename Inside>
   static FreeOutcome interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
@@ -152,7 +159,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   zarena_trace::TraceAddr pin_trace_addr(bool in_region, uint64_t start_offset, void* start) const;
   void give_back(std::vector<OverflowBlock>& blocks);
   Result destroy_later(const zarena_stats& s, const Result& trace_result);
-  bool capturing();  // the engine's flag, else the backend's answer
+  // The engine said a capture runs: this arena's flag, or a capture scope covering it.
+  bool capture_declared() const noexcept;
+  bool capturing();  // capture_declared(), else the backend's answer
   // Emits the warnings queued under locks (QueuedWarnings, a poison fill skipped during a
   // capture); called with no lock held after any call that may have queued one.
   void emit_queued_warnings();
@@ -194,7 +203,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   // TraceOptions::on_failure: logs "arena.trace_failed".
   static void trace_failed(void* ctx, const std::string& path, const Result& why);
 
-  const std::string name_;
+  const LogSource source_;  // name, id and handle, as log records name the arena
   const zarena_config cfg_;
   const int32_t policy_;
   std::unique_ptr<Backend> backend_;
@@ -222,12 +231,15 @@ class Arena final : private RegionHooks, private ZoneOps {
   // set_stream exclusively, so a give-back never straddles a stream change.
   std::shared_mutex stream_mu_;
   std::atomic<bool> capture_flag_{false};
+  // The arena's stream as capture scopes name it (set_stream keeps it current).
+  std::atomic<void*> scope_stream_{nullptr};
   std::atomic<bool> poison_on_;
   std::atomic<uint32_t> poison_word_;
-  std::atomic<bool> poison_skip_queued_{false};  // a fill was skipped: warn once per capture
-  std::atomic<bool> poison_skip_warned_{false};  // once per capture (the flag's clearing re-arms)
-  std::atomic<uint64_t> overflow_fills_{0};      // overflow blocks poisoned before going back
-  QueuedWarnings warnings_;                      // backend failures met under locks
+  std::atomic<bool> poison_skip_queued_{false};   // a fill was skipped: warn once per capture
+  std::atomic<bool> poison_skip_warned_{false};   // once per capture (the flag's clearing re-arms)
+  std::atomic<uint64_t> poison_warned_scope_{0};  // capture_scope_generation() at that warning
+  std::atomic<uint64_t> overflow_fills_{0};       // overflow blocks poisoned before going back
+  QueuedWarnings warnings_;                       // backend failures met under locks
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};
@@ -242,8 +254,13 @@ class Arena final : private RegionHooks, private ZoneOps {
   // Step plans: off unless ZARENA_FLAG_PLAN (and never with a trace: the trace records
   // what the dynamic engine does, for replay).
   StepPlans plans_;
-  std::atomic<uint64_t> zone_offset_{0};  // the zone's region block (size 0: none)
+  // The zone's region blocks: the lowest's offset, their bytes (0: none) and count; the
+  // blocks themselves (region offsets, sorted) under zone_mu_ (a leaf lock).
+  std::atomic<uint64_t> zone_offset_{0};
   std::atomic<uint64_t> zone_size_{0};
+  std::atomic<uint64_t> zone_blocks_{0};
+  SpinLock zone_mu_;
+  std::vector<OffsetRange> zone_ranges_;
   std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free
 };
 

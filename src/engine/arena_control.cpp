@@ -11,6 +11,7 @@
 
 #include "diagnosis/diagnostics.h"
 #include "engine/arena.h"
+#include "engine/capture_scope.h"
 #include "engine/deferred_release.h"
 #include "log/reporter.h"
 
@@ -43,7 +44,7 @@ void Arena::reset() {
   if (expandable_ && cfg_.trim_keep_bytes != 0 && !capturing()) {
     const Result r = commits_.trim(cfg_.trim_keep_bytes);
     if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(log_events::kTrimFailed, name_);
+      LogRecord rec(log_events::kTrimFailed, source_);
       rec.message(
           fmt::format("could not decommit memory of the expandable arena at a reset "
                       "({}); it stays committed and the next reset tries again",
@@ -97,7 +98,8 @@ Result Arena::set_floor(uint64_t offset) {
     r = region_.set_floor_w(offset);
     if (trace_ != nullptr) trace_->on_set_floor(offset, static_cast<int32_t>(r.status));
   }
-  if (!r.is_ok()) r.message = fmt::format("zarena_set_floor (arena '{}'): {}", name_, r.message);
+  if (!r.is_ok())
+    r.message = fmt::format("zarena_set_floor (arena '{}'): {}", source_.name, r.message);
   if (r.is_ok()) check_floor_over_zone();
   return r;
 }
@@ -117,6 +119,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
   plans_.stats(&out->plan);
   out->plan_zone_block = zone_size_.load(std::memory_order_relaxed);
+  out->plan_zone_blocks = zone_blocks_.load(std::memory_order_relaxed);
   out->plan_fills = plan_fills_.load(std::memory_order_relaxed);
   out->pinned_peak = pin_tally_.peak();  // no pin is in flight under the writer lock
   out->tag_bytes.clear();
@@ -183,8 +186,10 @@ Result Arena::set_stream(void* stream) {
     std::unique_lock<std::shared_mutex> g(stream_mu_);
     Region::WriterLock w(region_);
     r = backend_->set_stream(stream);
+    if (r.is_ok()) scope_stream_.store(stream, std::memory_order_relaxed);
   }
-  if (!r.is_ok()) r.message = fmt::format("zarena_set_stream (arena '{}'): {}", name_, r.message);
+  if (!r.is_ok())
+    r.message = fmt::format("zarena_set_stream (arena '{}'): {}", source_.name, r.message);
   return r;
 }
 
@@ -199,32 +204,40 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
     Region::WriterLock w(region_);
     if (epoch != nullptr) *epoch = region_.epoch();
     region_.live_blocks_w(base_, out);
-    const uint64_t zone = zone_size_.load(std::memory_order_relaxed);
-    if (zone != 0) {
-      // The zone is one region block to the region; to the user, its live instances are.
-      char* const zp = base_ + zone_offset_.load(std::memory_order_relaxed);
+    std::lock_guard<SpinLock> g(zone_mu_);
+    if (!zone_ranges_.empty()) {
+      // The zone is pinned region blocks to the region; to the user, its live instances are.
+      bool persistent = false;
+      auto keep = out->begin();
+      for (auto b = out->begin(); b != out->end(); ++b) {
+        const uint64_t off = static_cast<uint64_t>(static_cast<char*>(b->ptr) - base_);
+        const auto z =
+            std::lower_bound(zone_ranges_.begin(), zone_ranges_.end(), off,
+                             [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
+        if (z != zone_ranges_.end() && z->offset == off && z->size == b->size) {
+          persistent = persistent || b->persistent;
+          continue;
+        }
+        *keep++ = *b;
+      }
+      out->erase(keep, out->end());
       std::vector<PlanRun::LiveInstance> inst;
       plans_.live_instances(&inst);
-      const auto at =
-          std::find_if(out->begin(), out->end(), [&](const LiveBlock& b) { return b.ptr == zp; });
-      if (at != out->end()) {
-        const bool persistent = at->persistent;
-        const auto pos = out->erase(at) - out->begin();
-        std::vector<LiveBlock> mine;
-        for (const PlanRun::LiveInstance& i : inst) {
-          LiveBlock b;
-          b.ptr = reinterpret_cast<void*>(i.ptr);
-          b.size = i.size;
-          b.epoch = i.epoch;
-          b.pins = i.pins;
-          b.tag = i.tag;
-          b.persistent = persistent;
-          mine.push_back(b);
-        }
-        std::sort(mine.begin(), mine.end(),
-                  [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });
-        out->insert(out->begin() + pos, mine.begin(), mine.end());
+      std::vector<LiveBlock> mine;
+      for (const PlanRun::LiveInstance& i : inst) {
+        LiveBlock b;
+        b.ptr = reinterpret_cast<void*>(i.ptr);
+        b.size = i.size;
+        b.epoch = i.epoch;
+        b.pins = i.pins;
+        b.tag = i.tag;
+        b.persistent = persistent;
+        mine.push_back(b);
       }
+      out->insert(out->end(), mine.begin(), mine.end());
+      // The zone's pieces lie between the region's blocks: address order again.
+      std::sort(out->begin(), out->end(),
+                [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });
     }
     const size_t n = out->size();
     overflow_.live_blocks(out);
@@ -259,7 +272,7 @@ Result Arena::destroy() {
   std::string recovered;
   Result r1 = overflow_.release_all(&recovered);
   if (!recovered.empty() && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(log_events::kOverflowGiveFailed, name_);
+    LogRecord rec(log_events::kOverflowGiveFailed, source_);
     rec.message(
         fmt::format("could not give an overflow block back to the backend at destroy "
                     "({}); the second try did",
@@ -270,7 +283,7 @@ Result Arena::destroy() {
   Result r2 = backend_->release_region();
   if (log_enabled(ZARENA_LOG_INFO)) {
     log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, s.overflow_epochs, s.needed_bytes},
-                            name_));
+                            source_));
   }
   if (!r1.is_ok()) return r1;
   if (!r2.is_ok()) return r2;
@@ -280,7 +293,7 @@ Result Arena::destroy() {
 Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
   DeferredRelease d;
   d.blocks = overflow_.take_all();
-  d.name = name_;
+  d.source = source_;
   d.region_bytes = commits_.committed_bytes();
   d.backend = std::move(backend_);
   const uint64_t region_bytes = d.region_bytes, blocks = d.blocks.size();
@@ -292,10 +305,10 @@ Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
                         fmt::format("zarena_destroy during a capture (arena '{}'): out of host "
                                     "memory to defer the release; its device memory stays "
                                     "with the process",
-                                    name_));
+                                    source_.name));
   }
   if (log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(log_events::kDestroyDeferred, name_);
+    LogRecord rec(log_events::kDestroyDeferred, source_);
     rec.message(
         fmt::format("zarena_destroy ran while a CUDA graph capture was active: {} of "
                     "region and {} overflow blocks go back to the device at the next "
@@ -309,7 +322,7 @@ Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
   }
   if (log_enabled(ZARENA_LOG_INFO)) {
     log_emit(destroy_record(s, LifetimeFacts{s.hits + s.misses, s.overflow_epochs, s.needed_bytes},
-                            name_));
+                            source_));
   }
   return trace_result;
 }

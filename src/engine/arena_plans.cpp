@@ -1,7 +1,10 @@
 // The arena's side of step plans (docs/PLANS.md): the planned allocation, free and pin
-// paths the hot paths branch to, the boundary hook, the zone (one pinned region block),
+// paths the hot paths branch to, the boundary hook, the zone (pinned region blocks),
 // and the records of what the plans did. The plans themselves live in src/plan/.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
 
 #include "base/human_bytes.h"
 #include "base/last_error.h"
@@ -142,7 +145,7 @@ void Arena::check_floor_over_zone() {
 
 void Arena::log_plan_events(const PlanEvents& e) {
   if (e.learned && log_enabled(ZARENA_LOG_INFO)) {
-    LogRecord rec(log_events::kPlanLearned, name_);
+    LogRecord rec(log_events::kPlanLearned, source_);
     rec.message(fmt::format(
         "step plan learned: {} allocations per step ({} planned) fit in {} (lower bound {}), "
         "laid out in {:.2f} ms; it serves the next steps while they repeat",
@@ -157,7 +160,7 @@ void Arena::log_plan_events(const PlanEvents& e) {
     log_emit(rec);
   }
   if (e.abandoned && log_enabled(ZARENA_LOG_INFO)) {
-    LogRecord rec(log_events::kPlanAbandoned, name_);
+    LogRecord rec(log_events::kPlanAbandoned, source_);
     rec.message(fmt::format(
         "step plan left at allocation {} ({}; the plan expected {} bytes, tag {}); the rest of "
         "the step went to the dynamic engine and the next steps are learned again",
@@ -169,7 +172,7 @@ void Arena::log_plan_events(const PlanEvents& e) {
     log_emit(rec);
   }
   if ((e.no_room || !e.failure.empty()) && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(log_events::kPlanFailed, name_);
+    LogRecord rec(log_events::kPlanFailed, source_);
     rec.message(e.no_room ? fmt::format("a learned step plan needs {} in one piece and the region "
                                         "has no such room; the steps stay dynamic",
                                         human_bytes(e.peak_bytes))
@@ -180,11 +183,90 @@ void Arena::log_plan_events(const PlanEvents& e) {
   }
 }
 
-bool Arena::reserve_zone(uint64_t bytes, uintptr_t* base) noexcept {
+bool Arena::zone_window(PlanWindow* where) noexcept {
+  try {
+    std::vector<LiveBlock> live;
+    std::vector<OffsetRange> zone;
+    uint64_t window = 0;
+    {
+      Region::WriterLock w(region_);
+      window = region_.floor_w();
+      region_.live_blocks_w(base_, &live);
+    }
+    {
+      std::lock_guard<SpinLock> g(zone_mu_);
+      zone = zone_ranges_;
+    }
+    where->window = window;
+    where->obstacles.clear();
+    for (const LiveBlock& b : live) {
+      const uint64_t off = static_cast<uint64_t>(static_cast<char*>(b.ptr) - base_);
+      if (off < window) continue;
+      // The zone's own blocks: given back before the plan laid out now claims its own.
+      const auto z =
+          std::lower_bound(zone.begin(), zone.end(), off,
+                           [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
+      if (z != zone.end() && z->offset == off) continue;
+      where->obstacles.push_back({off - window, b.size});
+    }
+    return true;
+  } catch (...) {  // host memory: lay it out with no obstacles
+    return false;
+  }
+}
+
+bool Arena::claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept {
+  try {
+    const uint64_t aligned = (bytes + granule_ - 1) & ~(granule_ - 1);
+    // The window's first `aligned` bytes less the obstacles.
+    std::vector<OffsetRange> ranges;
+    uint64_t at = 0;
+    for (const plan::ByteRange& o : where.obstacles) {
+      if (o.offset >= aligned) break;
+      if (o.offset > at) ranges.push_back({where.window + at, o.offset - at});
+      at = std::max(at, o.offset + o.size);
+    }
+    if (at < aligned) ranges.push_back({where.window + at, aligned - at});
+    if (ranges.empty()) return false;
+    std::string failure;
+    for (int round = 0;; ++round) {
+      uint64_t commit_to = 0;
+      Region::Claim c;
+      {
+        Region::WriterLock w(region_);
+        c = region_.claim_w(ranges, &commit_to);
+        if (c == Region::Claim::kOk) {
+          // Under the writer lock: a stats snapshot sees the blocks and the zone together.
+          std::lock_guard<SpinLock> g(zone_mu_);
+          zone_ranges_ = ranges;
+          zone_offset_.store(ranges.front().offset, std::memory_order_relaxed);
+          uint64_t claimed = 0;
+          for (const OffsetRange& r : ranges) claimed += r.size;
+          zone_size_.store(claimed, std::memory_order_relaxed);
+          zone_blocks_.store(ranges.size(), std::memory_order_relaxed);
+        }
+      }
+      if (c == Region::Claim::kOk) break;
+      if (c != Region::Claim::kNeedsCommit ||
+          !commit_round(round, commit_to, commit_to, &failure)) {
+        return false;
+      }
+    }
+    out->base = reinterpret_cast<uintptr_t>(base_ + where.window);
+    out->pieces.clear();
+    for (const OffsetRange& r : ranges) out->pieces.push_back({r.offset - where.window, r.size});
+    return true;
+  } catch (...) {  // host memory for records or the lists
+    return false;
+  }
+}
+
+bool Arena::reserve_zone(uint64_t bytes, Zone* out) noexcept {
   const uint64_t aligned = (bytes + granule_ - 1) & ~(granule_ - 1);
   // Tries the region; a miss that needs memory committed (expandable) commits it with no
   // lock held and tries again.
-  for (int round = 0; round < 4; ++round) {
+  std::string failure;
+  for (int round = 0;; ++round) {
     Slot& s = region_.enter();
     Placement p;
     bool ok = false;
@@ -193,37 +275,43 @@ bool Arena::reserve_zone(uint64_t bytes, uintptr_t* base) noexcept {
       ok = region_.alloc(s, aligned, 0, &p);
       // Pinned: resets leave it where it is; the plan decides what in it is live.
       if (ok) o = region_.pin(s, p.offset);
+      if (ok && o == PinOutcome::kOk) {
+        // Under the slot lock: a stats snapshot sees the block and the zone together.
+        std::lock_guard<SpinLock> g(zone_mu_);
+        zone_ranges_.assign(1, OffsetRange{p.offset, p.size});
+        zone_offset_.store(p.offset, std::memory_order_relaxed);
+        zone_size_.store(p.size, std::memory_order_relaxed);
+        zone_blocks_.store(1, std::memory_order_relaxed);
+      }
     } catch (...) {  // host memory for a block record
       region_.leave(s);
       return false;
     }
-    if (ok && o == PinOutcome::kOk) {
-      // Under the slot lock: a stats snapshot sees the block and the zone together.
-      zone_offset_.store(p.offset, std::memory_order_relaxed);
-      zone_size_.store(p.size, std::memory_order_relaxed);
-    }
     region_.leave(s);
     if (ok) {
       if (o != PinOutcome::kOk) return false;
-      *base = reinterpret_cast<uintptr_t>(base_ + p.offset);
+      out->base = reinterpret_cast<uintptr_t>(base_ + p.offset);
+      out->pieces.assign(1, plan::ByteRange{0, p.size});
       return true;
     }
-    std::string why;
-    if (p.commit_to == 0 || !commits_.grow(p.commit_to, p.commit_least, &why)) return false;
+    if (p.commit_to == 0 || !commit_round(round, p.commit_to, p.commit_least, &failure)) {
+      return false;
+    }
   }
-  return false;
 }
 
-void Arena::release_zone(uintptr_t base, uint64_t) noexcept {
-  const uint64_t off = static_cast<uint64_t>(reinterpret_cast<char*>(base) - base_);
+void Arena::release_zone(const Zone&) noexcept {
+  std::vector<OffsetRange> ranges;
   Slot& s = region_.enter();
-  zone_size_.store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard<SpinLock> g(zone_mu_);
+    ranges.swap(zone_ranges_);
+    zone_size_.store(0, std::memory_order_relaxed);
+    zone_blocks_.store(0, std::memory_order_relaxed);
+  }
   try {
-    uint64_t size = 0, freed = 0;
-    // Freed while pinned, then unpinned: the free takes effect at the unpin.
-    (void)region_.free(s, off, kAnyEpoch, &size);
-    (void)region_.unpin(s, off, &freed);
-  } catch (...) {  // host memory for a record: the zone stays a pinned block
+    region_.unclaim(s, ranges);
+  } catch (...) {  // host memory for a record: the rest stay pinned blocks
   }
   region_.leave(s);
 }

@@ -36,7 +36,8 @@ void Arena::step_begin() {
   if (trace_ != nullptr) trace_->on_step_begin();
   ArenaSnapshot s;
   snapshot(&s);
-  diag_.on_step_begin(n, step_counters(s));  plan_boundary();
+  diag_.on_step_begin(n, step_counters(s));
+  plan_boundary();
 }
 
 void Arena::run_report_job(void* self, const void* payload) {
@@ -52,7 +53,7 @@ void Arena::run_report_job(void* self, const void* payload) {
   a->diag_.emit_report(job.kind, job.facts, job.counts, job.facts.epoch + 1, tags);
   if (job.slow && log_enabled(ZARENA_LOG_WARN)) {
     log_emit(overflow_slow_record(job.latency_ns, a->cfg_.overflow_slow_ns, job.aligned, job.path,
-                                  a->name_));
+                                  a->source_));
   }
 }
 
@@ -62,7 +63,7 @@ void Arena::report_success(const OverflowAttempt& a, uint64_t size, uint64_t ali
   const Report kind = diag_.claim_overflow(epoch, a.path, size, aligned, commit_failed);
   if (kind == Report::kNone) {
     if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
-      log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, name_));
+      log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, source_));
     }
     return;
   }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "diagnosis/diagnostics.h"
+#include "engine/capture_scope.h"
 #include "log/log.h"
 
 namespace zarena_core {
@@ -70,15 +71,15 @@ void release_deferred() noexcept {
     return;
   }
   for (DeferredRelease& d : mine) {
-    bool capturing = true;
-    if (!d.backend->capture_status(&capturing).is_ok() || capturing) {
+    bool capturing = capture_scope_covers(d.backend->stream());
+    if (capturing || !d.backend->capture_status(&capturing).is_ok() || capturing) {
       still.push_back(std::move(d));  // reserved
       continue;
     }
     const Result r = release(d);
     try {
       if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-        LogRecord rec(log_events::kReleaseFailed, d.name);
+        LogRecord rec(log_events::kReleaseFailed, d.source);
         rec.message(
             fmt::format("giving back the device memory of the arena destroyed during "
                         "a capture failed ({}); it stays with the process",
@@ -86,7 +87,7 @@ void release_deferred() noexcept {
         rec.add_string("reason", r.message);
         log_emit(rec);
       } else if (r.is_ok() && log_enabled(ZARENA_LOG_INFO)) {
-        LogRecord rec(log_events::kReleased, d.name);
+        LogRecord rec(log_events::kReleased, d.source);
         rec.message(
             fmt::format("the device memory of the arena destroyed during a capture "
                         "went back ({} region, {} overflow blocks)",

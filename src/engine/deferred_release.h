@@ -3,8 +3,9 @@
 // recorded into the graph, or break the capture), and a Go finalizer may destroy an arena
 // on any thread at any moment. So the backend (the region, the overflow pool) and the
 // overflow blocks still out wait here, and go at the next safe point: a zarena_create, a
-// zarena_destroy or a zarena_set_capture_active(a, 0), of any arena, made when their
-// backend sees no capture any more. Process-wide; thread-safe.
+// zarena_destroy, a zarena_set_capture_active(a, 0) or a zarena_capture_end, of any arena,
+// made when their backend sees no capture any more and no capture scope covers their stream.
+// Process-wide; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -14,13 +15,14 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "log/log.h"
 
 namespace zarena_core {
 
 struct DeferredRelease {
   std::unique_ptr<Backend> backend;
   std::vector<OverflowBlock> blocks;
-  std::string name;           // the arena's, for the log
+  LogSource source;           // the arena's, for the log
   uint64_t region_bytes = 0;  // what the region held on the device
 };
 

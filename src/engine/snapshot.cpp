@@ -69,14 +69,15 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
   out->epoch_max_alloc_aligned_bytes =
       (r.sum.epoch_max_alloc + s.alignment - 1) / s.alignment * s.alignment;
   out->overflow_live_blocks = o.live_count;
-  // The zone is one pinned region block; to the user, the planned blocks live in it are.
+  // The zone is pinned region blocks; to the user, the planned blocks live in it are.
   const PlanStats& p = s.plan;
-  if (s.plan_zone_block != 0 && r.live_count != 0 && out->pinned_bytes >= s.plan_zone_block &&
-      out->used_bytes >= s.plan_zone_block) {
+  const uint64_t zb = s.plan_zone_blocks;
+  if (s.plan_zone_block != 0 && r.live_count >= zb && out->pinned_bytes >= s.plan_zone_block &&
+      out->used_bytes >= s.plan_zone_block && out->live_allocs >= zb && out->pinned_blocks >= zb) {
     out->used_bytes = out->used_bytes - s.plan_zone_block + p.live_bytes;
-    out->live_allocs = out->live_allocs - 1 + p.live_count;
+    out->live_allocs = out->live_allocs - zb + p.live_count;
     out->pinned_bytes -= s.plan_zone_block;
-    out->pinned_blocks -= 1;
+    out->pinned_blocks -= zb;
   }
   out->poison_fills += s.plan_fills;
   out->plan_steps = p.steps;

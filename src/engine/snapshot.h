@@ -29,11 +29,12 @@ struct ArenaSnapshot {
   uint64_t steps = 0, epoch_steps = 0;
   uint64_t overflow_fills = 0;  // overflow blocks poisoned before going back
   uint64_t pinned_peak = 0;     // highest pinned bytes, region and overflow (PinTally)
-  // Step plans: their counters, the zone's region block (0: none; the region counts it
-  // as one pinned block, the stats count the planned blocks live in it instead), and the
-  // planned blocks poisoned at their free.
+  // Step plans: their counters, the zone's region blocks' bytes (0: none) and count (the
+  // region counts them as pinned blocks, the stats count the planned blocks live in them
+  // instead), and the planned blocks poisoned at their free.
   PlanStats plan;
   uint64_t plan_zone_block = 0;
+  uint64_t plan_zone_blocks = 0;
   uint64_t plan_fills = 0;
   // Live bytes per tag of the snapshot's epoch, region and overflow (only when asked:
   // the walk is O(blocks)); unordered.

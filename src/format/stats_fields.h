@@ -154,11 +154,11 @@ inline constexpr StatsField kStatsFields[] = {
     ZARENA_STATS_FIELD(plans_learned, kCount, kPlans,
         "plans laid out"),
     ZARENA_STATS_FIELD(plan_bytes, kBytes, kPlans,
-        "the latest plan's peak: the zone it needs"),
+        "the latest plan's peak less the live blocks it lies around"),
     ZARENA_STATS_FIELD(plan_lower_bound_bytes, kBytes, kPlans,
         "the most bytes the latest plan's step has live at once"),
     ZARENA_STATS_FIELD(plan_zone_bytes, kBytes, kPlans,
-        "the zone held now (one region block; 0: none)"),
+        "the zone held now (its region blocks; 0: none)"),
     ZARENA_STATS_FIELD(plan_live_bytes, kBytes, kPlans,
         "bytes of planned blocks live now (counted in used_bytes)"),
 };

@@ -192,13 +192,15 @@ void deliver(const LogRecord& rec, zarena_log_fn fn, void* ud, bool to_stderr) {
   out.arena_name = rec.arena_name().c_str();
   out.fields = fields.data();
   out.field_count = static_cast<uint32_t>(fields.size());
+  out.arena = rec.source().handle;
+  out.arena_id = rec.source().id;
   fn(ud, &out);
 }
 
 }  // namespace
 
-LogRecord::LogRecord(const LogEvent& event, std::string arena_name)
-    : event_(&event), arena_name_(std::move(arena_name)) {}
+LogRecord::LogRecord(const LogEvent& event, LogSource source)
+    : event_(&event), source_(std::move(source)) {}
 
 LogRecord& LogRecord::message(std::string m) {
   message_ = std::move(m);

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "log/log_events.h"
@@ -45,10 +46,22 @@ inline constexpr size_t kHumanPrefixMax = 39;
 // The arena label on the human line is cut to this (callbacks get it whole).
 inline constexpr size_t kHumanArenaNameMax = 24;
 
+// What a record is about: an arena (its name, its process-unique id, its C handle, which
+// records carry as an identity only) or, with the defaults, the process. Implicit from a
+// string literal (a name alone: tests, and records of no particular arena).
+struct LogSource {
+  std::string name;
+  uint64_t id = 0;                 // zarena_arena_id; 0 for process-wide records
+  const zarena* handle = nullptr;  // never called through by the library's sinks
+  LogSource() = default;
+  LogSource(const char* n) : name(n) {}  // NOLINT(google-explicit-constructor)
+  LogSource(std::string n, uint64_t i, const zarena* h) : name(std::move(n)), id(i), handle(h) {}
+};
+
 // A record under construction; owns its strings until emitted.
 class LogRecord {
  public:
-  LogRecord(const LogEvent& event, std::string arena_name);
+  LogRecord(const LogEvent& event, LogSource source);
 
   LogRecord& message(std::string m);
   LogRecord& add_int(std::string key, int64_t v);
@@ -72,7 +85,8 @@ class LogRecord {
   const std::string& text() const { return message_; }
   // The human line's sentence: human() when set, else the message.
   const std::string& human_text() const { return human_.empty() ? message_ : human_; }
-  const std::string& arena_name() const { return arena_name_; }
+  const std::string& arena_name() const { return source_.name; }
+  const LogSource& source() const { return source_; }
   bool is_rate_limited() const { return event_->rate_limited; }
   bool is_stderr_message_only() const { return stderr_message_only_; }
 
@@ -91,7 +105,7 @@ class LogRecord {
   const LogEvent* event_;
   std::string message_;
   std::string human_;
-  std::string arena_name_;
+  LogSource source_;
   std::vector<Field> fields_;
   bool stderr_message_only_ = false;
 };
@@ -112,7 +126,8 @@ std::string log_format_line(const LogRecord& rec, bool json_hint = false);
 // True when the human line leaves some of the record's fields out.
 bool log_line_omits_fields(const LogRecord& rec);
 // One JSON object (no newline): time (ISO 8601, UTC, ms; from unix_ms), level, event,
-// arena, message, and "fields" with every field as its JSON type (UINT as unsigned).
+// arena, arena_id (for a record of an arena), message, and "fields" with every field as its JSON
+// type (UINT as unsigned).
 std::string log_format_json(const LogRecord& rec, int64_t unix_ms);
 // Parses a ZARENA_LOG_FORMAT value: "text" (false) or "json" (true), any case.
 bool log_parse_format(const char* text, bool* json) noexcept;

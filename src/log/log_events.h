@@ -339,7 +339,7 @@ inline constexpr LogFieldSpec kPlanLearnedFields[] = {
     {"items", kUint, "allocations per step"},
     {"planned", kUint, "of those, the ones the plan places (the rest outlive a step)"},
     {"period", kUint, "steps after which the plan's offsets repeat (1 or 2)"},
-    {"plan_bytes", kUint, "the plan's peak: the zone it needs"},
+    {"plan_bytes", kUint, "the plan's peak less the live blocks it lies around"},
     {"lower_bound_bytes", kUint, "the most bytes the step has live at once"},
     {"plan_ns", kUint, "how long laying it out took"},
 };

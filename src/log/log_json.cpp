@@ -31,6 +31,7 @@ std::string log_format_json(const LogRecord& rec, int64_t unix_ms) {
   j["level"] = (level >= ZARENA_LOG_TRACE && level <= ZARENA_LOG_OFF) ? kLevelNames[level] : "?";
   j["event"] = rec.event();
   j["arena"] = rec.arena_name();
+  if (rec.source().id != 0) j["arena_id"] = rec.source().id;  // zarena_arena_id
   j["message"] = rec.text();
   nlohmann::ordered_json fields = nlohmann::ordered_json::object();
   for (const auto& f : rec.fields()) {

@@ -36,6 +36,21 @@ Result validate_request(const StepRequest& request, const PlanLimits& limits) no
     if (n > 0 && request.items == nullptr) {
       return Result::fail(Status::kInvalidArgument, "step items are NULL");
     }
+    if (request.obstacle_count > 0 && request.obstacles == nullptr) {
+      return Result::fail(Status::kInvalidArgument, "step obstacles are NULL");
+    }
+    uint64_t prev_end = 0;
+    for (uint32_t j = 0; j < request.obstacle_count; ++j) {
+      const ByteRange& o = request.obstacles[j];
+      if (o.size == 0 || o.offset % g != 0 || o.size % g != 0 || o.offset < prev_end ||
+          o.size > kMaxTotalBytes - o.offset) {
+        return Result::fail(Status::kInvalidArgument,
+                            "obstacle " + std::to_string(j) + " [" + std::to_string(o.offset) +
+                                ", +" + std::to_string(o.size) +
+                                ") is empty, not granule-aligned, unsorted or overlapping");
+      }
+      prev_end = o.offset + o.size;
+    }
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; ++i) {
       const StepItem& it = request.items[i];

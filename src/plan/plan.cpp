@@ -42,6 +42,13 @@ Result plan_valid_step(const StepRequest& request, Placement placement, OffsetPl
   plan.offsets.assign(inst.ticks(), kNoOffset);
   {  // the occupancy is the largest structure: gone before the check lists are built
     Occupancy occupancy(inst.ticks());
+    if (inst.ticks() > 0 && request.obstacle_count > 0) {  // taken at every tick
+      const TickRange all{0, inst.ticks()};
+      occupancy.select(&all, 1);
+      for (uint32_t j = 0; j < request.obstacle_count; ++j) {
+        occupancy.take(request.obstacles[j].offset, request.obstacles[j].size);
+      }
+    }
     for (uint32_t id : placement_order(inst)) {
       TickRange ranges[2];
       occupancy.select(ranges, inst.ranges(id, ranges));

@@ -87,11 +87,23 @@ struct StepItem {
   static StepItem not_planned(uint64_t size) { return {size, 0, FreeKind::kNotPlanned}; }
 };
 
+// Bytes [offset, offset + size) from the plan's base that are taken at every tick (live
+// blocks the plan must lay out around: a runtime's long-lived blocks in the window it gives
+// the plan). No planned instance overlaps one; they count in neither the peak nor the lower
+// bound.
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
 // The step to plan: a view of the caller's items (not copied, not kept after the call).
 struct StepRequest {
   const StepItem* items = nullptr;
   uint32_t count = 0;
   uint64_t granule = 256;  // a power of two; every size a multiple of it, so every offset too
+  // Obstacles: sorted by offset, disjoint, offsets and sizes multiples of the granule.
+  const ByteRange* obstacles = nullptr;
+  uint32_t obstacle_count = 0;
 };
 
 // Bounds on the work a call may do. A step beyond them is refused with kUnsupported.
@@ -144,10 +156,11 @@ Result plan_step(const StepRequest& request, const PlanLimits& limits, OffsetPla
 
 // Checks a plan against the request and the definitions above: the period, the offsets
 // (granule, one per planned instance, none for the others), peak and lower bound, that no
-// two conflicting instances overlap in space, and that the check lists are exactly the
-// definition's. Returns "" or a sentence naming the first violation found. kSweep runs in
-// O(N log N) (100k items in well under a second); kBruteForce compares every pair and
-// scans every deadline (O(N^2), for small N and as a second opinion on kSweep).
+// planned instance overlaps an obstacle, that no two conflicting instances overlap in
+// space, and that the check lists are exactly the definition's. Returns "" or a sentence
+// naming the first violation found. kSweep runs in O(N log N) (100k items in well under a
+// second); kBruteForce compares every pair and scans every deadline (O(N^2), for small N
+// and as a second opinion on kSweep).
 enum class VerifyMode : uint8_t { kSweep = 0, kBruteForce = 1 };
 std::string verify_plan(const StepRequest& request, const OffsetPlan& plan,
                         VerifyMode mode = VerifyMode::kSweep) noexcept;

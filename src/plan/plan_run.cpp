@@ -204,6 +204,14 @@ PlanRun::Alloc PlanRun::alloc_slow(uint64_t size, uint32_t tag, Block* out, bool
   return hand_out_and_unlock(id, i, e, out);
 }
 
+bool PlanRun::in_pieces(uint64_t off) const noexcept {
+  // The first piece ending above off.
+  const auto it =
+      std::upper_bound(pieces_.begin(), pieces_.end(), off,
+                       [](uint64_t v, const plan::ByteRange& r) { return v < r.offset + r.size; });
+  return it != pieces_.end() && it->offset <= off;
+}
+
 uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin, uint64_t want_epoch) const noexcept {
   const uint32_t id = instance_at(p - view_.zone);
   if (id == kNone) return 0;

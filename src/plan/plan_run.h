@@ -1,6 +1,6 @@
 // A plan being served: the plan's arrays and its per-instance state in one block of host
 // memory that bindings read too (zarena/zarena_plan.h is the protocol; this class is its
-// reference implementation). The arena owns the zone (one pinned region block) and calls
+// reference implementation). The arena owns the zone (pinned region blocks) and calls
 // these paths; every rule that keeps a planned block from overlapping a live one is here:
 // an instance is handed out only after every instance of its check list is seen dead.
 //
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/outcomes.h"
+#include "plan/plan.h"
 #include "zarena/zarena_plan.h"
 
 namespace zarena_core {
@@ -34,6 +35,11 @@ struct PlanLayout {
   std::vector<uint32_t> check_list;   // instance ids
   uint64_t peak_bytes = 0;            // the zone's size
   uint64_t lower_bound_bytes = 0;
+  // Where it was laid out: from region offset `window`, around the live blocks there
+  // (offsets from the window's start). kAnywhere: no obstacles, any free block will do.
+  static constexpr uint64_t kAnywhere = ~uint64_t{0};
+  uint64_t window = kAnywhere;
+  std::vector<plan::ByteRange> obstacles;
 };
 
 namespace plan_word {
@@ -78,7 +84,16 @@ class PlanRun {
   uintptr_t zone() const { return view_.zone; }
   uint64_t zone_bytes() const { return view_.zone_bytes; }
   uint64_t lower_bound_bytes() const { return lower_bound_; }
-  bool in_zone(uintptr_t p) const { return p - view_.zone < view_.zone_bytes; }
+  // Whether p belongs to the zone (its planned blocks and the space claimed for them),
+  // not to a block of the region's the zone was laid out around.
+  bool in_zone(uintptr_t p) const {
+    const uint64_t off = p - view_.zone;
+    if (off >= view_.zone_bytes) return false;
+    return pieces_.empty() || instance_at(off) != ~0u || in_pieces(off);
+  }
+  // The zone is these pieces of [zone, zone + zone_bytes) (offsets from zone(), sorted),
+  // not the whole of it; set before the run is published.
+  void set_pieces(std::vector<plan::ByteRange> pieces) { pieces_ = std::move(pieces); }
 
   // --- the planned paths -----------------------------------------------------------------
   enum class Alloc : uint8_t {
@@ -255,6 +270,7 @@ class PlanRun {
     }
     return kNoInstance;
   }
+  bool in_pieces(uint64_t off) const noexcept;
   uint64_t cur_epoch() const { return load(view_.epoch); }
   void deviate_locked(uint64_t reason, uint64_t index) noexcept;
 
@@ -266,6 +282,7 @@ class PlanRun {
   uint32_t hint_shift_ = 64;
   uint32_t* lock_ = nullptr;
   uint64_t lower_bound_ = 0;
+  std::vector<plan::ByteRange> pieces_;  // empty: the zone is one piece
   // Instances with pins now (pin and unpin keep it): a reset re-stamps them, and skips
   // the scan when there are none.
   uint64_t pinned_ = 0;

@@ -13,8 +13,8 @@
 
 namespace zarena_core {
 
-bool lay_out_step(const LearnedStep& s, uint64_t granule, PlanLayout* out, std::string* failure,
-                  uint64_t* plan_ns) noexcept {
+bool lay_out_step(const LearnedStep& s, uint64_t granule, const PlanWindow& where, PlanLayout* out,
+                  std::string* failure, uint64_t* plan_ns) noexcept {
   try {
     const auto n = static_cast<uint32_t>(s.items.size());
     std::vector<plan::StepItem> items(n);
@@ -35,6 +35,8 @@ bool lay_out_step(const LearnedStep& s, uint64_t granule, PlanLayout* out, std::
     req.items = items.data();
     req.count = n;
     req.granule = granule;
+    req.obstacles = where.obstacles.data();
+    req.obstacle_count = static_cast<uint32_t>(where.obstacles.size());
     plan::OffsetPlan op;
     const auto t0 = std::chrono::steady_clock::now();
     const Result r = plan::plan_step(req, plan::PlanLimits{}, &op);
@@ -59,6 +61,8 @@ bool lay_out_step(const LearnedStep& s, uint64_t granule, PlanLayout* out, std::
     out->check_begin = std::move(op.check_begin);
     out->check_list = std::move(op.check_ids);
     out->peak_bytes = op.peak_bytes;
+    out->window = where.window;
+    out->obstacles = where.obstacles;
     out->lower_bound_bytes = op.lower_bound_bytes;
     return true;
   } catch (const std::bad_alloc&) {
@@ -85,7 +89,8 @@ Worker& worker() {
 
 void finish(PlanJob& job) {
   if (!job.cancelled.load(std::memory_order_acquire)) {
-    job.ok = lay_out_step(job.step, job.granule, &job.layout, &job.failure, &job.plan_ns);
+    job.ok =
+        lay_out_step(job.step, job.granule, job.where, &job.layout, &job.failure, &job.plan_ns);
   } else {
     job.failure = "cancelled";
   }

@@ -13,21 +13,30 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "plan/learner.h"
 #include "plan/plan_run.h"
 
 namespace zarena_core {
 
+// Where a step is laid out: from region offset `window` around the live blocks there
+// (offsets from the window's start, sorted), or anywhere (PlanLayout::kAnywhere).
+struct PlanWindow {
+  uint64_t window = PlanLayout::kAnywhere;
+  std::vector<plan::ByteRange> obstacles;
+};
+
 // The learned step laid out by the planner. false: refused (too large) or out of memory;
 // *failure says why.
-bool lay_out_step(const LearnedStep& step, uint64_t granule, PlanLayout* out, std::string* failure,
-                  uint64_t* plan_ns) noexcept;
+bool lay_out_step(const LearnedStep& step, uint64_t granule, const PlanWindow& where,
+                  PlanLayout* out, std::string* failure, uint64_t* plan_ns) noexcept;
 
 struct PlanJob {
   // In.
   LearnedStep step;
   uint64_t granule = 256;
+  PlanWindow where;
   // Out, once done.
   std::atomic<bool> done{false};
   std::atomic<bool> cancelled{false};

@@ -1,5 +1,6 @@
 #include "plan/step_plans.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <new>
@@ -13,6 +14,16 @@ namespace {
 // repeat pays for learning only now and then.
 constexpr uint32_t kMissesBeforePause = 16;
 constexpr uint32_t kMaxPause = 1024;
+
+// The bytes a layout needs for itself: its peak less the obstacles under it.
+uint64_t own_bytes(const PlanLayout& l) {
+  uint64_t b = l.peak_bytes;
+  for (const plan::ByteRange& o : l.obstacles) {
+    if (o.offset >= l.peak_bytes) break;
+    b -= std::min(l.peak_bytes, o.offset + o.size) - o.offset;
+  }
+  return b;
+}
 
 bool same_items(const std::vector<LearnedItem>& a, const std::vector<LearnedItem>& b) {
   if (a.size() != b.size()) return false;
@@ -89,20 +100,20 @@ void StepPlans::take_layout(std::unique_ptr<PlanLayout> layout, std::vector<Lear
   events->planned = 0;
   for (uint8_t p : layout->item_planned) events->planned += p;
   events->period = layout->period;
-  events->peak_bytes = layout->peak_bytes;
+  events->peak_bytes = own_bytes(*layout);
   events->lower_bound_bytes = layout->lower_bound_bytes;
   events->plan_ns = plan_ns;
   {
     std::lock_guard<SpinLock> g(stats_mu_);
     ++learned_;
-    peak_ = layout->peak_bytes;
+    peak_ = own_bytes(*layout);
     lower_bound_ = layout->lower_bound_bytes;
   }
   pending_ = std::move(layout);
   pending_items_ = std::move(items);
 }
 
-void StepPlans::plan_learned(LearnedStep& step, PlanEvents* events) {
+void StepPlans::plan_learned(LearnedStep& step, ZoneOps& zones, PlanEvents* events) {
   if (job_ && !same_items(step.items, job_->step.items)) {
     job_->cancelled.store(true, std::memory_order_release);
     job_.reset();
@@ -118,11 +129,14 @@ void StepPlans::plan_learned(LearnedStep& step, PlanEvents* events) {
                 job->plan_ns, events);
     return;
   }
+  PlanWindow where;
+  if (!zones.zone_window(&where)) where = PlanWindow{};
   if (step.items.size() > kInlineItems) {
     try {
       auto job = std::make_shared<PlanJob>();
       job->step = step;
       job->granule = granule_;
+      job->where = where;
       if (post_plan_job(job)) {
         job_ = std::move(job);
         return;
@@ -132,7 +146,7 @@ void StepPlans::plan_learned(LearnedStep& step, PlanEvents* events) {
   }
   auto layout = std::make_unique<PlanLayout>();
   uint64_t ns = 0;
-  if (!lay_out_step(step, granule_, layout.get(), &events->failure, &ns)) return;
+  if (!lay_out_step(step, granule_, where, layout.get(), &events->failure, &ns)) return;
   take_layout(std::move(layout), std::move(step.items), ns, events);
 }
 
@@ -143,11 +157,28 @@ void StepPlans::add_run(std::unique_ptr<PlanRun> run) {
 
 void StepPlans::release_zone(ZoneOps& zones) {
   zone_run_.store(nullptr, std::memory_order_release);
-  zones.release_zone(zone_base_, zone_bytes_.load(std::memory_order_relaxed));
-  zone_base_ = 0;
+  zones.release_zone(zone_);
+  zone_ = Zone{};
   zone_bytes_.store(0, std::memory_order_relaxed);
   zone_items_.clear();
   reuse_zone_run_ = false;
+}
+
+void StepPlans::relay_out(ZoneOps& zones, PlanEvents* events) {
+  PlanWindow where;
+  if (!zones.zone_window(&where)) return;
+  LearnedStep step;
+  uint64_t ns = 0;
+  std::unique_ptr<PlanLayout> layout;
+  try {
+    layout = std::make_unique<PlanLayout>();
+    step.items = pending_items_;
+    std::string failure;
+    if (!lay_out_step(step, granule_, where, layout.get(), &failure, &ns)) return;
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  take_layout(std::move(layout), std::move(step.items), ns, events);
 }
 
 void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
@@ -163,28 +194,43 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
     return;
   }
   if (!pending_) return;
-  const uint64_t need = std::max<uint64_t>(pending_->peak_bytes, granule_);
-  uintptr_t base = zone_base_;
-  if (zr == nullptr || zone_bytes_.load(std::memory_order_relaxed) < need) {
-    if (zr != nullptr) release_zone(zones);
-    if (!zones.reserve_zone(need, &base)) {
-      events->no_room = true;
-      pending_.reset();
-      start_learning();
-      return;
-    }
-    zone_base_ = base;
-    zone_bytes_.store(need, std::memory_order_relaxed);
+  uint64_t need = std::max<uint64_t>(pending_->peak_bytes, granule_);
+  // A new layout gets a new zone: its offsets avoid the obstacles of its own window.
+  if (zr != nullptr) release_zone(zones);
+  Zone zone;
+  bool claimed = pending_->window != PlanLayout::kAnywhere &&
+                 zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone);
+  if (!claimed && pending_->window != PlanLayout::kAnywhere &&
+      pending_items_.size() <= kInlineItems) {
+    // The window changed since the layout (it was made at an earlier boundary): lay the
+    // step out again around the blocks live now, once.
+    relay_out(zones, events);
+    need = std::max<uint64_t>(pending_->peak_bytes, granule_);
+    claimed = pending_->window != PlanLayout::kAnywhere &&
+              zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone);
+  }
+  // Else one free block: the offsets are as good in any space free throughout.
+  if (!claimed && !zones.reserve_zone(need, &zone)) {
+    events->no_room = true;
+    pending_.reset();
+    start_learning();
+    return;
   }
   std::unique_ptr<PlanRun> run;
   try {
-    run = std::make_unique<PlanRun>(*pending_, base);
+    run = std::make_unique<PlanRun>(*pending_, zone.base);
+    if (zone.pieces.size() != 1 || zone.pieces[0].offset != 0 || zone.pieces[0].size < need) {
+      run->set_pieces(zone.pieces);
+    }
   } catch (const std::bad_alloc&) {
+    zones.release_zone(zone);
     events->failure = "out of host memory for the plan's state";
     pending_.reset();
     start_learning();
     return;
   }
+  zone_ = std::move(zone);
+  zone_bytes_.store(zone_.bytes(), std::memory_order_relaxed);
   pending_.reset();
   zone_items_ = std::move(pending_items_);
   PlanRun* r = run.get();
@@ -256,7 +302,7 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
         pending_.reset();
       } else if (!pending_) {
         reuse_zone_run_ = false;
-        plan_learned(step, events);
+        plan_learned(step, zones, events);
       }
     }
   } else if (pause_steps_ > 0 && --pause_steps_ == 0) {

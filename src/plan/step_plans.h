@@ -5,11 +5,11 @@
 //
 // Life of a plan. Learning records steps while no plan is engaged. When a step repeats
 // the one before (learner.h defines "the same"), the planner lays it out; the plan engages
-// at a step boundary at which no instance of the zone is live: its zone (one block of the
-// region, held by the arena like a pinned block) is reserved then, or the old zone is
-// reused when the new plan fits. A deviation ends the plan for the rest of its step; the
-// next steps are learned again, and an equal plan (the same step) is taken up again in
-// the same zone without planning anew.
+// at a step boundary at which no instance of the zone is live: its zone is claimed then
+// (the free pieces of the window it was laid out in, around the live blocks there; else
+// one free block), after the old zone, if any, was given back. A deviation ends the plan
+// for the rest of its step; the next steps are learned again, and an equal plan (the same
+// step) is taken up again in the same zone without planning anew.
 //
 // Threads. A plan follows the threads that made the learned steps' allocations (at most
 // LearnedStep::kMaxThreads; more and it follows every thread); other threads' allocations
@@ -33,14 +33,33 @@
 
 namespace zarena_core {
 
+// A plan's zone: the pieces of [base, base + the plan's peak) it holds (offsets from
+// base, sorted). One piece [0, bytes) when it is one free block.
+struct Zone {
+  uintptr_t base = 0;
+  std::vector<plan::ByteRange> pieces;
+  uint64_t bytes() const {
+    uint64_t b = 0;
+    for (const plan::ByteRange& r : pieces) b += r.size;
+    return b;
+  }
+};
+
 // How the arena gives a plan its zone. Called from the boundary hook with no plan lock
 // held; each takes the region's locks itself.
 class ZoneOps {
  public:
   virtual ~ZoneOps() = default;
-  // A block of `bytes` for a zone, as low in the region as it fits. false: no room.
-  virtual bool reserve_zone(uint64_t bytes, uintptr_t* base) noexcept = 0;
-  virtual void release_zone(uintptr_t base, uint64_t bytes) noexcept = 0;
+  // Where a plan laid out now should go: a window of the region and the live blocks in it
+  // (the current zone's own blocks left out: it is given back before a new one is
+  // claimed). false: lay it out with no obstacles.
+  virtual bool zone_window(PlanWindow* where) noexcept = 0;
+  // The zone of a plan laid out in `where`: the window's first `bytes` less the
+  // obstacles. false: that space is not all free now (or cannot be committed).
+  virtual bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept = 0;
+  // One free block of `bytes` for a zone, as low in the region as it fits. false: no room.
+  virtual bool reserve_zone(uint64_t bytes, Zone* out) noexcept = 0;
+  virtual void release_zone(const Zone& zone) noexcept = 0;
 };
 
 // What the boundary hook did, for the arena's log records (built with no lock held).
@@ -63,7 +82,8 @@ struct PlanStats {
   uint64_t hits = 0;                        // allocations served from a plan
   uint64_t misses = 0;                      // steps a deviation ended
   uint64_t first_miss = 0;                  // ZARENA_PLAN_MISS_* of the first deviation (0: none)
-  uint64_t peak_bytes = 0;                  // the engaged (or latest) plan's zone
+  uint64_t peak_bytes = 0;                  // the engaged (or latest) plan's own bytes: its
+                                            // peak less the live blocks it was laid around
   uint64_t lower_bound_bytes = 0;           // ... and its lower bound
   uint64_t learned = 0;                     // plans laid out
   uint64_t zone_bytes = 0;                  // the zone held now (0: none)
@@ -136,12 +156,15 @@ class StepPlans {
   void stop_learning();
   // A learned step repeated: lay it out (inline when small, else on the plan thread; a
   // job in flight is picked up at a later boundary if the step still repeats).
-  void plan_learned(LearnedStep& step, PlanEvents* events);
+  void plan_learned(LearnedStep& step, ZoneOps& zones, PlanEvents* events);
   void take_layout(std::unique_ptr<PlanLayout> layout, std::vector<LearnedItem> items,
                    uint64_t plan_ns, PlanEvents* events);
   // Engages the pending plan once no planned block of the zone is live; may reserve a
   // zone, or reuse the one there is.
   void try_engage(ZoneOps& zones, PlanEvents* events);
+  // The pending layout again, around the window's live blocks now (kept as it was when
+  // that fails).
+  void relay_out(ZoneOps& zones, PlanEvents* events);
   void add_run(std::unique_ptr<PlanRun> run);
   void release_zone(ZoneOps& zones);
 
@@ -163,8 +186,8 @@ class StepPlans {
   std::vector<LearnedItem> pending_items_;
   std::shared_ptr<PlanJob> job_;  // a large step being laid out on the plan thread
   bool reuse_zone_run_ = false;
-  uintptr_t zone_base_ = 0;
-  std::atomic<uint64_t> zone_bytes_{0};  // the zone held (0: none)
+  Zone zone_;                            // the zone held (no pieces: none)
+  std::atomic<uint64_t> zone_bytes_{0};  // its bytes
   uint64_t epoch_ = 0;
 
   std::atomic<uint32_t> threads_[LearnedStep::kMaxThreads] = {};

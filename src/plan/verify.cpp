@@ -213,6 +213,26 @@ std::string lists_sweep(const Instances& inst, const std::vector<uint64_t>& offs
 
 }  // namespace
 
+// No planned instance overlaps an obstacle (they are sorted and disjoint).
+static std::string obstacle_overlap(const StepRequest& request, const OffsetPlan& plan) {
+  const ByteRange* ob = request.obstacles;
+  const ByteRange* end = ob + request.obstacle_count;
+  for (uint32_t id = 0; id < plan.offsets.size(); ++id) {
+    const uint64_t off = plan.offsets[id];
+    if (off == kNoOffset) continue;
+    const uint64_t size = request.items[id % request.count].size;
+    // The first obstacle ending above off.
+    const ByteRange* o = std::upper_bound(
+        ob, end, off, [](uint64_t v, const ByteRange& r) { return v < r.offset + r.size; });
+    if (o != end && o->offset < off + size) {
+      return "instance " + std::to_string(id) + " at [" + std::to_string(off) + ", " +
+             std::to_string(off + size) + ") overlaps the obstacle at [" +
+             std::to_string(o->offset) + ", " + std::to_string(o->offset + o->size) + ")";
+    }
+  }
+  return "";
+}
+
 std::string verify_plan(const StepRequest& request, const OffsetPlan& plan,
                         VerifyMode mode) noexcept {
   try {
@@ -223,6 +243,7 @@ std::string verify_plan(const StepRequest& request, const OffsetPlan& plan,
     const Instances inst(request);
     std::vector<uint32_t> owner;
     std::string s = check_shape(request, plan, inst, &owner);
+    if (s.empty()) s = obstacle_overlap(request, plan);
     if (s.empty()) {
       s = mode == VerifyMode::kBruteForce ? conflicts_brute_force(inst, plan.offsets)
                                           : conflicts_sweep(inst, plan.offsets);

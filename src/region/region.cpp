@@ -444,23 +444,27 @@ void Region::close_span(Slot& s) {
       }
       maybe_lower_floor();
     } else {
-      const uint32_t r = acquire_central_record();
-      Block& b = store_[r];
-      b.offset.store(s.span_cur, std::memory_order_relaxed);
-      b.size.store(s.span_end - s.span_cur, std::memory_order_relaxed);
-      b.stamp.store(epoch(), std::memory_order_relaxed);
-      b.epoch.store(kNeverLive, std::memory_order_relaxed);
-      const uint64_t w = b.word.load(std::memory_order_relaxed);
-      b.word.store(Word::make(BlockState::kFree, Word::flags(w) & kFlagLongLived, kOwnerCentral, 0,
-                              Word::gen(w) + 1),
-                   std::memory_order_release);
-      map_.tag(b.off(), b.len(), r);
-      release_central(r);
+      release_central(central_free_record(s.span_cur, s.span_end - s.span_cur));
     }
   } else if (top_slot_ == static_cast<int32_t>(s.id)) {
     top_slot_ = -1;
   }
   s.span_cur = s.span_end = 0;
+}
+
+uint32_t Region::central_free_record(uint64_t offset, uint64_t size) {
+  const uint32_t r = acquire_central_record();
+  Block& b = store_[r];
+  b.offset.store(offset, std::memory_order_relaxed);
+  b.size.store(size, std::memory_order_relaxed);
+  b.stamp.store(epoch(), std::memory_order_relaxed);
+  b.epoch.store(kNeverLive, std::memory_order_relaxed);
+  const uint64_t w = b.word.load(std::memory_order_relaxed);
+  b.word.store(Word::make(BlockState::kFree, Word::flags(w) & kFlagLongLived, kOwnerCentral, 0,
+                          Word::gen(w) + 1),
+               std::memory_order_release);
+  map_.tag(offset, size, r);
+  return r;
 }
 
 // Under the central lock: rec (kFree, ending at top_, nothing above) becomes bump space.

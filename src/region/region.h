@@ -86,6 +86,12 @@ struct Placement {
   uint64_t commit_to = 0, commit_least = 0;
 };
 
+// Bytes [offset, offset + size) of the region.
+struct OffsetRange {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
 struct RegionSnapshot {
   uint64_t capacity = 0, top = 0, floor = 0, epoch = 0;
   uint64_t live_bytes = 0, live_count = 0;
@@ -202,6 +208,20 @@ class Region {
   // Adds the bytes of every live, tagged block handed out in `epoch` to (*bytes)[tag]
   // (the diagnosis's "top tags"; nothing is copied per block). O(blocks).
   void tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const;
+  // Claims every range (sorted, disjoint, granule multiples, at or above the floor) as a
+  // live block pinned once, all or nothing: a step plan's zone laid out around the live
+  // blocks of a window. Each range must be free space now (free blocks, span leftovers,
+  // bump space); kChanged if any of its bytes is live or below the floor (a block was
+  // handed out there since the caller looked: nothing claimed, only the slots' caches
+  // drained), kNeedsCommit with *commit_to set when the last range ends above the ceiling
+  // (commit [0, *commit_to) with no lock held and try again), kInvalid for bad ranges or
+  // ranges beyond the capacity. Throws std::bad_alloc (records) before any change.
+  // O(blocks above the floor + ranges).
+  enum class Claim { kOk, kChanged, kNeedsCommit, kInvalid };
+  Claim claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to);
+  // Gives claimed ranges back: each block is unpinned and freed, as zarena_unpin and
+  // zarena_free would (under the caller's slot lock).
+  void unclaim(Slot& s, const std::vector<OffsetRange>& ranges);
   // Layout invariants ("" when sound). O(blocks): for tests.
   std::string check_invariants_w() const;
   // What the maps and records say about an offset (for test failure messages).
@@ -252,6 +272,9 @@ class Region {
   // no room below the ceiling.
   bool take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out);
   void close_span(Slot& s);          // under the central lock: leftovers to central
+  // Under the central lock: a fresh central record for free space [offset, offset + size)
+  // of this epoch, in the block map, in no index yet.
+  uint32_t central_free_record(uint64_t offset, uint64_t size);
   void give_back_top(uint32_t rec);  // rec ends at top_, nothing above: top_ comes down
   void maybe_lower_floor();
   void fill(uint64_t offset, uint64_t bytes, Slot* s);

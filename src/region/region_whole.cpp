@@ -399,6 +399,109 @@ void Region::drain_w() {
   }
 }
 
+Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to) {
+  const uint64_t g = cfg_.granule;
+  uint64_t prev = floor_;
+  for (const OffsetRange& r : ranges) {
+    if (r.size == 0 || r.offset % g != 0 || r.size % g != 0 || r.offset < prev ||
+        r.size > cfg_.capacity - std::min(r.offset, cfg_.capacity)) {
+      return r.offset < prev && r.offset < floor_ ? Claim::kChanged : Claim::kInvalid;
+    }
+    prev = r.offset + r.size;
+  }
+  if (ranges.empty() || locked_ == 0) return Claim::kInvalid;
+  const uint64_t hi = ranges.back().offset + ranges.back().size;
+  if (hi > ceiling_) {
+    *commit_to = hi;
+    return Claim::kNeedsCommit;
+  }
+  drain_w();  // slots' free blocks and span leftovers join the central side
+  // Every range byte below the top must lie in a free central block of this epoch.
+  std::vector<uint32_t> hits;
+  bool changed = false;
+  size_t k = 0;
+  const uint64_t e = epoch();
+  walk_w(floor_, std::min(top_, hi), [&](uint32_t rec, uint64_t o) {
+    if (changed) return;
+    if (rec == kNil) {
+      changed = true;
+      return;
+    }
+    const Block& b = store_[rec];
+    const uint64_t end = b.end();
+    while (k < ranges.size() && ranges[k].offset + ranges[k].size <= o) ++k;
+    if (k == ranges.size() || ranges[k].offset >= end) return;  // no range touches it
+    const uint64_t w = b.load_word();
+    if (Word::state(w) != BlockState::kFree || Word::owner(w) != kOwnerCentral ||
+        b.stamp.load(std::memory_order_relaxed) != e) {
+      changed = true;
+      return;
+    }
+    hits.push_back(rec);
+  });
+  if (changed) return Claim::kChanged;
+
+  // Host memory first: records for every cut, the pinned set's room.
+  uint32_t long_lived = 0;
+  for (uint32_t rec : hits)
+    long_lived += (Word::flags(store_[rec].load_word()) & kFlagLongLived) != 0;
+  reserve_central_records(2 * ranges.size() + 2);
+  store_.reserve_long_lived(2 * long_lived + 2);
+  pinned_.reserve(pinned_.size() + ranges.size());
+
+  if (hi > top_) {  // the bump space above the top becomes one more free block to cut
+    const uint32_t r = central_free_record(top_, hi - top_);
+    central_index_.insert(store_, r);
+    top_ = hi;
+    Block& top = store_[top_rec_];
+    top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+    hits.push_back(r);
+  }
+  Slot& counted = slots_[0];  // claimed bytes count as live in some slot's counters
+  size_t next = 0;            // the first range not wholly below the piece
+  auto settle = [&](uint32_t rec) {
+    const Block& b = store_[rec];
+    while (next < ranges.size() && ranges[next].offset + ranges[next].size <= b.off()) ++next;
+    if (next == ranges.size() || ranges[next].offset > b.off()) {
+      central_index_.insert(store_, rec);  // between ranges: stays free
+      return;
+    }
+    make_live(&counted, rec, b.len(), 0, 0);
+    pinned_add(rec);
+    Block& lb = store_[rec];
+    lb.word.store(Word::with_pins(lb.load_word(), 1), std::memory_order_release);
+    if (cfg_.pin_tally != nullptr) cfg_.pin_tally->add(lb.len());
+  };
+  for (uint32_t rec : hits) {
+    central_index_.remove(store_, rec);
+    uint32_t cur = rec;
+    for (size_t j = next; j < ranges.size(); ++j) {
+      for (uint64_t cut : {ranges[j].offset, ranges[j].offset + ranges[j].size}) {
+        const Block& b = store_[cur];
+        if (cut <= b.off() || cut >= b.end()) continue;
+        carve(nullptr, cur, cut - b.off(), kOwnerCentral);
+        const uint32_t rest = map_.at(cut);
+        central_index_.remove(store_, rest);
+        settle(cur);
+        cur = rest;
+      }
+      if (ranges[j].offset >= store_[cur].end()) break;
+    }
+    settle(cur);
+  }
+  return Claim::kOk;
+}
+
+void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
+  for (const OffsetRange& r : ranges) {
+    uint64_t freed = 0, size = 0;
+    // Freed while pinned, then unpinned: the free takes effect at the unpin.
+    (void)free(s, r.offset, kAnyEpoch, &size);
+    (void)unpin(s, r.offset, &freed);
+  }
+}
+
 uint64_t Region::window_high_water_w() const {
   uint64_t hw = hw_base_;
   for (uint32_t i = 0; i < slots_.size(); ++i) {

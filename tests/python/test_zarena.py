@@ -389,6 +389,16 @@ class LogTest(Quiet):
         self.assertEqual(recs[0].fields["name"], "py-log-test")
         self.assertTrue(self.events("arena.destroy"))
 
+    def test_records_name_their_arena_by_id(self):
+        with host_arena(name="py-twin") as a, host_arena(name="py-twin") as b:
+            ids = (a.id, b.id)
+        self.assertTrue(0 < ids[0] < ids[1], ids)
+        twins = [r for r in self.events("arena.config") if r.arena_name == "py-twin"]
+        self.assertEqual(sorted(r.arena_id for r in twins), list(ids))
+        destroyed = [r.arena_id for r in self.events("arena.destroy")
+                     if r.arena_name == "py-twin"]
+        self.assertEqual(sorted(destroyed), list(ids))
+
     def test_min_level_filters(self):
         zarena.set_log_callback(self.records.append, zarena.LOG_ERROR)
         with host_arena():

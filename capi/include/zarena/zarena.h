@@ -659,7 +659,7 @@ ZARENA_API zarena_status zarena_unpin(zarena* a, void* ptr);
  *
  * CAPTURE. Engines that capture CUDA graphs know when a capture runs; the arena's own
  * stream queries see only its stream. While a capture is active (zarena_set_capture_active,
- * or the backend reports that the arena's stream, the legacy stream or the calling
+ * a capture scope covering the arena (zarena_capture_begin), or the backend reports that the arena's stream, the legacy stream or the calling
  * thread's per-thread stream is capturing): SYNC overflow is refused with
  * ZARENA_E_CAPTURE_UNSAFE before any CUDA call; poison fills are skipped (counted in
  * stats.poison_skipped; one "poison.skipped" warning per capture); and overflow blocks
@@ -685,6 +685,42 @@ ZARENA_API zarena_status zarena_unpin(zarena* a, void* ptr);
  * blocks that waited. Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL.
  * Thread-safe. */
 ZARENA_API zarena_status zarena_set_capture_active(zarena* a, int active);
+
+/* Capture scopes: a capture declared once for many arenas. Engines keep their capture
+ * state per process or per stream, not per arena; a scope tells every arena it covers
+ * that a capture runs, with the effects of zarena_set_capture_active(a, 1) (CAPTURE
+ * above: SYNC overflow refused, poison skipped, overflow gives and arena releases
+ * deferred).
+ *   ZARENA_CAPTURE_PROCESS: every arena of the process; stream is ignored.
+ *   ZARENA_CAPTURE_STREAM:  every arena whose stream (cfg->stream, or the last
+ *     zarena_set_stream) is `stream`; NULL and cudaStreamLegacy are the same stream.
+ * Rules:
+ *   - Scopes nest: each begin is matched by one end with the same scope and stream; the
+ *     capture is active while the begins of a scope outnumber its ends. An end without
+ *     its begin is refused (ZARENA_E_INVALID_ARGUMENT), nothing changes.
+ *   - Coverage is decided at each use, not copied: an arena created during a scope, or
+ *     moved onto the scope's stream by zarena_set_stream, is covered at once; an arena
+ *     whose stream moves away is no longer covered by that stream's scope.
+ *   - A scope adds to the arena's own flag and the backend's queries; it never clears
+ *     them (zarena_set_capture_active(a, 0) leaves a scope in force).
+ *   - The end that closes a scope gives back what arenas destroyed during it left
+ *     waiting (as zarena_set_capture_active(a, 0) does). Overflow blocks freed during it
+ *     by live arenas go back, poisoned first when poison is on, at each arena's next
+ *     overflow allocation, overflow free, reset, zarena_set_capture_active(a, 0) or
+ *     destroy made outside a capture.
+ *   - One "poison.skipped" warning per arena per scope begun (as per capture).
+ *   - Thread-safe; any thread may begin and end (the engine orders them with its
+ *     captures). Make the begin before cudaStreamBeginCapture and the end after
+ *     cudaStreamEndCapture. An arena checks the scopes only on the paths that already
+ *     check for captures (poison, overflow, give-back, destroy; never the region's
+ *     allocation fast path): one atomic load when no scope is open.
+ * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (an unknown scope; cudaStreamPerThread,
+ * which is a different stream in every thread; an end without its begin; 2^32-1 begins
+ * of one scope); ZARENA_E_OUT_OF_MEMORY (host memory for a new stream's scope). */
+#define ZARENA_CAPTURE_PROCESS 0
+#define ZARENA_CAPTURE_STREAM 1
+ZARENA_API zarena_status zarena_capture_begin(int32_t scope, void* stream);
+ZARENA_API zarena_status zarena_capture_end(int32_t scope, void* stream);
 
 /* Replaces cfg->stream (engines often create their stream after the arena). The stream
  * must belong to the arena's device; cudaStreamPerThread is refused (a different stream
@@ -793,9 +829,9 @@ typedef struct zarena_stats {
   uint64_t plan_misses;            /* steps a deviation took off their plan */
   uint64_t plan_first_miss;        /* why the first one did: ZARENA_PLAN_MISS_* (0: none) */
   uint64_t plans_learned;          /* plans laid out */
-  uint64_t plan_bytes;             /* the latest plan's peak: the zone it needs */
+  uint64_t plan_bytes;             /* the latest plan's peak less the live blocks it lies around */
   uint64_t plan_lower_bound_bytes; /* ... and the most bytes its step has live at once */
-  uint64_t plan_zone_bytes;        /* the zone held now (one region block; 0: none) */
+  uint64_t plan_zone_bytes;        /* the zone held now (its region blocks; 0: none) */
   uint64_t plan_live_bytes;        /* bytes of planned blocks live now (in used_bytes) */
 } zarena_stats;
 
@@ -996,9 +1032,25 @@ typedef struct zarena_log_record {
   const char* arena_name; /* the arena's name, or "" for process-wide records */
   const zarena_log_field* fields;
   uint32_t field_count;
+  /* --- after the 1.1 layout: read them only when struct_size covers them (an older
+   * library delivers a shorter record), e.g.
+   * rec->struct_size >= offsetof(zarena_log_record, arena_id) + sizeof(uint64_t) --- */
+  const zarena* arena; /* the handle of the arena the record is about, NULL for
+                        * process-wide records: an identity to compare, never to call
+                        * through from the callback. Records can arrive after
+                        * zarena_destroy returned (arena.released; records of the reporter
+                        * thread), and a later arena may be given the same address: to
+                        * route records, prefer arena_id. */
+  uint64_t arena_id;   /* zarena_arena_id() of that arena: unique in the process, never
+                        * reused; 0 for process-wide records */
 } zarena_log_record;
 
 typedef void (*zarena_log_fn)(void* user_data, const zarena_log_record* rec);
+
+/* The arena's identity in log records (zarena_log_record.arena_id): a number unique in the
+ * process, never reused, given by zarena_create in increasing order (a create that fails
+ * uses one up too: its records carry it). 0 for NULL. Thread-safe; O(1). */
+ZARENA_API uint64_t zarena_arena_id(const zarena* a);
 
 /* Registers the process-wide log callback. fn NULL restores the default sink (stderr).
  * min_level: with fn, records below it are not delivered to fn (ZARENA_LOG_OFF: none);

@@ -15,6 +15,11 @@
 //     crossing (AllocBatch) and freeing them without one: the arena's free queue is
 //     sharded, so the goroutines do not wait for each other, and a whole-arena call
 //     (Stats, Reset) still sees every free made before it.
+//  6. Pools (pools.go): log records reach the pool of the arena they name (Record.Handle,
+//     even for two arenas of one name); one CaptureBegin(CaptureProcess) covers every
+//     arena; a pin through a view (an interior pointer) holds the whole block; Base and
+//     CapacityBytes give offsets without a crossing; the pinned peak; ErrNotPinned and
+//     ErrClosed say which misuse it was.
 //
 // It exits non-zero when one of these does not hold (scripts/go-test.sh runs it):
 //
@@ -382,7 +387,11 @@ func layers(a *zarena.Arena) error {
 }
 
 func main() {
-	if err := run(); err != nil {
+	err := run()
+	if err == nil {
+		err = pools()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "engine:", err)
 		os.Exit(1)
 	}
