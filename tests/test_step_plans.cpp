@@ -221,6 +221,11 @@ struct Loop {
         ++it;
       }
     }
+    if (plans.learning()) {  // as the arena: what survived, in address order
+      std::vector<uintptr_t> survivors;
+      for (const auto& [p, b] : model.live_) survivors.push_back(p);
+      plans.learn_reset(survivors);
+    }
     boundary();
   }
   std::vector<uintptr_t> deferred;

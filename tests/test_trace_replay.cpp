@@ -19,6 +19,7 @@
 #include "trace/trace_reader.h"
 #include "trace_recording.h"
 #include "trace_test_support.h"
+#include "units.h"
 
 namespace {
 
@@ -457,6 +458,45 @@ TEST(TraceReplay, PictureEscapesNamesAndShowsTheVerdict) {
   EXPECT_NE(svg.find("verdict never_reset"), std::string::npos);
   EXPECT_NE(svg.find("capacity 20.0 MiB"), std::string::npos);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+// --plan --svg: the replay under step plans, its planned blocks drawn apart, in the legend.
+// A reset ends every step, so what a pass leaves is reclaimed by it: planned too.
+TEST(TraceReplay, PictureUnderPlansDrawsPlannedBlocks) {
+  const std::string path = temp_path("plan-picture");
+  const Trace t = never_reset_trace(path, true);
+  const zarena_replay::StepPlan steps = zarena_replay::find_steps(t);
+  ASSERT_EQ(steps.starts.size(), 12u);
+  ReplayConfig c = config_of(t);
+  c.exact = false;
+  c.timeline = true;
+  c.reset_before.assign(steps.starts.begin() + 1, steps.starts.end());
+  const ReplayResult dynamic = replay_or_die(t, c);
+  c.flags |= ZARENA_FLAG_PLAN;
+  const ReplayResult r = replay_or_die(t, c);
+  ASSERT_GT(r.final_stats.plan_hits, 0u);
+  uint64_t planned = 0;
+  for (const zarena_replay::Sample& s : r.timeline) planned = std::max(planned, s.planned);
+  EXPECT_GE(planned, kPassBytes) << "what a pass leaves to the reset is planned";
+  zarena_replay::PictureInput in;
+  in.trace = &t;
+  in.result = &r;
+  in.capacity_bytes = c.capacity_bytes;
+  in.verdict = "fits";
+  in.under_plan = true;
+  in.dynamic_peak_top = dynamic.peak_top;
+  const std::string svg = zarena_replay::render_svg(in);
+  EXPECT_NE(svg.find("class=\"planned\""), std::string::npos);
+  EXPECT_NE(svg.find(">planned blocks (live)<"), std::string::npos);
+  EXPECT_NE(svg.find("under step plans"), std::string::npos);
+  EXPECT_NE(svg.find("(without plans " + zarena_replay::human_bytes(dynamic.peak_top) + ")"),
+            std::string::npos);
+  // Without plans: no planned area, no legend entry.
+  in.result = &dynamic;
+  in.under_plan = false;
+  const std::string plain = zarena_replay::render_svg(in);
+  EXPECT_EQ(plain.find("planned"), std::string::npos);
   std::remove(path.c_str());
 }
 

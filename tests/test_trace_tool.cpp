@@ -193,6 +193,21 @@ TEST_F(ReplayTool, TheReportShowsTheWorstEpochsAndALineToPaste) {
   std::remove(svg.c_str());
 }
 
+// --plan with --svg: the picture is the replay under step plans, planned blocks in it.
+TEST_F(ReplayTool, PlanPictureDrawsPlannedBlocks) {
+  const std::string svg = temp("plan.svg");
+  const ToolRun r = run(reset_ + " --plan --no-sizing --no-what-if --svg " + svg);
+  ASSERT_LE(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("under step plans"), std::string::npos) << r.out;
+  std::ifstream in(svg);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("under step plans"), std::string::npos);
+  EXPECT_EQ(r.out.find(" 0 allocations from the plan"), std::string::npos) << r.out;
+  EXPECT_NE(text.str().find(">planned blocks (live)<"), std::string::npos) << r.out;
+  std::remove(svg.c_str());
+}
+
 TEST_F(ReplayTool, RmmLogIsSizedAndReplayed) {
   const std::string csv = temp("rmm.csv");
   std::ostringstream text;

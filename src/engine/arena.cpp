@@ -423,7 +423,7 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
   if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanEngaged, 0)) {
-    if (alloc_planned(aligned, tag, out)) return Status::kOk;
+    return alloc_under_plan(size, aligned, tag, out);  // a jump: no frame set up here
   }
   return alloc_dynamic(size, aligned, tag, out);
 }
@@ -587,14 +587,10 @@ FreeOutcome Arena::interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoc
   return inside() ? FreeOutcome::kNotOwned : o;
 }
 
-Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
+__attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
+                                                                uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
-  if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
-    if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanZone, 0)) {
-      if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(p))) {
-        return free_planned(*run, ptr, want_epoch);
-      }
-    }
+  {
     const uint64_t off = static_cast<uint64_t>(p - base_);
     Slot& s = region_.enter();
     // The key is taken before the free, which may hand the space to other slots.
@@ -631,6 +627,25 @@ Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
       return Status::kOk;
     }
     return free_refused(s, o, ptr, want_epoch);
+  }
+}
+
+// A plan zone exists: its blocks go to the plan, the others to the region. Out of line,
+// so that the planned free is a jump from free() and the region's path stays inlined there.
+Status Arena::free_with_zone(void* ptr, uint64_t want_epoch) noexcept {
+  if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(ptr))) {
+    return free_planned(*run, ptr, want_epoch);
+  }
+  return free_region(ptr, want_epoch);
+}
+
+Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
+  const char* p = static_cast<const char*>(ptr);
+  if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
+    if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanZone, 0)) {
+      return free_with_zone(ptr, want_epoch);
+    }
+    return free_region(ptr, want_epoch);
   }
   if (ptr == nullptr) return Status::kOk;
   try {

@@ -129,6 +129,13 @@ class Arena final : private RegionHooks, private ZoneOps {
   // Step plans (docs/PLANS.md; plan/step_plans.h). A request the engaged plan serves
   // (true), else the dynamic engine takes it.
   bool alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noexcept;
+  // alloc with a plan engaged: the plan, else alloc_unplanned (out of line, arena_plans.cpp).
+  Status alloc_under_plan(uint64_t size, uint64_t aligned, uint32_t tag,
+                          zarena_block* out) noexcept;
+  // free of a region pointer: the region's path (inlined into free and free_with_zone).
+  Status free_region(void* ptr, uint64_t want_epoch) noexcept;
+  // free of a region pointer while a plan zone exists (out of line).
+  Status free_with_zone(void* ptr, uint64_t want_epoch) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
   Result pin_planned(PlanRun& run, void* ptr, bool pin);
   void poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept;
@@ -136,6 +143,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   // the hot paths to them, and the records of what happened (no lock held).
   void plan_boundary();
   void sync_plan_flags();
+  // Under the writer lock, right after a reset while the plans learn: tells the learner
+  // which blocks the reset reclaimed (they end at the step's end).
+  void learn_reset_w();
   void log_plan_events(const PlanEvents& e);
   // After the floor moved: a zone now under it ends its plan (its blocks persist).
   void check_floor_over_zone();

@@ -33,6 +33,7 @@ void Arena::reset() {
     overflow_.reclaim(region_.epoch(), &doomed);
     // Planned blocks of the ended epoch are dead from here on, with the region's.
     plans_.on_reset_locked(region_.epoch());
+    if (fast_path_flags_.load(std::memory_order_relaxed) & kLearning) learn_reset_w();
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
     // Under the locks, so a stats snapshot sees the epoch and the count move together.
     resets_.fetch_add(1, std::memory_order_relaxed);
@@ -57,6 +58,23 @@ void Arena::reset() {
   plan_boundary();  // a reset ends a step
   emit_queued_warnings();
   if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) diag_.log_step(step);
+}
+
+void Arena::learn_reset_w() {
+  // What the reset left live (pinned, below the floor); every other learned block it
+  // reclaimed, and the learner takes that as its free.
+  std::vector<uintptr_t> survivors;
+  try {
+    std::vector<LiveBlock> live;
+    region_.live_blocks_w(base_, &live);
+    overflow_.live_blocks(&live);
+    survivors.reserve(live.size());
+    for (const LiveBlock& b : live) survivors.push_back(reinterpret_cast<uintptr_t>(b.ptr));
+  } catch (...) {  // host memory: the learner keeps them open (outliving the step)
+    return;
+  }
+  std::sort(survivors.begin(), survivors.end());
+  plans_.learn_reset(survivors);
 }
 
 void Arena::mark_step_boundary() {

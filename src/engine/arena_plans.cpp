@@ -54,6 +54,12 @@ const char* miss_text(uint64_t reason) {
 
 }  // namespace
 
+Status Arena::alloc_under_plan(uint64_t size, uint64_t aligned, uint32_t tag,
+                               zarena_block* out) noexcept {
+  if (__builtin_expect(alloc_planned(aligned, tag, out), 1)) return Status::kOk;
+  return alloc_unplanned(size, tag, out);
+}
+
 bool Arena::alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noexcept {
   PlanRun::Block b;
   if (plans_.alloc(aligned, tag, Region::thread_number(), &b) != PlanRun::Alloc::kServed) {

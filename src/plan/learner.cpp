@@ -1,5 +1,6 @@
 #include "plan/learner.h"
 
+#include <algorithm>
 #include <mutex>
 #include <utility>
 
@@ -19,6 +20,10 @@ void StepLearner::on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t 
 
 void StepLearner::on_free(uintptr_t ptr) {
   std::lock_guard<SpinLock> g(mu_);
+  free_locked(ptr);
+}
+
+void StepLearner::free_locked(uintptr_t ptr) {
   const auto point = static_cast<uint32_t>(cur_.items.size());
   if (auto it = cur_.live.find(ptr); it != cur_.live.end()) {
     Item& item = cur_.items[it->second];
@@ -31,6 +36,17 @@ void StepLearner::on_free(uintptr_t ptr) {
     item.before = point;
     prev_.live.erase(pt);
   }
+}
+
+void StepLearner::on_reset(const std::vector<uintptr_t>& survivors) {
+  std::lock_guard<SpinLock> g(mu_);
+  std::vector<uintptr_t> reclaimed;
+  for (const Step* st : {&cur_, &prev_}) {
+    for (const auto& [ptr, item] : st->live) {
+      if (!std::binary_search(survivors.begin(), survivors.end(), ptr)) reclaimed.push_back(ptr);
+    }
+  }
+  for (uintptr_t p : reclaimed) free_locked(p);
 }
 
 void StepLearner::on_pin(uintptr_t ptr) {

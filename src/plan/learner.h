@@ -8,7 +8,9 @@
 // neither. Where the earlier step's allocation j was freed in the later step, that point
 // becomes the plan's "freed in the next step"; one still live at the later step's end is
 // left to the dynamic engine (it lives longer than a step). Frees of anything else
-// (blocks of older steps, other arenas' pointers) are not part of a step.
+// (blocks of older steps, other arenas' pointers) are not part of a step. A reset frees
+// every block it reclaims (on_reset): a block of the current step that a reset reclaims
+// is freed at the step's end, as if the program had freed it after its last allocation.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +46,11 @@ class StepLearner {
   void on_free(uintptr_t ptr);
   // A pinned block is not part of a plan (it may outlive any step).
   void on_pin(uintptr_t ptr);
+  // A reset: every block of the current and the previous step that is still open and not
+  // in `survivors` (the block starts still live after the reset: pinned, below the floor;
+  // sorted ascending) was reclaimed by it, i.e. freed at this point. Call before the
+  // boundary's end_step.
+  void on_reset(const std::vector<uintptr_t>& survivors);
   // Ends the current step. True when it was the same as the one before: *out then holds
   // the earlier one, whose every free point is known now. May throw std::bad_alloc (then
   // nothing was learned and the learner starts over).
@@ -68,6 +75,7 @@ class StepLearner {
     bool valid = false;                            // a whole step was recorded (not a cut-off one)
   };
   bool same_locked() const;
+  void free_locked(uintptr_t ptr);
 
   SpinLock mu_;
   Step prev_, cur_;

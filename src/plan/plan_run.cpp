@@ -92,6 +92,30 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
   uint32_t* dlast = at<uint32_t>(base, w_dlast);
   std::fill(dlast, dlast + d, kNone);
 
+  uint32_t hint_bits = 3;
+  while ((uint64_t{1} << hint_bits) < 2 * d) ++hint_bits;
+  hint_mask_ = (uint64_t{1} << hint_bits) - 1;
+  hint_shift_ = 64 - hint_bits;
+  hints_.reset(new Hint[hint_mask_ + 1]);
+  std::vector<uint32_t> hint_of(d);
+  for (uint64_t k = 0; k < d; ++k) {
+    uint64_t h = hint_slot(distinct[k]);
+    while (hints_[h].off != kNoOffset) h = (h + 1) & hint_mask_;
+    hints_[h].off = distinct[k];
+    hint_of[k] = static_cast<uint32_t>(h);
+  }
+  inst_.reset(new Inst[inst]);
+  for (uint64_t id = 0; id < inst; ++id) {
+    const bool planned = l.item_planned[id % n] != 0;
+    inst_[id] = Inst{planned ? l.offset[id] : 0,
+                     l.item_size[id % n],
+                     l.item_tag[id % n],
+                     l.check_begin[id],
+                     l.check_begin[id + 1],
+                     dindex[id],
+                     planned ? hint_of[dindex[id]] : 0};
+  }
+
   uint64_t* ctl = at<uint64_t>(base, w_ctl);
   lock_ = reinterpret_cast<uint32_t*>(&ctl[0]);
   view_.struct_size = sizeof view_;
@@ -144,9 +168,8 @@ void PlanRun::deviate_locked(uint64_t reason, uint64_t index) noexcept {
   __atomic_store_n(view_.miss_index, index, __ATOMIC_RELAXED);
 }
 
-PlanRun::Alloc PlanRun::alloc(uint64_t size, uint32_t tag, Block* out) noexcept {
-  if ((load(view_.state) & ZARENA_PLAN_ENGAGED) == 0) return Alloc::kLibrary;
-  lock();
+PlanRun::Alloc PlanRun::alloc_slow(uint64_t size, uint32_t tag, Block* out, bool locked) noexcept {
+  if (!locked) lock();
   const uint64_t st = load(view_.state);
   if ((st & ZARENA_PLAN_ENGAGED) == 0) {
     unlock();
@@ -161,7 +184,7 @@ PlanRun::Alloc PlanRun::alloc(uint64_t size, uint32_t tag, Block* out) noexcept 
   } else if (view_.item_tag[i] != tag) {
     reason = ZARENA_PLAN_MISS_TAG;
   }
-  if (__builtin_expect(reason != ZARENA_PLAN_MISS_NONE, 0)) {
+  if (reason != ZARENA_PLAN_MISS_NONE) {
     deviate_locked(reason, i);
     unlock();
     return Alloc::kDeviation;
@@ -173,36 +196,12 @@ PlanRun::Alloc PlanRun::alloc(uint64_t size, uint32_t tag, Block* out) noexcept 
   }
   const uint64_t id = ((st >> 1) & 1) * view_.n + i;
   const uint64_t e = cur_epoch();
-  bool clear = !plan_word::is_live(load(&view_.words[id]), e);
-  for (uint32_t k = view_.check_begin[id], end = view_.check_begin[id + 1]; clear && k < end; ++k) {
-    clear = !plan_word::is_live(load(&view_.words[view_.check_list[k]]), e);
-  }
-  if (__builtin_expect(!clear, 0)) {
+  if (!clear(id, inst_[id], e)) {
     deviate_locked(ZARENA_PLAN_MISS_LATE, i);
     unlock();
     return Alloc::kDeviation;
   }
-  __atomic_store_n(&view_.born[id], e, __ATOMIC_RELAXED);
-  __atomic_store_n(&view_.words[id], plan_word::live_word(e), __ATOMIC_RELEASE);
-  __atomic_store_n(&view_.dlast[view_.dindex[id]], static_cast<uint32_t>(id), __ATOMIC_RELEASE);
-  __atomic_store_n(view_.cursor, i + 1, __ATOMIC_RELAXED);
-  __atomic_store_n(view_.hits, *view_.hits + 1, __ATOMIC_RELAXED);
-  unlock();
-  out->ptr = view_.zone + view_.offset[id];
-  out->size = size;
-  out->epoch = e;
-  return Alloc::kServed;
-}
-
-uint32_t PlanRun::instance_at(uint64_t off) const noexcept {
-  const uint64_t b = off >> view_.bucket_shift;
-  if (b >= view_.buckets) return kNone;
-  for (uint32_t d = view_.bucket[b], end = view_.bucket[b + 1]; d < end; ++d) {
-    const uint64_t o = view_.doffset[d];
-    if (o == off) return __atomic_load_n(&view_.dlast[d], __ATOMIC_ACQUIRE);
-    if (o > off) break;
-  }
-  return kNone;
+  return hand_out_and_unlock(id, i, e, out);
 }
 
 bool PlanRun::in_pieces(uint64_t off) const noexcept {
@@ -225,11 +224,10 @@ uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin, uint64_t want_epoch) c
   const bool frees = last_unpin
                          ? plan_word::state(w) == plan_word::kDeferred && plan_word::pins(w) == 1
                          : plan_word::state(w) == plan_word::kLive && plan_word::pins(w) == 0;
-  return frees ? view_.item_size[id % view_.n] : 0;
+  return frees ? inst_[id].size : 0;
 }
 
-FreeOutcome PlanRun::free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept {
-  const uint32_t id = instance_at(p - view_.zone);
+FreeOutcome PlanRun::free_slow(uint32_t id, uint64_t want_epoch, uint64_t* size) noexcept {
   if (id == kNone) return FreeOutcome::kNotOwned;
   uint64_t w = load(&view_.words[id]);
   for (;;) {
@@ -245,7 +243,7 @@ FreeOutcome PlanRun::free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noex
                                                  : (w & ~plan_word::kState) | plan_word::kFreed;
     if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
-      *size = view_.item_size[id % view_.n];
+      *size = inst_[id].size;
       return plan_word::pins(w) > 0 ? FreeOutcome::kDeferred : FreeOutcome::kOk;
     }
   }
@@ -286,7 +284,7 @@ PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size) noexcept {
     if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
       if (last) __atomic_fetch_sub(&pinned_, 1, __ATOMIC_RELAXED);
-      if (completes) *freed_size = view_.item_size[id % view_.n];
+      if (completes) *freed_size = inst_[id].size;
       return PinOutcome::kOk;
     }
   }
@@ -355,10 +353,17 @@ void PlanRun::live_totals(uint64_t* bytes, uint64_t* count) const {
   *bytes = *count = 0;
   for (uint64_t id = 0; id < inst; ++id) {
     if (plan_word::is_live(load(&view_.words[id]), e)) {
-      *bytes += view_.item_size[id % view_.n];
+      *bytes += inst_[id].size;
       ++*count;
     }
   }
+}
+
+void PlanRun::totals(uint64_t* hits, uint64_t* live_bytes, uint64_t* live_count) noexcept {
+  lock();
+  *hits = load(view_.hits);
+  live_totals(live_bytes, live_count);
+  unlock();
 }
 
 void PlanRun::make_live_persistent() {

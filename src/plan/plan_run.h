@@ -7,6 +7,7 @@
 // Threads. alloc() takes the plan's lock (one compare-and-swap, uncontended when one
 // thread allocates at a time, which is when a step repeats at all); free(), pin() and
 // unpin() take no lock: a compare-and-swap on the instance's word decides every race.
+// alloc() and free() are inline fast paths for the plain case; the rest is out of line.
 // The control calls (engage, end_step, disengage, set_epoch, the scans) are the library's
 // and run under the arena's whole-arena lock.
 #pragma once
@@ -105,10 +106,52 @@ class PlanRun {
     uint64_t size;
     uint64_t epoch;  // the epoch it was handed out in
   };
-  Alloc alloc(uint64_t size, uint32_t tag, Block* out) noexcept;
+  // The fast path (inline): the lock, one record read, the check list, the stores; every
+  // other case (not engaged, a deviation, an item left to the library, a busy lock) is
+  // one unlikely branch to alloc_slow.
+  Alloc alloc(uint64_t size, uint32_t tag, Block* out) noexcept {
+    if ((load(view_.state) & ZARENA_PLAN_ENGAGED) == 0) return Alloc::kLibrary;
+    uint32_t expected = 0;
+    if (__builtin_expect(!__atomic_compare_exchange_n(lock_, &expected, 1u, false, __ATOMIC_ACQUIRE,
+                                                      __ATOMIC_RELAXED),
+                         0)) {
+      return alloc_slow(size, tag, out, false);
+    }
+    const uint64_t st = load(view_.state);
+    const uint32_t i = *view_.cursor;
+    const uint64_t e = cur_epoch();
+    if (__builtin_expect((st & ZARENA_PLAN_ENGAGED) != 0 && i < view_.n, 1)) {
+      const uint64_t id = ((st >> 1) & 1) * view_.n + i;
+      const Inst& x = inst_[id];
+      if (__builtin_expect(
+              x.size == size && x.tag == tag && x.dindex != kNoInstance && clear(id, x, e), 1)) {
+        return hand_out_and_unlock(id, i, e, out);
+      }
+    }
+    return alloc_slow(size, tag, out, true);
+  }
 
   // p inside the zone. want_epoch: ZARENA_ANY_EPOCH or the epoch it was handed out in.
-  FreeOutcome free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept;
+  // The fast path (inline) is a plain free of a live, unpinned block of this epoch: one
+  // compare-and-swap; everything else goes to free_slow.
+  FreeOutcome free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept {
+    const uint32_t id = hinted_instance(p - view_.zone);
+    if (__builtin_expect(id != kNoInstance && want_epoch == ZARENA_ANY_EPOCH, 1)) {
+      uint64_t w = load(&view_.words[id]);
+      if (__builtin_expect(
+              (w & (plan_word::kState | plan_word::kPersistent | plan_word::kPinMask)) ==
+                      plan_word::kLive &&
+                  plan_word::epoch(w) == (cur_epoch() & plan_word::kEpochMask) &&
+                  __atomic_compare_exchange_n(&view_.words[id], &w,
+                                              (w & ~plan_word::kState) | plan_word::kFreed, false,
+                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE),
+              1)) {
+        *size = inst_[id].size;
+        return FreeOutcome::kOk;
+      }
+    }
+    return free_slow(instance_at(p - view_.zone), want_epoch, size);
+  }
   // The size of the instance starting at p if a free (last_unpin: its last unpin) would
   // free it now, else 0. For a poison fill before the free marks it: only a free that
   // races another free or unpin of the same block can fill a block already dead.
@@ -134,6 +177,9 @@ class PlanRun {
   // Live instances now: any, their bytes and count.
   bool any_live() const;
   void live_totals(uint64_t* bytes, uint64_t* count) const;
+  // hits() and live_totals() under the plan's lock, so that both see the same
+  // allocations (a planned allocation stamps its word and counts its hit under it).
+  void totals(uint64_t* hits, uint64_t* live_bytes, uint64_t* live_count) noexcept;
   // The floor was raised over the zone: every live instance survives resets from now on.
   void make_live_persistent();
   uint64_t hits() const { return load(view_.hits); }
@@ -150,18 +196,90 @@ class PlanRun {
   void live_instances(std::vector<LiveInstance>* out) const;
 
  private:
+  static constexpr uint32_t kNoInstance = ~0u;
+  // What the serve paths read of one instance, in one record (the view's arrays, which
+  // bindings read, say the same).
+  struct Inst {
+    uint64_t offset;
+    uint64_t size;  // its item's rounded size
+    uint32_t tag;
+    uint32_t check_begin, check_end;  // its check list: check_list[begin, end)
+    uint32_t dindex;                  // its offset's index in doffset; kNoInstance: not planned
+    uint32_t hint;                    // its offset's slot in hints_
+  };
+  // The free's way from an offset to an instance: an open-addressed table of the distinct
+  // offsets, each with the instance this library last handed out there. Only a hint (a
+  // binding's allocations do not update it): the free trusts it only when that instance
+  // is live, and then it is the block at the offset (two live instances never share a
+  // start); otherwise instance_at (the view's buckets and dlast) decides.
+  struct Hint {
+    uint64_t off = kNoOffset;
+    uint32_t id = kNoInstance;
+  };
+  static constexpr uint64_t kNoOffset = ~0ull;
+  uint64_t hint_slot(uint64_t off) const {
+    return ((off >> 8) * 0x9E3779B97F4A7C15ull) >> hint_shift_;
+  }
+  uint32_t hinted_instance(uint64_t off) const noexcept {
+    for (uint64_t h = hint_slot(off);; h = (h + 1) & hint_mask_) {
+      const Hint& x = hints_[h];
+      if (x.off == off) return __atomic_load_n(&x.id, __ATOMIC_RELAXED);
+      if (x.off == kNoOffset) return kNoInstance;
+    }
+  }
   static uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static uint32_t load(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   void lock() noexcept;
   void unlock() noexcept { __atomic_store_n(lock_, 0u, __ATOMIC_RELEASE); }
-  // The instance whose block starts at zone offset `off` now, or ~0u when none can.
-  uint32_t instance_at(uint64_t off) const noexcept;
+  // Every instance sharing id's space (its check list, and id's own word) is dead.
+  bool clear(uint64_t id, const Inst& x, uint64_t e) const noexcept {
+    if (plan_word::is_live(load(&view_.words[id]), e)) return false;
+    for (uint32_t k = x.check_begin; k < x.check_end; ++k) {
+      if (plan_word::is_live(load(&view_.words[view_.check_list[k]]), e)) return false;
+    }
+    return true;
+  }
+  // Instance id (allocation i) found clear under the lock: stamps it live in epoch e,
+  // moves the cursor, counts the hit, releases the lock.
+  Alloc hand_out_and_unlock(uint64_t id, uint32_t i, uint64_t e, Block* out) noexcept {
+    const Inst& x = inst_[id];
+    __atomic_store_n(&view_.born[id], e, __ATOMIC_RELAXED);
+    __atomic_store_n(&view_.words[id], plan_word::live_word(e), __ATOMIC_RELEASE);
+    __atomic_store_n(&view_.dlast[x.dindex], static_cast<uint32_t>(id), __ATOMIC_RELEASE);
+    __atomic_store_n(&hints_[x.hint].id, static_cast<uint32_t>(id), __ATOMIC_RELAXED);
+    __atomic_store_n(view_.cursor, i + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(view_.hits, *view_.hits + 1, __ATOMIC_RELAXED);
+    unlock();
+    out->ptr = view_.zone + x.offset;
+    out->size = x.size;
+    out->epoch = e;
+    return Alloc::kServed;
+  }
+  // alloc's every other case. locked: the caller holds the lock (else it was busy).
+  Alloc alloc_slow(uint64_t size, uint32_t tag, Block* out, bool locked) noexcept;
+  // free's every other case (id: instance_at's answer).
+  FreeOutcome free_slow(uint32_t id, uint64_t want_epoch, uint64_t* size) noexcept;
+  // The instance whose block starts at zone offset `off` now, or kNoInstance when none can.
+  uint32_t instance_at(uint64_t off) const noexcept {
+    const uint64_t b = off >> view_.bucket_shift;
+    if (__builtin_expect(b >= view_.buckets, 0)) return kNoInstance;
+    for (uint32_t d = view_.bucket[b], end = view_.bucket[b + 1]; d < end; ++d) {
+      const uint64_t o = view_.doffset[d];
+      if (o == off) return __atomic_load_n(&view_.dlast[d], __ATOMIC_ACQUIRE);
+      if (o > off) break;
+    }
+    return kNoInstance;
+  }
   bool in_pieces(uint64_t off) const noexcept;
   uint64_t cur_epoch() const { return load(view_.epoch); }
   void deviate_locked(uint64_t reason, uint64_t index) noexcept;
 
   zarena_plan_view view_{};
   std::unique_ptr<uint64_t[]> mem_;  // every array, 8-byte aligned
+  std::unique_ptr<Inst[]> inst_;     // [period*n]
+  std::unique_ptr<Hint[]> hints_;    // [hint_mask_ + 1], a power of two, at most half full
+  uint64_t hint_mask_ = 0;
+  uint32_t hint_shift_ = 64;
   uint32_t* lock_ = nullptr;
   uint64_t lower_bound_ = 0;
   std::vector<plan::ByteRange> pieces_;  // empty: the zone is one piece

@@ -69,6 +69,14 @@ void StepPlans::learn_free(uintptr_t ptr) noexcept { learner_.on_free(ptr); }
 
 void StepPlans::learn_pin(uintptr_t ptr) noexcept { learner_.on_pin(ptr); }
 
+void StepPlans::learn_reset(const std::vector<uintptr_t>& survivors) noexcept {
+  try {
+    learner_.on_reset(survivors);
+  } catch (...) {  // host memory: this step cannot be learned; the next boundary starts over
+    learner_.clear();
+  }
+}
+
 void StepPlans::set_threads(const LearnedStep& s) {
   any_thread_.store(s.any_thread, std::memory_order_relaxed);
   for (uint32_t t = 0; t < s.thread_count; ++t) {
@@ -329,13 +337,21 @@ void StepPlans::stats(PlanStats* out) const {
     out->learned = learned_;
     out->peak_bytes = peak_;
     out->lower_bound_bytes = lower_bound_;
-    out->hits = 0;
-    for (const auto& r : runs_) out->hits += r->hits();
+    // The zone's run (the only one that can serve, hence count) under its lock with its
+    // live blocks: every allocation it served is in both or in neither. The others are
+    // done counting.
+    PlanRun* zr = zone_run_.load(std::memory_order_acquire);
+    out->hits = out->live_bytes = out->live_count = 0;
+    for (const auto& r : runs_) {
+      if (r.get() != zr) out->hits += r->hits();
+    }
+    if (zr != nullptr) {
+      uint64_t hits = 0;
+      zr->totals(&hits, &out->live_bytes, &out->live_count);
+      out->hits += hits;
+    }
   }
-  PlanRun* zr = zone_run_.load(std::memory_order_acquire);
   out->zone_bytes = zone_bytes_.load(std::memory_order_relaxed);
-  out->live_bytes = out->live_count = 0;
-  if (zr != nullptr) zr->live_totals(&out->live_bytes, &out->live_count);
 }
 
 void StepPlans::live_instances(std::vector<PlanRun::LiveInstance>* out) const {

@@ -123,6 +123,9 @@ class StepPlans {
   void learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag, uint32_t thread) noexcept;
   void learn_free(uintptr_t ptr) noexcept;
   void learn_pin(uintptr_t ptr) noexcept;
+  // A reset reclaimed every learned block not in `survivors` (sorted block starts still
+  // live after it): those are freed at the reset (learner.h). Call while learning().
+  void learn_reset(const std::vector<uintptr_t>& survivors) noexcept;
 
   // --- whole-arena hooks -----------------------------------------------------------------
   // A reset began `epoch`: called under the arena's whole-arena lock, so that no planned

@@ -116,7 +116,9 @@ int main(int argc, char** argv) {
   app.add_option("--alignment", alignment_text,
                  "what-if alignment, a size (a power of two in [8, 1GiB])");
   app.add_option("--policy", policy, "what-if overflow policy: default, async, sync or refuse");
-  app.add_option("--svg", svg_path, "draw the arena over the replay as SVG");
+  app.add_option("--svg", svg_path,
+                 "draw the arena over the replay as SVG (with --plan: the replay under step "
+                 "plans, its planned blocks drawn apart)");
   app.add_option("--chrome-trace", chrome_path,
                  "write the replay in Trace Event JSON (Perfetto, chrome://tracing)");
   app.add_option("--json", json_path, "write the report as JSON");
@@ -224,6 +226,8 @@ int main(int argc, char** argv) {
   // Under step plans: the same trace, steps marked, ZARENA_FLAG_PLAN.
   nlohmann::json plan_json;
   std::string plan_text;
+  ReplayResult pr;  // the replay under plans (--plan), with a timeline for --svg
+  bool plan_ran = false;
   if (plan) {
     uint64_t period = 0;
     const StepPlan steps = find_plan_steps(trace, &period);
@@ -235,15 +239,15 @@ int main(int argc, char** argv) {
     } else {
       ReplayConfig pc = c;
       pc.exact = false;
-      pc.timeline = false;
+      pc.timeline = !svg_path.empty();
       pc.flags |= ZARENA_FLAG_PLAN;
       pc.progress_label = "plan";
       if (steps.method != "step_begin") pc.step_begin_before = steps.starts;
-      ReplayResult pr;
       if (!replay(trace, pc, &pr, &error)) {
         std::cerr << kTool << ": " << error << "\n";
         return kExitInternal;
       }
+      plan_ran = true;
       const zarena_stats& st = pr.final_stats;
       const auto ratio = [](uint64_t a, uint64_t b) {
         return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b);
@@ -305,6 +309,11 @@ int main(int argc, char** argv) {
     pic.verdict = rep.verdict();
     if (!rep.main.first_overflows.empty()) pic.advice = rep.main.first_overflows.front().advice;
     step_axis(trace, rep, &pic);
+    if (plan_ran) {  // --plan: the picture is the replay under plans, its planned blocks drawn
+      pic.result = &pr;
+      pic.under_plan = true;
+      pic.dynamic_peak_top = rep.main.peak_top;
+    }
     written &= write_file(svg_path, "SVG", [&](std::ostream& o) { o << render_svg(pic); });
   }
   if (!chrome_path.empty()) {

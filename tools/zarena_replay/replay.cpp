@@ -319,12 +319,14 @@ class Replayer {
     if (tl.size() == i + 1) {
       tl[i].top = top;
       tl[i].live = live;
+      tl[i].planned = s.plan_live_bytes;
       if (tag != 0) tl[i].tag = tag;
       tl[i].marks |= marks;
       return;
     }
-    tl.resize(i, tl.empty() ? Sample{} : Sample{tl.back().top, tl.back().live, 0, 0});
-    tl.push_back(Sample{top, live, tag, marks});
+    tl.resize(
+        i, tl.empty() ? Sample{} : Sample{tl.back().top, tl.back().live, 0, 0, tl.back().planned});
+    tl.push_back(Sample{top, live, tag, marks, s.plan_live_bytes});
   }
 
   void setup_tags() {
@@ -368,7 +370,9 @@ class Replayer {
   void finish() {
     if (c_.timeline) {
       auto& tl = r_.timeline;
-      tl.resize(r_.events, tl.empty() ? Sample{} : Sample{tl.back().top, tl.back().live, 0, 0});
+      tl.resize(r_.events, tl.empty()
+                               ? Sample{}
+                               : Sample{tl.back().top, tl.back().live, 0, 0, tl.back().planned});
     }
     r_.final_stats = stats();
     if (collector_) r_.epochs = collector_->epochs();

@@ -65,10 +65,11 @@ struct ReplayConfig {
 
 // One event of the timeline.
 struct Sample {
-  uint64_t top = 0;   // region top after the event
-  uint64_t live = 0;  // live bytes after the event: region + overflow
-  uint32_t tag = 0;   // an allocation's tag, or the freed block's
-  uint8_t marks = 0;  // kMark*
+  uint64_t top = 0;      // region top after the event
+  uint64_t live = 0;     // live bytes after the event: region + overflow
+  uint32_t tag = 0;      // an allocation's tag, or the freed block's
+  uint8_t marks = 0;     // kMark*
+  uint64_t planned = 0;  // live bytes in planned blocks (ZARENA_FLAG_PLAN: plan_live_bytes)
 };
 inline constexpr uint8_t kMarkOverflow = 0x1;  // an allocation the overflow pool served
 inline constexpr uint8_t kMarkRefused = 0x2;   // an allocation that failed

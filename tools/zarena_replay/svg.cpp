@@ -28,6 +28,7 @@ const char* const kCapacityColour = "#c0182a";
 const char* const kResetColour = "#7a7a7a";
 const char* const kBoundaryColour = "#2e8b3a";
 const char* const kPinColour = "#7b3fa0";
+const char* const kPlannedColour = "#2ca25f";
 
 std::string num(double v) {
   char buf[32];
@@ -56,7 +57,7 @@ double nice_byte_step(double max, int want) {
 
 struct Column {
   bool any = false;
-  uint64_t top_min = 0, top_max = 0, live_max = 0;
+  uint64_t top_min = 0, top_max = 0, live_max = 0, planned_max = 0;
   uint8_t marks = 0;
 };
 
@@ -129,6 +130,7 @@ std::string render_svg(const PictureInput& in) {
     c.top_min = std::min(c.top_min, s.top);
     c.top_max = std::max(c.top_max, s.top);
     c.live_max = std::max(c.live_max, s.live);
+    c.planned_max = std::max(c.planned_max, s.planned);
     c.marks |= s.marks;
   }
   auto colx = [&](size_t c) { return kLeft + (double(c) + 0.5) * kPlotW / double(ncol); };
@@ -138,12 +140,14 @@ std::string render_svg(const PictureInput& in) {
   const std::string name = in.trace->info.arena_name;
   svg.text(kLeft, 28,
            "arena '" + shorten(name, 40) +
-               "': " + (in.verdict == "fits" ? std::string("fits") : "verdict " + in.verdict),
+               "': " + (in.verdict == "fits" ? std::string("fits") : "verdict " + in.verdict) +
+               (in.under_plan ? ", under step plans" : ""),
            "font-size=\"20\" font-weight=\"bold\" fill=\"" +
                std::string(in.verdict == "fits" ? "#222" : kCapacityColour) + "\"");
   std::string sub = std::to_string(tl.size()) + " events, " + std::to_string(r.allocs) +
                     " allocations, " + std::to_string(r.resets) + " resets; peak top " +
                     human_bytes(r.peak_top);
+  if (in.under_plan) sub += " (without plans " + human_bytes(in.dynamic_peak_top) + ")";
   if (in.capacity_known) sub += " of capacity " + human_bytes(in.capacity_bytes);
   if (r.overflow_allocs + r.refused > 0) {
     sub += "; " + std::to_string(r.overflow_allocs) + " overflow, " + std::to_string(r.refused) +
@@ -234,6 +238,24 @@ std::string render_svg(const PictureInput& in) {
     }
   }
 
+  // Planned blocks: their live bytes, from the bottom (the zone's blocks, whatever their
+  // offsets), so the part of the live line the plan served shows at a glance.
+  bool any_planned = false;
+  for (const auto& c : cols) any_planned = any_planned || c.planned_max > 0;
+  if (any_planned) {
+    std::string d, back;
+    bool first_col = true;
+    for (size_t c = 0; c < ncol; ++c) {
+      if (!cols[c].any) continue;
+      const std::string x = num(colx(c));
+      d += (first_col ? "M" : "L") + x + "," + num(Y(double(cols[c].planned_max))) + " ";
+      back = "L" + x + "," + num(Y(0)) + " " + back;
+      first_col = false;
+    }
+    svg.path(d + back + "Z", "class=\"planned\" fill=\"" + std::string(kPlannedColour) +
+                                 "\" fill-opacity=\"0.55\" stroke=\"" + kPlannedColour + "\"");
+  }
+
   // Resets and boundaries: one line per column at most. Resets in more than one column
   // in eight would grey the whole plot: they become a rug of ticks along its bottom.
   size_t reset_cols = 0;
@@ -321,6 +343,12 @@ std::string render_svg(const PictureInput& in) {
   };
   legend_line(kTopColour, reset_rug ? "top (peak per pixel)" : "top (offset)", "");
   legend_line(kLiveColour, "live bytes", "");
+  if (any_planned) {
+    svg.rect(lx, ly - 6, 22, 11,
+             "fill=\"" + std::string(kPlannedColour) + "\" fill-opacity=\"0.55\"");
+    svg.text(lx + 28, ly + 4, "planned blocks (live)", "font-size=\"12\" fill=\"#222\"");
+    ly += 20;
+  }
   if (draw_capacity) legend_line(kCapacityColour, "capacity", "8,4");
   if (r.resets + r.inserted_resets > 0) {
     legend_line(kResetColour, reset_rug ? "resets (ticks)" : "reset", "");

@@ -1,6 +1,7 @@
 // The picture: the arena over the replay, as SVG. Top and live bytes against the event
 // index, the capacity line, resets and step boundaries, overflow points, pins, live
-// bytes by tag (stacked, coloured) when the trace has tags, and the verdict in the title.
+// bytes by tag (stacked, coloured) when the trace has tags, live bytes in planned blocks
+// (under step plans), and the verdict in the title.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,11 @@ struct PictureInput {
   // counts events), and how they were found ("zarena_step_begin", "resets", ...).
   std::vector<uint64_t> step_starts;
   std::string steps_from;
+  // A replay under step plans (--plan): the title says so and gives the peak top of the
+  // replay without plans beside it. Planned blocks (Sample::planned) are drawn whenever
+  // the timeline has any: a green area from the bottom, in the legend.
+  bool under_plan = false;
+  uint64_t dynamic_peak_top = 0;
 };
 
 std::string render_svg(const PictureInput& in);
