@@ -77,19 +77,24 @@ zarena_core::ResolvedConfig everything_set() {
   return rc;
 }
 
+// The longest arena name a record can carry, with an identity as the arena gives it.
+zarena_core::LogSource long_source() {
+  return zarena_core::LogSource(std::string(g.name, 'n'), 1, nullptr);
+}
+
 // Every builder the library emits records from, at its most verbose.
 std::vector<LogRecord> every_record_type() {
   std::vector<LogRecord> out;
   for (const char* path : {"async", "sync", "capture_refused", "refused", "limit"}) {
-    out.push_back(zarena_core::first_overflow_record(huge_facts(path), std::string(g.name, 'n'),
+    out.push_back(zarena_core::first_overflow_record(huge_facts(path), long_source(),
                                                      std::string(g.text, 't') + " 1.0 GiB"));
     zarena_core::ExhaustionFacts resets = huge_facts(path);
     resets.resets = g.big;  // reset_stopped
-    out.push_back(zarena_core::first_overflow_record(resets, std::string(g.name, 'n')));
+    out.push_back(zarena_core::first_overflow_record(resets, long_source()));
     zarena_core::OverflowSummaryFacts sum;
     sum.last = resets;
     sum.overflow_epochs = sum.epochs = sum.unreported = g.big;
-    out.push_back(zarena_core::overflow_summary_record(sum, std::string(g.name, 'n')));
+    out.push_back(zarena_core::overflow_summary_record(sum, long_source()));
   }
   for (const char* verdict : {"never_reset", "reset_stopped"}) {
     zarena_core::CadenceFacts c;
@@ -98,15 +103,15 @@ std::vector<LogRecord> every_record_type() {
     c.offset_bytes = c.capacity_bytes = c.epoch_allocs = c.steps_to_full = g.big;
     c.resets = c.prior_epochs = g.big;
     c.steps_explicit = true;
-    out.push_back(zarena_core::reset_cadence_record(c, std::string(g.name, 'n')));
+    out.push_back(zarena_core::reset_cadence_record(c, long_source()));
   }
   zarena_core::StepRecordFacts step;
   step.epoch = step.steps = step.allocs = step.reuses = step.peak_bytes = g.big;
   step.capacity_bytes = step.overflow_allocs = step.overflow_peak_bytes = g.big;
   step.needed_bytes = g.big;
-  out.push_back(zarena_core::step_record(step, std::string(g.name, 'n')));
+  out.push_back(zarena_core::step_record(step, long_source()));
   out.push_back(zarena_core::overflow_slow_record(g.big, g.big, g.big, "capture_refused",
-                                                  std::string(g.name, 'n')));
+                                                  long_source()));
   out.push_back(zarena_core::config_record(everything_set(), std::string(g.text, 'd'),
                                            ZARENA_BACKEND_CUDA, ZARENA_OVERFLOW_ASYNC,
                                            std::string(g.text, 'f'), g.big, g.big));
@@ -114,14 +119,14 @@ std::vector<LogRecord> every_record_type() {
   std::memset(&s, 0, sizeof s);
   s.epoch = s.high_water_bytes = s.capacity_bytes = s.overflow_allocs = g.big;
   s.overflow_peak_bytes = s.stale_frees = s.invalid_frees = s.live_allocs = s.resets = g.big;
-  out.push_back(zarena_core::destroy_record(s, {g.big, g.big}, std::string(g.name, 'n')));
+  out.push_back(zarena_core::destroy_record(s, {g.big, g.big}, long_source()));
   zarena_core::ConfigProblem invalid{
       false, "ZARENA_OVERFLOW_RETAIN_BYTES", std::string(g.text, '9'), "too large", "512MiB", ""};
-  out.push_back(zarena_core::config_problem_record(invalid, std::string(g.name, 'n')));
+  out.push_back(zarena_core::config_problem_record(invalid, long_source()));
   zarena_core::ConfigProblem unknown{true, "ZARENA_" + std::string(g.text, 'Q'),
                                      "v",  "unknown variable",
                                      "",   "ZARENA_OVERFLOW_RETAIN_BYTES"};
-  out.push_back(zarena_core::config_problem_record(unknown, std::string(g.name, 'n')));
+  out.push_back(zarena_core::config_problem_record(unknown, long_source()));
   return out;
 }
 
