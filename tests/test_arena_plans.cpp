@@ -647,6 +647,28 @@ TEST(ArenaPlans, MisuseOfPlannedBlocks) {
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
+// Two planned instances of a step share a start (the second reuses the first's space).
+// After a reset reclaimed the second, a free naming its epoch is STALE, whichever of the
+// two the address leads to: the one freed earlier in that step is no "double free" then.
+TEST(ArenaPlans, FreeNamingAnEndedEpochIsStaleWhereInstancesShareAStart) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  zarena* a = make_plan_arena("plans-shared-start");
+  zarena_block first{}, second{};
+  bool shared = false;
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_EQ(zarena_alloc_ex(a, 4096, 0, &first), ZARENA_OK);
+    ASSERT_EQ(zarena_free(a, first.ptr), ZARENA_OK);
+    ASSERT_EQ(zarena_alloc_ex(a, 4096, 0, &second), ZARENA_OK);
+    shared = (second.flags & ZARENA_BLOCK_PLANNED) != 0 && second.ptr == first.ptr;
+    const uint64_t epoch = zarena_epoch(a);
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+    EXPECT_EQ(zarena_free_at(a, second.ptr, epoch), ZARENA_E_STALE) << "step " << step;
+    EXPECT_EQ(zarena_free_at(a, first.ptr, epoch), ZARENA_E_STALE) << "step " << step;
+  }
+  EXPECT_TRUE(shared) << "the plan did not serve both instances at one start";
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
 // zarena_plan_alloc_unplanned serves a request with the dynamic engine and leaves the plan
 // alone: under an engaged plan, its block is not planned, plan_hits do not move, and the
 // plan's next item is still served from the plan.

@@ -230,14 +230,16 @@ uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin, uint64_t want_epoch) c
 FreeOutcome PlanRun::free_slow(uint32_t id, uint64_t want_epoch, uint64_t* size) noexcept {
   if (id == kNone) return FreeOutcome::kNotOwned;
   uint64_t w = load(&view_.words[id]);
+  // A free naming an epoch is of a block of that epoch: if the instance at p was born in
+  // another, the caller's block is gone (STALE), whatever this instance's state.
+  if (want_epoch != ZARENA_ANY_EPOCH &&
+      __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED) != want_epoch) {
+    return FreeOutcome::kStale;
+  }
   for (;;) {
     if (plan_word::state(w) == plan_word::kFreed) return FreeOutcome::kDoubleFree;
     if (!plan_word::held(w)) return FreeOutcome::kNotOwned;
     if (!plan_word::is_live(w, cur_epoch())) return FreeOutcome::kStale;
-    if (want_epoch != ZARENA_ANY_EPOCH &&
-        __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED) != want_epoch) {
-      return FreeOutcome::kStale;
-    }
     if (plan_word::state(w) == plan_word::kDeferred) return FreeOutcome::kDoubleFree;
     const uint64_t want = plan_word::pins(w) > 0 ? (w & ~plan_word::kState) | plan_word::kDeferred
                                                  : (w & ~plan_word::kState) | plan_word::kFreed;
