@@ -30,16 +30,8 @@ void* const kLegacy = reinterpret_cast<void*>(0x1);     // cudaStreamLegacy
 void* const kPerThread = reinterpret_cast<void*>(0x2);  // cudaStreamPerThread
 
 zarena_config host_config(int32_t policy, void* stream = nullptr, uint32_t flags = 0) {
-  zarena_config c;
-  zarena_config_init(&c);
-  c.backend = ZARENA_BACKEND_HOST;
-  c.capacity_bytes = 4 * kKiB;
-  c.alignment = 256;
-  c.overflow_policy = policy;
-  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
-  c.flags = flags;
+  zarena_config c = zarena_test::host_overflow_config(4 * kKiB, "scope", policy, flags);
   c.stream = stream;
-  c.name = "scope";
   return c;
 }
 

@@ -39,16 +39,7 @@ using zarena_test::LogCapture;
 using zarena_test::stats_of;
 
 zarena_config host_config(uint64_t capacity, int32_t policy = ZARENA_OVERFLOW_REFUSE) {
-  zarena_config c;
-  zarena_config_init(&c);
-  c.backend = ZARENA_BACKEND_HOST;
-  c.capacity_bytes = capacity;
-  c.alignment = 256;
-  c.overflow_policy = policy;
-  c.overflow_limit_bytes = ZARENA_OVERFLOW_UNLIMITED;
-  c.flags = 0;
-  c.name = "semantics";
-  return c;
+  return zarena_test::host_overflow_config(capacity, "semantics", policy);
 }
 
 // An arena of the host backend, whose fault injector the tests drive.
