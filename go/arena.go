@@ -244,7 +244,7 @@ func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 // allocFailed logs the failed queued frees an allocation applied and returns the
 // allocation's own error (nil when only the frees failed).
 func (a *Arena) allocFailed(status C.zarena_status, msg *C.char) error {
-	a.errs.logPending(a.name)
+	a.errs.logPending(a.name, a.id)
 	return callError(status, msg)
 }
 
@@ -332,7 +332,7 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 			a.overflowed(blocks[i].Flags)
 		}
 	}
-	a.errs.logPending(a.name)
+	a.errs.logPending(a.name, a.id)
 	return callError(r.status, r.err)
 }
 

@@ -174,7 +174,7 @@ func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64) error {
 	if p == 0 || s.n >= s.limit {
 		err := a.freeUnqueued(s, p, epoch)
 		s.mu.Unlock()
-		a.errs.logPending(a.name)
+		a.errs.logPending(a.name, a.id)
 		return err
 	}
 	s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
@@ -186,7 +186,7 @@ func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64) error {
 	}
 	a.applyShard(s) // full: applied at once
 	s.mu.Unlock()
-	a.errs.logPending(a.name)
+	a.errs.logPending(a.name, a.id)
 	return nil
 }
 
@@ -291,7 +291,7 @@ func (a *Arena) lockAll(op string) (C.uintptr_t, error) {
 
 func (a *Arena) unlockAll() {
 	a.unlockShards()
-	a.errs.logPending(a.name)
+	a.errs.logPending(a.name, a.id)
 }
 
 // whole makes call with every shard locked, after every queued free was applied: nothing
@@ -390,7 +390,7 @@ func (e *freeErrors) record(fe *FreeError) {
 }
 
 // logPending logs what record noted, with no shard lock held (the logger may block).
-func (e *freeErrors) logPending(arena string) {
+func (e *freeErrors) logPending(arena string, id uint64) {
 	if !e.toLog.Load() {
 		return
 	}
@@ -412,7 +412,8 @@ func (e *freeErrors) logPending(arena string) {
 			Event: "go.free_failed",
 			Message: fmt.Sprintf("%v (%d queued frees of this arena failed so far; "+
 				"Arena.FreeErrors lists the latest, FreeNow reports at once)", fe, r.count),
-			Arena: arena,
+			Arena:   arena,
+			ArenaID: id,
 		})
 	}
 }

@@ -187,6 +187,9 @@ func TestQueuedDoubleFreeReported(t *testing.T) {
 	if !ok || r.Level != LevelWarn || !containsAll(r.Message, "double free", "queued free") {
 		t.Fatalf("no go.free_failed record for the double free: %+v", r)
 	}
+	if r.ArenaID != a.ID() || r.Handle() != a {
+		t.Fatalf("go.free_failed names arena %d (%p), want %d (%p)", r.ArenaID, r.Handle(), a.ID(), a)
+	}
 }
 
 // Tensors freed by finalizers, from 8 goroutines at once, with explicit frees mixed in:
