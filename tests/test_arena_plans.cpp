@@ -703,4 +703,60 @@ TEST(ArenaPlans, AllocUnplannedDoesNotAskThePlan) {
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
+// The zone is pinned region blocks to the region, but no user pin: pinned_bytes and
+// pinned_peak_bytes count only the blocks the user pinned, planned or dynamic.
+TEST(ArenaPlans, ZoneIsNoUserPin) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  zarena* a = make_plan_arena("plans-pins");
+  constexpr uint64_t kPlanned = 4096, kDynamic = 8192;
+  zarena_block b[3];
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kPlanned, 0, &x), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
+  }
+  zarena_stats s = stats_of(a);
+  ASSERT_GT(s.plan_zone_bytes, 0u) << "no zone: the test proves nothing";
+  ASSERT_GT(s.plan_hits, 0u);
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_EQ(s.pinned_blocks, 0u);
+  EXPECT_EQ(s.pinned_peak_bytes, 0u);
+  ASSERT_EQ(zarena_reset_peak_stats(a), ZARENA_OK);
+  s = stats_of(a);
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_EQ(s.pinned_peak_bytes, 0u);
+
+  // A planned block and a dynamic block pinned by the user: exactly their bytes.
+  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+  zarena_block dyn;
+  ASSERT_EQ(zarena_plan_alloc_unplanned(a, kDynamic, 0, &dyn), ZARENA_OK) << zarena_last_error();
+  ASSERT_EQ(dyn.flags & ZARENA_BLOCK_PLANNED, 0u);
+  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kPlanned, 0, &x), ZARENA_OK);
+  ASSERT_NE(b[0].flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve";
+  ASSERT_EQ(zarena_pin(a, b[0].ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_pin(a, b[0].ptr), ZARENA_OK);  // a second pin: no more bytes
+  ASSERT_EQ(zarena_pin(a, dyn.ptr), ZARENA_OK);
+  s = stats_of(a);
+  EXPECT_EQ(s.pinned_bytes, kPlanned + kDynamic);
+  EXPECT_EQ(s.pinned_blocks, 2u);
+  EXPECT_EQ(s.pinned_peak_bytes, kPlanned + kDynamic);
+  ASSERT_EQ(zarena_reset_peak_stats(a), ZARENA_OK);
+  EXPECT_EQ(stats_of(a).pinned_peak_bytes, kPlanned + kDynamic);
+  ASSERT_EQ(zarena_unpin(a, b[0].ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_unpin(a, b[0].ptr), ZARENA_OK);
+  s = stats_of(a);
+  EXPECT_EQ(s.pinned_bytes, kDynamic);
+  EXPECT_EQ(s.pinned_peak_bytes, kPlanned + kDynamic);
+  ASSERT_EQ(zarena_unpin(a, dyn.ptr), ZARENA_OK);
+  for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_free(a, dyn.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+  s = stats_of(a);
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_EQ(s.pinned_blocks, 0u);
+  ASSERT_EQ(zarena_reset_peak_stats(a), ZARENA_OK);
+  EXPECT_EQ(stats_of(a).pinned_peak_bytes, 0u);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
 }  // namespace

@@ -102,11 +102,11 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
 
 Result Arena::pin_planned(PlanRun& run, void* ptr, bool pin) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  if (pin) return pin_error(run.pin(p), ptr, "zarena_pin");
+  if (pin) return pin_error(run.pin(p, &pin_tally_), ptr, "zarena_pin");
   // The last unpin of a block freed while pinned frees it: poison first, as for a free.
   if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, true, kAnyEpoch);
   uint64_t freed = 0;
-  const Result r = pin_error(run.unpin(p, &freed), ptr, "zarena_unpin");
+  const Result r = pin_error(run.unpin(p, &freed, &pin_tally_), ptr, "zarena_unpin");
   emit_queued_warnings();
   return r;
 }
@@ -273,8 +273,9 @@ bool Arena::reserve_zone(uint64_t bytes, Zone* out) noexcept {
     PinOutcome o = PinOutcome::kNotOwned;
     try {
       ok = region_.alloc(s, aligned, 0, &p);
-      // Pinned: resets leave it where it is; the plan decides what in it is live.
-      if (ok) o = region_.pin(s, p.offset);
+      // Pinned: resets leave it where it is; the plan decides what in it is live. A zone
+      // pin, not a user pin: pinned_peak_bytes does not count it.
+      if (ok) o = region_.pin_zone(s, p.offset);
       if (ok && o == PinOutcome::kOk) {
         // Under the slot lock: a stats snapshot sees the block and the zone together.
         std::lock_guard<SpinLock> g(zone_mu_);

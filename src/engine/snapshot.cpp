@@ -79,6 +79,9 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
     out->pinned_bytes -= s.plan_zone_block;
     out->pinned_blocks -= zb;
   }
+  // The planned blocks the user pinned (the zone's own pin, above, is none of the user's).
+  out->pinned_bytes += p.pinned_bytes;
+  out->pinned_blocks += p.pinned_count;
   out->poison_fills += s.plan_fills;
   out->plan_steps = p.steps;
   out->plan_hits = p.hits;

@@ -251,7 +251,7 @@ FreeOutcome PlanRun::free_slow(uint32_t id, uint64_t want_epoch, uint64_t* size)
   }
 }
 
-PinOutcome PlanRun::pin(uintptr_t p) noexcept {
+PinOutcome PlanRun::pin(uintptr_t p, PinTally* tally) noexcept {
   const uint32_t id = instance_at(p - view_.zone);
   if (id == kNone) return PinOutcome::kNotOwned;
   uint64_t w = load(&view_.words[id]);
@@ -261,15 +261,22 @@ PinOutcome PlanRun::pin(uintptr_t p) noexcept {
     if (!plan_word::is_live(w, cur_epoch())) return PinOutcome::kStale;
     if (plan_word::state(w) == plan_word::kDeferred) return PinOutcome::kFreed;
     if (plan_word::pins(w) == plan_word::kMaxPins) return PinOutcome::kTooMany;
+    const bool first = plan_word::pins(w) == 0;
+    const uint64_t size = inst_[id].size;
+    if (first && tally != nullptr) tally->add(size);
     if (__atomic_compare_exchange_n(&view_.words[id], &w, w + plan_word::kPinOne, false,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-      if (plan_word::pins(w) == 0) __atomic_fetch_add(&pinned_, 1, __ATOMIC_RELAXED);
+      if (first) {
+        __atomic_fetch_add(&pinned_, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&pinned_bytes_, size, __ATOMIC_RELAXED);
+      }
       return PinOutcome::kOk;
     }
+    if (first && tally != nullptr) tally->sub(size);
   }
 }
 
-PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size) noexcept {
+PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally) noexcept {
   *freed_size = 0;
   const uint32_t id = instance_at(p - view_.zone);
   if (id == kNone) return PinOutcome::kNotOwned;
@@ -285,7 +292,11 @@ PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size) noexcept {
     if (completes) want = (want & ~plan_word::kState) | plan_word::kFreed;
     if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
-      if (last) __atomic_fetch_sub(&pinned_, 1, __ATOMIC_RELAXED);
+      if (last) {
+        __atomic_fetch_sub(&pinned_bytes_, inst_[id].size, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&pinned_, 1, __ATOMIC_RELAXED);
+        if (tally != nullptr) tally->sub(inst_[id].size);
+      }
       if (completes) *freed_size = inst_[id].size;
       return PinOutcome::kOk;
     }

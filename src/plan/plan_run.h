@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/outcomes.h"
+#include "base/pin_tally.h"
 #include "plan/plan.h"
 #include "zarena/zarena_plan.h"
 
@@ -158,9 +159,17 @@ class PlanRun {
   // want_epoch: as free()'s (a free naming another epoch is refused: 0).
   uint64_t live_size(uintptr_t p, bool last_unpin,
                      uint64_t want_epoch = ZARENA_ANY_EPOCH) const noexcept;
-  PinOutcome pin(uintptr_t p) noexcept;
+  // tally (may be null): told of the instance's first pin and last unpin, as the region's
+  // pins tell it (pinned_peak_bytes). A first pin adds its bytes before its
+  // compare-and-swap and takes them back if that fails, so that a last unpin never takes
+  // bytes away before they were added; only a pin racing another pin or a free of the same
+  // block can leave its bytes in the peak.
+  PinOutcome pin(uintptr_t p, PinTally* tally = nullptr) noexcept;
   // *freed_size: the size of a block whose deferred free the last unpin completed, else 0.
-  PinOutcome unpin(uintptr_t p, uint64_t* freed_size) noexcept;
+  PinOutcome unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally = nullptr) noexcept;
+  // Pinned instances now: their bytes and count.
+  uint64_t pinned_bytes() const { return __atomic_load_n(&pinned_bytes_, __ATOMIC_RELAXED); }
+  uint64_t pinned_count() const { return __atomic_load_n(&pinned_, __ATOMIC_RELAXED); }
 
   // --- control: the library's, under the arena's whole-arena lock ------------------------
   bool engaged() const { return (load(view_.state) & ZARENA_PLAN_ENGAGED) != 0; }
@@ -286,6 +295,7 @@ class PlanRun {
   // Instances with pins now (pin and unpin keep it): a reset re-stamps them, and skips
   // the scan when there are none.
   uint64_t pinned_ = 0;
+  uint64_t pinned_bytes_ = 0;
 };
 
 }  // namespace zarena_core

@@ -342,8 +342,11 @@ void StepPlans::stats(PlanStats* out) const {
     // done counting.
     PlanRun* zr = zone_run_.load(std::memory_order_acquire);
     out->hits = out->live_bytes = out->live_count = 0;
+    out->pinned_bytes = out->pinned_count = 0;
     for (const auto& r : runs_) {
       if (r.get() != zr) out->hits += r->hits();
+      out->pinned_bytes += r->pinned_bytes();
+      out->pinned_count += r->pinned_count();
     }
     if (zr != nullptr) {
       uint64_t hits = 0;

@@ -88,6 +88,7 @@ struct PlanStats {
   uint64_t learned = 0;                     // plans laid out
   uint64_t zone_bytes = 0;                  // the zone held now (0: none)
   uint64_t live_bytes = 0, live_count = 0;  // planned blocks live now
+  uint64_t pinned_bytes = 0, pinned_count = 0;  // planned blocks the user pinned, now
 };
 
 class StepPlans {

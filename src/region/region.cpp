@@ -678,7 +678,7 @@ bool Region::inside_live_block(uint64_t offset) const {
   return live_block_containing(offset, kInteriorScan, &start) != Within::kNone;
 }
 
-PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside) {
+PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally) {
   const uint32_t r = map_.at(offset);
   if (r == kNil) return PinOutcome::kNotOwned;
   Block& b = store_[r];
@@ -707,12 +707,13 @@ PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside) {
       pinned_remove(r);
       continue;
     }
-    if (cfg_.pin_tally != nullptr) cfg_.pin_tally->add(b.len());
+    if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->add(b.len());
     return PinOutcome::kOk;
   }
 }
 
-PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size) {
+PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size,
+                            bool tally) {
   *freed_size = 0;
   const uint32_t r = map_.at(offset);
   if (r == kNil) return PinOutcome::kNotOwned;
@@ -744,7 +745,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
         continue;
       }
       pinned_remove(r);
-      if (cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(b.len());
+      if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(b.len());
       return PinOutcome::kOk;
     }
     // Deferred: the free happens now, exactly as zarena_free would have done it.
@@ -755,7 +756,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
     if (!b.word.compare_exchange_strong(w, nw, std::memory_order_acq_rel)) continue;
     pinned_remove(r);
     const uint64_t size = b.len();
-    if (cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(size);
+    if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(size);
     *freed_size = size;
     s.c.live_bytes -= static_cast<int64_t>(size);
     --s.c.live_count;

@@ -158,6 +158,9 @@ class Region {
   bool inside_live_block(uint64_t offset) const;
   // A last unpin of a block freed while pinned frees it: *freed_size then gets its size.
   PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_t* start = nullptr);
+  // Pins the block that starts at offset for a plan's zone: as pin(), but the pin is no
+  // user pin and stays out of cfg_.pin_tally (pinned_peak_bytes); unclaim() undoes it.
+  PinOutcome pin_zone(Slot& s, uint64_t offset) { return pin_at(s, offset, offset, false); }
   // Where offset lies: strictly inside a live block (kLiveBlock, *start gets its start), in
   // none, or not known (no boundary of the current layout within max_granules below it).
   // The answer may be out of date at once: pin_at and unpin_at check it again. The caller
@@ -317,8 +320,10 @@ class Region {
   // that kept pinned blocks (the top then lies in no span).
   void release_kept(Slot& s, uint32_t rec);
   // pin / unpin of the block that starts at offset and whose end lies above `inside`.
-  PinOutcome pin_at(Slot& s, uint64_t offset, uint64_t inside);
-  PinOutcome unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size);
+  // tally false: the pin transition is left out of cfg_.pin_tally (a plan's zone).
+  PinOutcome pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally = true);
+  PinOutcome unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size,
+                      bool tally = true);
   uint64_t free_word(uint64_t w, uint8_t owner) const;
   void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
   template <typename Fn>

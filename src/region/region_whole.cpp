@@ -470,8 +470,8 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
     make_live(&counted, rec, b.len(), 0, 0);
     pinned_add(rec);
     Block& lb = store_[rec];
+    // The zone's pin is no user pin: it stays out of cfg_.pin_tally (unclaim undoes it).
     lb.word.store(Word::with_pins(lb.load_word(), 1), std::memory_order_release);
-    if (cfg_.pin_tally != nullptr) cfg_.pin_tally->add(lb.len());
   };
   for (uint32_t rec : hits) {
     central_index_.remove(store_, rec);
@@ -498,7 +498,8 @@ void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
     uint64_t freed = 0, size = 0;
     // Freed while pinned, then unpinned: the free takes effect at the unpin.
     (void)free(s, r.offset, kAnyEpoch, &size);
-    (void)unpin(s, r.offset, &freed);
+    // The zone's own pin (claim_w, pin_zone): not in the pin tally.
+    (void)unpin_at(s, r.offset, r.offset, &freed, /*tally=*/false);
   }
 }
 
