@@ -27,3 +27,9 @@ add_custom_target(zarena_abi_baseline
   DEPENDS zarena
   COMMENT "Regenerating ${ZARENA_ABI_BASELINE}"
   VERBATIM)
+
+# The Go binding's dlopen table (go/dlopen.h): every function it loads is called through
+# the loaded pointer, and is a symbol of the map.
+add_test(NAME go_dlopen_table COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_dlopen_table.py
+  ${PROJECT_SOURCE_DIR})
+set_tests_properties(go_dlopen_table PROPERTIES LABELS "abi" TIMEOUT 60)
