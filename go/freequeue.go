@@ -146,17 +146,17 @@ func (a *Arena) lockHome(here uintptr) *shard {
 // other; only when shardProbes shards are all held (a whole-arena call holds every one)
 // does it wait, for its home.
 func (a *Arena) lockBusy(i uint32) *shard {
-	s := &a.shards[i]
+	// With fewer shards than probes a probe comes round to the home itself: a TryLock that
+	// takes it is the lock (never Lock it again on top).
 	for k := uint32(1); k < shardProbes; k++ {
 		if t := &a.shards[(i+k)&a.mask]; t.mu.TryLock() {
-			s = t
-			break
+			t.busy++ // counted on the shard it locked: no write shared between shards
+			return t
 		}
 	}
-	if s == &a.shards[i] {
-		s.mu.Lock()
-	}
-	s.busy++ // counted on the shard it locked: no write shared between shards
+	s := &a.shards[i]
+	s.mu.Lock()
+	s.busy++
 	return s
 }
 

@@ -657,3 +657,17 @@ func TestCloseRacingCalls(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// With fewer shards than probes, lockBusy's probes come round to the home: one that takes
+// it holds it (it must not lock it a second time, which would never return).
+func TestLockBusyWithOneShard(t *testing.T) {
+	a := newHostShards(t, Config{CapacityBytes: miB}, 1)
+	s := a.lockBusy(0)
+	if s != &a.shards[0] {
+		t.Fatalf("lockBusy locked shard %p, want the only one", s)
+	}
+	if a.shards[0].mu.TryLock() {
+		t.Fatal("lockBusy returned without holding the shard")
+	}
+	s.mu.Unlock()
+}
