@@ -137,7 +137,8 @@ std::vector<Item> random_step(std::mt19937_64& rng) {
 }
 
 struct Loop {
-  explicit Loop(uint64_t seed) : rng(seed), plans(true, kGranule) {}
+  explicit Loop(uint64_t seed, uint64_t budget = StepPlans::kRunBudgetBytes)
+      : rng(seed), plans(true, kGranule, budget) {}
 
   std::mt19937_64 rng;
   StepPlans plans;
@@ -420,6 +421,34 @@ TEST(StepPlans, NoRoomForTheZoneKeepsLearning) {
   run_loop(L, random_step(rng), 10, 0, false);
   L.plans.stats(&st);
   EXPECT_GT(L.served, 0u);
+}
+
+// Every plan made stays (bindings read its memory without a call) within a budget of host
+// memory: a loop whose step keeps changing makes plans until the next one would pass it,
+// then learns no more; the plans made keep their memory, and the steps stay safe.
+TEST(StepPlans, PlansKeptStayWithinTheirBudget) {
+  constexpr uint64_t kBudget = 256 << 10;
+  Loop L(13, kBudget);
+  std::mt19937_64 rng(17);
+  PlanStats st;
+  uint64_t learned_before = 0;
+  int shapes = 0;
+  for (; shapes < 200; ++shapes) {
+    run_loop(L, random_step(rng), 6, 0, shapes % 2 == 0);
+    if (::testing::Test::HasFatalFailure()) return;
+    L.plans.stats(&st);
+    ASSERT_LE(st.host_bytes, kBudget) << "shape " << shapes;
+    if (st.learned == learned_before && shapes > 20 && !L.plans.learning()) break;
+    learned_before = st.learned;
+  }
+  EXPECT_LT(shapes, 200) << "learning never stopped: the budget was never reached";
+  EXPECT_GT(st.host_bytes, kBudget / 2) << "stopped long before the budget";
+  EXPECT_EQ(st.host_budget, kBudget);
+  const uint64_t learned = st.learned;
+  run_loop(L, random_step(rng), 6, 0, false);  // another shape: no new plan
+  L.plans.stats(&st);
+  EXPECT_LE(st.learned, learned + 1);  // one laid out at most, never published
+  EXPECT_LE(st.host_bytes, kBudget);
 }
 
 TEST(StepPlans, ThreadsOutsideThePlanGoToTheDynamicEngine) {

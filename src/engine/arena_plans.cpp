@@ -240,11 +240,19 @@ void Arena::log_plan_events(const PlanEvents& e) {
   }
   if ((e.no_room || !e.failure.empty()) && log_enabled(ZARENA_LOG_WARN)) {
     LogRecord rec(log_events::kPlanFailed, source_);
-    rec.message(e.no_room ? fmt::format("a learned step plan needs {} in one piece and the region "
-                                        "has no such room; the steps stay dynamic",
-                                        human_bytes(e.peak_bytes))
-                          : fmt::format("a step could not be planned ({}); the steps stay dynamic",
-                                        e.failure));
+    if (e.no_room) {
+      rec.message(fmt::format("a learned step plan needs {} in one piece and the region has "
+                              "no such room; the steps stay dynamic",
+                              human_bytes(e.peak_bytes)));
+    } else if (e.budget) {
+      rec.message(fmt::format("the step plans this arena made hold {} of host memory, the most "
+                              "an arena keeps ({}): no new plan is learned, the ones made keep "
+                              "serving the steps they fit",
+                              human_bytes(e.host_bytes), human_bytes(e.host_budget)));
+    } else {
+      rec.message(
+          fmt::format("a step could not be planned ({}); the steps stay dynamic", e.failure));
+    }
     rec.add_string("reason", e.no_room ? std::string("no_room") : e.failure);
     log_emit(rec);
   }

@@ -38,7 +38,8 @@ bool same_items(const std::vector<LearnedItem>& a, const std::vector<LearnedItem
 
 }  // namespace
 
-StepPlans::StepPlans(bool enabled, uint64_t granule) : enabled_(enabled), granule_(granule) {
+StepPlans::StepPlans(bool enabled, uint64_t granule, uint64_t run_budget_bytes)
+    : enabled_(enabled), granule_(granule), run_budget_(run_budget_bytes) {
   if (enabled_) start_learning();
 }
 
@@ -198,9 +199,11 @@ std::unique_ptr<PlanRun> StepPlans::make_run(PlanEvents* events) {
     return nullptr;
   }
   std::lock_guard<SpinLock> g(stats_mu_);
-  if (run_bytes_ + run->host_bytes() > kRunBudgetBytes) {
+  if (run_bytes_ + run->host_bytes() > run_budget_) {
     events->budget = true;
     events->failure = "budget";
+    events->host_bytes = run_bytes_;
+    events->host_budget = run_budget_;
     return nullptr;
   }
   try {
@@ -438,6 +441,7 @@ void StepPlans::stats(PlanStats* out) const {
       out->deferred = t.deferred;
     }
     out->host_bytes = run_bytes_;
+    out->host_budget = run_budget_;
   }
   out->zone_bytes = zone_bytes_.load(std::memory_order_relaxed);
 }

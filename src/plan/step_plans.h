@@ -106,7 +106,8 @@ struct PlanEvents {
   bool engaged = false;    // a plan serves the next step
   bool abandoned = false;  // the step that just ended left its plan
   bool no_room = false;    // a learned plan found no room for its zone
-  bool budget = false;     // the plans kept hold StepPlans::kRunBudgetBytes: learning stopped
+  bool budget = false;     // the plans kept hold their budget: learning stopped
+  uint64_t host_bytes = 0, host_budget = 0;  // budget: what they hold, and the budget
   std::string failure;     // the planner refused (too large), or ran out of memory
   // learned: the plan's facts
   uint32_t items = 0, planned = 0, period = 0;
@@ -130,6 +131,7 @@ struct PlanStats {
   uint64_t pinned_bytes = 0, pinned_count = 0;  // planned blocks the user pinned, now
   uint64_t deferred = 0;    // planned blocks freed while pinned, live until their last unpin
   uint64_t host_bytes = 0;  // host memory the plans kept hold
+  uint64_t host_budget = 0;  // ... at most
 };
 
 class StepPlans {
@@ -137,12 +139,13 @@ class StepPlans {
   // Steps of up to this many allocations are laid out at the boundary itself.
   static constexpr uint32_t kInlineItems = 4096;
   // Host memory the plans an arena made may hold (zarena_plan.h: a plan's memory stays
-  // valid until destroy, for bindings that read it without a call). Once a new plan would
-  // go beyond it, learning stops (arena.plan_failed, reason "budget"); the plans made so
-  // far keep serving.
+  // valid until destroy, for bindings that read it without a call; a thread of the
+  // library's own may still be inside a replaced run). Once a new plan would go beyond
+  // it, learning stops (arena.plan_failed, reason "budget"); the plans made keep serving.
   static constexpr uint64_t kRunBudgetBytes = uint64_t{64} << 20;
 
-  StepPlans(bool enabled, uint64_t granule);
+  // run_budget_bytes: kRunBudgetBytes but in tests.
+  StepPlans(bool enabled, uint64_t granule, uint64_t run_budget_bytes = kRunBudgetBytes);
   ~StepPlans();
   StepPlans(const StepPlans&) = delete;
   StepPlans& operator=(const StepPlans&) = delete;
@@ -235,6 +238,7 @@ class StepPlans {
 
   const bool enabled_;
   const uint64_t granule_;
+  const uint64_t run_budget_;
   StepLearner learner_;
   std::atomic<bool> learning_{false};
   bool budget_spent_ = false;  // learning stopped for good (kRunBudgetBytes)
