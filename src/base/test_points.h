@@ -9,8 +9,12 @@
 namespace zarena_core::test_points {
 
 enum class Point {
-  kZoneUnpublished,  // a zone's run no longer answers for it; its pieces are not back yet
-  kRegionWalk,       // Region::live_blocks_w walks every block
+  kZoneUnpublished,   // a zone's run no longer answers for it; its pieces are not back yet
+  kRegionWalk,        // Region::live_blocks_w walks every block
+  kPlanPinChecked,    // PlanRun::pin judged the instance live, before its compare-and-swap
+  kPlanUnpinned,      // PlanRun::unpin took a last pin off, before the pin counters follow
+  kPlanWalkInstance,  // PlanRun::live_instances between two instances
+  kPlanEngaging,      // a new run is about to take its epoch and engage
 };
 
 using Hook = void (*)(Point, void* ctx);

@@ -6,8 +6,8 @@
 
 namespace zarena_core {
 
-void StepLearner::on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t thread,
-                           uint64_t epoch) {
+uint64_t StepLearner::on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t thread,
+                               uint64_t epoch) {
   std::lock_guard<SpinLock> g(mu_);
   const auto at = static_cast<uint32_t>(cur_.items.size());
   cur_.items.push_back(Item{size, epoch, tag, thread, 0, Item::Freed::kOpen, false});
@@ -17,6 +17,7 @@ void StepLearner::on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t 
     cur_.items.pop_back();
     throw;
   }
+  return cur_.items.size();
 }
 
 void StepLearner::on_free(uintptr_t ptr) {

@@ -42,8 +42,8 @@ struct LearnedStep {
 
 class StepLearner {
  public:
-  // epoch: the epoch the block was handed out in.
-  void on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t thread, uint64_t epoch);
+  // epoch: the epoch the block was handed out in. Returns the step's allocations so far.
+  uint64_t on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t thread, uint64_t epoch);
   void on_free(uintptr_t ptr);
   // A pinned block is not part of a plan (it may outlive any step).
   void on_pin(uintptr_t ptr);

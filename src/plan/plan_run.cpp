@@ -6,6 +6,7 @@
 #include <new>
 
 #include "base/spin_lock.h"
+#include "base/test_points.h"
 
 namespace zarena_core {
 
@@ -313,6 +314,7 @@ PinOutcome PlanRun::pin(uintptr_t p, PinTally* tally) noexcept {
     if (plan_word::pins(w) == plan_word::kMaxPins) return PinOutcome::kTooMany;
     const bool first = plan_word::pins(w) == 0;
     const uint64_t size = inst_[id].size;
+    test_points::hit(test_points::Point::kPlanPinChecked);
     if (first && tally != nullptr) tally->add(size);
     if (__atomic_compare_exchange_n(&view_.words[id], &w, w + plan_word::kPinOne, false,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -343,6 +345,7 @@ PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally) no
     if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
       if (last) {
+        test_points::hit(test_points::Point::kPlanUnpinned);
         __atomic_fetch_sub(&pinned_bytes_, inst_[id].size, __ATOMIC_RELAXED);
         __atomic_fetch_sub(&pinned_, 1, __ATOMIC_RELAXED);
         if (tally != nullptr) tally->sub(inst_[id].size);
@@ -457,6 +460,7 @@ void PlanRun::live_instances(std::vector<LiveInstance>* out) noexcept {
     for (uint64_t id = 0; id < inst; ++id) {
       const uint64_t w = load(&view_.words[id]);
       if (!plan_word::is_live(w, e)) continue;
+      test_points::hit(test_points::Point::kPlanWalkInstance);
       out->push_back(LiveInstance{view_.zone + view_.offset[id], view_.item_size[id % view_.n],
                                   __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED),
                                   static_cast<uint32_t>(plan_word::pins(w)),

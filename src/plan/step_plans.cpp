@@ -5,6 +5,8 @@
 #include <mutex>
 #include <new>
 
+#include "base/test_points.h"
+
 namespace zarena_core {
 
 namespace {
@@ -60,7 +62,14 @@ void StepPlans::stop_learning() {
 void StepPlans::learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag, uint32_t thread,
                             uint64_t epoch) noexcept {
   try {
-    learner_.on_alloc(ptr, aligned, tag, thread, epoch);
+    const uint64_t n = learner_.on_alloc(ptr, aligned, tag, thread, epoch);
+    const uint64_t most =
+        boundary_seen_.load(std::memory_order_relaxed) ? kMaxStepItems : kMaxFirstStepItems;
+    if (__builtin_expect(n > most, 0) && !step_too_long_.exchange(true)) {
+      // No plan for so long a step: stop recording it; the next boundary starts over.
+      learning_.store(false, std::memory_order_relaxed);
+      learner_.clear();
+    }
   } catch (...) {  // host memory: this step cannot be learned; the next boundary starts over
     learner_.clear();
   }
@@ -216,6 +225,7 @@ std::unique_ptr<PlanRun> StepPlans::make_run(PlanEvents* events) {
 }
 
 void StepPlans::publish_locked(PlanRun* r, Zone z, const RegionNow& now) {
+  test_points::hit(test_points::Point::kPlanEngaging);
   r->set_zone(z.base);
   zone_ = std::move(z);
   zone_persistent_ = false;
@@ -317,6 +327,16 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
 void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
   if (!enabled_) return;
   std::lock_guard<SpinLock> g(boundary_mu_);
+  boundary_seen_.store(true, std::memory_order_relaxed);
+  if (step_too_long_.exchange(false)) {
+    // The step that ended was too long to learn: learning starts over with the next one
+    // (unless a plan serves or the learning pauses meanwhile).
+    if (engaged_.load(std::memory_order_relaxed) == nullptr && pause_steps_ == 0 &&
+        !budget_spent_) {
+      start_learning();
+    }
+    return;
+  }
   if (PlanRun* run = engaged_.load(std::memory_order_relaxed)) {
     if (run->end_step()) {
       std::lock_guard<SpinLock> s(stats_mu_);

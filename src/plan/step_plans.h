@@ -102,13 +102,13 @@ class ZoneOps {
 
 // What the boundary hook did, for the arena's log records (built with no lock held).
 struct PlanEvents {
-  bool learned = false;    // a plan was laid out now
-  bool engaged = false;    // a plan serves the next step
-  bool abandoned = false;  // the step that just ended left its plan
-  bool no_room = false;    // a learned plan found no room for its zone
-  bool budget = false;     // the plans kept hold their budget: learning stopped
+  bool learned = false;                      // a plan was laid out now
+  bool engaged = false;                      // a plan serves the next step
+  bool abandoned = false;                    // the step that just ended left its plan
+  bool no_room = false;                      // a learned plan found no room for its zone
+  bool budget = false;                       // the plans kept hold their budget: learning stopped
   uint64_t host_bytes = 0, host_budget = 0;  // budget: what they hold, and the budget
-  std::string failure;     // the planner refused (too large), or ran out of memory
+  std::string failure;  // the planner refused (too large), or ran out of memory
   // learned: the plan's facts
   uint32_t items = 0, planned = 0, period = 0;
   uint64_t peak_bytes = 0, lower_bound_bytes = 0, plan_ns = 0;
@@ -129,8 +129,8 @@ struct PlanStats {
   uint64_t zone_bytes = 0;                  // the zone held now (0: none)
   uint64_t live_bytes = 0, live_count = 0;  // planned blocks live now
   uint64_t pinned_bytes = 0, pinned_count = 0;  // planned blocks the user pinned, now
-  uint64_t deferred = 0;    // planned blocks freed while pinned, live until their last unpin
-  uint64_t host_bytes = 0;  // host memory the plans kept hold
+  uint64_t deferred = 0;     // planned blocks freed while pinned, live until their last unpin
+  uint64_t host_bytes = 0;   // host memory the plans kept hold
   uint64_t host_budget = 0;  // ... at most
 };
 
@@ -143,6 +143,12 @@ class StepPlans {
   // library's own may still be inside a replaced run). Once a new plan would go beyond
   // it, learning stops (arena.plan_failed, reason "budget"); the plans made keep serving.
   static constexpr uint64_t kRunBudgetBytes = uint64_t{64} << 20;
+  // The most allocations one step may have to be learned: a longer step is not recorded
+  // past it (the learner's memory stays bounded in a program that marks no steps; the
+  // planner's largest steps are of this order). Until an arena's first boundary, a step
+  // is given up much sooner: a program that marks no steps pays for learning only once.
+  static constexpr uint64_t kMaxStepItems = uint64_t{1} << 20;
+  static constexpr uint64_t kMaxFirstStepItems = uint64_t{1} << 16;
 
   // run_budget_bytes: kRunBudgetBytes but in tests.
   StepPlans(bool enabled, uint64_t granule, uint64_t run_budget_bytes = kRunBudgetBytes);
@@ -242,6 +248,10 @@ class StepPlans {
   StepLearner learner_;
   std::atomic<bool> learning_{false};
   bool budget_spent_ = false;  // learning stopped for good (kRunBudgetBytes)
+  // The step being recorded passed the most items a step may have (kMaxStepItems): the
+  // learner waits for the next boundary. boundary_seen_: a boundary came since create.
+  std::atomic<bool> step_too_long_{false};
+  std::atomic<bool> boundary_seen_{false};
   // Backoff: steps that did not repeat in a row; learning pauses for a while after many.
   uint32_t misses_in_a_row_ = 0;
   uint32_t pause_steps_ = 0;
