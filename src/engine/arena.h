@@ -278,7 +278,7 @@ class Arena final : private RegionHooks, private ZoneOps {
 
   ArenaDiagnosis diag_;
 
-  // Step plans: off unless ZARENA_FLAG_PLAN (and never with a trace: the trace records
+  // Step plans: on unless ZARENA_FLAG_NO_PLAN (and never with a trace: the trace records
   // what the dynamic engine does, for replay). They own the zone (StepPlans::zone_w).
   StepPlans plans_;
   std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free or reset

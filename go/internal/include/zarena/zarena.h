@@ -269,10 +269,8 @@ ZARENA_API const char* zarena_last_error(void);
  * steps that are never reset: no "arena.reset_cadence" warning, and an overflow is never
  * diagnosed never_reset or reset_stopped (see zarena_diagnose) */
 #define ZARENA_FLAG_NO_RESETS 0x80u
-/* (1.2) step plans: learn a repeating step (zarena_step_begin or zarena_reset marks where
- * steps begin) and serve it from a packed plan, with no allocator work per block (see
- * "Step plans" and docs/PLANS.md). Off with a trace file (the trace records the dynamic
- * engine) */
+/* (1.2) step plans on. Since 1.3 they are on by default (ZARENA_FLAG_NO_PLAN turns them
+ * off), so this flag changes nothing; kept for programs that set it */
 #define ZARENA_FLAG_PLAN 0x100u
 /* (1.1) the "arena.first_overflow" (or "arena.overflow_summary") record of an overflow
  * that succeeds is built and handed to the log callback (or stderr) by the allocating
@@ -282,6 +280,13 @@ ZARENA_API const char* zarena_last_error(void);
  * (the epoch's first overflow; later overflows of the epoch log nothing). No lock is
  * held while the callback runs (see "Logging"). Off by default */
 #define ZARENA_FLAG_DIAGNOSE_SYNC 0x200u
+/* (1.3) step plans off. Plans are on by default: the arena learns a repeating step
+ * (zarena_step_begin or zarena_reset marks where steps begin) and serves it from a packed
+ * plan, with no allocator work per block (see "Step plans" and docs/PLANS.md). A program
+ * whose steps never repeat pays for the learning now and then only. ZARENA_PLAN=0 sets
+ * this flag, ZARENA_PLAN=1 clears it. Plans are off with a trace file (the trace records
+ * the dynamic engine) */
+#define ZARENA_FLAG_NO_PLAN 0x400u
 
 /* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
 #define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
