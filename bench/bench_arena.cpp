@@ -86,10 +86,12 @@ BENCHMARK(BM_ArenaStepWithReset);
 
 // A repeating step (zarena_step_begin, then 64 allocations of the repeating sizes, each
 // freed after the next one is made), per alloc+free pair: Arg(0) the dynamic engine,
-// Arg(1) under a step plan (ZARENA_FLAG_PLAN: learned in the first two steps, then every
-// request is served from the plan). The ratio of the two is the plan's saving.
+// Arg(1) under a step plan (the default: learned in the first two steps, then every
+// request is served from the plan; Arg(0) sets ZARENA_FLAG_NO_PLAN). The ratio of the two
+// is the plan's saving.
 void BM_StepPairs(benchmark::State& state) {
-  zarena* a = zarena_bench::make_quiet_host_arena(kCapacity, state.range(0) ? ZARENA_FLAG_PLAN : 0);
+  zarena* a = zarena_bench::make_quiet_host_arena(kCapacity,
+                                                  state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN);
   for (auto _ : state) {
     zarena_step_begin(a);
     void* prev = nullptr;
@@ -111,6 +113,37 @@ void BM_StepPairs(benchmark::State& state) {
   zarena_destroy(a);
 }
 BENCHMARK(BM_StepPairs)->Arg(0)->Arg(1);
+
+// A loop whose steps never repeat (the shapes change every step: a sequence length per
+// batch), per step of 256 allocations, half freed, then a reset: Arg(0) plans off
+// (ZARENA_FLAG_NO_PLAN), Arg(1) the default. What the learning costs such a loop (the
+// target: at most 2 %), and its peak (high_water_MiB: no higher with plans on).
+void BM_NeverRepeatingSteps(benchmark::State& state) {
+  zarena* a = zarena_bench::make_quiet_host_arena(kCapacity,
+                                                  state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN);
+  zarena_bench::Rng rng{0x9E3779B97F4A7C15ull};
+  std::vector<void*> blocks(256);
+  uint64_t step = 0;
+  for (auto _ : state) {
+    zarena_step_begin(a);
+    const uint64_t len = 1 + (++step % 61);  // this step's "sequence length"
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      zarena_alloc(a, 256 * (1 + (rng.next() % 64) * len % 512), &blocks[k]);
+      benchmark::DoNotOptimize(blocks[k]);
+      if (k % 2 == 1) zarena_free(a, blocks[k - 1]);
+    }
+    zarena_reset(a);
+  }
+  zarena_stats st;
+  st.struct_size = sizeof st;
+  zarena_get_stats(a, &st);
+  state.counters["high_water_MiB"] = static_cast<double>(st.high_water_bytes) / (1 << 20);
+  state.counters["plans_learned"] = static_cast<double>(st.plans_learned);
+  state.counters["plan_hits"] = static_cast<double>(st.plan_hits);
+  state.SetItemsProcessed(state.iterations() * 256);
+  zarena_destroy(a);
+}
+BENCHMARK(BM_NeverRepeatingSteps)->Arg(0)->Arg(1);
 
 // The baseline design: first-fit over a linked free list (no index), same layout.
 class ScanningArena {

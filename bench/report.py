@@ -51,6 +51,8 @@ def main() -> int:
           f"{ratio('BM_ArenaAllocFree/10000', 'BM_ScanningArenaAllocFree/10000'):.4f}")
     print(f"  step pairs under a plan / dynamic           "
           f"{ratio('BM_StepPairs/1', 'BM_StepPairs/0'):.2f}")
+    print(f"  never-repeating steps, plans on / off       "
+          f"{ratio('BM_NeverRepeatingSteps/1', 'BM_NeverRepeatingSteps/0'):.3f}  (target <= 1.02)")
     for name in ("BM_StepPairs/0", "BM_StepPairs/1"):
         if name in med:
             per_pair = med[name] / 64 * (1000 if unit[name] == "us" else 1)

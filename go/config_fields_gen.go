@@ -24,7 +24,8 @@ const (
 	FlagStrictConfig    Flags = 0x20  // invalid configuration or unknown `ZARENA_*` variables fail create
 	FlagStepRecords     Flags = 0x40  // log an `arena.step` record at every reset
 	FlagNoResets        Flags = 0x80  // the program frees what it allocates and never resets (a general-purpose pool, as `zarena.torch`): no reset warnings or verdicts
-	FlagPlan            Flags = 0x100 // learn repeating steps and serve them from a packed plan (docs/PLANS.md)
+	FlagPlan            Flags = 0x100 // (1.2) plans on; they are on by default since 1.3, so it changes nothing
+	FlagNoPlan          Flags = 0x400 // step plans off (on by default: the arena learns a repeating step and serves it from a packed plan, docs/PLANS.md)
 	FlagDiagnoseSync    Flags = 0x200 // the diagnosis of an overflow that succeeds is logged before the allocating call returns (not by the reporter thread)
 )
 

@@ -25,7 +25,7 @@
 // different processors neither share a lock nor wait for each other; whole-arena calls
 // (Reset, Stats, Close, ...) apply every queued free first.
 //
-// Step plans (FlagPlan, ZARENA_PLAN=1): when a step repeats, the library lays it out once
+// Step plans (on by default; FlagNoPlan, ZARENA_PLAN=0 turn them off): when a step repeats, the library lays it out once
 // and the binding serves the step's planned allocations and their frees itself, from C
 // memory the library publishes (zarena/zarena_plan.h), with no cgo call per tensor; the
 // step boundary (StepBegin, Reset, Step) is the one crossing a step. Requests the plan does

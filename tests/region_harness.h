@@ -112,6 +112,10 @@ class RegionHarness : public RegionHooks {
     region_.snapshot_w(&s);
     return s;
   }
+  std::string describe(uint64_t off) {
+    Region::WriterLock w(region_);
+    return region_.describe_w(off);
+  }
   std::string invariants() {
     Region::WriterLock w(region_);
     return region_.check_invariants_w();

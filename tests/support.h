@@ -289,6 +289,19 @@ inline zarena_stats stats_of(const zarena* a) {
   return s;
 }
 
+// A variable set for the guard's scope (the suites start with none of ZARENA_*, ZERFOO_*,
+// ZTENSOR_*: tests/isolate.h), unset after.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~EnvGuard() { unsetenv(name_); }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  const char* name_;
+};
+
 // Where the region lies and how it is used (zarena_region_info), zeroed first.
 inline zarena_region region_of(zarena* a) {
   zarena_region r;

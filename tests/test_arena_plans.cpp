@@ -491,8 +491,25 @@ TEST(ArenaPlans, StatsSeePlannedAllocationsWhole) {
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
-TEST(ArenaPlans, OffByDefault) {
-  zarena* a = make_host_arena(kCapacity, "no-plans");
+// Plans are on by default (1.3): a host arena made with no flag at all plans the steps;
+// ZARENA_FLAG_NO_PLAN, or ZARENA_PLAN=0, turns them off.
+TEST(ArenaPlans, OnByDefault) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  zarena* a = make_host_arena(kCapacity, "plans-default");
+  std::mt19937_64 rng(3);
+  Model m(a);
+  run_steps(a, m, rng, 6, 0, true, "default");
+  EXPECT_GT(m.planned(), 0u);
+  EXPECT_GE(stats_of(a).plans_learned, 1u);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
+TEST(ArenaPlans, NoPlanTurnsThemOff) {
+  EnvGuard env("ZARENA_PLAN", "0");
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  EXPECT_NE(cfg.flags & ZARENA_FLAG_NO_PLAN, 0u) << "ZARENA_PLAN=0";
+  zarena* a = make_host_arena(kCapacity, "no-plans", ZARENA_OVERFLOW_REFUSE, ZARENA_FLAG_NO_PLAN);
   std::mt19937_64 rng(3);
   Model m(a);
   run_steps(a, m, rng, 6, 0, true, "off");

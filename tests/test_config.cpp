@@ -16,14 +16,7 @@ using zarena_test::Record;
 
 namespace {
 
-class Env {
- public:
-  Env(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~Env() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using Env = zarena_test::EnvGuard;
 
 std::string source_of(const ResolvedConfig& r, const std::string& field) {
   for (const auto& s : r.sources) {

@@ -69,7 +69,7 @@ TEST(ConfigTable, RowsAreInStructOrderWithUniqueKeysAndFlagBits) {
   EXPECT_EQ(bits, ZARENA_FLAG_MANAGED | ZARENA_FLAG_POISON | ZARENA_FLAG_OVERFLOW_PREWARM |
                       ZARENA_FLAG_EXPANDABLE | ZARENA_FLAG_MANAGED_FALLBACK |
                       ZARENA_FLAG_STRICT_CONFIG | ZARENA_FLAG_STEP_RECORDS | ZARENA_FLAG_NO_RESETS |
-                      ZARENA_FLAG_PLAN | ZARENA_FLAG_DIAGNOSE_SYNC);
+                      ZARENA_FLAG_PLAN | ZARENA_FLAG_DIAGNOSE_SYNC | ZARENA_FLAG_NO_PLAN);
 }
 
 TEST(ConfigTable, EveryVariableIsUniqueAndItsExampleIsValid) {
@@ -146,7 +146,7 @@ TEST(ConfigTable, GenericAccessRoundTrips) {
     zarena_core::set_field_number(&c, f, v);
     EXPECT_EQ(zarena_core::field_number(c, f), v) << f.key;
   }
-  EXPECT_EQ(c.flags, 0xFFu | ZARENA_FLAG_PLAN | ZARENA_FLAG_DIAGNOSE_SYNC);
+  EXPECT_EQ(c.flags, 0xFFu | ZARENA_FLAG_PLAN | ZARENA_FLAG_DIAGNOSE_SYNC | ZARENA_FLAG_NO_PLAN);
   EXPECT_EQ(c.overflow_policy, ZARENA_OVERFLOW_REFUSE);
   EXPECT_EQ(c.poison_word, 7u);
   EXPECT_EQ(c.trim_keep_bytes, 7u);

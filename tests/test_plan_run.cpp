@@ -69,10 +69,10 @@ TEST(PlanRun, ALateFreeEndsThePlanBeforeTheSpaceIsHandedOut) {
   EXPECT_EQ(run.miss_index(), 2u);
   EXPECT_FALSE(run.engaged());
   EXPECT_EQ(run.alloc(512, 0, &b), PlanRun::Alloc::kLibrary) << "the rest of the step is dynamic";
-  uint64_t bytes = 0, count = 0;
-  run.live_totals(&bytes, &count);
-  EXPECT_EQ(bytes, 768u);
-  EXPECT_EQ(count, 2u);
+  PlanRun::Totals t;
+  run.totals(&t);
+  EXPECT_EQ(t.live_bytes, 768u);
+  EXPECT_EQ(t.live_count, 2u);
   EXPECT_FALSE(run.end_step());
 }
 
@@ -126,9 +126,9 @@ TEST(PlanRun, FreeErrorsChangeNothing) {
   EXPECT_EQ(run.free(b.ptr, 3, &size), FreeOutcome::kStale) << "another epoch named";
   ASSERT_EQ(run.free(b.ptr, 0, &size), FreeOutcome::kOk);
   EXPECT_EQ(run.free(b.ptr, ZARENA_ANY_EPOCH, &size), FreeOutcome::kDoubleFree);
-  uint64_t bytes = 0, count = 0;
-  run.live_totals(&bytes, &count);
-  EXPECT_EQ(count, 1u);
+  PlanRun::Totals t;
+  run.totals(&t);
+  EXPECT_EQ(t.live_count, 1u);
   run.set_epoch(1);  // a reset: A is reclaimed
   EXPECT_EQ(run.free(a.ptr, ZARENA_ANY_EPOCH, &size), FreeOutcome::kStale);
   EXPECT_FALSE(run.any_live());
@@ -183,12 +183,12 @@ TEST(PlanRun, PersistentInstancesSurviveResets) {
 // One step of a loop: x (freed at once), y (freed at the step's end), g (freed early in
 // the next step, like a gradient), w (never freed).
 void loop_step(StepLearner& l, uintptr_t base, uintptr_t* g_prev, bool with_w) {
-  l.on_alloc(base + 0, 1024, 1, 9);
+  l.on_alloc(base + 0, 1024, 1, 9, 0);
   if (*g_prev != 0) l.on_free(*g_prev);
-  l.on_alloc(base + 1024, 512, 2, 9);
+  l.on_alloc(base + 1024, 512, 2, 9, 0);
   l.on_free(base + 0);
-  l.on_alloc(base + 4096, 256, 3, 11);
-  if (with_w) l.on_alloc(base + 8192 + base / 16, 256, 4, 9);
+  l.on_alloc(base + 4096, 256, 3, 11, 0);
+  if (with_w) l.on_alloc(base + 8192 + base / 16, 256, 4, 9, 0);
   l.on_free(base + 1024);
   *g_prev = base + 4096;
 }
@@ -226,20 +226,20 @@ TEST(StepLearner, ADifferentStepIsNotARepetition) {
   EXPECT_TRUE(l.end_step(&s)) << "two equal steps in a row";
   // The previous step's block freed at another point: the step is still the same (the
   // plan takes that point from the latest step).
-  l.on_alloc(0x40000, 1024, 1, 9);
-  l.on_alloc(0x41000, 512, 2, 9);
+  l.on_alloc(0x40000, 1024, 1, 9, 0);
+  l.on_alloc(0x41000, 512, 2, 9, 0);
   l.on_free(0x40000);
   l.on_free(g);
-  l.on_alloc(0x44000, 256, 3, 11);
+  l.on_alloc(0x44000, 256, 3, 11, 0);
   l.on_free(0x41000);
   ASSERT_TRUE(l.end_step(&s));
   EXPECT_EQ(s.items[2].freed, LearnedItem::Freed::kNextStep);
   EXPECT_EQ(s.items[2].before, 2u);
   // A block of its own step freed at another point: not the same.
-  l.on_alloc(0x50000, 1024, 1, 9);
+  l.on_alloc(0x50000, 1024, 1, 9, 0);
   l.on_free(0x44000);
-  l.on_alloc(0x51000, 512, 2, 9);
-  l.on_alloc(0x54000, 256, 3, 11);
+  l.on_alloc(0x51000, 512, 2, 9, 0);
+  l.on_alloc(0x54000, 256, 3, 11, 0);
   l.on_free(0x50000);
   l.on_free(0x51000);
   EXPECT_FALSE(l.end_step(&s));

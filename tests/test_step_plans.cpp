@@ -27,13 +27,14 @@ constexpr uintptr_t kDynamic = uintptr_t{1} << 40;  // the dynamic engine's bloc
 // them) unless `obstacles` is off; a zone that cannot be claimed falls back to one block.
 class FakeZones final : public ZoneOps {
  public:
-  bool zone_window(PlanWindow* where) noexcept override {
+  bool zone_window(const Zone&, PlanWindow* where) noexcept override {
     if (!obstacles) return false;
     where->window = 0;
     where->obstacles = {{0, kGranule}, {4 * kGranule, 2 * kGranule}};
     return true;
   }
-  bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept override {
+  bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out,
+                  UnderLock publish) noexcept override {
     if (refuse || refuse_claim) return false;
     if (refuse_next_claims > 0) {
       --refuse_next_claims;
@@ -50,19 +51,26 @@ class FakeZones final : public ZoneOps {
     if (at < bytes) out->pieces.push_back({at, bytes - at});
     take(bytes, out);
     ++claimed;
+    publish(now());
     return true;
   }
-  bool reserve_zone(uint64_t bytes, Zone* out) noexcept override {
+  bool reserve_zone(uint64_t bytes, Zone* out, UnderLock publish) noexcept override {
     if (refuse) return false;
     out->base = next_;
     out->pieces.assign(1, plan::ByteRange{0, bytes});
     take(bytes, out);
+    publish(now());
     return true;
   }
-  void release_zone(const Zone& zone) noexcept override {
+  void release_zone(const Zone& zone, UnderLock unpublish) noexcept override {
+    unpublish(now());
     ++released;
     held -= zone.bytes();
   }
+  void under_lock(UnderLock fn) noexcept override { fn(now()); }
+  RegionNow now() const { return RegionNow{epoch, floor}; }
+  uint64_t epoch = 0;   // the region's, as the loop's resets move it
+  uintptr_t floor = 0;  // no floor
   bool refuse = false, refuse_claim = false, obstacles = true;
   int refuse_next_claims = 0;  // the window changed since the layout: refused, laid out again
   int reserved = 0, released = 0, claimed = 0;
@@ -129,7 +137,8 @@ std::vector<Item> random_step(std::mt19937_64& rng) {
 }
 
 struct Loop {
-  explicit Loop(uint64_t seed) : rng(seed), plans(true, kGranule) {}
+  explicit Loop(uint64_t seed, uint64_t budget = StepPlans::kRunBudgetBytes)
+      : rng(seed), plans(true, kGranule, budget) {}
 
   std::mt19937_64 rng;
   StepPlans plans;
@@ -149,7 +158,7 @@ struct Loop {
     }
     const uintptr_t p = next_dynamic;
     next_dynamic += size;
-    if (plans.learning()) plans.learn_alloc(p, size, tag, thread);
+    if (plans.learning()) plans.learn_alloc(p, size, tag, thread, epoch);
     model.add(p, size, false, where);
     return p;
   }
@@ -213,7 +222,8 @@ struct Loop {
   }
   // Every block not pinned is reclaimed; the program forgets them.
   void reset() {
-    plans.on_reset_locked(++epoch);
+    zones.epoch = ++epoch;
+    plans.on_reset_locked(epoch);
     for (auto it = model.live_.begin(); it != model.live_.end();) {
       if (it->second.pins == 0) {
         it = model.live_.erase(it);
@@ -221,10 +231,11 @@ struct Loop {
         ++it;
       }
     }
-    if (plans.learning()) {  // as the arena: what survived, in address order
-      std::vector<uintptr_t> survivors;
-      for (const auto& [p, b] : model.live_) survivors.push_back(p);
-      plans.learn_reset(survivors);
+    if (plans.learning()) {  // as the arena: what survived (pinned), in address order
+      StepLearner::ResetSurvivors kept;
+      kept.ended_epoch = epoch - 1;
+      for (const auto& [p, b] : model.live_) kept.pinned.push_back(p);
+      plans.learn_reset(kept);
     }
     boundary();
   }
@@ -410,6 +421,34 @@ TEST(StepPlans, NoRoomForTheZoneKeepsLearning) {
   run_loop(L, random_step(rng), 10, 0, false);
   L.plans.stats(&st);
   EXPECT_GT(L.served, 0u);
+}
+
+// Every plan made stays (bindings read its memory without a call) within a budget of host
+// memory: a loop whose step keeps changing makes plans until the next one would pass it,
+// then learns no more; the plans made keep their memory, and the steps stay safe.
+TEST(StepPlans, PlansKeptStayWithinTheirBudget) {
+  constexpr uint64_t kBudget = 256 << 10;
+  Loop L(13, kBudget);
+  std::mt19937_64 rng(17);
+  PlanStats st;
+  uint64_t learned_before = 0;
+  int shapes = 0;
+  for (; shapes < 200; ++shapes) {
+    run_loop(L, random_step(rng), 6, 0, shapes % 2 == 0);
+    if (::testing::Test::HasFatalFailure()) return;
+    L.plans.stats(&st);
+    ASSERT_LE(st.host_bytes, kBudget) << "shape " << shapes;
+    if (st.learned == learned_before && shapes > 20 && !L.plans.learning()) break;
+    learned_before = st.learned;
+  }
+  EXPECT_LT(shapes, 200) << "learning never stopped: the budget was never reached";
+  EXPECT_GT(st.host_bytes, kBudget / 2) << "stopped long before the budget";
+  EXPECT_EQ(st.host_budget, kBudget);
+  const uint64_t learned = st.learned;
+  run_loop(L, random_step(rng), 6, 0, false);  // another shape: no new plan
+  L.plans.stats(&st);
+  EXPECT_LE(st.learned, learned + 1);  // one laid out at most, never published
+  EXPECT_LE(st.host_bytes, kBudget);
 }
 
 TEST(StepPlans, ThreadsOutsideThePlanGoToTheDynamicEngine) {

@@ -39,6 +39,8 @@ FLAG_STRICT_CONFIG = 0x20
 FLAG_STEP_RECORDS = 0x40
 FLAG_NO_RESETS = 0x80
 FLAG_DIAGNOSE_SYNC = 0x200  # the diagnosis of a successful overflow is out before alloc returns
+FLAG_PLAN = 0x100  # (1.2) plans on: they are on by default since 1.3
+FLAG_NO_PLAN = 0x400  # step plans off (on by default; ZARENA_PLAN=0)
 
 # zarena_block.flags (Arena.alloc_ex)
 BLOCK_OVERFLOW = 0x1

@@ -18,14 +18,15 @@ enum class FreeOutcome {
   kNotOwned,    // not the start of a block of this store
   kDoubleFree,  // freed before
   kStale,       // a reset reclaimed it, or the epoch named is not the block's
+  kZone,        // region: a piece of a step plan's zone (the plan answers; never a status)
 };
 
 // The status a free reports for its outcome (a deferred free is accepted). The table
 // follows the enum's order.
-static_assert(static_cast<int>(FreeOutcome::kStale) == 4, "free_status's table order");
+static_assert(static_cast<int>(FreeOutcome::kZone) == 5, "free_status's table order");
 inline Status free_status(FreeOutcome o) {
-  constexpr Status kStatus[] = {Status::kOk, Status::kOk, Status::kNotOwned, Status::kDoubleFree,
-                                Status::kStale};
+  constexpr Status kStatus[] = {Status::kOk,         Status::kOk,    Status::kNotOwned,
+                                Status::kDoubleFree, Status::kStale, Status::kNotOwned};
   return kStatus[static_cast<int>(o)];
 }
 
@@ -36,6 +37,7 @@ enum class PinOutcome {
   kStale,      // a reset reclaimed it
   kNotPinned,  // unpin of a block with no pin
   kTooMany,    // the block holds the most pins it can
+  kZone,       // region: a piece of a step plan's zone (the plan answers)
 };
 
 }  // namespace zarena_core

@@ -151,6 +151,7 @@ int value_fit(Syntax syntax, const char* const* enum_names, uint32_t enum_count,
     case Syntax::kLogLevel:
       return digit || value.empty() ? 2 : 1;
     case Syntax::kSwitch:
+    case Syntax::kSwitchOff:
       return 2;
     default:
       return digit ? 1 : 2;

@@ -81,6 +81,7 @@ enum class Syntax : uint8_t {
   kMillis,            // decimal milliseconds, stored as nanoseconds
   kWord,              // decimal, or hexadecimal with 0x, fitting 32 bits
   kSwitch,            // 1/true/yes/on, 0/false/no/off/empty
+  kSwitchOff,         // a switch that turns its flag off: 0/false/no/off sets the flag
   kNonEmpty,          // on when set to anything but "" (ztensor's reading of its switches)
   kText,              // non-empty, no blanks at either end
   kLogLevel,          // a ZARENA_LOG_LEVEL name
@@ -306,9 +307,14 @@ inline constexpr FieldSpec kConfigFields[] = {
               "pool, as `zarena.torch`): no reset warnings or verdicts",
               "off"),
     ZARENA_FLAG_FIELD("plan", ZARENA_FLAG_PLAN)
-        .var("ZARENA_PLAN", Syntax::kSwitch, "1")
         .go("FlagPlan", "Flags", GoKind::kFlag)
-        .docs("learn repeating steps and serve them from a packed plan (docs/PLANS.md)", "off"),
+        .docs("(1.2) plans on; they are on by default since 1.3, so it changes nothing", "off"),
+    ZARENA_FLAG_FIELD("no_plan", ZARENA_FLAG_NO_PLAN)
+        .var("ZARENA_PLAN", Syntax::kSwitchOff, "0")
+        .go("FlagNoPlan", "Flags", GoKind::kFlag)
+        .docs("step plans off (on by default: the arena learns a repeating step and serves it "
+              "from a packed plan, docs/PLANS.md)",
+              "off: plans on"),
     ZARENA_FLAG_FIELD("diagnose_sync", ZARENA_FLAG_DIAGNOSE_SYNC)
         .var("ZARENA_DIAGNOSE_SYNC", Syntax::kSwitch, "1")
         .go("FlagDiagnoseSync", "Flags", GoKind::kFlag)

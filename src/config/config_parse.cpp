@@ -251,13 +251,14 @@ bool parse_value(Syntax syntax, const char* text, const char* const* enum_names,
     case Syntax::kWord:
       if (!precheck_number(text, why) && why->rfind("hexadecimal", 0) != 0) return false;
       return parse_word(text, out, why);
-    case Syntax::kSwitch: {
+    case Syntax::kSwitch:
+    case Syntax::kSwitchOff: {
       bool b = false;
       if (!parse_env_bool(text, &b)) {
         *why = "not a switch (1, true, yes, on / 0, false, no, off)";
         return false;
       }
-      *out = b ? 1 : 0;
+      *out = (b ? 1 : 0) ^ (syntax == Syntax::kSwitchOff ? 1 : 0);
       return true;
     }
     case Syntax::kNonEmpty:

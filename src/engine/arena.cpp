@@ -193,10 +193,9 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
       diag_(rc.cfg.capacity_bytes, rc.log_source(), (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0),
-      plans_((rc.cfg.flags & ZARENA_FLAG_PLAN) != 0 && rc.trace_file.empty(), rc.cfg.alignment) {
+      plans_((rc.cfg.flags & ZARENA_FLAG_NO_PLAN) == 0 && rc.trace_file.empty(), rc.cfg.alignment) {
   scope_stream_.store(rc.cfg.stream, std::memory_order_relaxed);
   region_.set_fill_enabled(poison_on_.load());
-  sync_plan_flags();
 }
 
 Arena::~Arena() = default;
@@ -285,6 +284,14 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
     uint64_t capture_id = 0;
     if (cap && !blocks.empty()) (void)backend_->capture_id(&capture_id);
     const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
+    // Blocks of the program's allocator go back to it at once, capture or not: their fill
+    // is skipped during a capture (the others wait, and are filled when they go back).
+    if (cap && poison_on_.load(std::memory_order_relaxed)) {
+      const auto custom = std::count_if(blocks.begin(), blocks.end(), [](const OverflowBlock& b) {
+        return b.route == OverflowRoute::kCustom;
+      });
+      if (custom != 0) note_poison_skipped(static_cast<uint64_t>(custom));
+    }
     OverflowPool::FillFn fill = poison ? &Arena::fill_overflow : nullptr;
     if (!cap && overflow_.has_deferred()) r = overflow_.flush_deferred(fill, this);
     const Result now = overflow_.give_back(blocks, cap, capture_id, fill, this);
@@ -383,9 +390,9 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
     trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
   }
   region_.leave(s);
-  if (__builtin_expect(flags & kLearning, 0)) {
+  if (__builtin_expect(plans_.learning(), 0)) {
     plans_.learn_alloc(reinterpret_cast<uintptr_t>(base_ + p.offset), aligned, tag,
-                       Region::thread_number());
+                       Region::thread_number(), epoch);
   }
   out->ptr = base_ + p.offset;
   out->epoch = epoch;
@@ -422,7 +429,7 @@ __attribute__((always_inline)) inline Status Arena::alloc_dynamic(uint64_t size,
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
-  if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanEngaged, 0)) {
+  if (__builtin_expect(plans_.engaged(), 0)) {
     return alloc_under_plan(size, aligned, tag, out);  // a jump: no frame set up here
   }
   return alloc_dynamic(size, aligned, tag, out);
@@ -533,9 +540,9 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
                        zarena_trace::AllocOutcome::kOverflow, ZARENA_OK, epoch, tag);
     }
     region_.leave(s);
-    if (fast_path_flags_.load(std::memory_order_relaxed) & kLearning) {
+    if (plans_.learning()) {
       plans_.learn_alloc(reinterpret_cast<uintptr_t>(a.block.ptr), aligned, tag,
-                         Region::thread_number());
+                         Region::thread_number(), epoch);
     }
   } else {
     epoch = region_.epoch();
@@ -607,8 +614,14 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
     }
     if (__builtin_expect(o != FreeOutcome::kOk && o != FreeOutcome::kDeferred, 0)) {
-      o = interior_or(o, want_epoch, region_.epoch(),
-                      [&] { return region_.inside_live_block(off); });
+      // A piece of the plan's zone: the plan answers, when it holds the zone.
+      if (o == FreeOutcome::kZone) {
+        if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(ptr))) {
+          region_.leave(s);
+          return free_planned(*run, ptr, want_epoch);
+        }
+      }
+      o = refine_refusal(s, From::kRegion, ptr, o, want_epoch);
     }
     // Loaded after the free: the free may have queued a note (a poison fill skipped).
     const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
@@ -622,7 +635,10 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
     }
     if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
       region_.leave(s);
-      if (__builtin_expect(flags & ~kTracing, 0)) after_free_flags(flags, ptr);
+      if (__builtin_expect(flags & kWarningsQueued, 0)) emit_queued_warnings();
+      if (__builtin_expect(plans_.learning(), 0)) {
+        plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
+      }
       if (__builtin_expect(diag_.wants_free(), 0)) diag_.on_free(size, s.id);
       return Status::kOk;
     }
@@ -642,9 +658,7 @@ Status Arena::free_with_zone(void* ptr, uint64_t want_epoch) noexcept {
 Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
   if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
-    if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kPlanZone, 0)) {
-      return free_with_zone(ptr, want_epoch);
-    }
+    if (__builtin_expect(plans_.has_zone(), 0)) return free_with_zone(ptr, want_epoch);
     return free_region(ptr, want_epoch);
   }
   if (ptr == nullptr) return Status::kOk;
@@ -669,11 +683,6 @@ Status Arena::free_refused(Slot& s, FreeOutcome o, void* ptr, uint64_t want_epoc
   return free_error(o, ptr, true, epoch);
 }
 
-void Arena::after_free_flags(uint32_t flags, void* ptr) {
-  if (flags & kLearning) plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
-  if (flags & kWarningsQueued) emit_queued_warnings();
-}
-
 Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   Slot& s = region_.enter();
   const uint64_t epoch = region_.epoch();
@@ -696,8 +705,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
     ++s.c.invalid_frees;
   }
   region_.leave(s);
-  if ((o == FreeOutcome::kOk || o == FreeOutcome::kDeferred) &&
-      (fast_path_flags_.load(std::memory_order_relaxed) & kLearning)) {
+  if ((o == FreeOutcome::kOk || o == FreeOutcome::kDeferred) && plans_.learning()) {
     plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
   }
   if (o == FreeOutcome::kOk) {
@@ -752,6 +760,7 @@ Result Arena::pin_error(PinOutcome o, void* ptr, const char* what) {
     case PinOutcome::kOk:
       return Result::ok();
     case PinOutcome::kNotOwned:
+    case PinOutcome::kZone:  // pin_region answers for the zone itself: never seen here
       return Result::fail(
           Status::kNotOwned,
           fmt::format("{}({}): not inside a live block of arena '{}'", what, ptr, source_.name));
@@ -787,20 +796,14 @@ zarena_trace::TraceAddr Arena::pin_trace_addr(bool in_region, uint64_t start_off
 
 Result Arena::pin(void* ptr) {
   if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_pin: ptr is NULL");
-  const char* p = static_cast<const char*>(ptr);
-  const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
-  if (flags & kPlanZone) {
-    if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(p))) {
-      return pin_planned(*run, ptr, true);
-    }
-  }
-  const bool in_region = contains(p);
-  uint64_t start_offset = in_region ? static_cast<uint64_t>(p - base_) : 0;
+  const bool in_region = contains(ptr);
+  uint64_t start_offset = in_region ? static_cast<uint64_t>(static_cast<char*>(ptr) - base_) : 0;
   void* start = ptr;
+  uint64_t unused = 0;
   Slot& s = region_.enter();
   PinOutcome o;
   try {
-    o = in_region ? region_.pin(s, start_offset, &start_offset)
+    o = in_region ? pin_region(s, ptr, true, &start_offset, &unused)
                   : overflow_.pin(ptr, region_.epoch(), &start);
   } catch (...) {
     region_.leave(s);
@@ -812,23 +815,18 @@ Result Arena::pin(void* ptr) {
   }
   region_.leave(s);
   // A pinned block may outlive any step: it is no part of one.
-  if (r.is_ok() && (flags & kLearning)) {
+  if (r.is_ok() && plans_.learning()) {
     plans_.learn_pin(in_region ? reinterpret_cast<uintptr_t>(base_ + start_offset)
                                : reinterpret_cast<uintptr_t>(start));
   }
+  emit_queued_warnings();
   return r;
 }
 
 Result Arena::unpin(void* ptr) {
   if (ptr == nullptr) return Result::fail(Status::kInvalidArgument, "zarena_unpin: ptr is NULL");
-  const char* p = static_cast<const char*>(ptr);
-  if (fast_path_flags_.load(std::memory_order_relaxed) & kPlanZone) {
-    if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(p))) {
-      return pin_planned(*run, ptr, false);
-    }
-  }
-  const bool in_region = contains(p);
-  uint64_t start_offset = in_region ? static_cast<uint64_t>(p - base_) : 0;
+  const bool in_region = contains(ptr);
+  uint64_t start_offset = in_region ? static_cast<uint64_t>(static_cast<char*>(ptr) - base_) : 0;
   void* start = ptr;
   Slot& s = region_.enter();
   // Before the unpin: the last one completes a deferred free (space to other slots).
@@ -837,7 +835,7 @@ Result Arena::unpin(void* ptr) {
   OverflowBlock block;
   uint64_t freed = 0;
   try {
-    o = in_region ? region_.unpin(s, start_offset, &freed, &start_offset)
+    o = in_region ? pin_region(s, ptr, false, &start_offset, &freed)
                   : overflow_.unpin(ptr, region_.epoch(), &block, &freed, &start);
   } catch (...) {
     region_.leave(s);

@@ -123,8 +123,6 @@ class Arena final : private RegionHooks, private ZoneOps {
   Status free_refused(Slot& s, FreeOutcome o, void* ptr, uint64_t want_epoch) noexcept;
   Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
   Status free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
-  // A free that found fast_path_flags_ other than kTracing set (out of line).
-  void after_free_flags(uint32_t flags, void* ptr);
 
   // Step plans (docs/PLANS.md; plan/step_plans.h). A request the engaged plan serves
   // (true), else the dynamic engine takes it.
@@ -134,26 +132,46 @@ class Arena final : private RegionHooks, private ZoneOps {
                           zarena_block* out) noexcept;
   // free of a region pointer: the region's path (inlined into free and free_with_zone).
   Status free_region(void* ptr, uint64_t want_epoch) noexcept;
-  // free of a region pointer while a plan zone exists (out of line).
+  // free of a region pointer while a plan zone exists (out of line): the plan's blocks to
+  // the plan, the others to the region.
   Status free_with_zone(void* ptr, uint64_t want_epoch) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
-  Result pin_planned(PlanRun& run, void* ptr, bool pin);
   void poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept;
-  // A step ended (zarena_step_begin, a reset): the plans' boundary, the flags that route
-  // the hot paths to them, and the records of what happened (no lock held).
+  // The one seam of "who answers for this pointer" on the error paths. A store refused a
+  // free of ptr with o (from: the one the pointer was routed to); what the others know of
+  // the address decides the answer (arena_plans.cpp): a pointer inside a live block (region
+  // or planned) is an interior pointer (NOT_OWNED); an address the plan's zone covers may
+  // name a region block reclaimed before the zone was claimed, and one the region holds
+  // again may name a planned block of a zone given back (STALE, or DOUBLE_FREE for one
+  // freed in this epoch). The caller holds slot s.
+  enum class From : uint8_t { kRegion, kPlan };
+  FreeOutcome refine_refusal(Slot& s, From from, const void* ptr, FreeOutcome o,
+                             uint64_t want_epoch) noexcept;
+  // A pin or unpin of a region address (pin: true), under slot s (held): the region's
+  // block, or the plan's zone (F1: a planned pin never races a reset's re-stamp).
+  PinOutcome pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset,
+                        uint64_t* freed) noexcept;
+  // A step ended (zarena_step_begin, a reset): the plans' boundary and the records of what
+  // happened (no lock held).
   void plan_boundary();
-  void sync_plan_flags();
-  // Under the writer lock, right after a reset while the plans learn: tells the learner
-  // which blocks the reset reclaimed (they end at the step's end).
-  void learn_reset_w();
+  // Under the writer lock, during a reset while the plans learn: what the reset kept, in
+  // O(pins + borrowed blocks), for the learner (learn_reset, after the lock).
+  void reset_survivors_w(StepLearner::ResetSurvivors* out);
+  // Under the writer lock, during a reset with poison on: the planned blocks it reclaimed.
+  void poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept;
   void log_plan_events(const PlanEvents& e);
-  // After the floor moved: a zone now under it ends its plan (its blocks persist).
-  void check_floor_over_zone();
-  // ZoneOps: the zone's pieces are pinned region blocks (no lock held by the caller).
-  bool zone_window(PlanWindow* where) noexcept override;
-  bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept override;
-  bool reserve_zone(uint64_t bytes, Zone* out) noexcept override;
-  void release_zone(const Zone& zone) noexcept override;
+  // ZoneOps: the zone's pieces are region blocks the region refuses to the user (no lock
+  // held by the caller).
+  bool zone_window(const Zone& own, PlanWindow* where) noexcept override;
+  bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out,
+                  UnderLock publish) noexcept override;
+  bool reserve_zone(uint64_t bytes, Zone* out, UnderLock publish) noexcept override;
+  void release_zone(const Zone& zone, UnderLock unpublish) noexcept override;
+  void under_lock(UnderLock fn) noexcept override;
+  RegionNow region_now_w() const;
+  // A poison fill skipped because a capture runs: counted (stats.poison_skipped) and told
+  // once per capture (emit_queued_warnings).
+  void note_poison_skipped(uint64_t n) noexcept;
   // Expandable: commits [0, to) ([0, least) at the least) for the region's `round`-th miss
   // above its ceiling; false when it may not (too many rounds) or could not (*failure says
   // why, warned once). No region lock held.
@@ -229,11 +247,10 @@ class Arena final : private RegionHooks, private ZoneOps {
 
   // What the allocation and free paths must look at besides the block itself: one load,
   // one predictable branch when nothing is on.
+  // (Whether the plans learn, have a zone or serve is theirs to say: StepPlans' own atomics,
+  // read where the paths branch.)
   static constexpr uint32_t kTracing = 1;         // trace_ is open
-  static constexpr uint32_t kLearning = 2;        // the step plans learn (hooks want events)
   static constexpr uint32_t kWarningsQueued = 4;  // a warning waits for emit_queued_warnings
-  static constexpr uint32_t kPlanZone = 8;        // a plan zone exists (frees and pins ask it)
-  static constexpr uint32_t kPlanEngaged = 16;    // a plan may serve allocations
   std::atomic<uint32_t> fast_path_flags_{0};
 
   // Give-backs (their poison fills and frees, on the backend's stream) hold it shared;
@@ -248,6 +265,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   std::atomic<bool> poison_skip_warned_{false};   // once per capture (the flag's clearing re-arms)
   std::atomic<uint64_t> poison_warned_scope_{0};  // capture_scope_generation() at that warning
   std::atomic<uint64_t> overflow_fills_{0};       // overflow blocks poisoned before going back
+  std::atomic<uint64_t> poison_skips_{0};         // fills the arena skipped during a capture
   QueuedWarnings warnings_;                       // backend failures met under locks
 
   // Counters that belong to no slot.
@@ -260,17 +278,10 @@ class Arena final : private RegionHooks, private ZoneOps {
 
   ArenaDiagnosis diag_;
 
-  // Step plans: off unless ZARENA_FLAG_PLAN (and never with a trace: the trace records
-  // what the dynamic engine does, for replay).
+  // Step plans: on unless ZARENA_FLAG_NO_PLAN (and never with a trace: the trace records
+  // what the dynamic engine does, for replay). They own the zone (StepPlans::zone_w).
   StepPlans plans_;
-  // The zone's region blocks: the lowest's offset, their bytes (0: none) and count; the
-  // blocks themselves (region offsets, sorted) under zone_mu_ (a leaf lock).
-  std::atomic<uint64_t> zone_offset_{0};
-  std::atomic<uint64_t> zone_size_{0};
-  std::atomic<uint64_t> zone_blocks_{0};
-  SpinLock zone_mu_;
-  std::vector<OffsetRange> zone_ranges_;
-  std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free
+  std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free or reset
 };
 
 }  // namespace zarena_core

@@ -20,6 +20,8 @@ namespace zarena_core {
 void Arena::reset() {
   std::vector<OverflowBlock> doomed;
   EpochEnd end;
+  StepLearner::ResetSurvivors kept;
+  const bool learning = plans_.learning();
   {
     Region::WriterLock w(region_);
     // The epoch that ends, for the diagnosis (O(slots), like the reset itself).
@@ -28,12 +30,15 @@ void Arena::reset() {
     end = epoch_end(s);
     // Host memory first (it may throw), then the changes, which cannot fail.
     doomed.reserve(s.overflow.live_count);
+    if (learning) reset_survivors_w(&kept);
+    const uint64_t ended = region_.epoch();
     uint64_t reclaimed = 0;
     region_.reset_w(&reclaimed);
     overflow_.reclaim(region_.epoch(), &doomed);
-    // Planned blocks of the ended epoch are dead from here on, with the region's.
+    // Planned blocks of the ended epoch are dead from here on, with the region's, and
+    // poisoned with them.
     plans_.on_reset_locked(region_.epoch());
-    if (fast_path_flags_.load(std::memory_order_relaxed) & kLearning) learn_reset_w();
+    if (poison_on_.load(std::memory_order_relaxed)) poison_reclaimed_planned_w(ended);
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
     // Under the locks, so a stats snapshot sees the epoch and the count move together.
     resets_.fetch_add(1, std::memory_order_relaxed);
@@ -55,26 +60,41 @@ void Arena::reset() {
   }
   const StepRecordFacts step = diag_.on_reset(end);
   give_back(doomed);
+  // What the reset reclaimed ends with the learned step (learner.h); the learner leaves
+  // alone what was handed out since.
+  if (learning) plans_.learn_reset(kept);
   plan_boundary();  // a reset ends a step
   emit_queued_warnings();
   if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) diag_.log_step(step);
 }
 
-void Arena::learn_reset_w() {
-  // What the reset left live (pinned, below the floor); every other learned block it
-  // reclaimed, and the learner takes that as its free.
-  std::vector<uintptr_t> survivors;
+void Arena::reset_survivors_w(StepLearner::ResetSurvivors* out) {
+  // What the reset keeps: pinned blocks (region, overflow), and the region below the floor
+  // but for the borrowed blocks there it reclaims. O(pins + borrowed + overflow blocks).
   try {
-    std::vector<LiveBlock> live;
-    region_.live_blocks_w(base_, &live);
-    overflow_.live_blocks(&live);
-    survivors.reserve(live.size());
-    for (const LiveBlock& b : live) survivors.push_back(reinterpret_cast<uintptr_t>(b.ptr));
+    out->ended_epoch = region_.epoch();
+    std::vector<uint64_t> offsets;
+    region_.pinned_offsets_w(&offsets);
+    for (uint64_t o : offsets) out->pinned.push_back(reinterpret_cast<uintptr_t>(base_ + o));
+    std::vector<LiveBlock> over;
+    overflow_.live_blocks(&over);
+    for (const LiveBlock& b : over) {
+      if (b.pins > 0 || b.persistent) out->pinned.push_back(reinterpret_cast<uintptr_t>(b.ptr));
+    }
+    std::sort(out->pinned.begin(), out->pinned.end());
+    out->floor_lo = reinterpret_cast<uintptr_t>(base_);
+    out->floor_hi = reinterpret_cast<uintptr_t>(base_ + region_.floor_w());
+    offsets.clear();
+    region_.borrowed_unpinned_offsets_w(&offsets);
+    for (uint64_t o : offsets) {
+      out->reclaimed_below.push_back(reinterpret_cast<uintptr_t>(base_ + o));
+    }
+    std::sort(out->reclaimed_below.begin(), out->reclaimed_below.end());
   } catch (...) {  // host memory: the learner keeps them open (outliving the step)
-    return;
+    *out = StepLearner::ResetSurvivors{};
+    out->ended_epoch = 0;
+    out->floor_lo = ~uintptr_t{0};
   }
-  std::sort(survivors.begin(), survivors.end());
-  plans_.learn_reset(survivors);
 }
 
 void Arena::mark_step_boundary() {
@@ -87,7 +107,7 @@ void Arena::mark_step_boundary() {
       region_.slot_counters_w(i).step_max_alloc = 0;
     }
   }
-  check_floor_over_zone();
+  if (plans_.has_zone()) plans_.on_floor_changed(*this);
   diag_.on_boundary();
 }
 
@@ -100,7 +120,7 @@ Result Arena::set_floor(uint64_t offset) {
   }
   if (!r.is_ok())
     r.message = fmt::format("zarena_set_floor (arena '{}'): {}", source_.name, r.message);
-  if (r.is_ok()) check_floor_over_zone();
+  if (r.is_ok() && plans_.has_zone()) plans_.on_floor_changed(*this);
   return r;
 }
 
@@ -118,9 +138,10 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->epoch_steps = diag_.epoch_steps();
   out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
   plans_.stats(&out->plan);
-  out->plan_zone_block = zone_size_.load(std::memory_order_relaxed);
-  out->plan_zone_blocks = zone_blocks_.load(std::memory_order_relaxed);
+  out->plan_zone_block = plans_.zone_w().bytes();  // zone changes take the writer lock too
+  out->plan_zone_blocks = plans_.zone_w().pieces.size();
   out->plan_fills = plan_fills_.load(std::memory_order_relaxed);
+  out->poison_skips = poison_skips_.load(std::memory_order_relaxed);
   out->pinned_peak = pin_tally_.peak();  // no pin is in flight under the writer lock
   out->tag_bytes.clear();
   if (tags_epoch == kNoTags) return;
@@ -204,26 +225,21 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
     Region::WriterLock w(region_);
     if (epoch != nullptr) *epoch = region_.epoch();
     region_.live_blocks_w(base_, out);
-    std::lock_guard<SpinLock> g(zone_mu_);
-    if (!zone_ranges_.empty()) {
-      // The zone is pinned region blocks to the region; to the user, its live instances are.
-      bool persistent = false;
+    const Zone& zone = plans_.zone_w();
+    if (!zone.pieces.empty()) {
+      // The zone is region blocks to the region; to the user, its live instances are.
       auto keep = out->begin();
       for (auto b = out->begin(); b != out->end(); ++b) {
-        const uint64_t off = static_cast<uint64_t>(static_cast<char*>(b->ptr) - base_);
-        const auto z =
-            std::lower_bound(zone_ranges_.begin(), zone_ranges_.end(), off,
-                             [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
-        if (z != zone_ranges_.end() && z->offset == off && z->size == b->size) {
-          persistent = persistent || b->persistent;
-          continue;
-        }
-        *keep++ = *b;
+        const uintptr_t p = reinterpret_cast<uintptr_t>(b->ptr);
+        const bool piece =
+            std::any_of(zone.pieces.begin(), zone.pieces.end(), [&](const plan::ByteRange& r) {
+              return zone.base + r.offset == p && r.size == b->size;
+            });
+        if (!piece) *keep++ = *b;
       }
       out->erase(keep, out->end());
       std::vector<PlanRun::LiveInstance> inst;
       plans_.live_instances(&inst);
-      std::vector<LiveBlock> mine;
       for (const PlanRun::LiveInstance& i : inst) {
         LiveBlock b;
         b.ptr = reinterpret_cast<void*>(i.ptr);
@@ -231,10 +247,10 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
         b.epoch = i.epoch;
         b.pins = i.pins;
         b.tag = i.tag;
-        b.persistent = persistent;
-        mine.push_back(b);
+        b.persistent = i.persistent;
+        b.deferred = i.deferred;
+        out->push_back(b);
       }
-      out->insert(out->end(), mine.begin(), mine.end());
       // The zone's pieces lie between the region's blocks: address order again.
       std::sort(out->begin(), out->end(),
                 [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });

@@ -8,6 +8,7 @@
 
 #include "base/human_bytes.h"
 #include "base/last_error.h"
+#include "base/test_points.h"
 #include "engine/arena.h"
 
 namespace zarena_core {
@@ -73,17 +74,47 @@ bool Arena::alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noe
   return true;
 }
 
+void Arena::note_poison_skipped(uint64_t n) noexcept {
+  poison_skips_.fetch_add(n, std::memory_order_relaxed);
+  poison_skip_queued_.store(true, std::memory_order_relaxed);
+  fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
+}
+
 // Poison goes in before the block is marked free: once it is, the plan may hand its space
 // to the next instance at once. Only a block the call is about to free is filled.
 void Arena::poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept {
   const uint64_t n = run.live_size(reinterpret_cast<uintptr_t>(ptr), last_unpin, want_epoch);
-  if (n == 0 || capturing()) return;
+  if (n == 0) return;
+  if (capturing()) {
+    note_poison_skipped(1);
+    return;
+  }
   const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
   if (r.is_ok()) {
     plan_fills_.fetch_add(1, std::memory_order_relaxed);
   } else {
     queue_warning(QueuedWarnings::kPoisonFailed, r.message);
   }
+}
+
+void Arena::poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept {
+  const bool cap = capturing();
+  const uint32_t word = poison_word_.load(std::memory_order_relaxed);
+  uint64_t fills = 0, skips = 0;
+  plans_.for_each_reclaimed(ended_epoch, [&](uintptr_t p, uint64_t size) {
+    if (cap) {
+      ++skips;
+      return;
+    }
+    const Result r = backend_->fill32(reinterpret_cast<void*>(p), size, word);
+    if (r.is_ok()) {
+      ++fills;
+    } else {
+      queue_warning(QueuedWarnings::kPoisonFailed, r.message);
+    }
+  });
+  plan_fills_.fetch_add(fills, std::memory_order_relaxed);
+  if (skips != 0) note_poison_skipped(skips);
 }
 
 Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept {
@@ -97,50 +128,86 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
     }
     return Status::kOk;
   }
-  return free_refused(region_.enter(), o, ptr, want_epoch);
+  Slot& s = region_.enter();
+  return free_refused(s, refine_refusal(s, From::kPlan, ptr, o, want_epoch), ptr, want_epoch);
 }
 
-Result Arena::pin_planned(PlanRun& run, void* ptr, bool pin) {
+FreeOutcome Arena::refine_refusal(Slot& s, From from, const void* ptr, FreeOutcome o,
+                                  uint64_t want_epoch) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  if (pin) return pin_error(run.pin(p, &pin_tally_), ptr, "zarena_pin");
-  // The last unpin of a block freed while pinned frees it: poison first, as for a free.
-  if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, true, kAnyEpoch);
-  uint64_t freed = 0;
-  const Result r = pin_error(run.unpin(p, &freed, &pin_tally_), ptr, "zarena_unpin");
-  emit_queued_warnings();
-  return r;
+  const uint64_t off = static_cast<uint64_t>(static_cast<const char*>(ptr) - base_);
+  const uint64_t epoch = region_.epoch();
+  // A free that names an earlier epoch is of a block of that epoch, whatever lies here now.
+  const bool names_past = want_epoch != kAnyEpoch && want_epoch < epoch;
+  PlanRun* const zone = plans_.zone_of(p);
+  auto inside_live = [&] {
+    return (zone != nullptr && zone->inside_live(p)) ||
+           (zone == nullptr && region_.inside_live_block(off));
+  };
+  // The pointer's older owners: the run of the zone given back last, then the region's
+  // records (a region block reclaimed, then covered by the zone).
+  auto history = [&]() -> FreeOutcome {
+    if (PlanRun* r = plans_.retired(); r != nullptr && r != zone) {
+      const FreeOutcome h = r->history(p, want_epoch);
+      if (h != FreeOutcome::kNotOwned) return h;
+    }
+    if (from == From::kPlan) {
+      FreeOutcome h = plans_.zone_w().buried_at(p, epoch);  // slot s held: the zone holds still
+      if (h == FreeOutcome::kNotOwned) h = region_.history_at(s, off);
+      if (h == FreeOutcome::kStale || h == FreeOutcome::kDoubleFree) return h;
+    }
+    return FreeOutcome::kNotOwned;
+  };
+  if (o == FreeOutcome::kZone) {
+    // The region holds the zone's piece here, but no run answers for it now (claimed and
+    // not yet published, or unpublished and not yet given back).
+    o = FreeOutcome::kNotOwned;
+  }
+  if (o == FreeOutcome::kNotOwned && !inside_live()) {
+    const FreeOutcome h = history();
+    if (h != FreeOutcome::kNotOwned) return h;
+  }
+  if ((o == FreeOutcome::kStale || o == FreeOutcome::kDoubleFree) && !names_past && inside_live()) {
+    return FreeOutcome::kNotOwned;
+  }
+  return o;
 }
 
-void Arena::sync_plan_flags() {
-  uint32_t set = 0;
-  if (plans_.learning()) set |= kLearning;
-  if (plans_.has_zone()) set |= kPlanZone;
-  if (plans_.engaged()) set |= kPlanEngaged;
-  const uint32_t mask = kLearning | kPlanZone | kPlanEngaged;
-  fast_path_flags_.fetch_and(~(mask & ~set), std::memory_order_relaxed);
-  fast_path_flags_.fetch_or(set, std::memory_order_relaxed);
+PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset,
+                             uint64_t* freed) noexcept {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  PlanRun* run = plans_.zone_of(p);
+  PinOutcome o = PinOutcome::kZone;
+  if (run == nullptr) {
+    try {
+      o = pin ? region_.pin(s, *start_offset, start_offset)
+              : region_.unpin(s, *start_offset, freed, start_offset);
+    } catch (...) {  // host memory for the pinned set
+      return PinOutcome::kNotOwned;
+    }
+    if (o != PinOutcome::kZone) return o;
+    // A piece of the zone: the plan answers (published since the route was read), or its
+    // history does.
+    run = plans_.zone_of(p);
+  }
+  if (run != nullptr) {
+    if (pin) return run->pin(p, &pin_tally_);
+    // The last unpin of a block freed while pinned frees it: poison first, as for a free.
+    if (poison_on_.load(std::memory_order_relaxed)) poison_planned(*run, ptr, true, kAnyEpoch);
+    return run->unpin(p, freed, &pin_tally_);
+  }
+  const FreeOutcome h = refine_refusal(s, From::kRegion, ptr, FreeOutcome::kZone, kAnyEpoch);
+  return h == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
+         : h == FreeOutcome::kStale    ? PinOutcome::kStale
+                                       : PinOutcome::kNotOwned;
 }
 
 void Arena::plan_boundary() {
   if (!plans_.enabled()) return;
   PlanEvents events;
   plans_.on_boundary(*this, &events);
-  sync_plan_flags();
   emit_queued_warnings();  // a poison fill of a zone given back
   log_plan_events(events);
-}
-
-void Arena::check_floor_over_zone() {
-  if (!plans_.has_zone() || zone_size_.load(std::memory_order_relaxed) == 0) return;
-  uint64_t floor = 0;
-  {
-    Region::WriterLock w(region_);
-    floor = region_.floor_w();
-  }
-  if (floor > zone_offset_.load(std::memory_order_relaxed)) {
-    plans_.on_floor_over_zone();
-    sync_plan_flags();
-  }
 }
 
 void Arena::log_plan_events(const PlanEvents& e) {
@@ -173,29 +240,41 @@ void Arena::log_plan_events(const PlanEvents& e) {
   }
   if ((e.no_room || !e.failure.empty()) && log_enabled(ZARENA_LOG_WARN)) {
     LogRecord rec(log_events::kPlanFailed, source_);
-    rec.message(e.no_room ? fmt::format("a learned step plan needs {} in one piece and the region "
-                                        "has no such room; the steps stay dynamic",
-                                        human_bytes(e.peak_bytes))
-                          : fmt::format("a step could not be planned ({}); the steps stay dynamic",
-                                        e.failure));
+    if (e.no_room) {
+      rec.message(fmt::format("a learned step plan needs {} in one piece and the region has "
+                              "no such room; the steps stay dynamic",
+                              human_bytes(e.peak_bytes)));
+    } else if (e.budget) {
+      rec.message(fmt::format("the step plans this arena made hold {} of host memory, the most "
+                              "an arena keeps ({}): no new plan is learned, the ones made keep "
+                              "serving the steps they fit",
+                              human_bytes(e.host_bytes), human_bytes(e.host_budget)));
+    } else {
+      rec.message(
+          fmt::format("a step could not be planned ({}); the steps stay dynamic", e.failure));
+    }
     rec.add_string("reason", e.no_room ? std::string("no_room") : e.failure);
     log_emit(rec);
   }
 }
 
-bool Arena::zone_window(PlanWindow* where) noexcept {
+RegionNow Arena::region_now_w() const {
+  return RegionNow{region_.epoch(), reinterpret_cast<uintptr_t>(base_ + region_.floor_w())};
+}
+
+void Arena::under_lock(UnderLock fn) noexcept {
+  Region::WriterLock w(region_);
+  fn(region_now_w());
+}
+
+bool Arena::zone_window(const Zone& own, PlanWindow* where) noexcept {
   try {
     std::vector<LiveBlock> live;
-    std::vector<OffsetRange> zone;
     uint64_t window = 0;
     {
       Region::WriterLock w(region_);
       window = region_.floor_w();
       region_.live_blocks_w(base_, &live);
-    }
-    {
-      std::lock_guard<SpinLock> g(zone_mu_);
-      zone = zone_ranges_;
     }
     where->window = window;
     where->obstacles.clear();
@@ -203,10 +282,11 @@ bool Arena::zone_window(PlanWindow* where) noexcept {
       const uint64_t off = static_cast<uint64_t>(static_cast<char*>(b.ptr) - base_);
       if (off < window) continue;
       // The zone's own blocks: given back before the plan laid out now claims its own.
-      const auto z =
-          std::lower_bound(zone.begin(), zone.end(), off,
-                           [](const OffsetRange& r, uint64_t v) { return r.offset < v; });
-      if (z != zone.end() && z->offset == off) continue;
+      const uintptr_t p = reinterpret_cast<uintptr_t>(b.ptr);
+      const bool own_piece = std::any_of(
+          own.pieces.begin(), own.pieces.end(),
+          [&](const plan::ByteRange& r) { return own.base + r.offset == p && r.size == b.size; });
+      if (own_piece) continue;
       where->obstacles.push_back({off - window, b.size});
     }
     return true;
@@ -215,7 +295,8 @@ bool Arena::zone_window(PlanWindow* where) noexcept {
   }
 }
 
-bool Arena::claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept {
+bool Arena::claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out,
+                       UnderLock publish) noexcept {
   try {
     const uint64_t aligned = (bytes + granule_ - 1) & ~(granule_ - 1);
     // The window's first `aligned` bytes less the obstacles.
@@ -228,40 +309,30 @@ bool Arena::claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexc
     }
     if (at < aligned) ranges.push_back({where.window + at, aligned - at});
     if (ranges.empty()) return false;
-    std::string failure;
-    for (int round = 0;; ++round) {
-      uint64_t commit_to = 0;
-      Region::Claim c;
-      {
-        Region::WriterLock w(region_);
-        c = region_.claim_w(ranges, &commit_to);
-        if (c == Region::Claim::kOk) {
-          // Under the writer lock: a stats snapshot sees the blocks and the zone together.
-          std::lock_guard<SpinLock> g(zone_mu_);
-          zone_ranges_ = ranges;
-          zone_offset_.store(ranges.front().offset, std::memory_order_relaxed);
-          uint64_t claimed = 0;
-          for (const OffsetRange& r : ranges) claimed += r.size;
-          zone_size_.store(claimed, std::memory_order_relaxed);
-          zone_blocks_.store(ranges.size(), std::memory_order_relaxed);
-        }
-      }
-      if (c == Region::Claim::kOk) break;
-      if (c != Region::Claim::kNeedsCommit ||
-          !commit_round(round, commit_to, commit_to, &failure)) {
-        return false;
-      }
-    }
     out->base = reinterpret_cast<uintptr_t>(base_ + where.window);
     out->pieces.clear();
     for (const OffsetRange& r : ranges) out->pieces.push_back({r.offset - where.window, r.size});
-    return true;
+    std::string failure;
+    for (int round = 0;; ++round) {
+      uint64_t commit_to = 0;
+      {
+        Region::WriterLock w(region_);
+        const Region::Claim c = region_.claim_w(ranges, &commit_to, &out->buried);
+        if (c == Region::Claim::kOk) {
+          out->claim_epoch = region_.epoch();
+          publish(region_now_w());
+          return true;
+        }
+        if (c != Region::Claim::kNeedsCommit) return false;
+      }
+      if (!commit_round(round, commit_to, commit_to, &failure)) return false;
+    }
   } catch (...) {  // host memory for records or the lists
     return false;
   }
 }
 
-bool Arena::reserve_zone(uint64_t bytes, Zone* out) noexcept {
+bool Arena::reserve_zone(uint64_t bytes, Zone* out, UnderLock publish) noexcept {
   const uint64_t aligned = (bytes + granule_ - 1) & ~(granule_ - 1);
   // Tries the region; a miss that needs memory committed (expandable) commits it with no
   // lock held and tries again.
@@ -274,17 +345,11 @@ bool Arena::reserve_zone(uint64_t bytes, Zone* out) noexcept {
     try {
       ok = region_.alloc(s, aligned, 0, &p);
       // Pinned: resets leave it where it is; the plan decides what in it is live. A zone
-      // pin, not a user pin: pinned_peak_bytes does not count it.
+      // pin, not a user pin: pinned_peak_bytes does not count it; and a zone block: the
+      // region refuses it to the user from now on.
       if (ok) o = region_.pin_zone(s, p.offset);
-      if (ok && o == PinOutcome::kOk) {
-        // Under the slot lock: a stats snapshot sees the block and the zone together.
-        std::lock_guard<SpinLock> g(zone_mu_);
-        zone_ranges_.assign(1, OffsetRange{p.offset, p.size});
-        zone_offset_.store(p.offset, std::memory_order_relaxed);
-        zone_size_.store(p.size, std::memory_order_relaxed);
-        zone_blocks_.store(1, std::memory_order_relaxed);
-      }
-    } catch (...) {  // host memory for a block record
+    } catch (...) {  // host memory for a block record or the pinned set
+      if (ok) (void)region_.free(s, p.offset, kAnyEpoch, &p.size);
       region_.leave(s);
       return false;
     }
@@ -293,6 +358,8 @@ bool Arena::reserve_zone(uint64_t bytes, Zone* out) noexcept {
       if (o != PinOutcome::kOk) return false;
       out->base = reinterpret_cast<uintptr_t>(base_ + p.offset);
       out->pieces.assign(1, plan::ByteRange{0, p.size});
+      Region::WriterLock w(region_);
+      publish(region_now_w());
       return true;
     }
     if (p.commit_to == 0 || !commit_round(round, p.commit_to, p.commit_least, &failure)) {
@@ -301,15 +368,24 @@ bool Arena::reserve_zone(uint64_t bytes, Zone* out) noexcept {
   }
 }
 
-void Arena::release_zone(const Zone&) noexcept {
+void Arena::release_zone(const Zone& zone, UnderLock unpublish) noexcept {
   std::vector<OffsetRange> ranges;
-  Slot& s = region_.enter();
-  {
-    std::lock_guard<SpinLock> g(zone_mu_);
-    ranges.swap(zone_ranges_);
-    zone_size_.store(0, std::memory_order_relaxed);
-    zone_blocks_.store(0, std::memory_order_relaxed);
+  try {
+    for (const plan::ByteRange& r : zone.pieces) {
+      ranges.push_back(
+          {static_cast<uint64_t>(reinterpret_cast<char*>(zone.base + r.offset) - base_), r.size});
+    }
+  } catch (...) {  // host memory: the pieces stay the zone's (refused to the user), unused
+    ranges.clear();
   }
+  {
+    Region::WriterLock w(region_);
+    unpublish(region_now_w());
+  }
+  // The pieces are still the zone's to the region (it refuses them to the user) until
+  // unclaim gives each back.
+  test_points::hit(test_points::Point::kZoneUnpublished);
+  Slot& s = region_.enter();
   try {
     region_.unclaim(s, ranges);
   } catch (...) {  // host memory for a record: the rest stay pinned blocks

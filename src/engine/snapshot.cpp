@@ -83,6 +83,8 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
   out->pinned_bytes += p.pinned_bytes;
   out->pinned_blocks += p.pinned_count;
   out->poison_fills += s.plan_fills;
+  out->poison_skipped += s.poison_skips;
+  out->deferred_frees += p.deferred;
   out->plan_steps = p.steps;
   out->plan_hits = p.hits;
   out->plan_misses = p.misses;

@@ -36,6 +36,7 @@ struct ArenaSnapshot {
   uint64_t plan_zone_block = 0;
   uint64_t plan_zone_blocks = 0;
   uint64_t plan_fills = 0;
+  uint64_t poison_skips = 0;  // fills the arena skipped during a capture (planned, custom)
   // Live bytes per tag of the snapshot's epoch, region and overflow (only when asked:
   // the walk is O(blocks)); unordered.
   std::vector<std::pair<uint32_t, uint64_t>> tag_bytes;

@@ -1,13 +1,13 @@
 #include "engine/tags.h"
 
-#include "trace/trace.h"
-
 #include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include "trace/trace.h"
 
 namespace zarena_core {
 

@@ -357,7 +357,7 @@ inline constexpr LogFieldSpec kPlanLearnedFields[] = {
 };
 inline constexpr LogEvent kPlanLearned =
     log_event("arena.plan_learned", ZARENA_LOG_INFO, kNeverDropped,
-              "ZARENA_FLAG_PLAN: two steps in a row were the same and a plan was laid out for "
+              "step plans (on by default): two steps in a row were the same and a plan was laid out for "
               "the next ones",
               kPlanLearnedFields);
 
@@ -370,7 +370,7 @@ inline constexpr LogFieldSpec kPlanAbandonedFields[] = {
 // Limited: a program whose steps keep changing leaves its plan often.
 inline constexpr LogEvent kPlanAbandoned =
     log_event("arena.plan_abandoned", ZARENA_LOG_INFO, kLimited,
-              "ZARENA_FLAG_PLAN: a step left its plan (the rest of it went to the dynamic "
+              "step plans (on by default): a step left its plan (the rest of it went to the dynamic "
               "engine; the next steps are learned again)",
               kPlanAbandonedFields);
 
@@ -379,7 +379,7 @@ inline constexpr LogFieldSpec kPlanFailedFields[] = {
 };
 inline constexpr LogEvent kPlanFailed =
     log_event("arena.plan_failed", ZARENA_LOG_WARN, kLimited,
-              "ZARENA_FLAG_PLAN: a learned step could not be planned, or its plan found no "
+              "step plans (on by default): a learned step could not be planned, or its plan found no "
               "room in the region; the steps stay dynamic",
               kPlanFailedFields);
 

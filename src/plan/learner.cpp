@@ -6,16 +6,18 @@
 
 namespace zarena_core {
 
-void StepLearner::on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t thread) {
+uint64_t StepLearner::on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t thread,
+                               uint64_t epoch) {
   std::lock_guard<SpinLock> g(mu_);
   const auto at = static_cast<uint32_t>(cur_.items.size());
-  cur_.items.push_back(Item{size, tag, thread, 0, Item::Freed::kOpen, false});
+  cur_.items.push_back(Item{size, epoch, tag, thread, 0, Item::Freed::kOpen, false});
   try {
     cur_.live[ptr] = at;  // a pointer handed out again replaces its earlier, freed, entry
   } catch (...) {
     cur_.items.pop_back();
     throw;
   }
+  return cur_.items.size();
 }
 
 void StepLearner::on_free(uintptr_t ptr) {
@@ -38,12 +40,20 @@ void StepLearner::free_locked(uintptr_t ptr) {
   }
 }
 
-void StepLearner::on_reset(const std::vector<uintptr_t>& survivors) {
+bool StepLearner::ResetSurvivors::survived(uintptr_t p) const {
+  if (std::binary_search(pinned.begin(), pinned.end(), p)) return true;
+  return p >= floor_lo && p < floor_hi &&
+         !std::binary_search(reclaimed_below.begin(), reclaimed_below.end(), p);
+}
+
+void StepLearner::on_reset(const ResetSurvivors& kept) {
   std::lock_guard<SpinLock> g(mu_);
   std::vector<uintptr_t> reclaimed;
   for (const Step* st : {&cur_, &prev_}) {
     for (const auto& [ptr, item] : st->live) {
-      if (!std::binary_search(survivors.begin(), survivors.end(), ptr)) reclaimed.push_back(ptr);
+      if (st->items[item].epoch <= kept.ended_epoch && !kept.survived(ptr)) {
+        reclaimed.push_back(ptr);
+      }
     }
   }
   for (uintptr_t p : reclaimed) free_locked(p);

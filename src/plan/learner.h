@@ -42,15 +42,27 @@ struct LearnedStep {
 
 class StepLearner {
  public:
-  void on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t thread);
+  // epoch: the epoch the block was handed out in. Returns the step's allocations so far.
+  uint64_t on_alloc(uintptr_t ptr, uint64_t size, uint32_t tag, uint32_t thread, uint64_t epoch);
   void on_free(uintptr_t ptr);
   // A pinned block is not part of a plan (it may outlive any step).
   void on_pin(uintptr_t ptr);
-  // A reset: every block of the current and the previous step that is still open and not
-  // in `survivors` (the block starts still live after the reset: pinned, below the floor;
-  // sorted ascending) was reclaimed by it, i.e. freed at this point. Call before the
-  // boundary's end_step.
-  void on_reset(const std::vector<uintptr_t>& survivors);
+  // What a reset kept: the starts of the blocks pinned then (sorted ascending), and the
+  // region's persistent range [floor_lo, floor_hi) less the blocks borrowed there that it
+  // reclaimed (`reclaimed_below`, sorted). Gathered under the reset's lock in O(pins +
+  // borrowed blocks); the learner applies it after, outside that lock.
+  struct ResetSurvivors {
+    uint64_t ended_epoch = 0;  // the epoch the reset ended
+    std::vector<uintptr_t> pinned;
+    uintptr_t floor_lo = 0, floor_hi = 0;
+    std::vector<uintptr_t> reclaimed_below;
+    bool survived(uintptr_t p) const;
+  };
+  // A reset: every block of the current and the previous step handed out in the ended
+  // epoch (or before), still open and not a survivor, was reclaimed by it, i.e. freed at
+  // this point. Blocks handed out since (in the new epoch, by other threads, before this
+  // call) are left alone. Call before the boundary's end_step.
+  void on_reset(const ResetSurvivors& kept);
   // Ends the current step. True when it was the same as the one before: *out then holds
   // the earlier one, whose every free point is known now. May throw std::bad_alloc (then
   // nothing was learned and the learner starts over).
@@ -63,6 +75,7 @@ class StepLearner {
  private:
   struct Item {
     uint64_t size;
+    uint64_t epoch;
     uint32_t tag;
     uint32_t thread;
     uint32_t before;  // meaningful unless open

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "base/spin_lock.h"
+#include "base/test_points.h"
 
 namespace zarena_core {
 
@@ -107,6 +108,7 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
   inst_.reset(new Inst[inst]);
   for (uint64_t id = 0; id < inst; ++id) {
     const bool planned = l.item_planned[id % n] != 0;
+    if (planned) max_size_ = std::max(max_size_, l.item_size[id % n]);
     inst_[id] = Inst{planned ? l.offset[id] : 0,
                      l.item_size[id % n],
                      l.item_tag[id % n],
@@ -146,6 +148,8 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
   view_.hits = &ctl[3];
   view_.miss_index = &ctl[4];
   view_.miss_reason = &ctl[5];
+  host_bytes_ = sizeof(*this) + (c.words + 8) * 8 + inst * sizeof(Inst) +
+                (hint_mask_ + 1) * sizeof(Hint) + l.obstacles.size() * sizeof(plan::ByteRange);
 }
 
 PlanRun::~PlanRun() = default;
@@ -251,8 +255,55 @@ FreeOutcome PlanRun::free_slow(uint32_t id, uint64_t want_epoch, uint64_t* size)
   }
 }
 
+uint32_t PlanRun::live_containing(uint64_t off) const noexcept {
+  // Distinct offsets at or below off, downward while an instance starting there could
+  // still reach past off; the last instance handed out at each is the only one there that
+  // can be live (two live instances never share a start).
+  const uint64_t* first = view_.doffset;
+  const uint64_t* it = std::upper_bound(first, first + view_.distinct, off);
+  const uint64_t e = cur_epoch();
+  while (it != first) {
+    --it;
+    const uint64_t start = *it;
+    if (start == off) continue;  // not strictly inside
+    if (off - start >= max_size_) break;
+    const uint32_t id = __atomic_load_n(&view_.dlast[it - first], __ATOMIC_ACQUIRE);
+    if (id == kNone) continue;
+    if (off - start < inst_[id].size && plan_word::is_live(load(&view_.words[id]), e)) return id;
+  }
+  return kNone;
+}
+
+uint32_t PlanRun::pin_target(uint64_t off) const noexcept {
+  const uint32_t id = instance_at(off);
+  if (id != kNone && plan_word::is_live(load(&view_.words[id]), cur_epoch())) return id;
+  const uint32_t inside = live_containing(off);
+  return inside != kNone ? inside : id;
+}
+
+bool PlanRun::inside_live(uintptr_t p) const noexcept {
+  const uint64_t off = p - view_.zone;
+  return off < view_.zone_bytes && live_containing(off) != kNone;
+}
+
+FreeOutcome PlanRun::history(uintptr_t p, uint64_t want_epoch) const noexcept {
+  const uint64_t off = p - view_.zone;
+  if (off >= view_.zone_bytes) return FreeOutcome::kNotOwned;
+  const uint32_t id = instance_at(off);
+  if (id == kNone) return FreeOutcome::kNotOwned;
+  const uint64_t w = load(&view_.words[id]);
+  if (plan_word::state(w) == 0) return FreeOutcome::kNotOwned;  // never handed out
+  if (want_epoch != ZARENA_ANY_EPOCH &&
+      __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED) != want_epoch) {
+    return FreeOutcome::kStale;
+  }
+  const bool this_epoch = plan_word::epoch(w) == (cur_epoch() & plan_word::kEpochMask);
+  return plan_word::state(w) == plan_word::kFreed && this_epoch ? FreeOutcome::kDoubleFree
+                                                                : FreeOutcome::kStale;
+}
+
 PinOutcome PlanRun::pin(uintptr_t p, PinTally* tally) noexcept {
-  const uint32_t id = instance_at(p - view_.zone);
+  const uint32_t id = pin_target(p - view_.zone);
   if (id == kNone) return PinOutcome::kNotOwned;
   uint64_t w = load(&view_.words[id]);
   for (;;) {
@@ -263,6 +314,7 @@ PinOutcome PlanRun::pin(uintptr_t p, PinTally* tally) noexcept {
     if (plan_word::pins(w) == plan_word::kMaxPins) return PinOutcome::kTooMany;
     const bool first = plan_word::pins(w) == 0;
     const uint64_t size = inst_[id].size;
+    test_points::hit(test_points::Point::kPlanPinChecked);
     if (first && tally != nullptr) tally->add(size);
     if (__atomic_compare_exchange_n(&view_.words[id], &w, w + plan_word::kPinOne, false,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -278,7 +330,7 @@ PinOutcome PlanRun::pin(uintptr_t p, PinTally* tally) noexcept {
 
 PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally) noexcept {
   *freed_size = 0;
-  const uint32_t id = instance_at(p - view_.zone);
+  const uint32_t id = pin_target(p - view_.zone);
   if (id == kNone) return PinOutcome::kNotOwned;
   uint64_t w = load(&view_.words[id]);
   for (;;) {
@@ -293,6 +345,7 @@ PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally) no
     if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
       if (last) {
+        test_points::hit(test_points::Point::kPlanUnpinned);
         __atomic_fetch_sub(&pinned_bytes_, inst_[id].size, __ATOMIC_RELAXED);
         __atomic_fetch_sub(&pinned_, 1, __ATOMIC_RELAXED);
         if (tally != nullptr) tally->sub(inst_[id].size);
@@ -361,21 +414,18 @@ bool PlanRun::any_live() const {
   return false;
 }
 
-void PlanRun::live_totals(uint64_t* bytes, uint64_t* count) const {
+void PlanRun::totals(Totals* out) noexcept {
+  lock();
+  out->hits = load(view_.hits);
   const uint64_t inst = uint64_t{view_.period} * view_.n, e = cur_epoch();
-  *bytes = *count = 0;
   for (uint64_t id = 0; id < inst; ++id) {
-    if (plan_word::is_live(load(&view_.words[id]), e)) {
-      *bytes += inst_[id].size;
-      ++*count;
+    const uint64_t w = load(&view_.words[id]);
+    if (plan_word::is_live(w, e)) {
+      out->live_bytes += inst_[id].size;
+      ++out->live_count;
+      if (plan_word::state(w) == plan_word::kDeferred) ++out->deferred;
     }
   }
-}
-
-void PlanRun::totals(uint64_t* hits, uint64_t* live_bytes, uint64_t* live_count) noexcept {
-  lock();
-  *hits = load(view_.hits);
-  live_totals(live_bytes, live_count);
   unlock();
 }
 
@@ -390,16 +440,36 @@ void PlanRun::make_live_persistent() {
   }
 }
 
-void PlanRun::live_instances(std::vector<LiveInstance>* out) const {
-  const uint64_t inst = uint64_t{view_.period} * view_.n, e = cur_epoch();
+void PlanRun::make_persistent_epoch(uint64_t e) {
+  __atomic_store_n(view_.epoch, e, __ATOMIC_RELEASE);
+  const uint64_t inst = uint64_t{view_.period} * view_.n;
   for (uint64_t id = 0; id < inst; ++id) {
-    const uint64_t w = load(&view_.words[id]);
-    if (!plan_word::is_live(w, e)) continue;
-    out->push_back(LiveInstance{view_.zone + view_.offset[id], view_.item_size[id % view_.n],
-                                __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED),
-                                static_cast<uint32_t>(plan_word::pins(w)),
-                                view_.item_tag[id % view_.n]});
+    uint64_t w = load(&view_.words[id]);
+    while (plan_word::held(w) && (w & plan_word::kPersistent) &&
+           !__atomic_compare_exchange_n(&view_.words[id], &w,
+                                        plan_word::with_epoch(w & ~plan_word::kPersistent, e),
+                                        false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
   }
+}
+
+void PlanRun::live_instances(std::vector<LiveInstance>* out) noexcept {
+  lock();
+  const uint64_t inst = uint64_t{view_.period} * view_.n, e = cur_epoch();
+  try {
+    for (uint64_t id = 0; id < inst; ++id) {
+      const uint64_t w = load(&view_.words[id]);
+      if (!plan_word::is_live(w, e)) continue;
+      test_points::hit(test_points::Point::kPlanWalkInstance);
+      out->push_back(LiveInstance{view_.zone + view_.offset[id], view_.item_size[id % view_.n],
+                                  __atomic_load_n(&view_.born[id], __ATOMIC_RELAXED),
+                                  static_cast<uint32_t>(plan_word::pins(w)),
+                                  view_.item_tag[id % view_.n], (w & plan_word::kPersistent) != 0,
+                                  plan_word::state(w) == plan_word::kDeferred});
+    }
+  } catch (...) {  // host memory: the walk is short (the caller's reserve failed)
+  }
+  unlock();
 }
 
 }  // namespace zarena_core

@@ -95,6 +95,8 @@ class PlanRun {
   // The zone is these pieces of [zone, zone + zone_bytes) (offsets from zone(), sorted),
   // not the whole of it; set before the run is published.
   void set_pieces(std::vector<plan::ByteRange> pieces) { pieces_ = std::move(pieces); }
+  // Where the zone is, once known (a reserved zone's block): before the run is published.
+  void set_zone(uintptr_t zone) { view_.zone = zone; }
 
   // --- the planned paths -----------------------------------------------------------------
   enum class Alloc : uint8_t {
@@ -164,9 +166,22 @@ class PlanRun {
   // compare-and-swap and takes them back if that fails, so that a last unpin never takes
   // bytes away before they were added; only a pin racing another pin or a free of the same
   // block can leave its bytes in the peak.
+  // Pins the instance that starts at p, or else the live one p points into (a view), as
+  // zarena_pin does for region blocks. The caller holds a region slot lock: pins and
+  // unpins never race a reset's re-stamp of the pinned instances (set_epoch runs under
+  // every slot lock), so a pin that answers OK keeps its block across that reset.
   PinOutcome pin(uintptr_t p, PinTally* tally = nullptr) noexcept;
   // *freed_size: the size of a block whose deferred free the last unpin completed, else 0.
+  // The caller holds a region slot lock (as for pin).
   PinOutcome unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally = nullptr) noexcept;
+  // Whether p lies strictly inside a live instance (its start below p): for the error
+  // paths, where a free found a dead instance starting at p (an interior pointer then).
+  bool inside_live(uintptr_t p) const noexcept;
+  // What a free of p answers from this run's words alone (for a run whose zone was given
+  // back: every instance dead): kDoubleFree for an instance freed in the current epoch,
+  // kStale for one reclaimed or of an earlier epoch (or not of want_epoch), kNotOwned
+  // when no instance starts at p.
+  FreeOutcome history(uintptr_t p, uint64_t want_epoch) const noexcept;
   // Pinned instances now: their bytes and count.
   uint64_t pinned_bytes() const { return __atomic_load_n(&pinned_bytes_, __ATOMIC_RELAXED); }
   uint64_t pinned_count() const { return __atomic_load_n(&pinned_, __ATOMIC_RELAXED); }
@@ -183,14 +198,34 @@ class PlanRun {
   void disengage(uint64_t reason, uint64_t index);
   // A reset began epoch e: unpinned instances of earlier epochs are dead from now on.
   void set_epoch(uint64_t e);
-  // Live instances now: any, their bytes and count.
+  // Live instances now: any, their bytes and count (deferred: those freed while pinned).
   bool any_live() const;
-  void live_totals(uint64_t* bytes, uint64_t* count) const;
-  // hits() and live_totals() under the plan's lock, so that both see the same
-  // allocations (a planned allocation stamps its word and counts its hit under it).
-  void totals(uint64_t* hits, uint64_t* live_bytes, uint64_t* live_count) noexcept;
+  struct Totals {
+    uint64_t hits = 0, live_bytes = 0, live_count = 0, deferred = 0;
+  };
+  // Under the plan's lock, so that hits and the live instances see the same allocations
+  // (a planned allocation stamps its word and counts its hit under it).
+  void totals(Totals* out) noexcept;
   // The floor was raised over the zone: every live instance survives resets from now on.
   void make_live_persistent();
+  // The floor came down below the zone again: persistent instances belong to epoch e (the
+  // current one) from now on, and the next reset reclaims them, as region blocks.
+  void make_persistent_epoch(uint64_t e);
+  // Calls fn(ptr, size) for every instance the reset that ended `ended` reclaimed (held,
+  // unpinned, not persistent, of that epoch): for poison. Call after set_epoch.
+  template <typename Fn>
+  void for_each_reclaimed(uint64_t ended, Fn&& fn) const {
+    const uint64_t inst = uint64_t{view_.period} * view_.n;
+    for (uint64_t id = 0; id < inst; ++id) {
+      const uint64_t w = load(&view_.words[id]);
+      if (plan_word::held(w) && (w & (plan_word::kPersistent | plan_word::kPinMask)) == 0 &&
+          plan_word::epoch(w) == (ended & plan_word::kEpochMask)) {
+        fn(view_.zone + inst_[id].offset, inst_[id].size);
+      }
+    }
+  }
+  // Host memory this run holds (its arrays, records and hints).
+  uint64_t host_bytes() const { return host_bytes_; }
   uint64_t hits() const { return load(view_.hits); }
   uint64_t miss_reason() const { return load(view_.miss_reason); }
   uint64_t miss_index() const { return load(view_.miss_index); }
@@ -201,8 +236,11 @@ class PlanRun {
     uintptr_t ptr;
     uint64_t size, epoch;
     uint32_t pins, tag;
+    bool persistent, deferred;
   };
-  void live_instances(std::vector<LiveInstance>* out) const;
+  // Under the plan's lock: no instance is handed out during the walk, so two listed never
+  // overlap (a free during it only ends one).
+  void live_instances(std::vector<LiveInstance>* out) noexcept;
 
  private:
   static constexpr uint32_t kNoInstance = ~0u;
@@ -280,6 +318,11 @@ class PlanRun {
     return kNoInstance;
   }
   bool in_pieces(uint64_t off) const noexcept;
+  // The live instance p's offset lies strictly inside, or kNoInstance.
+  uint32_t live_containing(uint64_t off) const noexcept;
+  // The instance a pin or unpin of offset acts on: the one starting there if live, else
+  // the live one it points into; else the one starting there (dead: its outcome), or none.
+  uint32_t pin_target(uint64_t off) const noexcept;
   uint64_t cur_epoch() const { return load(view_.epoch); }
   void deviate_locked(uint64_t reason, uint64_t index) noexcept;
 
@@ -291,6 +334,8 @@ class PlanRun {
   uint32_t hint_shift_ = 64;
   uint32_t* lock_ = nullptr;
   uint64_t lower_bound_ = 0;
+  uint64_t max_size_ = 0;  // the largest instance's size (interior lookups look this far down)
+  uint64_t host_bytes_ = 0;
   std::vector<plan::ByteRange> pieces_;  // empty: the zone is one piece
   // Instances with pins now (pin and unpin keep it): a reset re-stamps them, and skips
   // the scan when there are none.

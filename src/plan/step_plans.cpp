@@ -5,6 +5,8 @@
 #include <mutex>
 #include <new>
 
+#include "base/test_points.h"
+
 namespace zarena_core {
 
 namespace {
@@ -38,7 +40,8 @@ bool same_items(const std::vector<LearnedItem>& a, const std::vector<LearnedItem
 
 }  // namespace
 
-StepPlans::StepPlans(bool enabled, uint64_t granule) : enabled_(enabled), granule_(granule) {
+StepPlans::StepPlans(bool enabled, uint64_t granule, uint64_t run_budget_bytes)
+    : enabled_(enabled), granule_(granule), run_budget_(run_budget_bytes) {
   if (enabled_) start_learning();
 }
 
@@ -56,10 +59,17 @@ void StepPlans::stop_learning() {
   learner_.clear();
 }
 
-void StepPlans::learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag,
-                            uint32_t thread) noexcept {
+void StepPlans::learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag, uint32_t thread,
+                            uint64_t epoch) noexcept {
   try {
-    learner_.on_alloc(ptr, aligned, tag, thread);
+    const uint64_t n = learner_.on_alloc(ptr, aligned, tag, thread, epoch);
+    const uint64_t most =
+        boundary_seen_.load(std::memory_order_relaxed) ? kMaxStepItems : kMaxFirstStepItems;
+    if (__builtin_expect(n > most, 0) && !step_too_long_.exchange(true)) {
+      // No plan for so long a step: stop recording it; the next boundary starts over.
+      learning_.store(false, std::memory_order_relaxed);
+      learner_.clear();
+    }
   } catch (...) {  // host memory: this step cannot be learned; the next boundary starts over
     learner_.clear();
   }
@@ -69,9 +79,9 @@ void StepPlans::learn_free(uintptr_t ptr) noexcept { learner_.on_free(ptr); }
 
 void StepPlans::learn_pin(uintptr_t ptr) noexcept { learner_.on_pin(ptr); }
 
-void StepPlans::learn_reset(const std::vector<uintptr_t>& survivors) noexcept {
+void StepPlans::learn_reset(const StepLearner::ResetSurvivors& kept) noexcept {
   try {
-    learner_.on_reset(survivors);
+    learner_.on_reset(kept);
   } catch (...) {  // host memory: this step cannot be learned; the next boundary starts over
     learner_.clear();
   }
@@ -86,11 +96,12 @@ void StepPlans::set_threads(const LearnedStep& s) {
 }
 
 void StepPlans::on_reset_locked(uint64_t epoch) {
-  epoch_ = epoch;
-  for (PlanRun* r :
-       {engaged_.load(std::memory_order_relaxed), zone_run_.load(std::memory_order_relaxed)}) {
-    if (r != nullptr) r->set_epoch(epoch);
-  }
+  PlanRun* const e = engaged_.load(std::memory_order_relaxed);
+  PlanRun* const z = zone_run_.load(std::memory_order_relaxed);
+  PlanRun* const r = retired_.load(std::memory_order_relaxed);
+  if (e != nullptr) e->set_epoch(epoch);
+  if (z != nullptr && z != e) z->set_epoch(epoch);
+  if (r != nullptr && r != e && r != z) r->set_epoch(epoch);
 }
 
 void StepPlans::take_layout(std::unique_ptr<PlanLayout> layout, std::vector<LearnedItem> items,
@@ -130,7 +141,7 @@ void StepPlans::plan_learned(LearnedStep& step, ZoneOps& zones, PlanEvents* even
     return;
   }
   PlanWindow where;
-  if (!zones.zone_window(&where)) where = PlanWindow{};
+  if (!zones.zone_window(zone_, &where)) where = PlanWindow{};
   if (step.items.size() > kInlineItems) {
     try {
       auto job = std::make_shared<PlanJob>();
@@ -150,23 +161,30 @@ void StepPlans::plan_learned(LearnedStep& step, ZoneOps& zones, PlanEvents* even
   take_layout(std::move(layout), std::move(step.items), ns, events);
 }
 
-void StepPlans::add_run(std::unique_ptr<PlanRun> run) {
-  std::lock_guard<SpinLock> g(stats_mu_);
-  runs_.push_back(std::move(run));
+bool StepPlans::zone_live() const {
+  PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
+  return zr != nullptr && zr->any_live();
 }
 
 void StepPlans::release_zone(ZoneOps& zones) {
-  zone_run_.store(nullptr, std::memory_order_release);
-  zones.release_zone(zone_);
-  zone_ = Zone{};
-  zone_bytes_.store(0, std::memory_order_relaxed);
+  PlanRun* const zr = zone_run_.load(std::memory_order_relaxed);
+  if (zr == nullptr) return;
+  zones.release_zone(zone_, [&](const RegionNow&) {
+    // Every instance is dead (the caller checked; none can come to life: the run is not
+    // engaged). The run answers for its old pointers from now on (history).
+    zone_run_.store(nullptr, std::memory_order_release);
+    retired_.store(zr, std::memory_order_release);
+    zone_ = Zone{};
+    zone_persistent_ = false;
+    zone_bytes_.store(0, std::memory_order_relaxed);
+  });
   zone_items_.clear();
   reuse_zone_run_ = false;
 }
 
 void StepPlans::relay_out(ZoneOps& zones, PlanEvents* events) {
   PlanWindow where;
-  if (!zones.zone_window(&where)) return;
+  if (!zones.zone_window(zone_, &where)) return;
   LearnedStep step;
   uint64_t ns = 0;
   std::unique_ptr<PlanLayout> layout;
@@ -181,64 +199,127 @@ void StepPlans::relay_out(ZoneOps& zones, PlanEvents* events) {
   take_layout(std::move(layout), std::move(step.items), ns, events);
 }
 
+std::unique_ptr<PlanRun> StepPlans::make_run(PlanEvents* events) {
+  std::unique_ptr<PlanRun> run;
+  try {
+    run = std::make_unique<PlanRun>(*pending_, 0);
+  } catch (const std::bad_alloc&) {
+    events->failure = "out of host memory for the plan's state";
+    return nullptr;
+  }
+  std::lock_guard<SpinLock> g(stats_mu_);
+  if (run_bytes_ + run->host_bytes() > run_budget_) {
+    events->budget = true;
+    events->failure = "budget";
+    events->host_bytes = run_bytes_;
+    events->host_budget = run_budget_;
+    return nullptr;
+  }
+  try {
+    runs_.reserve(runs_.size() + 1);
+  } catch (const std::bad_alloc&) {
+    events->failure = "out of host memory for the plan's state";
+    return nullptr;
+  }
+  return run;
+}
+
+void StepPlans::publish_locked(PlanRun* r, Zone z, const RegionNow& now) {
+  test_points::hit(test_points::Point::kPlanEngaging);
+  r->set_zone(z.base);
+  zone_ = std::move(z);
+  zone_persistent_ = false;
+  zone_bytes_.store(zone_.bytes(), std::memory_order_relaxed);
+  {
+    std::lock_guard<SpinLock> g(stats_mu_);
+    run_bytes_ += r->host_bytes();
+    runs_.emplace_back(r);  // reserved by make_run: cannot throw
+  }
+  r->set_epoch(now.epoch);
+  r->engage();
+  zone_run_.store(r, std::memory_order_release);
+  engaged_.store(r, std::memory_order_release);
+}
+
 void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
   PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
   if (zr != nullptr && zr->any_live()) return;  // the plan waits for the zone to clear
   if (reuse_zone_run_) {
     reuse_zone_run_ = false;
-    zr->set_epoch(epoch_);
-    zr->engage();
-    engaged_.store(zr, std::memory_order_release);
+    zones.under_lock([&](const RegionNow& now) {
+      zr->set_epoch(now.epoch);
+      zr->engage();
+      engaged_.store(zr, std::memory_order_release);
+    });
     events->engaged = true;
     stop_learning();
     return;
   }
   if (!pending_) return;
+  std::unique_ptr<PlanRun> run = make_run(events);
+  if (!run) {
+    pending_.reset();
+    if (events->budget) {
+      budget_spent_ = true;
+      stop_learning();
+    } else {
+      start_learning();
+    }
+    return;
+  }
   uint64_t need = std::max<uint64_t>(pending_->peak_bytes, granule_);
   // A new layout gets a new zone: its offsets avoid the obstacles of its own window.
   if (zr != nullptr) release_zone(zones);
   Zone zone;
-  bool claimed = pending_->window != PlanLayout::kAnywhere &&
-                 zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone);
+  PlanRun* const r = run.get();
+  auto publish = [&](const RegionNow& now) {
+    if (zone.pieces.size() != 1 || zone.pieces[0].offset != 0 || zone.pieces[0].size < need) {
+      r->set_pieces(zone.pieces);
+    }
+    publish_locked(r, zone, now);
+  };
+  bool claimed =
+      pending_->window != PlanLayout::kAnywhere &&
+      zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone, publish);
   if (!claimed && pending_->window != PlanLayout::kAnywhere &&
       pending_items_.size() <= kInlineItems) {
     // The window changed since the layout (it was made at an earlier boundary): lay the
     // step out again around the blocks live now, once.
     relay_out(zones, events);
     need = std::max<uint64_t>(pending_->peak_bytes, granule_);
-    claimed = pending_->window != PlanLayout::kAnywhere &&
-              zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone);
+    if (pending_->window != PlanLayout::kAnywhere) {
+      run = make_run(events);  // the layout changed: a run of its own
+      if (!run) {
+        pending_.reset();
+        start_learning();
+        return;
+      }
+      PlanRun* const again = run.get();
+      auto publish_again = [&](const RegionNow& now) {
+        if (zone.pieces.size() != 1 || zone.pieces[0].offset != 0 || zone.pieces[0].size < need) {
+          again->set_pieces(zone.pieces);
+        }
+        publish_locked(again, zone, now);
+      };
+      claimed = zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone,
+                                 publish_again);
+    }
   }
   // Else one free block: the offsets are as good in any space free throughout.
-  if (!claimed && !zones.reserve_zone(need, &zone)) {
+  if (!claimed) {
+    PlanRun* const any = run.get();
+    claimed = zones.reserve_zone(need, &zone,
+                                 [&](const RegionNow& now) { publish_locked(any, zone, now); });
+  }
+  if (!claimed) {
     events->no_room = true;
     pending_.reset();
     start_learning();
     return;
   }
-  std::unique_ptr<PlanRun> run;
-  try {
-    run = std::make_unique<PlanRun>(*pending_, zone.base);
-    if (zone.pieces.size() != 1 || zone.pieces[0].offset != 0 || zone.pieces[0].size < need) {
-      run->set_pieces(zone.pieces);
-    }
-  } catch (const std::bad_alloc&) {
-    zones.release_zone(zone);
-    events->failure = "out of host memory for the plan's state";
-    pending_.reset();
-    start_learning();
-    return;
-  }
-  zone_ = std::move(zone);
-  zone_bytes_.store(zone_.bytes(), std::memory_order_relaxed);
+  (void)run.release();  // runs_ holds it now (publish_locked)
   pending_.reset();
   zone_items_ = std::move(pending_items_);
-  PlanRun* r = run.get();
-  add_run(std::move(run));
-  r->set_epoch(epoch_);
-  r->engage();
-  zone_run_.store(r, std::memory_order_release);
-  engaged_.store(r, std::memory_order_release);
   events->engaged = true;
   stop_learning();
 }
@@ -246,6 +327,16 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
 void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
   if (!enabled_) return;
   std::lock_guard<SpinLock> g(boundary_mu_);
+  boundary_seen_.store(true, std::memory_order_relaxed);
+  if (step_too_long_.exchange(false)) {
+    // The step that ended was too long to learn: learning starts over with the next one
+    // (unless a plan serves or the learning pauses meanwhile).
+    if (engaged_.load(std::memory_order_relaxed) == nullptr && pause_steps_ == 0 &&
+        !budget_spent_) {
+      start_learning();
+    }
+    return;
+  }
   if (PlanRun* run = engaged_.load(std::memory_order_relaxed)) {
     if (run->end_step()) {
       std::lock_guard<SpinLock> s(stats_mu_);
@@ -289,8 +380,9 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
         misses_in_a_row_ = kMissesBeforePause / 2;
         stop_learning();
         // A zone nothing uses is not kept through the pause.
-        PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
-        if (zr != nullptr && !zr->any_live()) release_zone(zones);
+        if (zone_run_.load(std::memory_order_relaxed) != nullptr && !zone_live()) {
+          release_zone(zones);
+        }
       }
     } else {
       misses_in_a_row_ = 0;
@@ -305,27 +397,39 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
         plan_learned(step, zones, events);
       }
     }
-  } else if (pause_steps_ > 0 && --pause_steps_ == 0) {
+  } else if (pause_steps_ > 0 && --pause_steps_ == 0 && !budget_spent_) {
     start_learning();
   }
   if (pending_ || reuse_zone_run_) try_engage(zones, events);
 }
 
-void StepPlans::on_floor_over_zone() {
+void StepPlans::on_floor_changed(ZoneOps& zones) {
   std::lock_guard<SpinLock> g(boundary_mu_);
   PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
   if (zr == nullptr) return;
-  zr->disengage(ZARENA_PLAN_MISS_FLOOR, 0);
-  zr->make_live_persistent();
-  if (engaged_.load(std::memory_order_relaxed) != nullptr) {
-    engaged_.store(nullptr, std::memory_order_release);
-    std::lock_guard<SpinLock> s(stats_mu_);
-    ++misses_;
-    if (first_miss_ == 0) first_miss_ = ZARENA_PLAN_MISS_FLOOR;
-  }
+  bool over = false;
+  zones.under_lock([&](const RegionNow& now) {
+    const uintptr_t lowest = zone_.base + (zone_.pieces.empty() ? 0 : zone_.pieces[0].offset);
+    if (now.floor > lowest && !zone_persistent_) {
+      zr->disengage(ZARENA_PLAN_MISS_FLOOR, 0);
+      zr->make_live_persistent();
+      zone_persistent_ = true;
+      over = true;
+      if (engaged_.load(std::memory_order_relaxed) != nullptr) {
+        engaged_.store(nullptr, std::memory_order_release);
+        std::lock_guard<SpinLock> s(stats_mu_);
+        ++misses_;
+        if (first_miss_ == 0) first_miss_ = ZARENA_PLAN_MISS_FLOOR;
+      }
+    } else if (now.floor <= lowest && zone_persistent_) {
+      zr->make_persistent_epoch(now.epoch);
+      zone_persistent_ = false;
+    }
+  });
+  if (!over) return;
   reuse_zone_run_ = false;
-  zone_items_.clear();  // never taken up again: the zone's blocks now outlive steps
-  if (enabled_) start_learning();
+  zone_items_.clear();  // never taken up again: the zone's blocks outlived steps
+  if (enabled_ && !budget_spent_) start_learning();
 }
 
 void StepPlans::stats(PlanStats* out) const {
@@ -341,7 +445,7 @@ void StepPlans::stats(PlanStats* out) const {
     // live blocks: every allocation it served is in both or in neither. The others are
     // done counting.
     PlanRun* zr = zone_run_.load(std::memory_order_acquire);
-    out->hits = out->live_bytes = out->live_count = 0;
+    out->hits = out->live_bytes = out->live_count = out->deferred = 0;
     out->pinned_bytes = out->pinned_count = 0;
     for (const auto& r : runs_) {
       if (r.get() != zr) out->hits += r->hits();
@@ -349,10 +453,15 @@ void StepPlans::stats(PlanStats* out) const {
       out->pinned_count += r->pinned_count();
     }
     if (zr != nullptr) {
-      uint64_t hits = 0;
-      zr->totals(&hits, &out->live_bytes, &out->live_count);
-      out->hits += hits;
+      PlanRun::Totals t;
+      zr->totals(&t);
+      out->hits += t.hits;
+      out->live_bytes = t.live_bytes;
+      out->live_count = t.live_count;
+      out->deferred = t.deferred;
     }
+    out->host_bytes = run_bytes_;
+    out->host_budget = run_budget_;
   }
   out->zone_bytes = zone_bytes_.load(std::memory_order_relaxed);
 }

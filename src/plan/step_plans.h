@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "base/function_ref.h"
+#include "base/outcomes.h"
 #include "base/spin_lock.h"
 #include "base/status.h"
 #include "plan/learner.h"
@@ -38,6 +40,22 @@ namespace zarena_core {
 struct Zone {
   uintptr_t base = 0;
   std::vector<plan::ByteRange> pieces;
+  // What a free of each piece's start meant before the claim (the region's history there,
+  // which the piece's own block hides now), and the epoch of the claim: a pointer to a
+  // block reclaimed there is STALE, not foreign. Empty: nothing known.
+  std::vector<FreeOutcome> buried;
+  uint64_t claim_epoch = 0;
+  // buried's answer for p (kNotOwned: none).
+  FreeOutcome buried_at(uintptr_t p, uint64_t epoch) const {
+    for (size_t i = 0; i < buried.size() && i < pieces.size(); ++i) {
+      if (base + pieces[i].offset != p) continue;
+      if (buried[i] == FreeOutcome::kDoubleFree && epoch != claim_epoch) return FreeOutcome::kStale;
+      return buried[i] == FreeOutcome::kStale || buried[i] == FreeOutcome::kDoubleFree
+                 ? buried[i]
+                 : FreeOutcome::kNotOwned;
+    }
+    return FreeOutcome::kNotOwned;
+  }
   uint64_t bytes() const {
     uint64_t b = 0;
     for (const plan::ByteRange& r : pieces) b += r.size;
@@ -45,30 +63,52 @@ struct Zone {
   }
 };
 
+// The region as a zone change sees it: inside the region's writer lock, where no reset,
+// floor change, pin or unpin runs meanwhile.
+struct RegionNow {
+  uint64_t epoch = 0;
+  uintptr_t floor = 0;  // the floor's address (blocks below it survive resets)
+};
+using UnderLock = FunctionRef<void(const RegionNow&)>;
+
 // How the arena gives a plan its zone. Called from the boundary hook with no plan lock
-// held; each takes the region's locks itself.
+// held; each takes the region's locks itself. The zone's pieces are region blocks the
+// region refuses to the user (its owner byte says "zone": every user free, pin or unpin of
+// one comes back to the arena, which asks the plan), so a piece claimed and not yet
+// published, or unpublished and not yet given back, is never taken for a user's block.
+// Publishing (the run the arena routes zone pointers to, its epoch) happens under the
+// writer lock, in the section that claimed the zone: a reset sees the run or does not, and
+// a run engages with the epoch the region has.
 class ZoneOps {
  public:
   virtual ~ZoneOps() = default;
   // Where a plan laid out now should go: a window of the region and the live blocks in it
-  // (the current zone's own blocks left out: it is given back before a new one is
+  // (the pieces of `own`, the current zone, left out: it is given back before a new one is
   // claimed). false: lay it out with no obstacles.
-  virtual bool zone_window(PlanWindow* where) noexcept = 0;
+  virtual bool zone_window(const Zone& own, PlanWindow* where) noexcept = 0;
   // The zone of a plan laid out in `where`: the window's first `bytes` less the
-  // obstacles. false: that space is not all free now (or cannot be committed).
-  virtual bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out) noexcept = 0;
-  // One free block of `bytes` for a zone, as low in the region as it fits. false: no room.
-  virtual bool reserve_zone(uint64_t bytes, Zone* out) noexcept = 0;
-  virtual void release_zone(const Zone& zone) noexcept = 0;
+  // obstacles; publish runs in the writer-lock section that claimed it. false: that space
+  // is not all free now (or cannot be committed); publish did not run.
+  virtual bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out,
+                          UnderLock publish) noexcept = 0;
+  // One free block of `bytes` for a zone, as low in the region as it fits; publish runs
+  // under the writer lock once it is the zone's. false: no room (publish did not run).
+  virtual bool reserve_zone(uint64_t bytes, Zone* out, UnderLock publish) noexcept = 0;
+  // Under the writer lock runs unpublish, then gives the pieces back.
+  virtual void release_zone(const Zone& zone, UnderLock unpublish) noexcept = 0;
+  // Runs fn under the writer lock.
+  virtual void under_lock(UnderLock fn) noexcept = 0;
 };
 
 // What the boundary hook did, for the arena's log records (built with no lock held).
 struct PlanEvents {
-  bool learned = false;    // a plan was laid out now
-  bool engaged = false;    // a plan serves the next step
-  bool abandoned = false;  // the step that just ended left its plan
-  bool no_room = false;    // a learned plan found no room for its zone
-  std::string failure;     // the planner refused (too large), or ran out of memory
+  bool learned = false;                      // a plan was laid out now
+  bool engaged = false;                      // a plan serves the next step
+  bool abandoned = false;                    // the step that just ended left its plan
+  bool no_room = false;                      // a learned plan found no room for its zone
+  bool budget = false;                       // the plans kept hold their budget: learning stopped
+  uint64_t host_bytes = 0, host_budget = 0;  // budget: what they hold, and the budget
+  std::string failure;  // the planner refused (too large), or ran out of memory
   // learned: the plan's facts
   uint32_t items = 0, planned = 0, period = 0;
   uint64_t peak_bytes = 0, lower_bound_bytes = 0, plan_ns = 0;
@@ -89,20 +129,35 @@ struct PlanStats {
   uint64_t zone_bytes = 0;                  // the zone held now (0: none)
   uint64_t live_bytes = 0, live_count = 0;  // planned blocks live now
   uint64_t pinned_bytes = 0, pinned_count = 0;  // planned blocks the user pinned, now
+  uint64_t deferred = 0;     // planned blocks freed while pinned, live until their last unpin
+  uint64_t host_bytes = 0;   // host memory the plans kept hold
+  uint64_t host_budget = 0;  // ... at most
 };
 
 class StepPlans {
  public:
   // Steps of up to this many allocations are laid out at the boundary itself.
   static constexpr uint32_t kInlineItems = 4096;
+  // Host memory the plans an arena made may hold (zarena_plan.h: a plan's memory stays
+  // valid until destroy, for bindings that read it without a call; a thread of the
+  // library's own may still be inside a replaced run). Once a new plan would go beyond
+  // it, learning stops (arena.plan_failed, reason "budget"); the plans made keep serving.
+  static constexpr uint64_t kRunBudgetBytes = uint64_t{64} << 20;
+  // The most allocations one step may have to be learned: a longer step is not recorded
+  // past it (the learner's memory stays bounded in a program that marks no steps; the
+  // planner's largest steps are of this order). Until an arena's first boundary, a step
+  // is given up much sooner: a program that marks no steps pays for learning only once.
+  static constexpr uint64_t kMaxStepItems = uint64_t{1} << 20;
+  static constexpr uint64_t kMaxFirstStepItems = uint64_t{1} << 16;
 
-  StepPlans(bool enabled, uint64_t granule);
+  // run_budget_bytes: kRunBudgetBytes but in tests.
+  StepPlans(bool enabled, uint64_t granule, uint64_t run_budget_bytes = kRunBudgetBytes);
   ~StepPlans();
   StepPlans(const StepPlans&) = delete;
   StepPlans& operator=(const StepPlans&) = delete;
 
   bool enabled() const { return enabled_; }
-  // Whether the learning hooks want events (the arena mirrors it in its hot-path word).
+  // Whether the learning hooks want events.
   bool learning() const { return learning_.load(std::memory_order_relaxed); }
   // Whether a plan is engaged (may serve the next allocations).
   bool engaged() const { return engaged_.load(std::memory_order_relaxed) != nullptr; }
@@ -121,12 +176,16 @@ class StepPlans {
     PlanRun* r = zone_run_.load(std::memory_order_acquire);
     return r != nullptr && r->in_zone(p) ? r : nullptr;
   }
-  void learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag, uint32_t thread) noexcept;
+  // The run whose zone held p when it was given back last (every instance dead then), or
+  // null: what a free of such a pointer means (history) once the region holds its space.
+  PlanRun* retired() const noexcept { return retired_.load(std::memory_order_acquire); }
+  void learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag, uint32_t thread,
+                   uint64_t epoch) noexcept;
   void learn_free(uintptr_t ptr) noexcept;
   void learn_pin(uintptr_t ptr) noexcept;
-  // A reset reclaimed every learned block not in `survivors` (sorted block starts still
-  // live after it): those are freed at the reset (learner.h). Call while learning().
-  void learn_reset(const std::vector<uintptr_t>& survivors) noexcept;
+  // A reset reclaimed every learned block of its epoch that it did not keep: those are
+  // freed at the reset (learner.h). Call while learning(), outside the reset's lock.
+  void learn_reset(const StepLearner::ResetSurvivors& kept) noexcept;
 
   // --- whole-arena hooks -----------------------------------------------------------------
   // A reset began `epoch`: called under the arena's whole-arena lock, so that no planned
@@ -135,10 +194,19 @@ class StepPlans {
   // A step ended (zarena_step_begin, or a reset). May reserve or release the zone through
   // `zones`. One thread at a time (the hook serialises callers).
   void on_boundary(ZoneOps& zones, PlanEvents* events);
-  // The floor was raised over the zone: its live blocks survive resets from now on, and
-  // the plan ends (ZARENA_PLAN_MISS_FLOOR).
-  void on_floor_over_zone();
+  // The floor moved. Raised over the zone: its live blocks survive resets from now on, and
+  // the plan ends (ZARENA_PLAN_MISS_FLOOR). Lowered below it again: they belong to the
+  // current epoch again (the next reset reclaims them), as region blocks do.
+  void on_floor_changed(ZoneOps& zones);
+  // Under the writer lock: stats, and the zone as it is (the arena's walks and snapshots).
   void stats(PlanStats* out) const;
+  const Zone& zone_w() const { return zone_; }
+  // Under the writer lock, after on_reset_locked: fn(ptr, size) for every planned block the
+  // reset that ended `ended` reclaimed (PlanRun::for_each_reclaimed).
+  template <typename Fn>
+  void for_each_reclaimed(uint64_t ended, Fn&& fn) const {
+    if (PlanRun* r = zone_run_.load(std::memory_order_relaxed)) r->for_each_reclaimed(ended, fn);
+  }
   void live_instances(std::vector<PlanRun::LiveInstance>* out) const;
   // The view bindings read (null: none).
   const zarena_plan_view* view() const;
@@ -166,20 +234,37 @@ class StepPlans {
   // The pending layout again, around the window's live blocks now (kept as it was when
   // that fails).
   void relay_out(ZoneOps& zones, PlanEvents* events);
-  void add_run(std::unique_ptr<PlanRun> run);
+  // A new run for the pending layout: built, counted against the budget. Null: no room in
+  // the budget (events->budget), or no host memory (events->failure).
+  std::unique_ptr<PlanRun> make_run(PlanEvents* events);
+  // Under the writer lock (a zone claim's publish): r serves from zone z from now on.
+  void publish_locked(PlanRun* r, Zone z, const RegionNow& now);
   void release_zone(ZoneOps& zones);
+  bool zone_live() const;
 
   const bool enabled_;
   const uint64_t granule_;
+  const uint64_t run_budget_;
   StepLearner learner_;
   std::atomic<bool> learning_{false};
+  bool budget_spent_ = false;  // learning stopped for good (kRunBudgetBytes)
+  // The step being recorded passed the most items a step may have (kMaxStepItems): the
+  // learner waits for the next boundary. boundary_seen_: a boundary came since create.
+  std::atomic<bool> step_too_long_{false};
+  std::atomic<bool> boundary_seen_{false};
   // Backoff: steps that did not repeat in a row; learning pauses for a while after many.
   uint32_t misses_in_a_row_ = 0;
   uint32_t pause_steps_ = 0;
 
   SpinLock boundary_mu_;  // one boundary at a time; guards the fields up to the stats
+  // The zone and the runs the arena routes to: changed only under the region's writer lock
+  // (ZoneOps' publish and unpublish), read there or through the atomics.
   std::atomic<PlanRun*> engaged_{nullptr};   // the run serving this step, if any
   std::atomic<PlanRun*> zone_run_{nullptr};  // the run whose instances live in the zone
+  std::atomic<PlanRun*> retired_{nullptr};   // the zone's run before its zone went back
+  Zone zone_;                                // the zone held (no pieces: none)
+  bool zone_persistent_ = false;             // the floor lies over it
+  std::atomic<uint64_t> zone_bytes_{0};      // its bytes
   std::vector<LearnedItem> zone_items_;      // what zone_run_ was laid out from
   // Learned and waiting for the zone to be clear: a layout, or (reuse_zone_run_) the
   // zone's own run again (the same step was learned again after a deviation).
@@ -187,16 +272,14 @@ class StepPlans {
   std::vector<LearnedItem> pending_items_;
   std::shared_ptr<PlanJob> job_;  // a large step being laid out on the plan thread
   bool reuse_zone_run_ = false;
-  Zone zone_;                            // the zone held (no pieces: none)
-  std::atomic<uint64_t> zone_bytes_{0};  // its bytes
-  uint64_t epoch_ = 0;
 
   std::atomic<uint32_t> threads_[LearnedStep::kMaxThreads] = {};
   std::atomic<uint32_t> thread_count_{0};
   std::atomic<bool> any_thread_{false};
 
   mutable SpinLock stats_mu_;                   // runs_ and the counters below
-  std::vector<std::unique_ptr<PlanRun>> runs_;  // every run made: views outlive their use
+  std::vector<std::unique_ptr<PlanRun>> runs_;  // every run published: views outlive their use
+  uint64_t run_bytes_ = 0;                      // their host memory
   uint64_t steps_ = 0, misses_ = 0, first_miss_ = 0, learned_ = 0;
   uint64_t peak_ = 0, lower_bound_ = 0;
 };

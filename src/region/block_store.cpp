@@ -96,8 +96,8 @@ BlockMap::BlockMap(uint64_t capacity, uint64_t granule)
     : granule_(granule), shift_(63 - __builtin_clzll(granule)) {
   entries_ = (capacity >> shift_) + 1;
   const uint64_t bytes = 2 * entries_ * sizeof(std::atomic<uint32_t>);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   // Anonymous pages read as zero: every entry starts as "no record".
   starts_ = static_cast<std::atomic<uint32_t>*>(p);

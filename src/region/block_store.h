@@ -43,6 +43,11 @@ enum class BlockState : uint8_t {
 inline constexpr uint8_t kOwnerCentral = 0xFE;  // the central index of the epoch side
 inline constexpr uint8_t kOwnerFloor = 0xFF;    // the central index below the floor
 inline constexpr uint8_t kOwnerNone = 0xFD;
+// A live block that is a piece of a step plan's zone (claim_w, pin_zone): the plan, not the
+// region, answers for the addresses inside it. The user's free, pin and unpin of it are
+// refused with kZone (the arena asks the plan); only unclaim gives it back. Kept by
+// resets like a pinned block (Region::kept), keeping this owner byte.
+inline constexpr uint8_t kOwnerZone = 0xFC;
 
 // Flag bits of the word.
 inline constexpr uint8_t kFlagPersistent = 0x1;  // below the floor: survives resets

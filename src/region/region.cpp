@@ -183,7 +183,8 @@ void Region::retire_moved(uint32_t rec) {
 // pointer is not the start of a block. Where that cannot be proven cheaply (the bytes went
 // back to bump space that has since been bumped into again), the answer is "not owned":
 // never an error that would be wrong to act on, and no state changes either way.
-FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const {
+FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
+                                  bool central_held) const {
   const uint64_t target = store_[rec].off();
   const uint64_t e = epoch();
   // A block a reset reclaimed, or any record of an earlier epoch: a reset emptied every
@@ -230,8 +231,12 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w) const
       // (and, for the bump space, the target still lies above the top).
       bool unused = Word::gen(iw) == gen;
       if (unused && into == top_rec_) {
-        std::lock_guard<CentralLock> lock(central_);
-        unused = target >= top_;
+        if (central_held) {
+          unused = target >= top_;
+        } else {
+          std::lock_guard<CentralLock> lock(central_);
+          unused = target >= top_;
+        }
       }
       return unused ? freed : FreeOutcome::kNotOwned;
     }
@@ -691,6 +696,7 @@ PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally)
       return pin_outcome_of_dead(classify_dead(s, r, w));
     }
     if (st != BlockState::kLive) return PinOutcome::kNotOwned;
+    if (tally && Word::owner(w) == kOwnerZone) return PinOutcome::kZone;
     if (!is_current(w, b)) return PinOutcome::kStale;
     const uint32_t pins = Word::pins(w);
     if (pins == Word::kMaxPins) return PinOutcome::kTooMany;
@@ -726,6 +732,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
       return pin_outcome_of_dead(classify_dead(s, r, w));
     }
     if (st != BlockState::kLive && st != BlockState::kDeferred) return PinOutcome::kNotOwned;
+    if (tally && Word::owner(w) == kOwnerZone) return PinOutcome::kZone;
     if (!is_current(w, b)) return PinOutcome::kStale;
     const uint32_t pins = Word::pins(w);
     if (pins == 0) return PinOutcome::kNotPinned;
@@ -774,6 +781,49 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
     }
     g.unlock();
     return PinOutcome::kOk;
+  }
+}
+
+PinOutcome Region::pin_zone(Slot& s, uint64_t offset) {
+  const PinOutcome o = pin_at(s, offset, offset, /*tally=*/false);
+  if (o != PinOutcome::kOk) return o;
+  Block& b = store_[map_.at(offset)];
+  uint64_t w = b.load_word();
+  while (!cas(b, w, Word::with_owner(w, kOwnerZone))) {
+  }
+  return o;
+}
+
+FreeOutcome Region::history_at(const Slot& s, uint64_t offset, bool central_held) const {
+  const uint32_t r = map_.at(offset);
+  if (r == kNil) return FreeOutcome::kNotOwned;
+  const Block& b = store_[r];
+  const uint64_t w = b.load_word();
+  if (b.off() != offset) return FreeOutcome::kNotOwned;
+  switch (Word::state(w)) {
+    case BlockState::kLive:
+    case BlockState::kDeferred:
+      // A record a reset left as it was: its block was reclaimed.
+      return is_current(w, b) ? FreeOutcome::kOk : FreeOutcome::kStale;
+    case BlockState::kFree:
+    case BlockState::kAbsorbed:
+    case BlockState::kMoved:
+      return classify_dead(s, r, w, central_held);
+    default:
+      return FreeOutcome::kNotOwned;
+  }
+}
+
+void Region::pinned_offsets_w(std::vector<uint64_t>* out) const {
+  out->reserve(out->size() + pinned_.size());
+  for (uint32_t r : pinned_) {
+    if (Word::owner(store_[r].load_word()) != kOwnerZone) out->push_back(store_[r].off());
+  }
+}
+
+void Region::borrowed_unpinned_offsets_w(std::vector<uint64_t>* out) const {
+  for (uint32_t r = borrowed_head_; r != kNil; r = store_[r].next) {
+    if (Word::pins(store_[r].load_word()) == 0) out->push_back(store_[r].off());
   }
 }
 

@@ -160,7 +160,18 @@ class Region {
   PinOutcome unpin(Slot& s, uint64_t offset, uint64_t* freed_size, uint64_t* start = nullptr);
   // Pins the block that starts at offset for a plan's zone: as pin(), but the pin is no
   // user pin and stays out of cfg_.pin_tally (pinned_peak_bytes); unclaim() undoes it.
-  PinOutcome pin_zone(Slot& s, uint64_t offset) { return pin_at(s, offset, offset, false); }
+  PinOutcome pin_zone(Slot& s, uint64_t offset);
+  // What a free of `offset` would answer from the records alone, changing nothing: kOk when
+  // a live block (or a zone piece) starts there, else kStale, kDoubleFree or kNotOwned as
+  // free() would say for a dead block there. For the arena's error paths: a pointer the
+  // plan's zone covers now may name a region block reclaimed before the zone was claimed.
+  // The caller holds a slot lock (s), or the writer lock (central_held).
+  FreeOutcome history_at(const Slot& s, uint64_t offset, bool central_held = false) const;
+  // Offsets of the blocks pinned now (zone pieces left out): O(pins). Under WriterLock.
+  void pinned_offsets_w(std::vector<uint64_t>* out) const;
+  // Offsets of the borrowed blocks (epoch blocks in holes below the floor) not pinned: a
+  // reset reclaims them. O(borrowed). Under WriterLock.
+  void borrowed_unpinned_offsets_w(std::vector<uint64_t>* out) const;
   // Where offset lies: strictly inside a live block (kLiveBlock, *start gets its start), in
   // none, or not known (no boundary of the current layout within max_granules below it).
   // The answer may be out of date at once: pin_at and unpin_at check it again. The caller
@@ -221,7 +232,11 @@ class Region {
   // ranges beyond the capacity. Throws std::bad_alloc (records) before any change.
   // O(blocks above the floor + ranges).
   enum class Claim { kOk, kChanged, kNeedsCommit, kInvalid };
-  Claim claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to);
+  // buried (may be null): on kOk, for each range, what a free of its start would have
+  // answered before the claim (history_at: a block reclaimed there, say), since the
+  // zone's block now starts there and hides it.
+  Claim claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to,
+                std::vector<FreeOutcome>* buried = nullptr);
   // Gives claimed ranges back: each block is unpinned and freed, as zarena_unpin and
   // zarena_free would (under the caller's slot lock).
   void unclaim(Slot& s, const std::vector<OffsetRange>& ranges);
@@ -274,7 +289,7 @@ class Region {
   // Under the central lock. false: no room, or (out->commit_to set, when may_ask_commit)
   // no room below the ceiling.
   bool take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out);
-  void close_span(Slot& s);          // under the central lock: leftovers to central
+  void close_span(Slot& s);  // under the central lock: leftovers to central
   // Under the central lock: a fresh central record for free space [offset, offset + size)
   // of this epoch, in the block map, in no index yet.
   uint32_t central_free_record(uint64_t offset, uint64_t size);
@@ -283,7 +298,9 @@ class Region {
   void fill(uint64_t offset, uint64_t bytes, Slot* s);
   bool is_current(uint64_t w, const Block& b) const;
   // A free of a block that is no longer live: double, stale or not a block start.
-  FreeOutcome classify_dead(const Slot& s, uint32_t rec, uint64_t w) const;
+  // central_held: the caller holds the central lock (a writer).
+  FreeOutcome classify_dead(const Slot& s, uint32_t rec, uint64_t w,
+                            bool central_held = false) const;
   // The peaks of the current window: the highest block end since the last peak reset,
   // and the used-bytes peak the slots' maxima allow (clamped by that high water).
   uint64_t window_high_water_w() const;
@@ -307,7 +324,9 @@ class Region {
   }
   // A live block a reset kept above the floor (pinned then) carries the owner byte
   // kOwnerCentral: freed, it goes to the central side, with the holes around it.
-  static bool kept(uint64_t live_word) { return Word::owner(live_word) == kOwnerCentral; }
+  static bool kept(uint64_t live_word) {
+    return Word::owner(live_word) == kOwnerCentral || Word::owner(live_word) == kOwnerZone;
+  }
   // Whether a live block, freed, goes through the central lock (below the floor, or kept):
   // "in transit" (kOwnerNone) until then, so no neighbour merges it early.
   static bool goes_central(uint64_t live_word) {

@@ -232,6 +232,7 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
     }
     if (!is_current(w, b)) return FreeOutcome::kStale;
     if (Word::pins(w) > 0) {
+      if (Word::owner(w) == kOwnerZone) return FreeOutcome::kZone;
       if (!region_detail::cas(b, w, Word::with_state(w, BlockState::kDeferred))) continue;
       *size = b.len();
       ++s.c.deferred_frees;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/test_points.h"
 #include "region/region.h"
 
 namespace zarena_core {
@@ -196,7 +197,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     move_record(r, n);
     Block& b = store_[n];
     b.stamp.store(neu, std::memory_order_relaxed);
-    b.word.store(Word::with_owner(b.load_word(), kOwnerCentral),
+    const uint64_t bw = b.load_word();
+    b.word.store(Word::with_owner(bw, Word::owner(bw) == kOwnerZone ? kOwnerZone : kOwnerCentral),
                  std::memory_order_release);  // kept
     if (b.off() > prev_end) hole(prev_end, b.off() - prev_end);
     prev_end = b.end();
@@ -399,7 +401,8 @@ void Region::drain_w() {
   }
 }
 
-Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to) {
+Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to,
+                              std::vector<FreeOutcome>* buried) {
   const uint64_t g = cfg_.granule;
   uint64_t prev = floor_;
   for (const OffsetRange& r : ranges) {
@@ -414,6 +417,13 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
   if (hi > ceiling_) {
     *commit_to = hi;
     return Claim::kNeedsCommit;
+  }
+  // What the ranges' starts meant before (drain_w and the cuts below may put new records
+  // there).
+  std::vector<FreeOutcome> before;
+  if (buried != nullptr) {
+    before.reserve(ranges.size());
+    for (const OffsetRange& r : ranges) before.push_back(history_at(slots_[0], r.offset, true));
   }
   drain_w();  // slots' free blocks and span leftovers join the central side
   // Every range byte below the top must lie in a free central block of this epoch.
@@ -458,43 +468,86 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
                    std::memory_order_release);
     hits.push_back(r);
   }
-  Slot& counted = slots_[0];  // claimed bytes count as live in some slot's counters
-  size_t next = 0;            // the first range not wholly below the piece
-  auto settle = [&](uint32_t rec) {
-    const Block& b = store_[rec];
-    while (next < ranges.size() && ranges[next].offset + ranges[next].size <= b.off()) ++next;
-    if (next == ranges.size() || ranges[next].offset > b.off()) {
-      central_index_.insert(store_, rec);  // between ranges: stays free
-      return;
-    }
-    make_live(&counted, rec, b.len(), 0, 0);
-    pinned_add(rec);
-    Block& lb = store_[rec];
-    // The zone's pin is no user pin: it stays out of cfg_.pin_tally (unclaim undoes it).
-    lb.word.store(Word::with_pins(lb.load_word(), 1), std::memory_order_release);
-  };
+  // Cut the hits at the ranges' ends: pieces in address order, each wholly inside one
+  // range or between ranges.
+  std::vector<uint32_t> pieces;
+  pieces.reserve(hits.size() + 2 * ranges.size());
   for (uint32_t rec : hits) {
     central_index_.remove(store_, rec);
     uint32_t cur = rec;
-    for (size_t j = next; j < ranges.size(); ++j) {
-      for (uint64_t cut : {ranges[j].offset, ranges[j].offset + ranges[j].size}) {
+    for (const OffsetRange& r : ranges) {
+      if (r.offset >= store_[cur].end()) break;
+      for (uint64_t cut : {r.offset, r.offset + r.size}) {
         const Block& b = store_[cur];
         if (cut <= b.off() || cut >= b.end()) continue;
         carve(nullptr, cur, cut - b.off(), kOwnerCentral);
         const uint32_t rest = map_.at(cut);
         central_index_.remove(store_, rest);
-        settle(cur);
+        pieces.push_back(cur);
         cur = rest;
       }
-      if (ranges[j].offset >= store_[cur].end()) break;
     }
-    settle(cur);
+    pieces.push_back(cur);
   }
+  // Each range becomes one live block (its pieces merged: free space below the top and
+  // the bump space above it are separate blocks until now), pinned once by the zone.
+  Slot& counted = slots_[0];  // claimed bytes count as live in some slot's counters
+  size_t j = 0;
+  uint32_t block = kNil;  // the block of range j, while its pieces come
+  auto settle = [&]() {
+    if (block == kNil) return;
+    make_live(&counted, block, store_[block].len(), 0, 0);
+    pinned_add(block);
+    Block& lb = store_[block];
+    // The zone's pin is no user pin: it stays out of cfg_.pin_tally (unclaim undoes it).
+    lb.word.store(Word::with_owner(Word::with_pins(lb.load_word(), 1), kOwnerZone),
+                  std::memory_order_release);
+    block = kNil;
+  };
+  for (uint32_t rec : pieces) {
+    const uint64_t off = store_[rec].off();
+    while (j < ranges.size() && ranges[j].offset + ranges[j].size <= off) {
+      settle();
+      ++j;
+    }
+    if (j == ranges.size() || ranges[j].offset > off) {
+      central_index_.insert(store_, rec);  // between ranges: stays free
+      continue;
+    }
+    if (block == kNil) {
+      block = rec;
+    } else {
+      absorb(block, rec);
+      retire_central(rec);
+    }
+  }
+  settle();
+  if (buried != nullptr) buried->swap(before);
   return Claim::kOk;
 }
 
 void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
   for (const OffsetRange& r : ranges) {
+    const uint32_t rec = map_.at(r.offset);
+    if (rec == kNil) continue;
+    Block& b = store_[rec];
+    uint64_t w = b.load_word();
+    // Only the zone's own block (one a range: claim_w, pin_zone) goes back.
+    for (;;) {
+      if (b.off() != r.offset || Word::owner(w) != kOwnerZone ||
+          (Word::state(w) != BlockState::kLive && Word::state(w) != BlockState::kDeferred)) {
+        w = 0;
+        break;
+      }
+      // A kept block from now on, that no user block ever was: a free of its start later
+      // finds a record "never live" (stale), not a block its user freed twice.
+      if (b.word.compare_exchange_weak(w, Word::with_owner(w, kOwnerCentral),
+                                       std::memory_order_acq_rel, std::memory_order_acquire)) {
+        break;
+      }
+    }
+    if (w == 0) continue;
+    b.epoch.store(kNeverLive, std::memory_order_relaxed);
     uint64_t freed = 0, size = 0;
     // Freed while pinned, then unpinned: the free takes effect at the unpin.
     (void)free(s, r.offset, kAnyEpoch, &size);
@@ -591,6 +644,7 @@ void Region::snapshot_w(RegionSnapshot* out) const {
 }
 
 void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
+  test_points::hit(test_points::Point::kRegionWalk);
   walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
     if (r == kNil) return;
     const Block& b = store_[r];

@@ -34,5 +34,4 @@ SlotSet::SlotSet(uint32_t count, uint64_t granule) {
   }
 }
 
-
 }  // namespace zarena_core

@@ -243,6 +243,8 @@ std::string syntax_doc(const zarena_core::EnvVar& v) {
       return "word";
     case Syntax::kSwitch:
       return "switch";
+    case Syntax::kSwitchOff:
+      return "switch, inverted (`0` sets the flag, `1` clears it)";
     case Syntax::kNonEmpty:
       return "set (any value but empty: on)";
     case Syntax::kText:

@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
       ReplayConfig pc = c;
       pc.exact = false;
       pc.timeline = !svg_path.empty();
-      pc.flags |= ZARENA_FLAG_PLAN;
+      pc.flags = (pc.flags & ~ZARENA_FLAG_NO_PLAN) | ZARENA_FLAG_PLAN;
       pc.progress_label = "plan";
       if (steps.method != "step_begin") pc.step_begin_before = steps.starts;
       if (!replay(trace, pc, &pr, &error)) {

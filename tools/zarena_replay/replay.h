@@ -48,8 +48,9 @@ struct ReplayConfig {
   uint64_t boundary_before = kNoEvent;
   // What-if: only the trace's first step boundary is replayed.
   bool drop_boundaries_after_first = false;
-  // zarena_config.flags of the replay arena (--plan: ZARENA_FLAG_PLAN).
-  uint32_t flags = 0;
+  // zarena_config.flags of the replay arena: the dynamic engine, as the trace recorded it
+  // (--plan clears ZARENA_FLAG_NO_PLAN).
+  uint32_t flags = ZARENA_FLAG_NO_PLAN;
   // A zarena_step_begin before each of these event indices (ascending): steps for a
   // trace that did not mark them.
   std::vector<uint64_t> step_begin_before;

@@ -269,10 +269,8 @@ ZARENA_API const char* zarena_last_error(void);
  * steps that are never reset: no "arena.reset_cadence" warning, and an overflow is never
  * diagnosed never_reset or reset_stopped (see zarena_diagnose) */
 #define ZARENA_FLAG_NO_RESETS 0x80u
-/* (1.2) step plans: learn a repeating step (zarena_step_begin or zarena_reset marks where
- * steps begin) and serve it from a packed plan, with no allocator work per block (see
- * "Step plans" and docs/PLANS.md). Off with a trace file (the trace records the dynamic
- * engine) */
+/* (1.2) step plans on. Since 1.3 they are on by default (ZARENA_FLAG_NO_PLAN turns them
+ * off), so this flag changes nothing; kept for programs that set it */
 #define ZARENA_FLAG_PLAN 0x100u
 /* (1.1) the "arena.first_overflow" (or "arena.overflow_summary") record of an overflow
  * that succeeds is built and handed to the log callback (or stderr) by the allocating
@@ -282,6 +280,13 @@ ZARENA_API const char* zarena_last_error(void);
  * (the epoch's first overflow; later overflows of the epoch log nothing). No lock is
  * held while the callback runs (see "Logging"). Off by default */
 #define ZARENA_FLAG_DIAGNOSE_SYNC 0x200u
+/* (1.3) step plans off. Plans are on by default: the arena learns a repeating step
+ * (zarena_step_begin or zarena_reset marks where steps begin) and serves it from a packed
+ * plan, with no allocator work per block (see "Step plans" and docs/PLANS.md). A program
+ * whose steps never repeat pays for the learning now and then only. ZARENA_PLAN=0 sets
+ * this flag, ZARENA_PLAN=1 clears it. Plans are off with a trace file (the trace records
+ * the dynamic engine) */
+#define ZARENA_FLAG_NO_PLAN 0x400u
 
 /* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
 #define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
@@ -554,9 +559,27 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * that ends early, a block the plan would reuse still live) ends the plan for the rest of
  * that step: later requests go to the dynamic engine, which never hands out zone space,
  * and the next steps are learned again ("arena.plan_abandoned"; stats plan_misses,
- * plan_first_miss = ZARENA_PLAN_MISS_*). Planned blocks obey every rule of this header:
- * frees and pins from any thread, epoch-checked frees, resets, floors (a floor raised over
- * the zone ends its plan; its live blocks then survive resets), poison.
+ * plan_first_miss = ZARENA_PLAN_MISS_*). Planned blocks obey every rule of this header,
+ * under every interleaving it allows:
+ *   - frees and pins from any thread; a pin or unpin of a planned block is ordered with
+ *     resets as one of a region block is (a pin that returns ZARENA_OK keeps its block
+ *     across every reset after it);
+ *   - views: a pin or unpin of an address inside a live planned block acts on that block;
+ *     a free of one is ZARENA_E_NOT_OWNED (also where another planned block once started);
+ *   - epoch-checked and stale frees: a pointer to a planned block a reset reclaimed is
+ *     ZARENA_E_STALE, also once the plan's zone went back to the region or another zone
+ *     covers its address (and a pointer to a region block reclaimed before a zone was
+ *     laid over it is STALE, not NOT_OWNED);
+ *   - resets (ZARENA_FLAG_POISON fills the planned blocks a reset reclaims), floors (a
+ *     floor raised over the zone ends its plan and its live blocks then survive resets;
+ *     lowered below the zone again, the next reset reclaims them), poison (skipped during
+ *     a capture and counted in poison_skipped, as for region blocks);
+ *   - one instant: stats, the live-block walk (ZARENA_LIVE_FREED marks a planned block
+ *     freed while pinned, counted in deferred_frees) and a reset see each planned block in
+ *     one state. A reset stays O(slots + pins + borrowed blocks) while plans learn.
+ * The plans an arena made keep their host memory (at most 64 MiB: bindings read a plan's
+ * memory without a call, zarena_plan.h); once a new plan would go beyond that, no new
+ * plan is learned ("arena.plan_failed", reason "budget") and the ones made keep serving.
  * Threads: a plan follows the threads that made the learned steps' allocations (up to 4;
  * more, and it follows every thread); other threads' requests go to the dynamic engine.
  * A trace file turns plans off (the trace records the dynamic engine, for replay).

@@ -19,8 +19,9 @@
  * LIFETIME
  *   A view returned by zarena_plan_view_get stays valid (readable, its words usable) until
  *   zarena_destroy of its arena, even after the plan was replaced: the library keeps every
- *   plan it published until then. A replaced plan is no longer engaged (its state word says
- *   so), so a binding that still holds it simply falls back to the library.
+ *   plan it published until then (at most 64 MiB of them: then it publishes no new one). A
+ *   replaced plan is no longer engaged (its state word says so), so a binding that still
+ *   holds it simply falls back to the library.
  *
  * THE PROTOCOL (every rule; the library's own planned path is the reference, src/plan/)
  *   Instances. A step makes n allocations; the plan repeats every `period` steps (1 or 2).
