@@ -13,6 +13,7 @@
  *   4. Reset, floors and steps           10. Trace
  *   5. Pins                              11. Expandable arenas
  *   6. Capture, stream and poison
+ *   6b. The overflow route at run time
  *
  * WHAT IT IS
  *   An arena reserves one large region from a backend (CUDA device memory, or host
@@ -769,7 +770,7 @@ ZARENA_API zarena_status zarena_set_stream(zarena* a, void* stream);
 ZARENA_API zarena_status zarena_set_poison(zarena* a, int enabled, uint32_t word);
 
 /* =================================================================================
- * 6b. The overflow route at run time (1.1)
+ * 6b. The overflow route at run time
  *
  * ROUTES. Every overflow block remembers the route that made it (ASYNC: the arena's
  * pool; SYNC: cudaMalloc; CUSTOM: the allocator installed then) and goes back by that
