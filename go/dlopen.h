@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <zarena/zarena.h>
 #include <zarena/zarena_plan.h>
-#include <zarena/zarena_testing.h>
+
+#include "internal/include/zarena/zarena_testing.h" /* not installed: see shim.h */
 
 /* Every function the binding calls, in the order they are looked up. */
 #define ZARENA_GO_DL_FUNCTIONS(X)       \

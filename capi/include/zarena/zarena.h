@@ -5,7 +5,7 @@
  * it does, what it returns, who owns what, which threads may call it). The lists that live
  * in tables in the code are in docs/: the environment variables (docs/CONFIG.md), the log
  * events and the verdicts (docs/LOGGING.md), the statistics (docs/STATS.md). Test hooks
- * are in zarena/zarena_testing.h, outside this contract.
+ * are in zarena/zarena_testing.h, outside this contract (and not installed).
  *
  *   1. Versions, status codes, errors     7. Statistics, live blocks, text formats
  *   2. Configuration and lifetime         8. Diagnosis
