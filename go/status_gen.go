@@ -31,7 +31,7 @@ const (
 // for a failed C call is an *Error that unwraps to one of these. Their texts are
 // zarena_status_string's, fixed here so that they exist before any cgo call.
 var (
-	// ErrInvalidArgument: nULL handle/out pointer, bad config value.
+	// ErrInvalidArgument: NULL handle/out pointer, bad config value.
 	ErrInvalidArgument error = &sentinel{StatusInvalidArgument, "invalid argument"}
 	// ErrOutOfMemory: region full and overflow refused/failed/capped.
 	ErrOutOfMemory error = &sentinel{StatusOutOfMemory, "out of memory"}
@@ -43,7 +43,7 @@ var (
 	ErrStale error = &sentinel{StatusStale, "stale pointer (reclaimed by a reset)"}
 	// ErrCaptureUnsafe: sync overflow refused: stream is being captured.
 	ErrCaptureUnsafe error = &sentinel{StatusCaptureUnsafe, "unsafe during stream capture"}
-	// ErrNoDevice: cUDA backend asked for but no usable device.
+	// ErrNoDevice: CUDA backend asked for but no usable device.
 	ErrNoDevice error = &sentinel{StatusNoDevice, "no usable CUDA device"}
 	// ErrBackend: the backend (CUDA runtime, OS) reported an error.
 	ErrBackend error = &sentinel{StatusBackend, "backend error"}

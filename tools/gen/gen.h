@@ -39,6 +39,7 @@ std::string go_file_header(const std::string& source);
 
 // Text helpers.
 std::string pad(const std::string& s, size_t n);
+// "Backend" -> "backend"; an acronym ("NULL", "CUDA") stays as it is.
 std::string lower_first(std::string s);
 // "<indent>// text" lines of at most 90 columns (the indent counted as one tab, 4), broken
 // at blanks.

@@ -62,7 +62,10 @@ std::string pad(const std::string& s, size_t n) {
 }
 
 std::string lower_first(std::string s) {
-  if (!s.empty()) s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  const bool acronym = s.size() > 1 && std::isupper(static_cast<unsigned char>(s[1])) != 0;
+  if (!s.empty() && !acronym) {
+    s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  }
   return s;
 }
 
