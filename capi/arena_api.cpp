@@ -1,4 +1,5 @@
-// extern "C" shims for arena lifetime, allocation, epochs and stats.
+// extern "C" shims of zarena.h section 2, "Configuration and lifetime": the config's
+// defaults and text, create, destroy and the backend an arena runs on.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -8,7 +9,6 @@
 #include "config/config.h"
 #include "engine/deferred_release.h"
 #include "handle.h"
-#include "zarena/zarena_testing.h"
 
 using zarena_core::Arena;
 using zarena_core::guarded;
@@ -16,9 +16,6 @@ using zarena_core::report;
 using zarena_core::Status;
 
 namespace {
-// The 1.0 stats layout ends at overflow_max_latency_ns.
-constexpr uint32_t kStatsV1Size =
-    offsetof(zarena_stats, overflow_max_latency_ns) + sizeof(uint64_t);
 // sizeof(zarena_config) in release 1.0.0. Never change it: see zarena_config_init.
 constexpr uint32_t kConfigSize_1_0_0 = 88;
 static_assert(offsetof(zarena_config, overflow_slow_ns) + sizeof(uint64_t) == kConfigSize_1_0_0,
@@ -94,92 +91,9 @@ zarena_status zarena_destroy(zarena* a) {
   });
 }
 
-zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr) {
-  if (out_ptr == nullptr)
-    return zarena_core::fail(Status::kInvalidArgument, "zarena_alloc: out_ptr is NULL");
-  *out_ptr = nullptr;
-  Arena* arena = zarena_core::checked(a, "zarena_alloc");
-  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  // Arena::alloc is noexcept: it reports every failure (host memory included) as a status.
-  zarena_block b;
-  const Status st = arena->alloc(size, 0, &b);
-  if (__builtin_expect(st == Status::kOk, 1)) *out_ptr = b.ptr;
-  return static_cast<zarena_status>(st);
-}
-
-zarena_status zarena_free(zarena* a, void* ptr) {
-  Arena* arena = zarena_core::checked(a, "zarena_free");
-  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return static_cast<zarena_status>(arena->free(ptr, zarena_core::kAnyEpoch));  // noexcept
-}
-
-zarena_status zarena_reset(zarena* a) {
-  Arena* arena = zarena_core::checked(a, "zarena_reset");
-  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_reset", [&] {
-    arena->reset();
-    return ZARENA_OK;
-  });
-}
-
-zarena_status zarena_mark_step_boundary(zarena* a) {
-  Arena* arena = zarena_core::checked(a, "zarena_mark_step_boundary");
-  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_mark_step_boundary", [&] {
-    arena->mark_step_boundary();
-    return ZARENA_OK;
-  });
-}
-
-uint64_t zarena_epoch(const zarena* a) {
-  if (a == nullptr || a->magic != ::zarena::kMagic || !a->arena) return 0;
-  try {
-    return a->arena->epoch();
-  } catch (...) {
-    return 0;
-  }
-}
-
-zarena_status zarena_get_stats(const zarena* a, zarena_stats* out) {
-  Arena* arena = zarena_core::checked(a, "zarena_get_stats");
-  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  if (out == nullptr)
-    return zarena_core::fail(Status::kInvalidArgument, "zarena_get_stats: out is NULL");
-  const uint32_t given = out->struct_size;
-  if (given < kStatsV1Size) {
-    return zarena_core::fail(Status::kInvalidArgument,
-                             fmt::format("zarena_get_stats: struct_size {} is smaller than the 1.0 "
-                                         "layout ({}); set it to sizeof(zarena_stats)",
-                                         given, kStatsV1Size));
-  }
-  return guarded("zarena_get_stats", [&] {
-    zarena_stats full;
-    arena->stats(&full);
-    zarena_core::write_versioned(out, given, &full, sizeof full);
-    out->struct_size = given;
-    return ZARENA_OK;
-  });
-}
-
 int32_t zarena_backend(const zarena* a) {
   if (a == nullptr || a->magic != ::zarena::kMagic || !a->arena) return -1;
   return a->arena->backend_kind();
-}
-
-zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth, uint64_t delay_nth,
-                                                 uint64_t delay_ns) {
-  Arena* arena = zarena_core::checked(a, "zarena_debug_inject_overflow_fault");
-  if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_debug_inject_overflow_fault", [&] {
-    zarena_core::FaultInjectingBackend* f = arena->fault_injector();
-    if (f == nullptr) {
-      return report(zarena_core::Result::fail(
-          Status::kUnsupported, "fault injection is available on the host backend only"));
-    }
-    f->arm(zarena_core::FaultSite::kOverflowAlloc, fail_nth);
-    f->delay_overflow_alloc(delay_nth, delay_ns);
-    return report(zarena_core::Result::ok());
-  });
 }
 
 }  // extern "C"

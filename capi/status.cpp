@@ -2,6 +2,7 @@
 #include <string>
 
 #include "base/last_error.h"
+#include "base/status_codes.h"
 #include "handle.h"
 
 namespace zarena_core {
@@ -41,40 +42,7 @@ const char* zarena_version_string(void) {
       ZARENA_VERSION_PATCH);
 }
 
-const char* zarena_status_string(zarena_status s) {
-  switch (s) {
-    case ZARENA_OK:
-      return "ok";
-    case ZARENA_E_INVALID_ARGUMENT:
-      return "invalid argument";
-    case ZARENA_E_OUT_OF_MEMORY:
-      return "out of memory";
-    case ZARENA_E_NOT_OWNED:
-      return "pointer not owned by this arena";
-    case ZARENA_E_DOUBLE_FREE:
-      return "double free";
-    case ZARENA_E_STALE:
-      return "stale pointer (reclaimed by a reset)";
-    case ZARENA_E_CAPTURE_UNSAFE:
-      return "unsafe during stream capture";
-    case ZARENA_E_NO_DEVICE:
-      return "no usable CUDA device";
-    case ZARENA_E_BACKEND:
-      return "backend error";
-    case ZARENA_E_UNSUPPORTED:
-      return "unsupported";
-    case ZARENA_E_INTERNAL:
-      return "internal error";
-    case ZARENA_E_NOT_PINNED:
-      return "block not pinned";
-    case ZARENA_E_TOO_MANY_PINS:
-      return "too many pins on one block";
-    case ZARENA_E_CLOSED:
-      return "the arena is closed";
-    default:
-      return "unknown status";
-  }
-}
+const char* zarena_status_string(zarena_status s) { return zarena_core::status_text(s); }
 
 const char* zarena_last_error(void) { return zarena_core::last_error_text(); }
 

@@ -18,11 +18,27 @@ install(TARGETS zarena EXPORT zarenaTargets
 install(TARGETS zarena_static EXPORT zarenaStaticTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The public headers. zarena_testing.h is not one (test hooks outside the contract, for the
+# library's own suites and the bindings, which carry their copy): it is not installed.
 install(FILES ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena.h
-  ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena_testing.h
   ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena_plan.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zarena)
 install(EXPORT zarenaTargets NAMESPACE zarena:: DESTINATION ${ZARENA_CMAKE_DIR})
 install(EXPORT zarenaStaticTargets NAMESPACE zarena:: DESTINATION ${ZARENA_CMAKE_DIR})
+
+# The C++ runtime libzarena.a needs: what the C++ compiler that built it links beyond what
+# the C compiler does (libstdc++ and libm with GCC). A consumer that links it with the C
+# compiler (a `project(mine C)`, a plain `cc`) must name them: zarenaConfig.cmake adds them
+# to zarena::zarena_static, zarena-static.pc and zarena.pc's Libs.private list them.
+set(ZARENA_CXX_RUNTIME_LIBS "")
+foreach(lib ${CMAKE_CXX_IMPLICIT_LINK_LIBRARIES})
+  if(NOT lib IN_LIST CMAKE_C_IMPLICIT_LINK_LIBRARIES AND NOT lib IN_LIST ZARENA_CXX_RUNTIME_LIBS)
+    list(APPEND ZARENA_CXX_RUNTIME_LIBS ${lib})
+  endif()
+endforeach()
+if(NOT ZARENA_CXX_RUNTIME_LIBS)
+  message(FATAL_ERROR "zarena: cannot tell the C++ runtime libraries from the C ones "
+    "(CMAKE_CXX_IMPLICIT_LINK_LIBRARIES: ${CMAKE_CXX_IMPLICIT_LINK_LIBRARIES})")
+endif()
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zarenaConfig.cmake.in
   ${PROJECT_BINARY_DIR}/zarenaConfig.cmake INSTALL_DESTINATION ${ZARENA_CMAKE_DIR})
@@ -52,7 +68,10 @@ set(ZARENA_PC_LIBS_PRIVATE "")
 if(ZARENA_HAVE_CUDA)
   string(APPEND ZARENA_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt ")
 endif()
-string(APPEND ZARENA_PC_LIBS_PRIVATE "-lpthread -lstdc++ -lm")
+string(APPEND ZARENA_PC_LIBS_PRIVATE "-lpthread")
+foreach(lib ${ZARENA_CXX_RUNTIME_LIBS})
+  string(APPEND ZARENA_PC_LIBS_PRIVATE " -l${lib}")
+endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/zarena.pc.in ${PROJECT_BINARY_DIR}/zarena.pc @ONLY)
 # zarena-static.pc: libzarena.a with Libs.private on its one link line (the Go package's
 # zarena_static tag: cgo cannot ask pkg-config for the archive instead of the .so).

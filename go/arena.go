@@ -32,14 +32,8 @@ func (p DevicePtr) Pointer() unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.P
 // at p (ZARENA_ANY_EPOCH).
 const AnyEpoch = ^uint64(0)
 
-// BlockFlags describe an allocation (ZARENA_BLOCK_*).
+// BlockFlags describe an allocation (ZARENA_BLOCK_*; the bits: block_flags_gen.go).
 type BlockFlags uint32
-
-const (
-	BlockOverflow BlockFlags = 0x1 // from the overflow pool
-	BlockReused   BlockFlags = 0x2 // a freed block was reused (no new bump space)
-	BlockPlanned  BlockFlags = 0x4 // served by a step plan (FlagPlan)
-)
 
 // Block is what AllocBlock hands out: the pointer, the epoch it belongs to (FreeBlock
 // checks it), its size (the request rounded up to the alignment), flags and tag, all from

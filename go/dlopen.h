@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <zarena/zarena.h>
 #include <zarena/zarena_plan.h>
-#include <zarena/zarena_testing.h>
+
+#include "internal/include/zarena/zarena_testing.h" /* not installed: see shim.h */
 
 /* Every function the binding calls, in the order they are looked up. */
 #define ZARENA_GO_DL_FUNCTIONS(X)       \
@@ -73,6 +74,7 @@ ZARENA_GO_DL_OPTIONAL(ZARENA_GO_DL_DECLARE)
  * when *err_owned) says what is missing. Idempotent once it succeeded. Thread-safe. */
 int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const char** loaded_from);
 
+/* generated: pointer defines, from go/dlopen.h's X rows (tools/gen) */
 #define zarena_version_number (*zarena_go_dl_zarena_version_number)
 #define zarena_version_string (*zarena_go_dl_zarena_version_string)
 #define zarena_status_string (*zarena_go_dl_zarena_status_string)
@@ -88,6 +90,8 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_reset (*zarena_go_dl_zarena_reset)
 #define zarena_mark_step_boundary (*zarena_go_dl_zarena_mark_step_boundary)
 #define zarena_step_begin (*zarena_go_dl_zarena_step_begin)
+#define zarena_diagnose (*zarena_go_dl_zarena_diagnose)
+#define zarena_log_flush (*zarena_go_dl_zarena_log_flush)
 #define zarena_epoch (*zarena_go_dl_zarena_epoch)
 #define zarena_get_stats (*zarena_go_dl_zarena_get_stats)
 #define zarena_format_stats (*zarena_go_dl_zarena_format_stats)
@@ -97,8 +101,6 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_unpin (*zarena_go_dl_zarena_unpin)
 #define zarena_set_floor (*zarena_go_dl_zarena_set_floor)
 #define zarena_region_info (*zarena_go_dl_zarena_region_info)
-#define zarena_diagnose (*zarena_go_dl_zarena_diagnose)
-#define zarena_log_flush (*zarena_go_dl_zarena_log_flush)
 #define zarena_set_capture_active (*zarena_go_dl_zarena_set_capture_active)
 #define zarena_capture_begin (*zarena_go_dl_zarena_capture_begin)
 #define zarena_capture_end (*zarena_go_dl_zarena_capture_end)
@@ -116,6 +118,7 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_backend (*zarena_go_dl_zarena_backend)
 #define zarena_plan_view_get (*zarena_go_dl_zarena_plan_view_get)
 #define zarena_plan_alloc_unplanned (*zarena_go_dl_zarena_plan_alloc_unplanned)
+/* end of generated pointer defines */
 #endif /* ZARENA_GO_DLOPEN */
 
 #endif

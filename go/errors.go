@@ -14,26 +14,9 @@ import (
 	"unsafe"
 )
 
-// Status is a zarena_status code. The numbers are the C ABI's and never change.
+// Status is a zarena_status code (the constants: status_gen.go). The numbers are the C
+// ABI's and never change.
 type Status int32
-
-// The status codes of zarena.h.
-const (
-	StatusOK              Status = 0
-	StatusInvalidArgument Status = 1
-	StatusOutOfMemory     Status = 2
-	StatusNotOwned        Status = 3
-	StatusDoubleFree      Status = 4
-	StatusStale           Status = 5
-	StatusCaptureUnsafe   Status = 6
-	StatusNoDevice        Status = 7
-	StatusBackend         Status = 8
-	StatusUnsupported     Status = 9
-	StatusInternal        Status = 10
-	StatusNotPinned       Status = 11
-	StatusTooManyPins     Status = 12
-	StatusClosed          Status = 13 // answered by the binding: the library never returns it
-)
 
 // String is the library's zarena_status_string ("out of memory"; "unknown status" for
 // codes this library does not know); the package's own text while the library is not
@@ -51,49 +34,14 @@ func (s Status) String() string {
 	return C.GoString(C.shim_status_string(C.zarena_status(s)))
 }
 
-// sentinel is the error that each status code unwraps to. Its text is fixed here
-// rather than read from the library so that the sentinels exist before any cgo call.
+// sentinel is the error that each status code unwraps to (the sentinels and the Status
+// constants are in status_gen.go, generated from the library's table of status codes).
 type sentinel struct {
 	status Status
 	text   string
 }
 
 func (s *sentinel) Error() string { return "zarena: " + s.text }
-
-// One sentinel per status code; test with errors.Is. Every error the package returns
-// for a failed C call is an *Error that unwraps to one of these.
-var (
-	ErrInvalidArgument error = &sentinel{StatusInvalidArgument, "invalid argument"}
-	ErrOutOfMemory     error = &sentinel{StatusOutOfMemory, "out of memory"}
-	ErrNotOwned        error = &sentinel{StatusNotOwned, "pointer not owned by this arena"}
-	ErrDoubleFree      error = &sentinel{StatusDoubleFree, "double free"}
-	ErrStale           error = &sentinel{StatusStale, "stale pointer (reclaimed by a reset)"}
-	ErrCaptureUnsafe   error = &sentinel{StatusCaptureUnsafe, "unsafe during stream capture"}
-	ErrNoDevice        error = &sentinel{StatusNoDevice, "no usable CUDA device"}
-	ErrBackend         error = &sentinel{StatusBackend, "backend error"}
-	ErrUnsupported     error = &sentinel{StatusUnsupported, "unsupported"}
-	ErrInternal        error = &sentinel{StatusInternal, "internal error"}
-	ErrNotPinned       error = &sentinel{StatusNotPinned, "block not pinned"}
-	ErrTooManyPins     error = &sentinel{StatusTooManyPins, "too many pins on one block"}
-	// ErrClosed: the call was made on an arena after Close.
-	ErrClosed error = &sentinel{StatusClosed, "the arena is closed"}
-)
-
-var sentinels = [...]error{
-	StatusInvalidArgument: ErrInvalidArgument,
-	StatusOutOfMemory:     ErrOutOfMemory,
-	StatusNotOwned:        ErrNotOwned,
-	StatusDoubleFree:      ErrDoubleFree,
-	StatusStale:           ErrStale,
-	StatusCaptureUnsafe:   ErrCaptureUnsafe,
-	StatusNoDevice:        ErrNoDevice,
-	StatusBackend:         ErrBackend,
-	StatusUnsupported:     ErrUnsupported,
-	StatusInternal:        ErrInternal,
-	StatusNotPinned:       ErrNotPinned,
-	StatusTooManyPins:     ErrTooManyPins,
-	StatusClosed:          ErrClosed,
-}
 
 // ErrNotLoaded: the library could not be loaded (zarena_dlopen mode; see Available).
 // The *Error is also ErrUnsupported.

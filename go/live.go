@@ -42,14 +42,8 @@ func (t Tag) Name() string {
 	return C.GoString(C.shim_tag_name(C.uint32_t(t)))
 }
 
-// LiveBlockFlags describe a live block (ZARENA_LIVE_*).
+// LiveBlockFlags describe a live block (ZARENA_LIVE_*; the bits: block_flags_gen.go).
 type LiveBlockFlags uint32
-
-const (
-	LiveOverflow   LiveBlockFlags = 0x1 // an overflow block
-	LivePersistent LiveBlockFlags = 0x2 // below the floor (or kept by a step boundary)
-	LiveFreed      LiveBlockFlags = 0x4 // freed while pinned: goes at its last Unpin
-)
 
 // LiveBlock is one block that is live now.
 type LiveBlock struct {

@@ -21,7 +21,9 @@
 #include <string.h>
 #include <zarena/zarena.h>
 #include <zarena/zarena_plan.h>
-#include <zarena/zarena_testing.h>
+/* zarena_testing.h is not installed (test hooks, outside the contract): the package's copy,
+ * kept identical to capi/include by tools/gen. */
+#include "internal/include/zarena/zarena_testing.h"
 
 #include "dlopen.h"
 

@@ -3,8 +3,9 @@
 
 usage: check_readme.py ROOT [LIBZARENA]
 The C and Go blocks must equal examples/quickstart.c and examples/go/quickstart/main.go
-(which are built and run elsewhere); with LIBZARENA, the Python blocks are run against it
-(the zarena.torch one only where torch is installed).
+(which are built and run elsewhere); what the shell blocks write into the checkout is
+ignored by git; with LIBZARENA, the Python blocks are run against it (the zarena.torch one
+only where torch is installed).
 """
 import os
 import pathlib
@@ -22,6 +23,23 @@ for lang, path in [("c", "examples/quickstart.c"), ("go", "examples/go/quickstar
         failed = True
     else:
         print(f"README {lang} example == {path}")
+# What the README's shell starts write into the checkout (`-o quickstart`, `--svg x.svg`,
+# `python3 -m venv .venv`, ...) is ignored by git, so following the README leaves the
+# checkout clean.
+written = set()
+for block in re.findall(r"```sh\n(.*?)```", readme, re.S):
+    written.update(re.findall(r"(?:\s-o|--svg|--chrome-trace|--json|-m venv)\s+([\w./-]+)", block))
+written = sorted(w for w in written if not w.startswith(("/", "$", "build/")))
+if (root / ".git").exists() and written:
+    r = subprocess.run(["git", "-C", str(root), "check-ignore", "--no-index", *written],
+                       capture_output=True, text=True)
+    ignored = set(r.stdout.split())
+    for w in written:
+        print(f"README writes {w} into the checkout: "
+              f"{'ignored by git' if w in ignored else 'NOT ignored: add it to .gitignore'}")
+        failed = failed or w not in ignored
+else:
+    print("not a git checkout (or the README writes nothing): .gitignore not checked")
 if len(sys.argv) > 2:
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
     env = dict(os.environ, ZARENA_LIBRARY=sys.argv[2], ZARENA_BACKEND="host",

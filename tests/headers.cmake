@@ -15,3 +15,8 @@ foreach(t zarena_header_c99 zarena_header_cxx17)
   add_test(NAME ${t} COMMAND ${t})
   set_tests_properties(${t} PROPERTIES LABELS "abi" TIMEOUT 60)
 endforeach()
+
+# zarena.h's table of contents lists every section of the header.
+add_test(NAME zarena_header_contents COMMAND python3
+  ${CMAKE_CURRENT_SOURCE_DIR}/check_header_toc.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(zarena_header_contents PROPERTIES LABELS "unit" TIMEOUT 60)

@@ -47,7 +47,7 @@ using CApi = QuietLogs;
 
 TEST_F(CApi, VersionAndStatusStrings) {
   EXPECT_EQ(zarena_version_number(), static_cast<uint32_t>(ZARENA_VERSION_NUMBER));
-  EXPECT_STREQ(zarena_version_string(), "1.1.0");
+  EXPECT_STREQ(zarena_version_string(), "1.2.0");
   for (zarena_status s = 0; s <= ZARENA_E_CLOSED; ++s) {
     ASSERT_NE(zarena_status_string(s), nullptr);
     EXPECT_STRNE(zarena_status_string(s), "unknown status") << s;

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/config_records.h"
+#include "log/log.h"
 #include "support.h"
 
 using zarena_core::ConfigProblem;
@@ -594,6 +596,68 @@ TEST(ConfigIssue26, ConfigParseReadsAFieldAsItsVariableIsRead) {
   EXPECT_EQ(zarena_config_parse(nullptr, "1", &v), ZARENA_E_INVALID_ARGUMENT);
   EXPECT_EQ(zarena_config_parse("capacity_bytes", nullptr, &v), ZARENA_E_INVALID_ARGUMENT);
   EXPECT_EQ(zarena_config_parse("capacity_bytes", "1", nullptr), ZARENA_E_INVALID_ARGUMENT);
+}
+
+}  // namespace
+
+// --- issue 34: a fraction without a unit; an overridden variable on the text line --------
+
+namespace {
+
+constexpr size_t kNpos = std::string::npos;
+
+// "1.5" read as 2 bytes, and create then failed with "capacity_bytes 2 is smaller than the
+// alignment 256": neither the variable nor the rule. Now it is a bad value like any other.
+TEST(ConfigIssue34, AFractionWithoutAUnitIsABadValueNamingItsVariable) {
+  Env a("ZARENA_CAPACITY_BYTES", "1.5");
+  zarena_config c;
+  zarena_config_init(&c);
+  EXPECT_EQ(c.capacity_bytes, 1ull << 30);  // ignored: the default stays
+  const ResolvedConfig r = resolved();
+  const ConfigProblem* p = problem_for(r, "ZARENA_CAPACITY_BYTES");
+  ASSERT_NE(p, nullptr);
+  const std::string text = p->describe();
+  EXPECT_NE(text.find("ZARENA_CAPACITY_BYTES='1.5'"), kNpos) << text;
+  EXPECT_NE(text.find("a fraction needs a unit"), kNpos) << text;
+  EXPECT_NE(text.find("in bytes"), kNpos) << text;
+  zarena* arena = nullptr;
+  ASSERT_EQ(create_host(&arena), ZARENA_OK) << zarena_last_error();
+  zarena_destroy(arena);
+  // As zarena_config_parse reads it (Python's Arena(capacity_bytes="1.5"), zarena-replay
+  // --capacity 1.5): refused, naming the field and the rule; *out untouched.
+  uint64_t v = 7;
+  EXPECT_EQ(zarena_config_parse("capacity_bytes", "1.5", &v), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(v, 7u);
+  const std::string why = zarena_last_error();
+  EXPECT_NE(why.find("capacity_bytes '1.5': a fraction needs a unit"), kNpos) << why;
+}
+
+zarena_core::LogRecord config_record_of(const zarena_config& cfg) {
+  ResolvedConfig r;
+  EXPECT_TRUE(zarena_core::resolve_config(&cfg, &r).is_ok());
+  return zarena_core::config_record(r, "host (1.00 GiB reserved, 64 KiB pages)",
+                                    ZARENA_BACKEND_HOST, ZARENA_OVERFLOW_SYNC);
+}
+
+// The text line said "set: 1 values" for a capacity the program set over
+// ZARENA_CAPACITY_BYTES=512M; only the JSON line named the variable.
+TEST(ConfigIssue34, TheTextLineNamesAnOverriddenVariable) {
+  Env env("ZARENA_CAPACITY_BYTES", "512M");
+  zarena_config cfg;
+  zarena_config_init(&cfg);
+  cfg.capacity_bytes = 2ull << 30;
+  const std::string line = zarena_core::log_format_line(config_record_of(cfg));
+  EXPECT_NE(line.find("ZARENA_CAPACITY_BYTES=512M ignored"), kNpos) << line;
+  EXPECT_EQ(line.find(" values"), kNpos) << line;
+  EXPECT_LE(line.size() + zarena_core::kHumanPrefixMax, zarena_core::kHumanLineMax) << line;
+  // Several values set besides: the overridden variable still comes first, by name.
+  cfg.alignment = 4096;
+  cfg.overflow_retain_bytes = 3ull << 30;
+  cfg.overflow_limit_bytes = 5ull << 30;
+  cfg.flags |= ZARENA_FLAG_POISON | ZARENA_FLAG_STEP_RECORDS;
+  const std::string many = zarena_core::log_format_line(config_record_of(cfg));
+  EXPECT_NE(many.find("set: ZARENA_CAPACITY_BYTES=512M ignored"), kNpos) << many;
+  EXPECT_LE(many.size() + zarena_core::kHumanPrefixMax, zarena_core::kHumanLineMax) << many;
 }
 
 }  // namespace

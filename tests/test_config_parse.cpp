@@ -60,9 +60,18 @@ TEST(ParseBytes, UnitsBinaryAndDecimal) {
 }
 
 TEST(ParseBytes, FractionsRoundToTheNearestByte) {
-  expect_value(Syntax::kBytes, "1.5", 2);
   expect_value(Syntax::kBytes, "0.001K", 1);                         // 1.024 bytes
   expect_value(Syntax::kBytes, "1.0000000000000000000001GiB", kGi);  // digits beyond 18 drop
+}
+
+// "1.5" read as 2 bytes, and create then failed with "capacity_bytes 2 is smaller than the
+// alignment 256", naming neither the variable nor the rule (issue 34).
+TEST(ParseBytes, AFractionNeedsAUnit) {
+  expect_refused(Syntax::kBytes, "1.5", "a fraction needs a unit");
+  expect_refused(Syntax::kBytes, "1.5B", "a size without one is in bytes");
+  expect_refused(Syntax::kBytesOrUnlimited, "0.5", "a fraction needs a unit");
+  expect_value(Syntax::kBytes, "1.5K", 1536);
+  expect_value(Syntax::kGiB, "1.5", 3 * kGi / 2);  // ztensor's *_GB: the unit is GiB
 }
 
 TEST(ParseBytes, Issue13Defect2Regressions) {

@@ -192,7 +192,13 @@ TEST(StderrSink, NoCallbackMeansOneLinePerRecordOnStderr) {
   const auto over = lines_with(r.err, "arena.first_overflow");
   ASSERT_EQ(warn.size(), 1u) << r.err;
   ASSERT_EQ(over.size(), 1u) << r.err;
-  EXPECT_NE(warn[0].find(" warning "), std::string::npos) << warn[0];
+  // The level as ZARENA_LOG_LEVEL and the JSON records spell it (spdlog's "warning" was).
+  EXPECT_NE(warn[0].find(" zarena warn arena.reset_cadence"), std::string::npos) << warn[0];
+  EXPECT_NE(over[0].find(" zarena warn arena.first_overflow"), std::string::npos) << over[0];
+  for (const std::string& line : lines_with(r.err, " zarena ")) {
+    const std::string level = line.substr(line.find(" zarena ") + 8, 5);
+    EXPECT_TRUE(level == "info " || level == "warn " || level == "error") << line;
+  }
   EXPECT_NE(warn[0].find("zarena_reset after every step"), std::string::npos) << warn[0];
   EXPECT_NE(over[0].find("verdict=never_reset"), std::string::npos) << over[0];
   EXPECT_NE(over[0].find("verdict never_reset"), std::string::npos) << over[0];

@@ -317,4 +317,56 @@ TEST_F(ReplayTool, BadInputIsExitTwoWithTheReason) {
   std::remove(csv.c_str());
 }
 
+// A file that is neither format was read as CSV ("header has no 'Thread' column"); a
+// mistyped option got CLI11's message alone (issue 34).
+TEST_F(ReplayTool, AnInputOfNeitherFormatIsSaidToBeNeither) {
+  const std::string bad = temp("bad.zat");
+  write(bad, "this is no trace\n");
+  ToolRun r = run(bad);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is neither a zarena trace"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nor an RMM CSV log"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("header has no"), std::string::npos) << r.out;
+  write(bad, "\x7f" + std::string("ELF") + std::string(64, '\0'));  // a binary of another kind
+  r = run(bad);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is neither a zarena trace"), std::string::npos) << r.out;
+  write(bad, "");
+  r = run(bad);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is empty"), std::string::npos) << r.out;
+  // Asked for by name, a format is read as that one.
+  write(bad, "this is no trace\n");
+  r = run(bad + " --format rmm");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("header has no"), std::string::npos) << r.out;
+  // An RMM log under another name is still recognised by its header.
+  const std::string log = temp("memory.log");
+  write(log, "Thread,Time,Action,Pointer,Size,Stream\n7,10:00:00:000001,allocate,0x10,64,0x0\n");
+  r = run(log + " -q");
+  EXPECT_LE(r.status, 1) << r.out;
+  std::remove(log.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST_F(ReplayTool, AMistypedOptionGetsTheNearestOne) {
+  ToolRun r = run(never_ + " --capcity 64MiB");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("did you mean --capacity?"), std::string::npos) << r.out;
+  r = run(never_ + " --no-sizng");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("did you mean --no-sizing?"), std::string::npos) << r.out;
+  r = run(never_ + " --zebra-stripes");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
+}
+
+// A fraction without a unit was read as 2 bytes, and the replay then refused "capacity_bytes
+// 2 is smaller than the alignment 256".
+TEST_F(ReplayTool, ACapacityFractionNeedsAUnit) {
+  const ToolRun r = run(never_ + " --capacity 1.5");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--capacity '1.5': a fraction needs a unit"), std::string::npos) << r.out;
+}
+
 }  // namespace

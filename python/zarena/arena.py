@@ -46,9 +46,16 @@ class Arena:
     Every integer is range-checked against its C type first (zarena._args): a value that
     does not fit raises TypeError, ValueError or OverflowError and nothing is created; an
     unknown keyword raises TypeError naming the field meant (capacity -> capacity_bytes).
+
+    Step plans are on by default (docs/PLANS.md): plan=False turns them off (FLAG_NO_PLAN,
+    as Go's FlagNoPlan) whatever ZARENA_PLAN says, plan=True turns them on whatever it says;
+    None (the default) leaves the environment's choice. It applies after flags=, when both
+    are given.
     """
 
-    def __init__(self, **config):
+    def __init__(self, plan=None, **config):
+        if plan is not None and not isinstance(plan, bool):
+            raise TypeError(f"plan must be True, False or None, not {type(plan).__name__}")
         lib = library()
         cfg = Config()
         lib.zarena_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
@@ -57,6 +64,8 @@ class Arena:
                                                                          ctypes.c_void_p):
                 value = config_parse(key, value)
             cfg.set_field(key, value)
+        if plan is not None:
+            cfg.flags = (cfg.flags & ~C.FLAG_NO_PLAN) if plan else (cfg.flags | C.FLAG_NO_PLAN)
         handle = ctypes.c_void_p()
         check(lib.zarena_create(ctypes.byref(cfg), ctypes.byref(handle)), "zarena_create")
         self._lib = lib

@@ -7,6 +7,8 @@
 
 namespace zarena_core {
 
+/* generated: status enum, from src/base/status_codes.h (tools/gen) */
+// zarena_status's codes as the engine spells them (status_codes.h says what each means).
 enum class Status : int32_t {
   kOk = 0,
   kInvalidArgument = 1,
@@ -21,8 +23,9 @@ enum class Status : int32_t {
   kInternal = 10,
   kNotPinned = 11,
   kTooManyPins = 12,
-  kClosed = 13,  // the bindings' closed arena; the library never returns it
+  kClosed = 13,
 };
+/* end of generated status enum */
 
 // What a failing engine call reports: a status and the detail for zarena_last_error.
 // The message is built only on failure paths.

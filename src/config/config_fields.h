@@ -4,13 +4,14 @@
 // is read, the valid range of every number (checked alike for the C struct, the
 // environment, Go and Python, which all reach zarena_create with a struct), the "0 means
 // a default" rules applied at create, source attribution, the typed fields of the
-// "arena.config" record, the Go mirror (go/config_fields_gen.go), the README's
-// configuration table and docs/CONFIG.md's (all written by tools/gen; CTest fails when the
-// committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
+// "arena.config" record, the Go mirror (go/config_fields_gen.go), zarena.h's and Python's
+// ZARENA_FLAG_* / FLAG_* values, the README's configuration table and docs/CONFIG.md's (all
+// written by tools/gen; CTest fails when the committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
 // below the table so that the unknown-variable check knows them.
 //
 // Adding a field: append it to zarena_config (zarena.h), add its row here in struct order,
-// then regenerate (cmake --build <build> --target zarena_generate).
+// then regenerate (cmake --build <build> --target zarena_generate). Adding a flag: its row
+// (the next bit, with header_doc: zarena.h's comment on it), then regenerate.
 #pragma once
 
 #include <cstddef>
@@ -130,6 +131,7 @@ struct FieldSpec {
   GoKind go_kind = GoKind::kPlain;
   const char* doc = "";          // one line for the README and the Go comment
   const char* default_doc = "";  // the README's default column
+  const char* c_doc = "";        // Storage::kFlag: zarena.h's comment on ZARENA_FLAG_<NAME>
 
   constexpr FieldSpec(const char* k, size_t off, Storage s, ValueKind v)
       : key(k), offset(off), storage(s), kind(v) {}
@@ -191,6 +193,11 @@ struct FieldSpec {
     FieldSpec f = *this;
     f.doc = what;
     f.default_doc = default_text;
+    return f;
+  }
+  constexpr FieldSpec header_doc(const char* text) const {
+    FieldSpec f = *this;
+    f.c_doc = text;
     return f;
   }
 };
@@ -270,57 +277,97 @@ inline constexpr FieldSpec kConfigFields[] = {
     ZARENA_FIELD(stream, kPointer, kPointer)
         .go("Stream", "uintptr", GoKind::kStream)
         .docs("`cudaStream_t` the memory is used on", "NULL (the legacy stream)"),
-    ZARENA_FLAG_FIELD("managed", ZARENA_FLAG_MANAGED)
+    ZARENA_FLAG_FIELD("managed", 0x1)
+        .header_doc("region from cudaMallocManaged (where supported)")
         .var("ZERFOO_ENABLE_MANAGED_MEM", Syntax::kNonEmpty, "1")
         .var("ZARENA_MANAGED", Syntax::kSwitch, "1")
         .go("FlagManaged", "Flags", GoKind::kFlag)
         .docs("region from `cudaMallocManaged` where supported", "off"),
-    ZARENA_FLAG_FIELD("poison", ZARENA_FLAG_POISON)
+    ZARENA_FLAG_FIELD("poison", 0x2)
+        .header_doc("fill freed/reclaimed blocks with poison_word (debugging)")
         .var("ZTENSOR_ARENA_POISON", Syntax::kSwitch, "1")
         .var("ZARENA_POISON", Syntax::kSwitch, "1")
         .go("FlagPoison", "Flags", GoKind::kFlag)
         .docs("fill freed and reclaimed blocks with the poison word", "off"),
-    ZARENA_FLAG_FIELD("overflow_prewarm", ZARENA_FLAG_OVERFLOW_PREWARM)
+    ZARENA_FLAG_FIELD("overflow_prewarm", 0x4)
+        .header_doc(
+            "at create, allocate+free the retained overflow size once so pages are resident")
         .var("ZARENA_OVERFLOW_PREWARM", Syntax::kSwitch, "1")
         .go("FlagOverflowPrewarm", "Flags", GoKind::kFlag)
         .docs("make the retained overflow size resident at create", "off"),
-    ZARENA_FLAG_FIELD("expandable", ZARENA_FLAG_EXPANDABLE)
+    ZARENA_FLAG_FIELD("expandable", 0x8)
+        .header_doc("capacity_bytes becomes the maximum: the region's address range is reserved at "
+                    "create and memory is committed on demand, commit_chunk_bytes at a time (see "
+                    "\"Expandable arenas\")")
         .var("ZARENA_EXPANDABLE", Syntax::kSwitch, "1")
         .go("FlagExpandable", "Flags", GoKind::kFlag)
         .docs("capacity is the maximum; memory is committed on demand", "off"),
-    ZARENA_FLAG_FIELD("managed_fallback", ZARENA_FLAG_MANAGED_FALLBACK)
+    ZARENA_FLAG_FIELD("managed_fallback", 0x10)
+        .header_doc(
+            "with ZARENA_FLAG_MANAGED on a device without managed memory: use device memory "
+            "(and say so in \"arena.config\") instead of failing zarena_create with "
+            "ZARENA_E_UNSUPPORTED")
         .var("ZARENA_MANAGED_FALLBACK", Syntax::kSwitch, "1")
         .go("FlagManagedFallback", "Flags", GoKind::kFlag)
         .docs("managed memory unsupported: use device memory instead of failing", "off"),
-    ZARENA_FLAG_FIELD("strict_config", ZARENA_FLAG_STRICT_CONFIG)
+    ZARENA_FLAG_FIELD("strict_config", 0x20)
+        .header_doc("invalid configuration fails zarena_create with ZARENA_E_INVALID_ARGUMENT (the "
+                    "message lists every problem) instead of a warning: this includes invalid "
+                    "environment values and unknown ZARENA_* environment variables (see "
+                    "zarena_config_init)")
         .var("ZARENA_STRICT_CONFIG", Syntax::kSwitch, "1")
         .go("FlagStrictConfig", "Flags", GoKind::kFlag)
         .docs("invalid configuration or unknown `ZARENA_*` variables fail create", "off"),
-    ZARENA_FLAG_FIELD("step_records", ZARENA_FLAG_STEP_RECORDS)
+    ZARENA_FLAG_FIELD("step_records", 0x40)
+        .header_doc("log an \"arena.step\" record (info) at every zarena_reset: the epoch's peak, "
+                    "allocations, reuse and overflow. Off by default: a training loop resets "
+                    "thousands of times")
         .var("ZARENA_STEP_RECORDS", Syntax::kSwitch, "1")
         .go("FlagStepRecords", "Flags", GoKind::kFlag)
         .docs("log an `arena.step` record at every reset", "off"),
-    ZARENA_FLAG_FIELD("no_resets", ZARENA_FLAG_NO_RESETS)
+    ZARENA_FLAG_FIELD("no_resets", 0x80)
+        .header_doc("the program frees every block it allocates and never resets: the arena is a "
+                    "general-purpose pool (zarena.torch sets this). The diagnosis then makes no "
+                    "guess about steps that are never reset: no \"arena.reset_cadence\" warning, "
+                    "and an overflow is never diagnosed never_reset or reset_stopped (see "
+                    "zarena_diagnose)")
         .var("ZARENA_NO_RESETS", Syntax::kSwitch, "1")
         .go("FlagNoResets", "Flags", GoKind::kFlag)
         .docs("the program frees what it allocates and never resets (a general-purpose "
               "pool, as `zarena.torch`): no reset warnings or verdicts",
               "off"),
-    ZARENA_FLAG_FIELD("plan", ZARENA_FLAG_PLAN)
+    ZARENA_FLAG_FIELD("plan", 0x100)
+        .header_doc("(1.2) step plans on. Since 1.3 they are on by default (ZARENA_FLAG_NO_PLAN "
+                    "turns them off), so this flag changes nothing; kept for programs that set it")
         .go("FlagPlan", "Flags", GoKind::kFlag)
         .docs("(1.2) plans on; they are on by default since 1.3, so it changes nothing", "off"),
-    ZARENA_FLAG_FIELD("no_plan", ZARENA_FLAG_NO_PLAN)
-        .var("ZARENA_PLAN", Syntax::kSwitchOff, "0")
-        .go("FlagNoPlan", "Flags", GoKind::kFlag)
-        .docs("step plans off (on by default: the arena learns a repeating step and serves it "
-              "from a packed plan, docs/PLANS.md)",
-              "off: plans on"),
-    ZARENA_FLAG_FIELD("diagnose_sync", ZARENA_FLAG_DIAGNOSE_SYNC)
+    ZARENA_FLAG_FIELD("diagnose_sync", 0x200)
+        .header_doc(
+            "(1.1) the \"arena.first_overflow\" (or \"arena.overflow_summary\") record of "
+            "an overflow that succeeds is built and handed to the log callback (or stderr) "
+            "by the allocating call itself, before it returns, instead of by zarena's "
+            "reporter thread: an engine whose contract is \"the diagnosis is logged before "
+            "Alloc returns\" needs no zarena_log_flush (which waits for every arena's "
+            "records). Costs the record's building on that one call (the epoch's first "
+            "overflow; later overflows of the epoch log nothing). No lock is held while the "
+            "callback runs (see \"Logging\"). Off by default")
         .var("ZARENA_DIAGNOSE_SYNC", Syntax::kSwitch, "1")
         .go("FlagDiagnoseSync", "Flags", GoKind::kFlag)
         .docs("the diagnosis of an overflow that succeeds is logged before the allocating "
               "call returns (not by the reporter thread)",
               "off"),
+    ZARENA_FLAG_FIELD("no_plan", 0x400)
+        .header_doc("(1.3) step plans off. Plans are on by default: the arena learns a repeating "
+                    "step (zarena_step_begin or zarena_reset marks where steps begin) and serves "
+                    "it from a packed plan, with no allocator work per block (see \"Step plans\" "
+                    "and docs/PLANS.md). A program whose steps never repeat pays for the learning "
+                    "now and then only. ZARENA_PLAN=0 sets this flag, ZARENA_PLAN=1 clears it. "
+                    "Plans are off with a trace file (the trace records the dynamic engine)")
+        .var("ZARENA_PLAN", Syntax::kSwitchOff, "0")
+        .go("FlagNoPlan", "Flags", GoKind::kFlag)
+        .docs("step plans off (on by default: the arena learns a repeating step and serves it "
+              "from a packed plan, docs/PLANS.md)",
+              "off: plans on"),
     ZARENA_FIELD(name, kString, kText)
         .text_is(kDefaultName)
         .var("ZARENA_NAME", Syntax::kText, "train")

@@ -149,6 +149,13 @@ bool parse_bytes(const char* s, uint64_t* out, std::string* why) {
     }
     mult = unit->bytes;
   }
+  // "1.5" is not 1.5 GiB: a size without a unit is in bytes, and a byte has no fraction.
+  if (d.frac_digits > 0 && mult == 1) {
+    *why =
+        "a fraction needs a unit: a size without one is in bytes (write 1.5GiB, 1536MiB, or a "
+        "whole number of bytes)";
+    return false;
+  }
   return scale(d, mult, out, why);
 }
 

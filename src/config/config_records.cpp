@@ -16,38 +16,73 @@ LogRecord config_record(const ResolvedConfig& rc, const std::string& backend_des
   const zarena_config& c = rc.cfg;
   LogRecord rec(log_events::kArenaConfig, rc.log_source());
   std::string from, ignored;
-  std::vector<std::string> short_items;  // for the human line: overridden variables first
+  // For the human line: what is set, overridden variables first; each item in full, and
+  // briefly (the variable the program overrode, or the field's name) for a short line.
+  struct SetItem {
+    std::string full, brief;
+    bool overridden;
+  };
+  std::vector<SetItem> short_items;
   for (const auto& s : rc.sources) {
     if (!s.env_ignored.empty()) ignored += (ignored.empty() ? "" : ", ") + s.env_ignored;
     if (s.origin == "default") continue;
     const std::string why =
         s.env_ignored.empty() ? s.origin : fmt::format("{}; {} ignored", s.origin, s.env_ignored);
     from += fmt::format("{}{}={} ({})", from.empty() ? "" : ", ", s.field, s.value, why);
-    const std::string item = fmt::format("{} ({})", s.field, why);
+    SetItem item{fmt::format("{} ({})", s.field, why),
+                 s.env_ignored.empty() ? s.field : fmt::format("{} ignored", s.env_ignored),
+                 !s.env_ignored.empty()};
     short_items.insert(s.env_ignored.empty() ? short_items.end() : short_items.begin(), item);
   }
   const std::string limit = c.overflow_limit_bytes == ZARENA_OVERFLOW_UNLIMITED
                                 ? std::string("unlimited")
                                 : human_bytes(c.overflow_limit_bytes);
-  const std::string shown_desc =
-      backend_desc.size() <= 32 ? backend_desc : backend_desc.substr(0, 29) + "...";
-  const std::string head =
-      fmt::format("created on {}: capacity {}, overflow {} (limit {})", shown_desc,
-                  human_bytes(c.capacity_bytes), policy_name(policy), limit);
-  // The human line names what is not a default, as many as fit the line after its head.
+  // The human line names what is not a default, as many as fit the line after its head; the
+  // backend's description gives way (down to 16 characters) to an overridden variable.
+  const auto head_with = [&](const std::string& desc) {
+    return fmt::format("created on {}: capacity {}, overflow {} (limit {})", desc,
+                       human_bytes(c.capacity_bytes), policy_name(policy), limit);
+  };
+  const auto shortened = [&](size_t n) {
+    return backend_desc.size() <= n ? backend_desc : backend_desc.substr(0, n - 3) + "...";
+  };
+  std::string shown_desc = shortened(32);
   const size_t line_head = std::strlen("arena.config [") +
                            std::min(rc.name.size(), kHumanArenaNameMax) + std::strlen("]: ");
-  const size_t used = kHumanPrefixMax + line_head + head.size() + std::strlen("; set: ");
-  const size_t set_room = kHumanLineMax > used + 24 ? kHumanLineMax - used : 24;
+  const size_t fixed = kHumanPrefixMax + line_head + head_with("").size() + std::strlen("; set: ");
+  const auto room_with = [&](size_t desc_size) {
+    return kHumanLineMax > fixed + desc_size ? kHumanLineMax - fixed - desc_size : 0;
+  };
+  const size_t set_room = std::max<size_t>(room_with(shown_desc.size()), 24);
+  // Each item in full where it fits (leaving room to count the rest), else briefly; an
+  // overridden variable is named even when nothing else fits.
   std::string from_short;
   for (size_t i = 0; i < short_items.size(); ++i) {
-    const std::string more = fmt::format(", +{} more", short_items.size() - i);
-    if (from_short.size() + 2 + short_items[i].size() + more.size() > set_room) {
-      from_short = i == 0 ? fmt::format("{} values", short_items.size()) : from_short + more;
+    const size_t left = short_items.size() - i - 1;
+    const std::string more = left == 0 ? "" : fmt::format(", +{} more", left);
+    const std::string sep = i == 0 ? "" : ", ";
+    const std::string* pick = nullptr;
+    for (const std::string* t : {&short_items[i].full, &short_items[i].brief}) {
+      if (pick == nullptr && from_short.size() + sep.size() + t->size() + more.size() <= set_room) {
+        pick = t;
+      }
+    }
+    if (pick == nullptr && i == 0 && short_items[i].overridden) pick = &short_items[i].brief;
+    if (pick == nullptr) {
+      const size_t rest = short_items.size() - i;
+      from_short += i == 0 ? fmt::format("{} value{}", rest, rest == 1 ? "" : "s")
+                           : fmt::format(", +{} more", rest);
       break;
     }
-    from_short += (i == 0 ? "" : ", ") + short_items[i];
+    from_short += sep + *pick;
   }
+  if (from_short.size() > set_room) {  // the description shrinks, then the list is cut
+    const size_t excess = from_short.size() - set_room;
+    shown_desc = shortened(shown_desc.size() > excess + 16 ? shown_desc.size() - excess : 16);
+    const size_t room = std::max<size_t>(room_with(shown_desc.size()), 24);
+    if (from_short.size() > room) from_short = from_short.substr(0, room - 3) + "...";
+  }
+  const std::string head = head_with(shown_desc);
   std::string msg =
       fmt::format("created on {}: capacity {}, overflow {} (limit {}), alignment {}; {}{}",
                   backend_desc, human_bytes(c.capacity_bytes), policy_name(policy), limit,

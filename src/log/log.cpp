@@ -106,7 +106,9 @@ void unlock_in_parent() { sink().mu.unlock(); }
 void renew_in_child() { new (&sink().mu) std::mutex(); }
 
 spdlog::logger& stderr_logger() {
-  static spdlog::logger* logger = new_stderr_logger("zarena", "%Y-%m-%dT%H:%M:%S.%e zarena %l %v");
+  // The level is written by deliver(), as ZARENA_LOG_LEVEL and the JSON lines name it
+  // ("warn"; spdlog's %l says "warning").
+  static spdlog::logger* logger = new_stderr_logger("zarena", "%Y-%m-%dT%H:%M:%S.%e zarena %v");
   return *logger;
 }
 
@@ -173,7 +175,8 @@ void deliver(const LogRecord& rec, zarena_log_fn fn, void* ud, bool to_stderr) {
       // Once per process, the first line that leaves fields out says how to get them all.
       const bool hint = log_line_omits_fields(rec) &&
                         !sink().json_hinted.exchange(true, std::memory_order_relaxed);
-      stderr_logger().log(to_spdlog(rec.level()), "{}", log_format_line(rec, hint));
+      stderr_logger().log(to_spdlog(rec.level()), "{} {}", log_level_name(rec.level()),
+                          log_format_line(rec, hint));
     }
   }
   if (fn == nullptr) return;
@@ -246,6 +249,10 @@ LogRecord& LogRecord::headline(std::initializer_list<const char*> keys) {
 LogRecord& LogRecord::stderr_message_only(bool on) {
   stderr_message_only_ = on;
   return *this;
+}
+
+const char* log_level_name(int32_t level) noexcept {
+  return level >= ZARENA_LOG_TRACE && level <= ZARENA_LOG_OFF ? kLevelNames[level] : "?";
 }
 
 bool log_parse_level(const char* text, int32_t* level) noexcept {

@@ -41,8 +41,9 @@ inline constexpr uint64_t kRateIntervalNs = 10'000'000'000ull;  // one token per
 // A human stderr line, timestamp and level included, is at most this long: a line that
 // wraps three times on a terminal is skimmed, and the diagnosis in it is missed.
 inline constexpr size_t kHumanLineMax = 200;
-// "2025-01-31T12:34:56.789 zarena warning ": the sink's prefix at its longest.
-inline constexpr size_t kHumanPrefixMax = 39;
+// "2025-01-31T12:34:56.789 zarena error ": the sink's prefix at its longest (the level as
+// ZARENA_LOG_LEVEL names it: trace, debug, info, warn, error).
+inline constexpr size_t kHumanPrefixMax = 37;
 // The arena label on the human line is cut to this (callbacks get it whole).
 inline constexpr size_t kHumanArenaNameMax = 24;
 
@@ -133,6 +134,9 @@ std::string log_format_json(const LogRecord& rec, int64_t unix_ms);
 bool log_parse_format(const char* text, bool* json) noexcept;
 // Parses a ZARENA_LOG_LEVEL value; false when it is not a level name.
 bool log_parse_level(const char* text, int32_t* level) noexcept;
+// A level's name as ZARENA_LOG_LEVEL, the stderr lines and the JSON records spell it
+// ("warn"); "?" for a value that is no level.
+const char* log_level_name(int32_t level) noexcept;
 
 // Records dropped by the limiter and not yet reported, over all events.
 uint64_t log_pending_suppressed() noexcept;

@@ -12,8 +12,6 @@ namespace zarena_core {
 
 namespace {
 
-const char* const kLevelNames[] = {"trace", "debug", "info", "warn", "error", "off"};
-
 std::string iso8601_utc(int64_t unix_ms) {
   const std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
@@ -27,8 +25,7 @@ std::string log_format_json(const LogRecord& rec, int64_t unix_ms) {
   // Ordered, so that a person reading the stream sees time, level and event first.
   nlohmann::ordered_json j;
   j["time"] = iso8601_utc(unix_ms);
-  const int32_t level = rec.level();
-  j["level"] = (level >= ZARENA_LOG_TRACE && level <= ZARENA_LOG_OFF) ? kLevelNames[level] : "?";
+  j["level"] = log_level_name(rec.level());
   j["event"] = rec.event();
   j["arena"] = rec.arena_name();
   if (rec.source().id != 0) j["arena_id"] = rec.source().id;  // zarena_arena_id

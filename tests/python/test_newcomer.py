@@ -28,6 +28,14 @@ class ConfigTextTest(Quiet):
             host_arena(overflow_policy="sometimes")
         self.assertIn("e.g. refuse", str(cm.exception))
 
+    def test_a_fraction_without_a_unit_is_refused_with_the_rule(self):
+        # "1.5" was read as 2 bytes, and create failed: "capacity_bytes 2 is smaller than
+        # the alignment 256".
+        with self.assertRaises(zarena.InvalidArgumentError) as cm:
+            host_arena(capacity_bytes="1.5")
+        self.assertIn("capacity_bytes '1.5': a fraction needs a unit", str(cm.exception))
+        self.assertIn("in bytes", str(cm.exception))
+
     def test_a_near_miss_keyword_names_the_field(self):
         for typo, meant in (("capacity", "capacity_bytes"), ("policy", "overflow_policy"),
                             ("capacity_byte", "capacity_bytes")):

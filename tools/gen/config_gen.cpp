@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -390,9 +391,25 @@ std::string config_doc_table() {
   return o.str();
 }
 
+// The flag rows as Python's FLAG_<NAME> (c_spelling gives C's), with the one-line doc Go's
+// constants have, or (c_docs) zarena.h's longer comment.
+std::vector<Define> flag_defines(bool c_docs) {
+  std::vector<Define> out;
+  for (const FieldSpec& f : kConfigFields) {
+    if (f.storage != Storage::kFlag) continue;
+    const std::string name = upper(std::string(f.key).substr(std::strlen("flags.")));
+    out.push_back({"FLAG_" + name, hex(f.bit), c_docs ? f.c_doc : f.doc});
+  }
+  return out;
+}
+
 }  // namespace
 
 void config_outputs(std::vector<Output>* out) {
+  out->push_back({"capi/include/zarena/zarena.h", "config flags",
+                  c_defines(c_spelling(flag_defines(true), "u")), kSource});
+  out->push_back(
+      {"python/zarena/constants.py", "config flags", py_constants(flag_defines(false)), kSource});
   out->push_back({"go/config_fields_gen.go", "", go_file(), kSource});
   out->push_back({"README.md", "configuration table", readme_table(), kSource});
   out->push_back({"docs/CONFIG.md", "variables", config_doc_table(), kSource});

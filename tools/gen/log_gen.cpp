@@ -92,11 +92,31 @@ std::string verdicts() {
   return o.str();
 }
 
+// Python's VERDICTS: every name an overflow can be given (not zarena_diagnose's "ok").
+std::string python_verdicts() {
+  const std::string head = "VERDICTS = (";
+  std::string out, line = head;
+  bool first = true;
+  for (const zarena_core::VerdictSpec& v : zarena_core::kVerdicts) {
+    if (std::string(v.name) == zarena_core::verdict_name(zarena_core::VerdictId::kOk)) continue;
+    const std::string item = std::string("\"") + v.name + "\"";
+    if (!first && line.size() + 2 + item.size() + 2 > kPythonColumns) {
+      out += line + ",\n";
+      line = std::string(head.size(), ' ') + item;
+    } else {
+      line += (first ? "" : ", ") + item;
+    }
+    first = false;
+  }
+  return out + line + ")\n";
+}
+
 }  // namespace
 
 void log_outputs(std::vector<Output>* out) {
   out->push_back({"docs/LOGGING.md", "events", events(), kEventsSource});
   out->push_back({"docs/LOGGING.md", "verdicts", verdicts(), kVerdictsSource});
+  out->push_back({"python/zarena/constants.py", "verdicts", python_verdicts(), kVerdictsSource});
 }
 
 }  // namespace zarena_gen

@@ -2,8 +2,11 @@
 // in src/, so that each list is written once:
 //   zarena_gen check ROOT   exit 1 when a committed copy under ROOT differs (CTest runs it)
 //   zarena_gen write ROOT   rewrite them (cmake --build <build> --target zarena_generate)
-// Also keeps the Go package's copies of the public headers (go/internal/include, for its
-// zarena_dlopen mode, which builds where no zarena is installed) identical to capi/include.
+// A generated section of a hand-written file sits between markers (gen.h: section_begin);
+// the parts (config_gen, stats_gen, log_gen, abi_gen, dlopen_gen) say which files they
+// write. Also keeps the Go package's copies of the public headers (go/internal/include, for
+// its zarena_dlopen mode, which builds where no zarena is installed) identical to
+// capi/include, as generated.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -37,12 +40,12 @@ bool write_file(const std::string& path, const std::string& text) {
 
 // `file` with the section of `o` replaced by o.text; false when its markers are missing.
 bool splice(const std::string& file, const Output& o, std::string* out) {
-  const std::string begin_prefix = "<!-- generated: " + o.section + ",";
-  const std::string end = zarena_gen::section_end(o.section);
+  const std::string begin_prefix = zarena_gen::section_begin_prefix(o.path, o.section);
+  const std::string end = zarena_gen::section_end(o.path, o.section);
   const size_t a = file.find(begin_prefix);
   const size_t b = file.find(end);
   if (a == std::string::npos || b == std::string::npos || b < a) return false;
-  *out = file.substr(0, a) + zarena_gen::section_begin(o.section, o.source) + o.text + end +
+  *out = file.substr(0, a) + zarena_gen::section_begin(o.path, o.section, o.source) + o.text + end +
          file.substr(b + end.size());
   return true;
 }
@@ -52,21 +55,19 @@ int run(const std::string& root, bool write) {
   zarena_gen::config_outputs(&outputs);
   zarena_gen::stats_outputs(&outputs);
   zarena_gen::log_outputs(&outputs);
-  for (const char* h : kHeaderCopies) {
-    Output copy{std::string("go/internal/include/") + h, "", "", std::string("capi/include/") + h};
-    if (!read_file(root + "/" + copy.source, &copy.text)) {
-      std::printf("cannot read %s\n", copy.source.c_str());
-      return 1;
-    }
-    outputs.push_back(std::move(copy));
-  }
+  zarena_gen::abi_outputs(&outputs);
+  zarena_gen::dlopen_outputs(&outputs);
 
   // Sections of one file are applied in turn to the file's text.
   int rc = 0;
   std::vector<std::pair<std::string, std::string>> files;  // path, text as generated
-  for (const Output& o : outputs) {
+  auto generated = [&](const std::string& path) {
     auto it = files.begin();
-    while (it != files.end() && it->first != o.path) ++it;
+    while (it != files.end() && it->first != path) ++it;
+    return it;
+  };
+  for (const Output& o : outputs) {
+    auto it = generated(o.path);
     if (it == files.end()) {
       std::string have;
       if (!read_file(root + "/" + o.path, &have) && !o.section.empty()) {
@@ -80,9 +81,21 @@ int run(const std::string& root, bool write) {
       it->second = o.text;
     } else if (!splice(it->second, o, &it->second)) {
       std::printf("%s has no markers for its generated %s (%s)\n", o.path.c_str(),
-                  o.section.c_str(), zarena_gen::section_end(o.section).c_str());
+                  o.section.c_str(), zarena_gen::section_end(o.path, o.section).c_str());
       rc = 1;
     }
+  }
+  // The copies of the public headers: of the headers as generated (they have sections).
+  for (const char* h : kHeaderCopies) {
+    const std::string source = std::string("capi/include/") + h;
+    std::string text;
+    if (auto it = generated(source); it != files.end()) {
+      text = it->second;
+    } else if (!read_file(root + "/" + source, &text)) {
+      std::printf("cannot read %s\n", source.c_str());
+      return 1;
+    }
+    files.emplace_back(std::string("go/internal/include/") + h, text);
   }
   for (const auto& [path, want] : files) {
     std::string have;

@@ -1,18 +1,52 @@
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <sstream>
 
 #include "gen.h"
 
 namespace zarena_gen {
 
-std::string section_begin(const std::string& name, const std::string& source) {
-  return "<!-- generated: " + name + ", from " + source +
-         " by tools/gen (cmake --build <build> --target zarena_generate); edit the table, "
-         "not this -->\n";
+namespace {
+
+// How a generated section is marked in a file of this kind: Markdown comments, C comments
+// (headers), or Python's.
+struct Marker {
+  const char* open;
+  const char* close;
+};
+Marker marker(const std::string& path) {
+  auto ends = [&](const char* ext) {
+    const std::string e(ext);
+    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
+  };
+  if (ends(".md")) return {"<!-- ", " -->"};
+  if (ends(".py")) return {"# ", ""};
+  return {"/* ", " */"};
 }
 
-std::string section_end(const std::string& name) {
-  return "<!-- end of generated " + name + " -->\n";
+}  // namespace
+
+std::string section_begin_prefix(const std::string& path, const std::string& name) {
+  return std::string(marker(path).open) + "generated: " + name + ",";
+}
+
+std::string section_begin(const std::string& path, const std::string& name,
+                          const std::string& source) {
+  const Marker m = marker(path);
+  if (std::string(m.open) == "<!-- ") {
+    return section_begin_prefix(path, name) + " from " + source +
+           " by tools/gen (cmake --build <build> --target zarena_generate); edit the table, "
+           "not this" +
+           m.close + "\n";
+  }
+  // Code: short enough for one line of 100 columns (formatters leave it alone).
+  return section_begin_prefix(path, name) + " from " + source + " (tools/gen)" + m.close + "\n";
+}
+
+std::string section_end(const std::string& path, const std::string& name) {
+  const Marker m = marker(path);
+  return std::string(m.open) + "end of generated " + name + m.close + "\n";
 }
 
 std::string go_file_header(const std::string& source) {
@@ -28,7 +62,10 @@ std::string pad(const std::string& s, size_t n) {
 }
 
 std::string lower_first(std::string s) {
-  if (!s.empty()) s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  const bool acronym = s.size() > 1 && std::isupper(static_cast<unsigned char>(s[1])) != 0;
+  if (!s.empty() && !acronym) {
+    s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  }
   return s;
 }
 
@@ -69,6 +106,113 @@ std::string cell(const std::string& s) {
     out += c;
   }
   return out;
+}
+
+}  // namespace zarena_gen
+
+namespace zarena_gen {
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llX", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string c_comment(const std::string& text, const std::string& indent) {
+  std::string out, line;
+  std::istringstream words(text);
+  std::string word;
+  bool first = true;
+  while (words >> word) {
+    if (!line.empty() && indent.size() + 3 + line.size() + 1 + word.size() > kCommentColumns) {
+      out += indent + (first ? "/* " : " * ") + line + "\n";
+      first = false;
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  out += indent + (first ? "/* " : " * ") + line + " */\n";
+  return out;
+}
+
+// A run of defines whose comments trail them: clang-format aligns those comments one
+// column after the run's longest line. A comment that would pass the column limit goes
+// above its line instead, and ends the run.
+std::string c_defines(const std::vector<Define>& defines) {
+  std::string out;
+  size_t i = 0;
+  while (i < defines.size()) {
+    // The run: defines from i on whose trailing comments fit (or that have none).
+    size_t j = i, width = 0;
+    for (; j < defines.size(); ++j) {
+      const Define& d = defines[j];
+      const size_t code = 8 + d.name.size() + 1 + d.value.size();
+      if (j > i && d.doc.empty()) break;
+      if (!d.doc.empty() && std::max(width, code) + 1 + 3 + d.doc.size() + 3 > kCodeColumns) break;
+      width = std::max(width, code);
+      if (d.doc.empty()) {
+        ++j;
+        break;
+      }
+    }
+    if (j == i) {  // a comment too long to trail: above its line
+      out += c_comment(defines[i].doc, "");
+      out += "#define " + defines[i].name + " " + defines[i].value + "\n";
+      ++i;
+      continue;
+    }
+    for (; i < j; ++i) {
+      const Define& d = defines[i];
+      const std::string code = "#define " + d.name + " " + d.value;
+      out += d.doc.empty() ? code + "\n" : pad(code, width) + " /* " + d.doc + " */\n";
+    }
+  }
+  return out;
+}
+
+std::string py_constants(const std::vector<Define>& defines) {
+  std::string out;
+  for (const Define& d : defines) {
+    const std::string code = d.name + " = " + d.value;
+    if (d.doc.empty()) {
+      out += code + "\n";
+    } else if (code.size() + 4 + d.doc.size() <= kPythonColumns) {
+      out += code + "  # " + d.doc + "\n";
+    } else {
+      std::string line;
+      std::istringstream words(d.doc);
+      std::string word;
+      while (words >> word) {
+        if (!line.empty() && 2 + line.size() + 1 + word.size() > kCommentColumns) {
+          out += "# " + line + "\n";
+          line.clear();
+        }
+        line += (line.empty() ? "" : " ") + word;
+      }
+      out += "# " + line + "\n" + code + "\n";
+    }
+  }
+  return out;
+}
+
+std::vector<Define> c_spelling(std::vector<Define> defines, const std::string& suffix) {
+  for (Define& d : defines) {
+    d.name = "ZARENA_" + d.name;
+    d.value += suffix;
+  }
+  return defines;
+}
+
+void add_constants(std::vector<Output>* out, const std::string& header, const std::string& section,
+                   const std::string& source, const std::vector<Define>& python,
+                   const std::string& c_suffix) {
+  out->push_back({header, section, c_defines(c_spelling(python, c_suffix)), source});
+  out->push_back({"python/zarena/constants.py", section, py_constants(python), source});
 }
 
 }  // namespace zarena_gen

@@ -6,14 +6,19 @@
 // capacity replayed, 2 bad input or options, 3 the replay itself failed, 4 no overflow
 // but the trace is incomplete (cut short, events missing or dropped).
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "base/plan_misses.h"
 #include "chrome_trace.h"
 #include "config/config_fields.h"
+#include "config/config_parse.h"
+#include "input_format.h"
 #include "report.h"
 #include "rmm_csv.h"
 #include "steps.h"
@@ -28,10 +33,7 @@ constexpr const char* kTool = "zarena-replay";
 
 // ZARENA_PLAN_MISS_* as words.
 const char* miss_name(uint64_t reason) {
-  static const char* const kNames[] = {
-      "none",         "another size", "another tag",          "an extra allocation",
-      "a short step", "a late free",  "a floor over the zone"};
-  return reason < sizeof kNames / sizeof kNames[0] ? kNames[reason] : "unknown";
+  return reason < zarena_core::kPlanMissCount ? zarena_core::plan_miss(reason).words : "unknown";
 }
 
 int bad_input(const std::string& msg) {
@@ -77,6 +79,36 @@ void step_axis(const zarena_trace::Trace& trace, const Report& rep, PictureInput
     if (tl[i].marks & kMarkReset) pic->step_starts.push_back(i + 1);
   }
   pic->steps_from = "one per reset";
+}
+
+// For each option of the command line the tool does not know, the one it is nearest to,
+// when one is near ("--capcity": did you mean --capacity?).
+void suggest_options(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> known;
+  for (const CLI::Option* o : app.get_options()) {
+    for (const std::string& n : o->get_lnames()) known.push_back("--" + n);
+    for (const std::string& n : o->get_snames()) known.push_back("-" + n);
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const std::string name = arg.substr(0, arg.find('='));
+    if (name.size() < 2 || name[0] != '-' ||
+        std::find(known.begin(), known.end(), name) != known.end()) {
+      continue;
+    }
+    std::string best;
+    size_t best_distance = SIZE_MAX;
+    for (const std::string& k : known) {
+      const size_t d = zarena_core::edit_distance(name, k);
+      if (d < best_distance) {
+        best_distance = d;
+        best = k;
+      }
+    }
+    if (best_distance <= std::max<size_t>(2, name.size() / 3)) {
+      std::cerr << kTool << ": unknown option " << name << "; did you mean " << best << "?\n";
+    }
+  }
 }
 
 bool write_file(const std::string& path, const std::string& what,
@@ -138,6 +170,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) suggest_options(app, argc, argv);
     return kExitBadInput;
   }
 
@@ -151,8 +184,12 @@ int main(int argc, char** argv) {
   }
 
   zarena_trace::Trace trace;
-  const bool is_zarena =
-      format == "zarena" || (format == "auto" && zarena_trace::looks_like_trace(input));
+  bool is_zarena = format == "zarena";
+  if (format == "auto") {
+    const InputFormat sniffed = sniff_input(input, &error);
+    if (sniffed == InputFormat::kNeither) return bad_input(error);
+    is_zarena = sniffed == InputFormat::kZarena;
+  }
   const bool ok = is_zarena ? zarena_trace::read_trace_file(input, &trace, &error)
                             : read_rmm_csv_file(input, &trace, &error);
   if (!ok) return bad_input(error);

@@ -5,7 +5,7 @@
  * it does, what it returns, who owns what, which threads may call it). The lists that live
  * in tables in the code are in docs/: the environment variables (docs/CONFIG.md), the log
  * events and the verdicts (docs/LOGGING.md), the statistics (docs/STATS.md). Test hooks
- * are in zarena/zarena_testing.h, outside this contract.
+ * are in zarena/zarena_testing.h, outside this contract (and not installed).
  *
  *   1. Versions, status codes, errors     7. Statistics, live blocks, text formats
  *   2. Configuration and lifetime         8. Diagnosis
@@ -13,6 +13,7 @@
  *   4. Reset, floors and steps           10. Trace
  *   5. Pins                              11. Expandable arenas
  *   6. Capture, stream and poison
+ *   6b. The overflow route at run time
  *
  * WHAT IT IS
  *   An arena reserves one large region from a backend (CUDA device memory, or host
@@ -129,9 +130,11 @@ extern "C" {
 /* =================================================================================
  * 1. Versions, status codes, errors
  * ================================================================================= */
+/* generated: version, from CMakeLists.txt (tools/gen) */
 #define ZARENA_VERSION_MAJOR 1
-#define ZARENA_VERSION_MINOR 1
+#define ZARENA_VERSION_MINOR 2
 #define ZARENA_VERSION_PATCH 0
+/* end of generated version */
 #define ZARENA_VERSION_NUMBER \
   (ZARENA_VERSION_MAJOR * 10000 + ZARENA_VERSION_MINOR * 100 + ZARENA_VERSION_PATCH)
 
@@ -143,6 +146,7 @@ ZARENA_API const char* zarena_version_string(void);
 
 /* Status codes. Values are fixed forever; new codes are added after the last one. */
 typedef int32_t zarena_status;
+/* generated: status codes, from src/base/status_codes.h (tools/gen) */
 #define ZARENA_OK 0
 #define ZARENA_E_INVALID_ARGUMENT 1 /* NULL handle/out pointer, bad config value */
 #define ZARENA_E_OUT_OF_MEMORY 2    /* region full and overflow refused/failed/capped */
@@ -160,6 +164,7 @@ typedef int32_t zarena_status;
  * it before any call into the library. The C library itself never returns it: a handle
  * used after zarena_destroy is undefined behaviour (see zarena_destroy). */
 #define ZARENA_E_CLOSED 13
+/* end of generated status codes */
 
 /* A short constant description of a status ("out of memory"); static, never NULL.
  * Unknown values yield "unknown status". Thread-safe. */
@@ -245,21 +250,21 @@ ZARENA_API const char* zarena_last_error(void);
 /* (1.1) the program's own allocator (zarena_set_overflow_allocator); never in a config */
 #define ZARENA_OVERFLOW_CUSTOM 4
 
+/* generated: config flags, from src/config/config_fields.h (tools/gen) */
 #define ZARENA_FLAG_MANAGED 0x1u /* region from cudaMallocManaged (where supported) */
 #define ZARENA_FLAG_POISON 0x2u  /* fill freed/reclaimed blocks with poison_word (debugging) */
-#define ZARENA_FLAG_OVERFLOW_PREWARM            \
-  0x4u /* at create, allocate+free the retained \
-          overflow size once so pages are resident */
+/* at create, allocate+free the retained overflow size once so pages are resident */
+#define ZARENA_FLAG_OVERFLOW_PREWARM 0x4u
 /* capacity_bytes becomes the maximum: the region's address range is reserved at create
  * and memory is committed on demand, commit_chunk_bytes at a time (see "Expandable
  * arenas") */
 #define ZARENA_FLAG_EXPANDABLE 0x8u
-/* with ZARENA_FLAG_MANAGED on a device without managed memory: use device memory (and
- * say so in "arena.config") instead of failing zarena_create with ZARENA_E_UNSUPPORTED */
+/* with ZARENA_FLAG_MANAGED on a device without managed memory: use device memory (and say
+ * so in "arena.config") instead of failing zarena_create with ZARENA_E_UNSUPPORTED */
 #define ZARENA_FLAG_MANAGED_FALLBACK 0x10u
 /* invalid configuration fails zarena_create with ZARENA_E_INVALID_ARGUMENT (the message
- * lists every problem) instead of a warning: this includes invalid environment values
- * and unknown ZARENA_* environment variables (see zarena_config_init) */
+ * lists every problem) instead of a warning: this includes invalid environment values and
+ * unknown ZARENA_* environment variables (see zarena_config_init) */
 #define ZARENA_FLAG_STRICT_CONFIG 0x20u
 /* log an "arena.step" record (info) at every zarena_reset: the epoch's peak, allocations,
  * reuse and overflow. Off by default: a training loop resets thousands of times */
@@ -277,16 +282,10 @@ ZARENA_API const char* zarena_last_error(void);
  * call itself, before it returns, instead of by zarena's reporter thread: an engine whose
  * contract is "the diagnosis is logged before Alloc returns" needs no zarena_log_flush
  * (which waits for every arena's records). Costs the record's building on that one call
- * (the epoch's first overflow; later overflows of the epoch log nothing). No lock is
- * held while the callback runs (see "Logging"). Off by default */
+ * (the epoch's first overflow; later overflows of the epoch log nothing). No lock is held
+ * while the callback runs (see "Logging"). Off by default */
 #define ZARENA_FLAG_DIAGNOSE_SYNC 0x200u
-/* (1.3) step plans off. Plans are on by default: the arena learns a repeating step
- * (zarena_step_begin or zarena_reset marks where steps begin) and serves it from a packed
- * plan, with no allocator work per block (see "Step plans" and docs/PLANS.md). A program
- * whose steps never repeat pays for the learning now and then only. ZARENA_PLAN=0 sets
- * this flag, ZARENA_PLAN=1 clears it. Plans are off with a trace file (the trace records
- * the dynamic engine) */
-#define ZARENA_FLAG_NO_PLAN 0x400u
+/* end of generated config flags */
 
 /* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
 #define ZARENA_OVERFLOW_UNLIMITED UINT64_MAX
@@ -457,9 +456,11 @@ typedef struct zarena_block {
   uint32_t flags; /* ZARENA_BLOCK_* */
   uint32_t tag;   /* the tag it was allocated with */
 } zarena_block;
+/* generated: block flags, from src/base/block_flags.h (tools/gen) */
 #define ZARENA_BLOCK_OVERFLOW 0x1u /* the block comes from the overflow pool */
 #define ZARENA_BLOCK_REUSED 0x2u   /* a freed block was reused (no new bump space used) */
 #define ZARENA_BLOCK_PLANNED 0x4u  /* served by a step plan (ZARENA_FLAG_PLAN) */
+/* end of generated block flags */
 
 /* zarena_alloc, plus the block's epoch, size and flags, in one call. tag: 0, or an id
  * from zarena_tag_register (kept with the block, shown in live-block dumps and traces).
@@ -785,7 +786,7 @@ ZARENA_API zarena_status zarena_set_stream(zarena* a, void* stream);
 ZARENA_API zarena_status zarena_set_poison(zarena* a, int enabled, uint32_t word);
 
 /* =================================================================================
- * 6b. The overflow route at run time (1.1)
+ * 6b. The overflow route at run time
  *
  * ROUTES. Every overflow block remembers the route that made it (ASYNC: the arena's
  * pool; SYNC: cudaMalloc; CUSTOM: the allocator installed then) and goes back by that
@@ -1013,9 +1014,11 @@ typedef struct zarena_live_block {
   uint32_t flags; /* ZARENA_LIVE_* */
   uint32_t reserved;
 } zarena_live_block;
+/* generated: live block flags, from src/base/block_flags.h (tools/gen) */
 #define ZARENA_LIVE_OVERFLOW 0x1u   /* an overflow block */
 #define ZARENA_LIVE_PERSISTENT 0x2u /* below the floor (or kept by a step boundary) */
 #define ZARENA_LIVE_FREED 0x4u      /* freed while pinned: goes at its last unpin */
+/* end of generated live block flags */
 
 /* Calls fn(user_data, block) for every live block, region blocks in address order then
  * overflow blocks, from one snapshot taken at the start (other threads may allocate and

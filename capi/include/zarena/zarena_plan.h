@@ -94,13 +94,16 @@ extern "C" {
 #define ZARENA_PLAN_EPOCH_MASK ((1ull << 45) - 1)
 
 /* Why a planned step stopped being planned (miss_reason, zarena_stats.plan_first_miss). */
-#define ZARENA_PLAN_MISS_NONE 0
-#define ZARENA_PLAN_MISS_SIZE 1     /* another size (or alignment) than the plan's */
-#define ZARENA_PLAN_MISS_TAG 2      /* another tag */
-#define ZARENA_PLAN_MISS_EXTRA 3    /* more allocations than the learned step */
-#define ZARENA_PLAN_MISS_SHORT 4    /* the step ended before its last planned allocation */
-#define ZARENA_PLAN_MISS_LATE 5     /* a block was freed later than the plan assumed */
-#define ZARENA_PLAN_MISS_FLOOR 6    /* the floor moved over the plan's zone */
+/* generated: plan misses, from src/base/plan_misses.h (tools/gen) */
+#define ZARENA_PLAN_MISS_NONE 0  /* no deviation */
+#define ZARENA_PLAN_MISS_SIZE 1  /* a request of another size than the plan's */
+#define ZARENA_PLAN_MISS_TAG 2   /* a request with another tag than the plan's */
+#define ZARENA_PLAN_MISS_EXTRA 3 /* more allocations than the learned step */
+#define ZARENA_PLAN_MISS_SHORT 4 /* the step ended before its last planned allocation */
+/* a block the plan reuses was still live (freed later than in the learned step) */
+#define ZARENA_PLAN_MISS_LATE 5
+#define ZARENA_PLAN_MISS_FLOOR 6 /* the floor moved over the plan's zone */
+/* end of generated plan misses */
 
 typedef struct zarena_plan_view {
   uint32_t struct_size;

@@ -4,7 +4,8 @@
  * Outside zarena's stable contract (zarena.h): what these functions do may change in a
  * minor version. Their symbols stay: each keeps the symbol version it shipped with
  * (zarena_debug_inject_overflow_fault: ZARENA_1, as in 1.0.0), so programs linked against
- * them keep loading. Thread rules and status conventions are zarena.h's.
+ * them keep loading. Thread rules and status conventions are zarena.h's. Not installed:
+ * the library's suites and the bindings use it from the source tree (Go carries a copy).
  */
 #ifndef ZARENA_ZARENA_TESTING_H
 #define ZARENA_ZARENA_TESTING_H
