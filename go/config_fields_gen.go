@@ -25,8 +25,8 @@ const (
 	FlagStepRecords     Flags = 0x40  // log an `arena.step` record at every reset
 	FlagNoResets        Flags = 0x80  // the program frees what it allocates and never resets (a general-purpose pool, as `zarena.torch`): no reset warnings or verdicts
 	FlagPlan            Flags = 0x100 // (1.2) plans on; they are on by default since 1.3, so it changes nothing
-	FlagNoPlan          Flags = 0x400 // step plans off (on by default: the arena learns a repeating step and serves it from a packed plan, docs/PLANS.md)
 	FlagDiagnoseSync    Flags = 0x200 // the diagnosis of an overflow that succeeds is logged before the allocating call returns (not by the reporter thread)
+	FlagNoPlan          Flags = 0x400 // step plans off (on by default: the arena learns a repeating step and serves it from a packed plan, docs/PLANS.md)
 )
 
 // backendNames are the names of the Backend values (as the environment and the log

@@ -46,10 +46,13 @@ FLAG_STEP_RECORDS = 0x40  # log an `arena.step` record at every reset
 # the program frees what it allocates and never resets (a general-purpose pool, as
 # `zarena.torch`): no reset warnings or verdicts
 FLAG_NO_RESETS = 0x80
-FLAG_PLAN = 0x100  # learn repeating steps and serve them from a packed plan (docs/PLANS.md)
+FLAG_PLAN = 0x100  # (1.2) plans on; they are on by default since 1.3, so it changes nothing
 # the diagnosis of an overflow that succeeds is logged before the allocating call returns
 # (not by the reporter thread)
 FLAG_DIAGNOSE_SYNC = 0x200
+# step plans off (on by default: the arena learns a repeating step and serves it from a
+# packed plan, docs/PLANS.md)
+FLAG_NO_PLAN = 0x400
 # end of generated config flags
 
 # zarena_block.flags (Arena.alloc_ex, Block.flags)

@@ -285,6 +285,13 @@ ZARENA_API const char* zarena_last_error(void);
  * (the epoch's first overflow; later overflows of the epoch log nothing). No lock is held
  * while the callback runs (see "Logging"). Off by default */
 #define ZARENA_FLAG_DIAGNOSE_SYNC 0x200u
+/* (1.3) step plans off. Plans are on by default: the arena learns a repeating step
+ * (zarena_step_begin or zarena_reset marks where steps begin) and serves it from a packed
+ * plan, with no allocator work per block (see "Step plans" and docs/PLANS.md). A program
+ * whose steps never repeat pays for the learning now and then only. ZARENA_PLAN=0 sets
+ * this flag, ZARENA_PLAN=1 clears it. Plans are off with a trace file (the trace records
+ * the dynamic engine) */
+#define ZARENA_FLAG_NO_PLAN 0x400u
 /* end of generated config flags */
 
 /* overflow_limit_bytes: no cap at all on live overflow bytes (0 means the default cap) */
