@@ -395,9 +395,10 @@ ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
  * and gives the memory back once it is; the thread ends when nothing waits. So the memory
  * is back within about 0.1 s of cudaStreamEndCapture. Sooner at a zarena_create,
  * zarena_destroy, zarena_set_capture_active(x, 0) or zarena_capture_end of any arena:
- * each gives back, before it returns, what can go back. "arena.released" (and a failure's
- * "arena.release_failed") may therefore come from that thread, after the destroy returned
- * (route records by arena_id). The memory goes back when the capture ends, not when the
+ * each gives back, before it returns, what can go back (waiting for a release the thread
+ * is making, and for its records to be delivered, as zarena_destroy waits for the arena's
+ * own). "arena.released" (and a failure's "arena.release_failed") may therefore come from
+ * that thread, after the destroy returned (route records by arena_id). The memory goes back when the capture ends, not when the
  * graph is destroyed: like any freed memory, a block of the destroyed arena must not be
  * used by a graph launched after that (the program destroyed the arena). A capture
  * declared only by zarena_set_capture_active(a, 1) on the destroyed arena ends with it:
