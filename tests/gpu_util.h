@@ -169,9 +169,10 @@ inline bool in_child(const char* mode) {
   return m != nullptr && std::string(m) == mode;
 }
 
-// Runs the child and returns its output (also printed). The calling test fails unless the
-// child exits 0 having passed at least one test and failed none; a child still running
-// after `watchdog` is killed and fails it.
+// Runs the child and returns its output (also printed, each line prefixed with
+// "[child <mode>] "). The calling test fails unless the child exits 0 having passed at
+// least one test and failed none; a child still running after `watchdog` is killed and
+// fails it.
 inline std::string run_child_tests(const char* mode, const std::string& filter,
                                    std::chrono::seconds watchdog = std::chrono::seconds(240)) {
   const char* self = std::getenv("ZTEST_HELPER");
@@ -209,7 +210,12 @@ inline std::string run_child_tests(const char* mode, const std::string& filter,
   text << std::ifstream(out_path).rdbuf();
   unlink(out_path);
   const std::string out = text.str();
-  std::printf("--- child (%s) ---\n%s--- end of child ---\n", mode, out.c_str());
+  // Each line prefixed, so that a summary that greps "[  PASSED  ]" at the start of a line
+  // (scripts/gpu-run.sh) counts the parent's tests only.
+  std::string line;
+  for (std::istringstream lines(out); std::getline(lines, line);) {
+    std::printf("[child %s] %s\n", mode, line.c_str());
+  }
   EXPECT_GT(pid, 0) << "fork failed";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "the child failed (wait status " << status << ")";
