@@ -16,10 +16,7 @@ extern "C" {
 zarena_status zarena_reset(zarena* a) {
   Arena* arena = zarena_core::checked(a, "zarena_reset");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_reset", [&] {
-    arena->reset();
-    return ZARENA_OK;
-  });
+  return guarded("zarena_reset", [&] { return report(arena->reset()); });
 }
 
 zarena_status zarena_mark_step_boundary(zarena* a) {

@@ -376,7 +376,9 @@ func (a *Arena) FreeErrors() []error {
 
 // Reset applies the queued frees, then rewinds the arena to its floor and starts a new
 // epoch: every block allocated above the floor since the last reset is reclaimed. It
-// fails only on a closed arena.
+// fails only on a closed arena, and after a device reset (cudaDeviceReset): the arena's
+// memory went with the device's context, nothing is freed, and the error says to Close it
+// (zarena.h, "TEARDOWN AFTER A DEVICE RESET").
 func (a *Arena) Reset() error {
 	return a.whole("Reset", func(h C.uintptr_t) C.shim_result {
 		r := C.shim_reset(h)

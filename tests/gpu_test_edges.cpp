@@ -12,6 +12,17 @@
 //       the slot locks, ExpandableCommits);
 //   #11 a graph that allocates an ASYNC overflow block and frees it in the same capture
 //       launches 100 times.
+// Issue 35's teardown edges:
+//   1. a destroy during a capture of the arena's own stream: while the capture lasts
+//      zarena's release thread looks and frees nothing (the capture stays whole); once
+//      cudaStreamEndCapture returns, the region (1 GiB) and the overflow block go back with
+//      no further zarena call (cudaMemGetInfo sees the GiB again);
+//   2. after cudaDeviceReset (in a child process: a reset would take every other test's
+//      memory and streams with it): the driver may hand the arena's old addresses to the
+//      program's new buffers, and zarena_destroy, zarena_reset, zarena_free and overflow
+//      allocations then free and touch nothing (the buffers keep their contents, CUDA
+//      reports no error), with "arena.device_reset" saying what happened. Fixed, ASYNC
+//      (its pool), SYNC and expandable arenas.
 // Every test skips with a clear line without a device.
 #include <gtest/gtest.h>
 
@@ -35,6 +46,7 @@ namespace {
 using namespace zarena_gpu;
 using zarena_core::cuda_call_counters;
 using zarena_core::CudaCallCounters;
+using zarena_test::eventually;
 
 size_t count_of(const std::vector<cudaGraphNodeType>& types, cudaGraphNodeType t) {
   size_t n = 0;
@@ -329,6 +341,197 @@ TEST(GpuEdges, AHostFunctionThatAllocatesDoesNotDeadlockATrimmingReset) {
   EXPECT_EQ(h.status, ZARENA_OK) << "the host function's allocation";
   EXPECT_GT(stats_of(a).trim_events, trims) << "the reset trimmed";
   ASSERT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+}
+
+// --- issue 35, 1: released when the capture ends, with no further call ----------------------
+
+TEST(GpuEdges, DestroyDuringACaptureOfItsStreamIsReleasedWhenTheCaptureEnds) {
+  REQUIRE_DEVICE();
+  zarena_test::LogCapture log(ZARENA_LOG_INFO);
+  const CudaCallCounters c0 = cuda_call_counters();
+  Stream s(cudaStreamNonBlocking);
+  DeviceBuffer scratch(kMiB);
+  zarena_config c = cuda_config(kGiB, ZARENA_OVERFLOW_ASYNC, s);
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  void *fill = nullptr, *o = nullptr;
+  ASSERT_EQ(zarena_alloc(a, kGiB, &fill), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(a, 4 * kMiB, &o), ZARENA_OK) << zarena_last_error();
+  CUDA_OK(cudaMemsetAsync(o, 0x11, 4 * kMiB, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  const int64_t free_while_held = free_bytes();
+  const size_t waiting0 = zarena_core::deferred_releases();
+  const CudaCallCounters c1 = cuda_call_counters();
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CUDA_OK(cudaMemsetAsync(scratch.p, 1, kMiB, s));
+  ASSERT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(zarena_core::deferred_releases(), waiting0 + 1);
+  // The release thread looks while the capture runs (its queries leave the capture whole,
+  // end_whole_capture checks) and frees nothing.
+  const uint64_t passes = zarena_core::release_thread_passes();
+  EXPECT_TRUE(eventually([&] { return zarena_core::release_thread_passes() >= passes + 2; }))
+      << "no release thread looked at the waiting arena";
+  expect_no_release_since(c1);
+  EXPECT_EQ(zarena_core::deferred_releases(), waiting0 + 1);
+  end_whole_capture(s);
+  // From here on the program makes no zarena call: the memory goes back by itself.
+  EXPECT_TRUE(eventually([&] { return log.arrived("arena.released").size() == 1; }))
+      << "the region and the overflow block were not given back after the capture ended";
+  EXPECT_EQ(zarena_core::deferred_releases(), waiting0);
+  expect_balanced(c0, cuda_call_counters());
+  EXPECT_GE(free_bytes() - free_while_held, static_cast<int64_t>(kGiB) - kTolerance)
+      << "cudaMemGetInfo does not see the region's GiB back";
+  EXPECT_TRUE(eventually([] { return !zarena_core::release_thread_running(); }))
+      << "the release thread goes on with nothing to release";
+}
+
+// --- issue 35, 2: after a device reset (child process) ---------------------------------------
+
+constexpr const char* kResetChild = "edges_reset_child";
+constexpr const char* kInChildOnly = "runs in the child process GpuEdges.AfterADeviceReset starts";
+
+// A buffer of the program's made after the device reset (the driver may give it an address
+// the arena had), filled with a pattern. whole(): every byte still the pattern and CUDA
+// reports no error; the destructor frees it, which fails if zarena freed it first.
+struct ProgramBuffer {
+  void* p = nullptr;
+  uint64_t n;
+  explicit ProgramBuffer(uint64_t bytes) : n(bytes) {
+    EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess);
+    EXPECT_EQ(cudaMemset(p, 0xA5, n), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  ~ProgramBuffer() { EXPECT_EQ(cudaFree(p), cudaSuccess) << "the program's buffer was freed"; }
+  bool overlaps(const void* q, uint64_t len) const {
+    const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(q);
+    return a < b + len && b < a + n;
+  }
+  void expect_whole() const {
+    std::vector<unsigned char> host(n);
+    const cudaError_t e = cudaMemcpy(host.data(), p, n, cudaMemcpyDeviceToHost);
+    ASSERT_EQ(e, cudaSuccess) << "reading the program's buffer back: " << cuda_text(e);
+    size_t bad = 0;
+    for (unsigned char b : host) bad += b != 0xA5;
+    EXPECT_EQ(bad, 0u) << "bytes of the program's buffer changed";
+    const cudaError_t last = cudaDeviceSynchronize();
+    EXPECT_EQ(last, cudaSuccess) << cuda_text(last);
+    const cudaError_t sticky = cudaGetLastError();
+    EXPECT_EQ(sticky, cudaSuccess) << cuda_text(sticky);
+  }
+};
+
+// What a call made after the reset must not have done: free, unmap or destroy anything.
+void expect_nothing_freed_since(const CudaCallCounters& before) {
+  const CudaCallCounters now = cuda_call_counters();
+  EXPECT_EQ(now.frees, before.frees) << "cudaFree after the device reset";
+  EXPECT_EQ(now.pool_frees, before.pool_frees) << "cudaFreeAsync after the device reset";
+  EXPECT_EQ(now.pools_destroyed, before.pools_destroyed) << "cudaMemPoolDestroy after the reset";
+  EXPECT_EQ(now.vmm_releases, before.vmm_releases) << "cuMemRelease after the device reset";
+  EXPECT_EQ(now.mallocs, before.mallocs) << "an allocation of the arena's after the reset";
+}
+
+struct Kind {
+  const char* name;
+  int32_t policy;
+  bool expandable;
+};
+constexpr Kind kKinds[] = {{"ASYNC", ZARENA_OVERFLOW_ASYNC, false},
+                           {"SYNC", ZARENA_OVERFLOW_SYNC, false},
+                           {"expandable, ASYNC", ZARENA_OVERFLOW_ASYNC, true}};
+constexpr uint64_t kRegion = 64 * kMiB;
+constexpr uint64_t kOverflow = 8 * kMiB;
+
+// The arena of that kind on the legacy stream (the program's streams go with the reset),
+// its region used and two overflow blocks live; *region and *blocks say where they were.
+zarena* used_arena(const Kind& k, void** region, std::vector<void*>* blocks) {
+  zarena_config c = cuda_config(kRegion, k.policy, nullptr);
+  if (k.expandable) {
+    c.flags |= ZARENA_FLAG_EXPANDABLE;
+    c.trim_keep_bytes = 2 * kMiB;  // a reset would decommit
+  }
+  zarena* a = nullptr;
+  EXPECT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  if (a == nullptr) return nullptr;
+  EXPECT_EQ(zarena_alloc(a, kRegion, region), ZARENA_OK) << zarena_last_error();
+  for (int i = 0; i < 2; ++i) {
+    void* o = nullptr;
+    EXPECT_EQ(zarena_alloc(a, kOverflow, &o), ZARENA_OK) << zarena_last_error();
+    blocks->push_back(o);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return a;
+}
+
+TEST(GpuEdgesResetChild, DestroyAfterADeviceResetFreesNothingOfTheProgram) {
+  if (!in_child(kResetChild)) GTEST_SKIP() << kInChildOnly;
+  REQUIRE_DEVICE();
+  for (const Kind& k : kKinds) {
+    SCOPED_TRACE(k.name);
+    zarena_test::LogCapture log(ZARENA_LOG_WARN);
+    void* region = nullptr;
+    std::vector<void*> blocks;
+    zarena* a = used_arena(k, &region, &blocks);
+    ASSERT_NE(a, nullptr);
+    CUDA_OK(cudaDeviceReset());
+    const CudaCallCounters c1 = cuda_call_counters();
+    {
+      // The program allocates again: buffers of the sizes the arena had.
+      ProgramBuffer big(kRegion), small1(kOverflow), small2(kOverflow);
+      std::printf("[ %s ] the program's new buffers %s the arena's old addresses\n", k.name,
+                  big.overlaps(region, kRegion) || small1.overlaps(blocks[0], kOverflow) ||
+                          small2.overlaps(blocks[1], kOverflow)
+                      ? "reuse"
+                      : "do not reuse");
+      EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+      expect_nothing_freed_since(c1);
+      big.expect_whole();
+      small1.expect_whole();
+      small2.expect_whole();
+    }
+    const auto recs = log.of("arena.device_reset");
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].str("call"), "zarena_destroy");
+    EXPECT_EQ(recs[0].u("overflow_blocks"), 2u);
+  }
+}
+
+TEST(GpuEdgesResetChild, CallsAfterADeviceResetGetAClearStatusAndTouchNothing) {
+  if (!in_child(kResetChild)) GTEST_SKIP() << kInChildOnly;
+  REQUIRE_DEVICE();
+  for (const Kind& k : kKinds) {
+    SCOPED_TRACE(k.name);
+    zarena_test::LogCapture log(ZARENA_LOG_WARN);
+    void* region = nullptr;
+    std::vector<void*> blocks;
+    zarena* a = used_arena(k, &region, &blocks);
+    ASSERT_NE(a, nullptr);
+    CUDA_OK(cudaDeviceReset());
+    const CudaCallCounters c1 = cuda_call_counters();
+    {
+      ProgramBuffer big(kRegion), small1(kOverflow), small2(kOverflow);
+      EXPECT_EQ(zarena_free(a, blocks[0]), ZARENA_E_BACKEND);
+      EXPECT_NE(std::string(zarena_last_error()).find("device was reset"), std::string::npos)
+          << zarena_last_error();
+      // Rewinds, reclaims blocks[1] and (expandable) would trim: none of it reaches CUDA.
+      EXPECT_EQ(zarena_reset(a), ZARENA_E_BACKEND) << zarena_last_error();
+      void* o = nullptr;
+      EXPECT_EQ(zarena_alloc(a, 2 * kRegion, &o), ZARENA_E_BACKEND);
+      EXPECT_NE(std::string(zarena_last_error()).find("reset"), std::string::npos)
+          << zarena_last_error();
+      EXPECT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
+      expect_nothing_freed_since(c1);
+      big.expect_whole();
+      small1.expect_whole();
+      small2.expect_whole();
+    }
+    EXPECT_EQ(log.count("arena.device_reset"), 1u) << "once per arena";
+  }
+}
+
+TEST(GpuEdges, AfterADeviceReset) {
+  REQUIRE_DEVICE();
+  if (in_child(kResetChild)) GTEST_SKIP() << "the parent's half";
+  (void)run_child_tests(kResetChild, "GpuEdgesResetChild.*");
 }
 
 }  // namespace

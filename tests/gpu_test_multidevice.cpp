@@ -33,11 +33,6 @@ using zarena_core::CudaCallCounters;
 
 constexpr const char* kChildMode = "multidevice_child";
 
-bool in_child() {
-  const char* m = std::getenv("ZTEST_HELPER_MODE");
-  return m != nullptr && std::string(m) == kChildMode;
-}
-
 // Device 0's primary context: active or not (the driver's answer).
 int primary_active(int device) {
   void* fn = nullptr;
@@ -60,7 +55,7 @@ int primary_active(int device) {
 // --- 1. (child) -------------------------------------------------------------------------------
 
 TEST(MultiDeviceChild, ArenaOnDevice1FromAFreshThreadMakesNoContextOnDevice0) {
-  if (!in_child())
+  if (!in_child(kChildMode))
     GTEST_SKIP() << "runs in the child process MultiDevice.NoContextOnDevice0 starts";
   REQUIRE_DEVICES(2);
   ASSERT_EQ(primary_active(0), 0) << "device 0's context existed before the test";
@@ -100,32 +95,12 @@ TEST(MultiDeviceChild, ArenaOnDevice1FromAFreshThreadMakesNoContextOnDevice0) {
   EXPECT_EQ(before, nullptr);
   EXPECT_EQ(after, nullptr) << "the thread was left with a current context";
   EXPECT_EQ(primary_active(0), 0) << "an arena on device 1 created device 0's primary context";
-  if (!HasFailure()) std::printf("[ child ] all checks passed\n");
 }
 
 TEST(MultiDevice, NoContextOnDevice0) {
   REQUIRE_DEVICES(2);
-  if (in_child()) GTEST_SKIP() << "the parent's half";
-  // This binary (CTest names it in ZTEST_HELPER; run by hand, /proc/self/exe).
-  const char* self = std::getenv("ZTEST_HELPER");
-  std::string exe = self != nullptr ? self : "";
-  if (exe.empty()) {
-    char path[4096];
-    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-    ASSERT_GT(n, 0);
-    exe.assign(path, static_cast<size_t>(n));
-  }
-  const std::string cmd = "ZTEST_HELPER_MODE=" + std::string(kChildMode) + " '" + exe +
-                          "' --gtest_filter=MultiDeviceChild.* 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  std::string out;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, f) != nullptr) out += buf;
-  const int rc = pclose(f);
-  std::printf("%s", out.c_str());
-  EXPECT_EQ(rc, 0) << "the child failed";
-  EXPECT_NE(out.find("[ child ] all checks passed"), std::string::npos) << "the child did not run";
+  if (in_child(kChildMode)) GTEST_SKIP() << "the parent's half";
+  (void)run_child_tests(kChildMode, "MultiDeviceChild.*");
 }
 
 // --- 2. two devices at once

@@ -1,19 +1,27 @@
 // Helpers shared by the gpu-labelled suites written against the C API (capture,
-// expandable, multi-device): device counting with a clear skip line, CUDA_OK, a CUDA
-// arena config, the driver table, and the backend's call counters. Include only where
-// <cuda_runtime_api.h> is available.
+// expandable, multi-device, edges): device counting with a clear skip line, CUDA_OK, a CUDA
+// arena config, the driver table, the backend's call counters, and tests that run in a
+// child process of their own. Include only where <cuda_runtime_api.h> is available.
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda_driver.h"
+#include "support.h"
 #include "zarena/zarena.h"
 
 namespace zarena_gpu {
@@ -146,6 +154,76 @@ inline void expect_balanced(const zarena_core::CudaCallCounters& a,
       << "pool allocation without cudaFreeAsync";
   EXPECT_EQ(b.pools_created - a.pools_created, b.pools_destroyed - a.pools_destroyed);
   EXPECT_EQ(b.vmm_creates - a.vmm_creates, b.vmm_releases - a.vmm_releases);
+}
+
+// --- tests in a process of their own ------------------------------------------------------
+
+// Some tests cannot share a process with the others: one that resets the device (every
+// context, stream and allocation of the process goes with it), one that needs a process in
+// which no context exists yet. They run in a child: this binary again (CTest and gpu-run.sh
+// name it in ZTEST_HELPER; run by hand, /proc/self/exe), with ZTEST_HELPER_MODE=mode and a
+// gtest filter that selects them. Each such test starts with
+//   if (!zarena_gpu::in_child(kMode)) GTEST_SKIP() << "runs in the child process ...";
+inline bool in_child(const char* mode) {
+  const char* m = std::getenv("ZTEST_HELPER_MODE");
+  return m != nullptr && std::string(m) == mode;
+}
+
+// Runs the child and returns its output (also printed, each line prefixed with
+// "[child <mode>] "). The calling test fails unless the child exits 0 having passed at
+// least one test and failed none; a child still running after `watchdog` is killed and
+// fails it.
+inline std::string run_child_tests(const char* mode, const std::string& filter,
+                                   std::chrono::seconds watchdog = std::chrono::seconds(240)) {
+  const char* self = std::getenv("ZTEST_HELPER");
+  std::string exe = self != nullptr ? self : "";
+  if (exe.empty()) {
+    char path[4096];
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0) {
+      ADD_FAILURE() << "cannot name this binary";
+      return "";
+    }
+    exe.assign(path, static_cast<size_t>(n));
+  }
+  char out_path[] = "/tmp/zarena_gpu_child_XXXXXX";
+  const int fd = mkstemp(out_path);
+  if (fd < 0) {
+    ADD_FAILURE() << "mkstemp failed";
+    return "";
+  }
+  const std::string filter_arg = "--gtest_filter=" + filter;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("ZTEST_HELPER_MODE", mode, 1);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(exe.c_str(), exe.c_str(), filter_arg.c_str(), "--gtest_color=no",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fd);
+  const int status = pid > 0 ? zarena_test::wait_child(pid, watchdog) : -1;
+  std::stringstream text;
+  text << std::ifstream(out_path).rdbuf();
+  unlink(out_path);
+  const std::string out = text.str();
+  // Each line prefixed, so that a summary that greps "[  PASSED  ]" at the start of a line
+  // (scripts/gpu-run.sh) counts the parent's tests only.
+  std::string line;
+  for (std::istringstream lines(out); std::getline(lines, line);) {
+    std::printf("[child %s] %s\n", mode, line.c_str());
+  }
+  EXPECT_GT(pid, 0) << "fork failed";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child failed (wait status " << status << ")";
+  EXPECT_TRUE(out.find("[  PASSED  ] ") != std::string::npos &&
+              out.find("[  PASSED  ] 0 tests") == std::string::npos)
+      << "the child passed no test";
+  EXPECT_EQ(out.find("[  FAILED  ] "), std::string::npos) << "a test failed in the child";
+  return out;
 }
 
 }  // namespace zarena_gpu

@@ -333,6 +333,22 @@ inline int wait_child(pid_t pid, std::chrono::steady_clock::duration watchdog) {
   }
 }
 
+// --- what happens on a thread of zarena's ----------------------------------------------
+
+// Whether `pred` holds within `limit`, asking every 2 ms: for what zarena's own threads do
+// with no call of the test's to wait on (the release thread of deferred_release.h). The
+// limit is a deadline for a failure, not a timing assumption: on a busy machine the thread
+// has seconds for what takes it milliseconds.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::steady_clock::duration limit = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return pred();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 // --- workloads -----------------------------------------------------------------------
 
 // A per-sample pass with the shape of the original failure: an input upload, forward

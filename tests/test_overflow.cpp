@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "backend/backend_faults_testing.h"
-#include "engine/deferred_release.h"
 #include "log/log.h"
 #include "support.h"
 #include "zarena/zarena.h"
@@ -443,38 +442,4 @@ TEST(OverflowStream, AGiveBackNeverStraddlesAStreamChange) {
   std::lock_guard<std::mutex> lock(seen.mu);
   EXPECT_EQ(seen.pairs, static_cast<uint64_t>(rounds));
   EXPECT_EQ(seen.split, 0u) << "give-backs whose fill and free went to different streams";
-}
-
-// zarena_destroy while a capture is active (item 9): no backend call is made then (on a
-// GPU a free or a wait on the captured stream would join the capture or break it); the
-// arena is gone at once, its overflow blocks and region wait, and go back at the next
-// safe point (here a zarena_create) once no capture is seen.
-TEST(OverflowDestroy, DuringACaptureTheReleaseWaitsForASafePoint) {
-  LogCapture log(ZARENA_LOG_INFO);
-  auto tally = std::make_shared<zarena_core::FaultTally>();
-  zarena_core::FaultPlan plan;
-  plan.tally = tally;
-  zarena_core::arm_faults_for_next_create(plan);
-  const zarena_config c = host_config(ZARENA_OVERFLOW_SYNC);
-  zarena* a = nullptr;
-  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
-  void *o1 = nullptr, *o2 = nullptr;
-  ASSERT_EQ(zarena_alloc(a, 2 * kCapacity, &o1), ZARENA_OK);
-  ASSERT_EQ(zarena_alloc(a, 2 * kCapacity, &o2), ZARENA_OK);
-  ASSERT_EQ(zarena_free(a, o1), ZARENA_OK);  // one given back now
-  const auto frees = [&] { return tally->ok_at(zarena_core::FaultSite::kOverflowFree); };
-  ASSERT_EQ(frees(), 1u);
-  ASSERT_EQ(zarena_set_capture_active(a, 1), ZARENA_OK);
-  ASSERT_EQ(zarena_destroy(a), ZARENA_OK) << zarena_last_error();
-  EXPECT_EQ(frees(), 1u) << "no give-back during the capture";
-  EXPECT_EQ(zarena_core::deferred_releases(), 1u);
-  ASSERT_EQ(log.count("arena.destroy_deferred"), 1u);
-  EXPECT_EQ(log.of("arena.destroy_deferred")[0].u("overflow_blocks"), 1u);
-  EXPECT_EQ(log.count("arena.destroy"), 1u) << "the lifetime summary comes at once";
-  // A safe point: the capture (only the engine's flag said so) is over with its arena.
-  zarena* b = zarena_test::make_host_arena(kCapacity, "next");
-  EXPECT_EQ(zarena_core::deferred_releases(), 0u);
-  EXPECT_EQ(frees(), 2u) << "the block went back at the safe point";
-  EXPECT_EQ(log.count("arena.released"), 1u);
-  ASSERT_EQ(zarena_destroy(b), ZARENA_OK);
 }

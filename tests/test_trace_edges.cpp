@@ -73,12 +73,7 @@ zarena_config traced_config(const std::string& path, const char* name) {
 }
 
 bool wait_for_record(const LogCapture& log, const std::string& event) {
-  const auto deadline = std::chrono::steady_clock::now() + kRecordWatchdog;
-  while (log.count(event) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
+  return zarena_test::eventually([&] { return log.count(event) != 0; }, kRecordWatchdog);
 }
 
 // The report zarena-replay would print for the trace, and its exit status.

@@ -114,7 +114,8 @@ class Backend {
   // only where commit and decommit are serialised (the engine's commit mutex).
   virtual const CommitMap* commit_map() const noexcept { return nullptr; }
   // Gives back everything reserve_region and commit took (idempotent; also run by the
-  // destructor, which covers a create that fails after reserving).
+  // destructor, which covers a create that fails after reserving). After a device reset
+  // it frees nothing (see context_lost).
   virtual Result release_region() noexcept = 0;
 
   // --- overflow blocks ----------------------------------------------------------------
@@ -174,6 +175,17 @@ class Backend {
 
   // --- facts ------------------------------------------------------------------------------
   virtual MemoryInfo memory_info() noexcept = 0;
+
+  // --- the device's lifetime --------------------------------------------------------------
+  // True once the context the backend allocated in is gone (CUDA: the device was reset,
+  // cudaDeviceReset or cuDevicePrimaryCtxReset, after the backend was made). The region,
+  // the pool and every overflow block went with it, and their addresses may already belong
+  // to the program's new allocations, so from then on no method touches memory: those that
+  // would fail with kBackend (saying so), release_region returns kOk having freed nothing,
+  // capture queries answer "no capture" (nothing of the old context is captured). Asks the
+  // driver each time until it is true, then stays true (CUDA: two driver queries, which a
+  // capture allows). Host: never.
+  virtual bool context_lost() noexcept { return false; }
 };
 
 // Factories. Fail with kNoDevice when no usable device exists (or the build has no CUDA

@@ -146,6 +146,15 @@ class CudaBackend final : public Backend {
                                       device_, cu_text(d_, r)));
     }
     retained_ = true;
+    // The context's id, to tell it from the one a device reset and a later use make anew
+    // (context_lost).
+    r = d_.cuCtxGetId(ctx_, &ctx_id_);
+    if (r != CUDA_SUCCESS) {
+      return Result::fail(Status::kNoDevice,
+                          fmt::format("no usable CUDA device: the id of device {}'s primary "
+                                      "context cannot be read ({})",
+                                      device_, cu_text(d_, r)));
+    }
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     cudaDeviceProp prop;
@@ -248,6 +257,7 @@ class CudaBackend final : public Backend {
     if (!vmm_) return not_expandable("commit");
     Result r = commits_.check_commit(offset, bytes);
     if (!r.is_ok()) return r;
+    if (context_lost()) return lost_failure(fmt::format("commit of [{}, +{})", offset, bytes));
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     const CUdeviceptr at = vmm_base_ + offset;
@@ -291,6 +301,7 @@ class CudaBackend final : public Backend {
     std::vector<CommitMap::Range> covered;
     Result r = commits_.check_decommit(offset, bytes, &covered);
     if (!r.is_ok()) return r;
+    if (context_lost()) return lost_failure(fmt::format("decommit of [{}, +{})", offset, bytes));
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     // cuMemUnmap is not stream-ordered: work already queued on the arena's stream may
@@ -321,9 +332,11 @@ class CudaBackend final : public Backend {
 
   // The backend's teardown at destroy: the region and also the overflow pool (every
   // overflow block was given back by then), so that destroy returns all device memory
-  // zarena took.
+  // zarena took. After a device reset all of it is gone already, and its addresses may be
+  // the program's new allocations: nothing is freed.
   Result release_region() noexcept override {
     if (region_raw_ == nullptr && !vmm_ && pool_ == nullptr) return Result::ok();
+    if (context_lost()) return Result::ok();
     Result first;
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
@@ -388,6 +401,9 @@ class CudaBackend final : public Backend {
     const uint64_t slack = alignment > kNativeAlignment ? alignment - kNativeAlignment : 0;
     const uint64_t len = bytes + slack;
     const bool async = route == OverflowRoute::kAsync;
+    if (context_lost()) {
+      return lost_failure(fmt::format("overflow allocation of {} bytes", bytes));
+    }
     if (async && pool_ == nullptr) {
       return Result::fail(Status::kInternal, "ASYNC overflow without a memory pool");
     }
@@ -434,6 +450,9 @@ class CudaBackend final : public Backend {
   }
 
   Result overflow_free(const OverflowBlock& block) noexcept override {
+    if (context_lost()) {
+      return lost_failure(fmt::format("giving back the overflow block {}", block.base));
+    }
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     return free_block(block);
@@ -443,6 +462,7 @@ class CudaBackend final : public Backend {
   Result prepare_async(bool create_allowed) noexcept override {
     if (pool_ != nullptr) return Result::ok();
     if (!pools_supported_) return create_pool();  // kUnsupported, with the reason
+    if (context_lost()) return lost_failure("creating the overflow pool");
     if (!create_allowed) {
       return Result::fail(Status::kCaptureUnsafe,
                           "the overflow pool would be created now, during a CUDA graph capture; "
@@ -474,6 +494,10 @@ class CudaBackend final : public Backend {
   // capture on another thread's non-blocking stream. cudaMalloc then fails with a
   // capture error, which overflow_alloc maps to kCaptureUnsafe as well.
   Result capture_status(bool* capturing) noexcept override {
+    if (context_lost()) {  // the arena's streams went with the context: nothing is captured
+      *capturing = false;
+      return Result::ok();
+    }
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     const cudaStream_t s = stream_.load();
@@ -510,6 +534,10 @@ class CudaBackend final : public Backend {
   }
 
   Result capture_id(uint64_t* id) noexcept override {
+    if (context_lost()) {
+      *id = 0;
+      return Result::ok();
+    }
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     return capture_id_of(stream_.load(), id);
@@ -524,6 +552,7 @@ class CudaBackend final : public Backend {
   // waiting there would join the capture, or break it).
   Result set_stream(void* stream) noexcept override {
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (context_lost()) return lost_failure("changing the stream");
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     if (s == cudaStreamPerThread) return per_thread_stream_refused();
@@ -587,6 +616,7 @@ class CudaBackend final : public Backend {
                                       ptr, bytes));
     }
     if (bytes == 0) return Result::ok();
+    if (context_lost()) return lost_failure(fmt::format("fill32({}, {} bytes)", ptr, bytes));
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
     // Ordered after the work already queued on the arena's stream, which may still be
@@ -603,6 +633,7 @@ class CudaBackend final : public Backend {
 
   MemoryInfo memory_info() noexcept override {
     MemoryInfo info;
+    if (context_lost()) return info;  // unknown: asking would make the context anew
     CudaContextGuard g(d_, ctx_);
     if (g.error() != CUDA_SUCCESS) return info;
     size_t free_b = 0, total_b = 0;
@@ -613,6 +644,29 @@ class CudaBackend final : public Backend {
       forget_error();
     }
     return info;
+  }
+
+  // The primary context retained at init is still the one the backend allocated in: active
+  // (a reset leaves it inactive until the device is used again) and with the id it had
+  // then (cuCtxGetId is unique for the life of the process: the context a reset and a
+  // later use make anew has another id, behind the same handle). The handle stays valid
+  // whatever happened: a reset does not release the retain taken at init (see
+  // cuDevicePrimaryCtxReset), which the destructor still releases.
+  bool context_lost() noexcept override {
+    if (lost_.load(std::memory_order_acquire)) return true;
+    unsigned int flags = 0;
+    int active = 1;
+    // Cannot tell (a driver being torn down at exit): the calls that follow fail on their
+    // own, touching nothing.
+    if (d_.cuDevicePrimaryCtxGetState(cudev_, &flags, &active) != CUDA_SUCCESS) return false;
+    bool gone = active == 0;
+    if (!gone) {
+      unsigned long long id = 0;
+      const CUresult r = d_.cuCtxGetId(ctx_, &id);
+      gone = r == CUDA_ERROR_CONTEXT_IS_DESTROYED || (r == CUDA_SUCCESS && id != ctx_id_);
+    }
+    if (gone) lost_.store(true, std::memory_order_release);
+    return gone;
   }
 
   void* pool() const noexcept { return pool_; }
@@ -642,6 +696,16 @@ class CudaBackend final : public Backend {
     }
     if (st == cudaStreamCaptureStatusActive) *id = cid;
     return Result::ok();
+  }
+
+  Result lost_failure(const std::string& what) const {
+    return Result::fail(
+        Status::kBackend,
+        fmt::format("{} refused: device {} was reset (cudaDeviceReset or "
+                    "cuDevicePrimaryCtxReset) after the arena was created, and its memory "
+                    "went with the reset; nothing was touched (its addresses may belong to new "
+                    "allocations now). Destroy the arena",
+                    what, device_));
   }
 
   Result context_failure(CUresult e) const {
@@ -904,7 +968,9 @@ class CudaBackend final : public Backend {
   const int device_;
   CUdevice cudev_ = 0;
   CUcontext ctx_ = nullptr;
+  unsigned long long ctx_id_ = 0;  // cuCtxGetId(ctx_) at init
   bool retained_ = false;
+  std::atomic<bool> lost_{false};  // context_lost() found the context reset (sticky)
   // Read by overflow/fill/capture calls on any thread while set_stream may replace it.
   std::atomic<cudaStream_t> stream_{nullptr};
   std::string name_;

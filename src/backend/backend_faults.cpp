@@ -82,8 +82,46 @@ FaultInjectingBackend::FaultInjectingBackend(std::unique_ptr<Backend> inner)
     tally_ = plan->tally;
     observe_ = plan->observe;
     observe_ctx_ = plan->observe_ctx;
+    sim_capture_ = plan->capture;
+    sim_reset_ = plan->device_reset;
     apply(*plan);
   }
+}
+
+FaultInjectingBackend::~FaultInjectingBackend() {
+  // The simulated reset "took" what the engine no longer gives back: the wrapped backend
+  // really holds it.
+  for (auto& [p, b] : outstanding_) (void)inner_->overflow_free(b);
+}
+
+bool FaultInjectingBackend::context_lost() noexcept {
+  return (sim_reset_ && sim_reset_->load()) || inner_->context_lost();
+}
+
+bool FaultInjectingBackend::refused_after_reset(const std::string& what, Result* out) noexcept {
+  if (!sim_reset_ || !sim_reset_->load()) return false;
+  if (tally_) tally_->after_reset.fetch_add(1);
+  *out = Result::fail(Status::kBackend, fmt::format("{} refused: simulated device reset", what));
+  return true;
+}
+
+Result FaultInjectingBackend::release_region() noexcept {
+  if (sim_reset_ && sim_reset_->load()) return Result::ok();  // frees nothing, as CUDA
+  return inner_->release_region();
+}
+
+Result FaultInjectingBackend::prepare_async(bool create_allowed) noexcept {
+  Result r;
+  if (refused_after_reset("prepare_async", &r)) return r;
+  return inner_->prepare_async(create_allowed);
+}
+
+Result FaultInjectingBackend::capture_id(uint64_t* id) noexcept {
+  if (sim_reset_ && sim_reset_->load()) {
+    *id = 0;
+    return Result::ok();
+  }
+  return inner_->capture_id(id);
 }
 
 void FaultInjectingBackend::arm(FaultSite site, uint64_t nth, Status status,
@@ -174,6 +212,8 @@ Result FaultInjectingBackend::commit(uint64_t offset, uint64_t bytes) noexcept {
   pass_gate(FaultSite::kCommit);
   if (fires(FaultSite::kCommit))
     return injected(FaultSite::kCommit, fmt::format(" ([{}, +{}))", offset, bytes));
+  Result refused;
+  if (refused_after_reset("commit", &refused)) return refused;
   return passed(FaultSite::kCommit, inner_->commit(offset, bytes));
 }
 
@@ -181,6 +221,8 @@ Result FaultInjectingBackend::decommit(uint64_t offset, uint64_t bytes) noexcept
   pass_gate(FaultSite::kDecommit);
   if (fires(FaultSite::kDecommit))
     return injected(FaultSite::kDecommit, fmt::format(" ([{}, +{}))", offset, bytes));
+  Result refused;
+  if (refused_after_reset("decommit", &refused)) return refused;
   return passed(FaultSite::kDecommit, inner_->decommit(offset, bytes));
 }
 
@@ -196,31 +238,62 @@ Result FaultInjectingBackend::overflow_alloc(uint64_t bytes, uint64_t alignment,
     return injected(FaultSite::kOverflowAlloc, fmt::format(" ({} bytes aligned to {}, {} route)",
                                                            bytes, alignment, route_name(route)));
   }
-  return passed(FaultSite::kOverflowAlloc, inner_->overflow_alloc(bytes, alignment, route, out));
+  Result refused;
+  if (refused_after_reset("overflow_alloc", &refused)) return refused;
+  Result r = inner_->overflow_alloc(bytes, alignment, route, out);
+  if (r.is_ok() && sim_reset_) {
+    std::lock_guard<std::mutex> lock(outstanding_mu_);
+    try {
+      outstanding_.emplace(out->base, *out);
+    } catch (...) {
+      (void)inner_->overflow_free(*out);
+      return Result::fail(Status::kOutOfMemory, "fault injection: out of host memory");
+    }
+  }
+  return passed(FaultSite::kOverflowAlloc, r);
 }
 
 Result FaultInjectingBackend::overflow_free(const OverflowBlock& block) noexcept {
   if (fires(FaultSite::kOverflowFree))
     return injected(FaultSite::kOverflowFree, fmt::format(" ({}, {} bytes, {} route)", block.ptr,
                                                           block.bytes, route_name(block.route)));
+  Result refused;
+  if (refused_after_reset("overflow_free", &refused)) return refused;
   if (observe_ != nullptr) observe_(observe_ctx_, FaultSite::kOverflowFree, block.ptr, stream());
-  return passed(FaultSite::kOverflowFree, inner_->overflow_free(block));
+  const Result r = inner_->overflow_free(block);
+  if (r.is_ok() && sim_reset_) {
+    std::lock_guard<std::mutex> lock(outstanding_mu_);
+    outstanding_.erase(block.base);
+  }
+  return passed(FaultSite::kOverflowFree, r);
 }
 
 Result FaultInjectingBackend::capture_status(bool* capturing) noexcept {
   if (fires(FaultSite::kCaptureStatus)) return injected(FaultSite::kCaptureStatus, std::string());
+  if (sim_reset_ && sim_reset_->load()) {
+    *capturing = false;
+    return passed(FaultSite::kCaptureStatus, Result::ok());
+  }
+  if (sim_capture_ && sim_capture_->load()) {
+    *capturing = true;
+    return passed(FaultSite::kCaptureStatus, Result::ok());
+  }
   return passed(FaultSite::kCaptureStatus, inner_->capture_status(capturing));
 }
 
 Result FaultInjectingBackend::set_stream(void* stream) noexcept {
   if (fires(FaultSite::kSetStream))
     return injected(FaultSite::kSetStream, fmt::format(" ({})", stream));
+  Result refused;
+  if (refused_after_reset("set_stream", &refused)) return refused;
   return passed(FaultSite::kSetStream, inner_->set_stream(stream));
 }
 
 Result FaultInjectingBackend::fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept {
   if (fires(FaultSite::kFill32))
     return injected(FaultSite::kFill32, fmt::format(" ({}, {} bytes)", ptr, bytes));
+  Result refused;
+  if (refused_after_reset("fill32", &refused)) return refused;
   if (observe_ != nullptr) observe_(observe_ctx_, FaultSite::kFill32, ptr, stream());
   return passed(FaultSite::kFill32, inner_->fill32(ptr, bytes, word));
 }

@@ -11,6 +11,8 @@
 // "injected fault: <site> call #<n> (...)". Every other call passes through unchanged.
 // With `repeat`, that many calls from the n-th on fail (kAlways: every one, as a device
 // that stays out of memory does).
+// It also simulates two device events a host backend cannot have (FaultPlan::capture,
+// FaultPlan::device_reset), so the engine's bookkeeping around them is testable anywhere.
 // All state is atomic: arming and calls may race from any thread (a call that races with
 // arming is counted before or after it, never lost).
 #pragma once
@@ -22,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "backend/backend.h"
 
@@ -52,6 +55,8 @@ Status default_fault_status(FaultSite site) noexcept;
 struct FaultTally {
   std::array<std::atomic<uint64_t>, kFaultSiteCount> calls{};
   std::array<std::atomic<uint64_t>, kFaultSiteCount> ok{};
+  // Calls that would have touched memory after the simulated device reset (refused).
+  std::atomic<uint64_t> after_reset{0};
   uint64_t calls_at(FaultSite s) const { return calls[static_cast<int>(s)].load(); }
   uint64_t ok_at(FaultSite s) const { return ok[static_cast<int>(s)].load(); }
 };
@@ -73,12 +78,24 @@ struct FaultPlan {
   void* observe_ctx = nullptr;
   // The backend that consumes this plan at its construction also counts into *tally.
   std::shared_ptr<FaultTally> tally;
+  // Simulated device events; the test flips them, with no zarena call:
+  //   capture: while true, capture_status reports a capture (one the backend sees, as a
+  //     CUDA backend sees a capture of the arena's stream);
+  //   device_reset: once true, the backend acts as a CUDA backend after cudaDeviceReset
+  //     (Backend::context_lost): context_lost() is true, capture queries see no capture,
+  //     every call that would touch memory (commit, decommit, overflow_alloc, overflow_free,
+  //     fill32, set_stream, prepare_async) fails with kBackend without reaching the wrapped
+  //     backend and counts in tally->after_reset, and release_region frees nothing. What
+  //     the wrapped backend still holds (the region, overflow blocks) goes with the
+  //     wrapper, as the reset would have taken it.
+  std::shared_ptr<std::atomic<bool>> capture, device_reset;
 };
 
 class FaultInjectingBackend final : public Backend {
  public:
   // Wraps `inner` and applies the pending "next create" plan, if a test armed one.
   explicit FaultInjectingBackend(std::unique_ptr<Backend> inner);
+  ~FaultInjectingBackend() override;
 
   static constexpr uint64_t kAlways = ~0ull;
   void arm(FaultSite site, uint64_t nth, Status status = Status::kOk, uint64_t repeat = 1) noexcept;
@@ -103,21 +120,20 @@ class FaultInjectingBackend final : public Backend {
   Result commit(uint64_t offset, uint64_t bytes) noexcept override;
   Result decommit(uint64_t offset, uint64_t bytes) noexcept override;
   const CommitMap* commit_map() const noexcept override { return inner_->commit_map(); }
-  Result release_region() noexcept override { return inner_->release_region(); }
+  Result release_region() noexcept override;
   Result overflow_alloc(uint64_t bytes, uint64_t alignment, OverflowRoute route,
                         OverflowBlock* out) noexcept override;
   Result overflow_free(const OverflowBlock& block) noexcept override;
   bool supports_async() const noexcept override { return inner_->supports_async(); }
   Result capture_status(bool* capturing) noexcept override;
-  Result capture_id(uint64_t* id) noexcept override { return inner_->capture_id(id); }
+  Result capture_id(uint64_t* id) noexcept override;
   bool on_legacy_stream() const noexcept override { return inner_->on_legacy_stream(); }
-  Result prepare_async(bool create_allowed) noexcept override {
-    return inner_->prepare_async(create_allowed);
-  }
+  Result prepare_async(bool create_allowed) noexcept override;
   Result set_stream(void* stream) noexcept override;
   void* stream() const noexcept override { return inner_->stream(); }
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override;
   MemoryInfo memory_info() noexcept override { return inner_->memory_info(); }
+  bool context_lost() noexcept override;
 
  private:
   struct Counter {
@@ -134,6 +150,9 @@ class FaultInjectingBackend final : public Backend {
   Result passed(FaultSite site, Result r) noexcept;
   Result injected(FaultSite site, const std::string& detail) const;
   void pass_gate(FaultSite site) noexcept;  // waits while the site is held
+  // True (and *out is the refusal) when the simulated device reset happened: `what` would
+  // have touched memory.
+  bool refused_after_reset(const std::string& what, Result* out) noexcept;
 
   std::unique_ptr<Backend> inner_;
   std::shared_ptr<FaultTally> tally_;  // set at construction only (no lock needed)
@@ -152,6 +171,11 @@ class FaultInjectingBackend final : public Backend {
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
   std::array<Gate, kFaultSiteCount> gates_{};
+  // FaultPlan::capture and ::device_reset (set at construction only). With device_reset,
+  // the wrapped backend's overflow blocks not given back yet, for the destructor.
+  std::shared_ptr<std::atomic<bool>> sim_capture_, sim_reset_;
+  std::mutex outstanding_mu_;
+  std::unordered_map<void*, OverflowBlock> outstanding_;
 };
 
 }  // namespace zarena_core

@@ -46,6 +46,8 @@ Resolved resolve_all() {
   ZARENA_RESOLVE(cuDeviceGetAttribute);
   ZARENA_RESOLVE(cuDevicePrimaryCtxRetain);
   ZARENA_RESOLVE(cuDevicePrimaryCtxRelease);
+  ZARENA_RESOLVE(cuDevicePrimaryCtxGetState);
+  ZARENA_RESOLVE(cuCtxGetId);
   ZARENA_RESOLVE(cuCtxGetCurrent);
   ZARENA_RESOLVE(cuCtxSetCurrent);
   ZARENA_RESOLVE(cuMemGetAllocationGranularity);

@@ -22,6 +22,8 @@ struct DriverApi {
   PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute = nullptr;
   PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain = nullptr;
   PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease = nullptr;
+  PFN_cuDevicePrimaryCtxGetState_v7000 cuDevicePrimaryCtxGetState = nullptr;
+  PFN_cuCtxGetId_v12000 cuCtxGetId = nullptr;
   PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent = nullptr;
   PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent = nullptr;
   PFN_cuMemGetAllocationGranularity_v10020 cuMemGetAllocationGranularity = nullptr;

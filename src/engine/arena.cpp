@@ -273,8 +273,9 @@ Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
 
 // No lock held. Blocks waiting from before (a capture, or a give-back that failed) go
 // first, so a block that fails now waits for the next give-back point instead of being
-// retried at once.
-void Arena::give_back(std::vector<OverflowBlock>& blocks) {
+// retried at once. A failure is checked against a device reset: then nothing waits (the
+// reset took it all), and no further call is made for those blocks.
+bool Arena::give_back(std::vector<OverflowBlock>& blocks) {
   Result r;
   {
     // A block's poison fill and its free go to one stream: set_stream waits.
@@ -297,6 +298,12 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
     const Result now = overflow_.give_back(blocks, cap, capture_id, fill, this);
     if (r.is_ok()) r = now;
   }
+  if (!r.is_ok() && device_lost("an overflow give-back")) {
+    std::vector<OverflowBlock> none;
+    (void)overflow_.abandon(none);  // what the failure left waiting
+    if (warnings_.any()) emit_backend_warnings();
+    return false;
+  }
   if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
     LogRecord rec(log_events::kOverflowGiveFailed, source_);
     rec.message(
@@ -308,6 +315,41 @@ void Arena::give_back(std::vector<OverflowBlock>& blocks) {
     log_emit(rec);
   }
   if (warnings_.any()) emit_backend_warnings();
+  return true;
+}
+
+bool Arena::device_lost(const char* call) {
+  if (!backend_->context_lost()) return false;
+  if (device_lost_logged_.exchange(true)) return true;
+  try {
+    if (log_enabled(ZARENA_LOG_WARN)) {
+      const uint64_t region_bytes = commits_.committed_bytes();
+      const OverflowStats o = overflow_.stats();
+      const uint64_t blocks = o.live_count + o.deferred_gives;
+      LogRecord rec(log_events::kDeviceReset, source_);
+      rec.message(fmt::format(
+          "the device was reset (cudaDeviceReset or cuDevicePrimaryCtxReset) after the arena "
+          "was created, found by {}: its {} of region and {} overflow blocks went with the "
+          "reset. zarena touches none of it from now on (those addresses may belong to new "
+          "allocations): calls that would need the device fail with ZARENA_E_BACKEND, "
+          "zarena_reset and zarena_destroy free nothing. Destroy the arena",
+          call, human_bytes(region_bytes), blocks));
+      rec.add_string("call", call);
+      rec.add_uint("region_bytes", region_bytes);
+      rec.add_uint("overflow_blocks", blocks);
+      log_emit(rec);
+    }
+  } catch (...) {  // host memory: the status still says it
+  }
+  return true;
+}
+
+std::string Arena::device_lost_text(const char* call) const {
+  return fmt::format(
+      "{} (arena '{}'): the device was reset (cudaDeviceReset or cuDevicePrimaryCtxReset) "
+      "after the arena was created, and its memory went with the reset; nothing of it was "
+      "touched. Destroy the arena",
+      call, source_.name);
 }
 
 void Arena::emit_backend_warnings() {
@@ -518,9 +560,10 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
                              const std::string& commit_failure, zarena_block* out) {
   if (overflow_.has_deferred()) {
     std::vector<OverflowBlock> none;
-    give_back(none);  // a capture that deferred frees may be over: give them back first
+    (void)give_back(none);  // a capture that deferred frees may be over: give them back first
   }
   const OverflowAttempt a = overflow_.allocate(aligned, capture_declared());
+  if (a.result.status == Status::kBackend) (void)device_lost("zarena_alloc (overflow)");
   uint64_t epoch = 0;
   if (a.result.is_ok()) {
     Slot& s = region_.enter();
@@ -710,8 +753,9 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   }
   if (o == FreeOutcome::kOk) {
     std::vector<OverflowBlock> blocks{block};
-    give_back(blocks);
+    const bool given = give_back(blocks);
     emit_queued_warnings();
+    if (!given) return fail_with(Status::kBackend, device_lost_text("zarena_free"));
     return Status::kOk;
   }
   if (o == FreeOutcome::kDeferred) return Status::kOk;
@@ -848,7 +892,10 @@ Result Arena::unpin(void* ptr) {
   region_.leave(s);
   if (o == PinOutcome::kOk && freed != 0 && !in_region) {
     std::vector<OverflowBlock> blocks{block};
-    give_back(blocks);
+    if (!give_back(blocks)) {
+      emit_queued_warnings();
+      return Result::fail(Status::kBackend, device_lost_text("zarena_unpin"));
+    }
   }
   emit_queued_warnings();
   return pin_error(o, ptr, "zarena_unpin");

@@ -52,7 +52,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   Status free(void* ptr, uint64_t want_epoch) noexcept;
   Result pin(void* ptr);
   Result unpin(void* ptr);
-  void reset();
+  // kOk, or kBackend after a device reset (device_lost): the arena was rewound all the
+  // same, and nothing of its memory was touched.
+  Result reset();
   void mark_step_boundary();
   Result set_floor(uint64_t offset);
   uint64_t epoch() const { return region_.epoch(); }
@@ -182,8 +184,16 @@ class Arena final : private RegionHooks, private ZoneOps {
                                  Inside&& inside);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   zarena_trace::TraceAddr pin_trace_addr(bool in_region, uint64_t start_offset, void* start) const;
-  void give_back(std::vector<OverflowBlock>& blocks);
+  // false: the device was reset (device_lost): the blocks and those waiting were
+  // forgotten, not given back.
+  bool give_back(std::vector<OverflowBlock>& blocks);
   Result destroy_later(const zarena_stats& s, const Result& trace_result);
+  // The device's context the arena allocated in is gone (Backend::context_lost): its
+  // memory went with it. The first call that finds it logs "arena.device_reset" (`call`
+  // names it), and forgets the overflow blocks waiting to go back.
+  bool device_lost(const char* call);
+  // The message of a call refused because of it.
+  std::string device_lost_text(const char* call) const;
   // The engine said a capture runs: this arena's flag, or a capture scope covering it.
   bool capture_declared() const noexcept;
   bool capturing();  // capture_declared(), else the backend's answer
@@ -266,6 +276,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   std::atomic<uint64_t> poison_warned_scope_{0};  // capture_scope_generation() at that warning
   std::atomic<uint64_t> overflow_fills_{0};       // overflow blocks poisoned before going back
   std::atomic<uint64_t> poison_skips_{0};         // fills the arena skipped during a capture
+  std::atomic<bool> device_lost_logged_{false};   // "arena.device_reset" is out
   QueuedWarnings warnings_;                       // backend failures met under locks
 
   // Counters that belong to no slot.

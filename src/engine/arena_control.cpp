@@ -17,7 +17,7 @@
 
 namespace zarena_core {
 
-void Arena::reset() {
+Result Arena::reset() {
   std::vector<OverflowBlock> doomed;
   EpochEnd end;
   StepLearner::ResetSurvivors kept;
@@ -43,10 +43,12 @@ void Arena::reset() {
     // Under the locks, so a stats snapshot sees the epoch and the count move together.
     resets_.fetch_add(1, std::memory_order_relaxed);
   }
+  // After a device reset nothing goes back (the reset took it): no trim, no give-back.
+  const bool lost = device_lost("zarena_reset");
   // Expandable: what lies above max(trim_keep_bytes, the top) goes back, with no region
   // lock held (a decommit waits for the stream), never during a capture (waiting would
   // break it).
-  if (expandable_ && cfg_.trim_keep_bytes != 0 && !capturing()) {
+  if (!lost && expandable_ && cfg_.trim_keep_bytes != 0 && !capturing()) {
     const Result r = commits_.trim(cfg_.trim_keep_bytes);
     if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
       LogRecord rec(log_events::kTrimFailed, source_);
@@ -59,13 +61,16 @@ void Arena::reset() {
     }
   }
   const StepRecordFacts step = diag_.on_reset(end);
-  give_back(doomed);
+  const bool given = !lost && give_back(doomed);
+  if (lost) (void)overflow_.abandon(doomed);
   // What the reset reclaimed ends with the learned step (learner.h); the learner leaves
   // alone what was handed out since.
   if (learning) plans_.learn_reset(kept);
   plan_boundary();  // a reset ends a step
   emit_queued_warnings();
   if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) diag_.log_step(step);
+  if (!given) return Result::fail(Status::kBackend, device_lost_text("zarena_reset"));
+  return Result::ok();
 }
 
 void Arena::reset_survivors_w(StepLearner::ResetSurvivors* out) {
@@ -193,8 +198,8 @@ void Arena::set_capture_active(bool active) {
   if (!active) {
     poison_skip_warned_.store(false, std::memory_order_relaxed);
     std::vector<OverflowBlock> none;
-    give_back(none);     // frees deferred during the capture go back now
-    release_deferred();  // and arenas destroyed during it
+    (void)give_back(none);  // frees deferred during the capture go back now
+    release_deferred();     // and arenas destroyed during it
   }
   emit_queued_warnings();
 }
@@ -279,6 +284,18 @@ Result Arena::destroy() {
     tracer_.reset();
   }
   if (!rt.is_ok()) rt.message = "the trace file is incomplete: " + rt.message;
+  // After a device reset the memory went with the context, and its addresses may be the
+  // program's new allocations: nothing is freed (the backend's destructor frees nothing
+  // either). First, since a capture query then is about streams that are gone.
+  if (device_lost("zarena_destroy")) {
+    std::vector<OverflowBlock> live = overflow_.take_all();  // the program's went back
+    (void)overflow_.abandon(live);
+    if (log_enabled(ZARENA_LOG_INFO)) {
+      log_emit(destroy_record(
+          s, LifetimeFacts{s.hits + s.misses, s.overflow_epochs, s.needed_bytes}, source_));
+    }
+    return rt;
+  }
   // During a capture no CUDA call may be made (a free or a wait on the captured stream
   // would be recorded into the graph, or break it): the device memory waits for a safe
   // point (deferred_release.h) and the arena is gone now.
@@ -327,10 +344,10 @@ Result Arena::destroy_later(const zarena_stats& s, const Result& trace_result) {
     LogRecord rec(log_events::kDestroyDeferred, source_);
     rec.message(
         fmt::format("zarena_destroy ran while a CUDA graph capture was active: {} of "
-                    "region and {} overflow blocks go back to the device at the next "
-                    "zarena_create, zarena_destroy or zarena_set_capture_active(a, 0) "
-                    "made when the arena's stream is no longer captured (keep its "
-                    "stream alive until then)",
+                    "region and {} overflow blocks go back to the device once the arena's "
+                    "stream is no longer captured, from zarena's release thread (or at "
+                    "an earlier zarena_create, zarena_destroy, zarena_set_capture_active(x, "
+                    "0) or zarena_capture_end); keep its stream alive until then",
                     human_bytes(region_bytes), blocks));
     rec.add_uint("region_bytes", region_bytes);
     rec.add_uint("overflow_blocks", blocks);

@@ -296,13 +296,32 @@ inline constexpr LogFieldSpec kDeferredReleaseFields[] = {
 };
 inline constexpr LogEvent kDestroyDeferred = log_event(
     "arena.destroy_deferred", ZARENA_LOG_WARN, kNeverDropped,
-    "at zarena_destroy during a capture: the arena is gone, its device memory goes back at the "
-    "next zarena_create, zarena_destroy or zarena_set_capture_active(x, 0) made outside the "
-    "capture (see zarena_destroy)",
+    "at zarena_destroy during a capture: the arena is gone, its device memory goes back once "
+    "the capture has ended, from zarena's release thread (within about 0.1 s) or at the next "
+    "zarena_create, zarena_destroy, zarena_set_capture_active(x, 0) or zarena_capture_end, "
+    "whichever comes first (see zarena_destroy)",
     kDeferredReleaseFields);
 inline constexpr LogEvent kReleased = log_event(
     "arena.released", ZARENA_LOG_INFO, kNeverDropped,
-    "the memory of an arena destroyed during a capture went back", kDeferredReleaseFields);
+    "the memory of an arena destroyed during a capture went back (from the call that found "
+    "the capture over, or from zarena's release thread)",
+    kDeferredReleaseFields);
+
+// The device was reset under a live arena (or one destroyed during a capture).
+inline constexpr LogFieldSpec kDeviceResetFields[] = {
+    {"call", kString,
+     "what found it: \"zarena_destroy\", \"zarena_reset\", \"zarena_alloc (overflow)\", "
+     "\"an overflow give-back\" (zarena_free, zarena_unpin, ...), or \"the release of an "
+     "arena destroyed during a capture\""},
+    {"region_bytes", kUint, "the region memory that went with the reset"},
+    {"overflow_blocks", kUint, "the overflow blocks live or waiting to go back then"},
+};
+inline constexpr LogEvent kDeviceReset = log_event(
+    "arena.device_reset", ZARENA_LOG_WARN, kNeverDropped,
+    "once per arena, at the first call that finds the device's context reset "
+    "(cudaDeviceReset, cuDevicePrimaryCtxReset) since the arena was created: its memory went "
+    "with the reset, and zarena frees or touches none of it from then on (see zarena_destroy)",
+    kDeviceResetFields);
 
 inline constexpr LogFieldSpec kTraceFailedFields[] = {
     {"trace_file", kString, "the trace file"},
@@ -405,6 +424,7 @@ inline constexpr const LogEvent* kLogEvents[] = {
     &log_events::kReleaseFailed,
     &log_events::kDestroyDeferred,
     &log_events::kReleased,
+    &log_events::kDeviceReset,
     &log_events::kTraceFailed,
     &log_events::kTraceRenamed,
     &log_events::kPlanLearned,

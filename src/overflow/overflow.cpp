@@ -502,6 +502,23 @@ std::vector<OverflowBlock> OverflowPool::take_all() {
   return all;
 }
 
+size_t OverflowPool::abandon(std::vector<OverflowBlock>& blocks) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      blocks.insert(blocks.end(), deferred_.begin(), deferred_.end());
+    } catch (...) {  // host memory: the custom ones among them are the program's loss
+    }
+    deferred_.clear();
+    stats_.deferred_gives = 0;
+  }
+  std::vector<OverflowBlock> custom;
+  const size_t forgotten = split_custom(blocks, &custom);
+  custom_free(custom.data(), custom.size());
+  blocks.clear();
+  return forgotten;
+}
+
 Result OverflowPool::release_all(std::string* recovered) {
   std::vector<OverflowBlock> all = take_all();
   const Result first = give_back(all, false, 0, nullptr, nullptr);

@@ -147,6 +147,11 @@ class OverflowPool {
   // Every block the backend must still take back (live ones, deferred gives), forgotten
   // here: for a release made elsewhere (an arena destroyed during a capture).
   std::vector<OverflowBlock> take_all();
+  // After a device reset (Backend::context_lost): the backend's blocks in `blocks` and
+  // those waiting to go back are forgotten, not given back (the reset took them); the
+  // program's own (custom route) go back to its allocator. Returns how many were forgotten.
+  // `blocks` is used up.
+  size_t abandon(std::vector<OverflowBlock>& blocks);
 
   OverflowStats stats() const;
   // peak_bytes restarts from live_bytes.

@@ -393,16 +393,47 @@ ZARENA_API zarena_status zarena_create(const zarena_config* cfg, zarena** out);
  * the stream-ordered frees on cfg->stream, trims and destroys the overflow pool, so all
  * device memory the arena took is given back). Every pointer the arena handed out
  * becomes invalid. NULL is accepted and returns ZARENA_OK.
- * During a capture (cfg->stream or the legacy stream being captured, the calling
- * thread's per-thread stream, or zarena_set_capture_active(a, 1) in force) no CUDA call
- * is made: the arena is destroyed at once (the handle is invalid, "arena.destroy" is
- * logged) but its device memory (the region, its overflow blocks and pool) waits, with an
- * "arena.destroy_deferred" warning, and goes back at the next zarena_create,
- * zarena_destroy or zarena_set_capture_active(x, 0) of any arena made when that stream is
- * no longer captured ("arena.released"), ordered on cfg->stream: keep the stream alive
- * until then. So a destroy from any thread at any moment (a Go finalizer) never breaks a
- * capture. Memory given back while another thread captures some other stream is freed
- * in CUDA's relaxed capture mode, which leaves that capture whole.
+ * TEARDOWN DURING A CAPTURE. During a capture (cfg->stream or the legacy stream being
+ * captured, the calling thread's per-thread stream, or zarena_set_capture_active(a, 1) in
+ * force) no CUDA call that could touch the capture is made: the arena is destroyed at once
+ * (the handle is invalid, "arena.destroy" is logged) but its device memory (the region,
+ * its overflow blocks and pool) waits, with an "arena.destroy_deferred" warning, until
+ * that stream is no longer captured, then goes back ("arena.released"), ordered on
+ * cfg->stream: keep the stream alive until then. No further call is needed for that:
+ * while memory waits, a thread of zarena's ("zarena-release") asks CUDA whether the
+ * capture is over (cudaStreamIsCapturing and the context queries, which a capture allows:
+ * it stays whole) 5 ms after the destroy, then less and less often, at least every 100 ms,
+ * and gives the memory back once it is; the thread ends when nothing waits. So the memory
+ * is back within about 0.1 s of cudaStreamEndCapture. Sooner at a zarena_create,
+ * zarena_destroy, zarena_set_capture_active(x, 0) or zarena_capture_end of any arena:
+ * each gives back, before it returns, what can go back (waiting for a release the thread
+ * is making, and for its records to be delivered, as zarena_destroy waits for the arena's
+ * own). "arena.released" (and a failure's "arena.release_failed") may therefore come from
+ * that thread, after the destroy returned (route records by arena_id). The memory goes back when the capture ends, not when the
+ * graph is destroyed: like any freed memory, a block of the destroyed arena must not be
+ * used by a graph launched after that (the program destroyed the arena). A capture
+ * declared only by zarena_set_capture_active(a, 1) on the destroyed arena ends with it:
+ * its memory goes back as soon as CUDA reports no capture of the stream (a capture on
+ * another non-blocking stream is left whole, see below). So a destroy from any thread at
+ * any moment (a Go finalizer) never breaks a capture. Memory given back while another
+ * thread captures some other stream is freed in CUDA's relaxed capture mode, which leaves
+ * that capture whole. If the thread cannot be started (no threads left), the calls named
+ * above are the only ones that release.
+ * TEARDOWN AFTER A DEVICE RESET. A cudaDeviceReset (or cuDevicePrimaryCtxReset) of the
+ * arena's device frees all of the arena's device memory, and CUDA may hand its addresses
+ * to the program's next allocations. So once the context the arena allocated in is found
+ * gone (the primary context inactive, or active with another cuCtxGetId), zarena frees and
+ * touches nothing of it: zarena_destroy makes no free, returns ZARENA_OK (the reset already
+ * gave everything back) and logs "arena.device_reset" (warn, once per arena, at the first
+ * call that finds it); an arena destroyed during a capture whose memory still waited is
+ * forgotten the same way. Before the destroy, every call that would need the device fails
+ * with ZARENA_E_BACKEND and a message saying so: zarena_reset (the arena is rewound all the
+ * same; no trim, no overflow free), zarena_free and zarena_unpin of an overflow block (it is
+ * forgotten), overflow allocations, zarena_set_stream, a switch to ASYNC; poison fills are
+ * skipped ("poison.failed"). Frees and allocations served by the region make no backend
+ * call and cannot see it: they keep working on addresses that are no longer the arena's.
+ * Destroy the arena after a device reset. A reset made while a zarena call on that device
+ * is in flight is the program's race.
  * Requires exclusive use (see THREADS). Logs "arena.destroy" with a lifetime summary,
  * after delivering the arena's records still queued.
  * Using the handle afterwards is undefined behaviour: it is not reliably detected (memory
@@ -488,6 +519,8 @@ ZARENA_API zarena_status zarena_alloc_ex(zarena* a, uint64_t size, uint32_t tag,
  *     after the reset denotes the new block: zarena cannot tell the two apart (use
  *     zarena_free_at).
  *   None of the three errors changes any state (they count in stats).
+ *   ZARENA_E_BACKEND: an overflow block freed after a device reset (the block is freed in
+ *     the arena's books, but not given back: the reset took it; see zarena_destroy).
  * Thread-safe. */
 ZARENA_API zarena_status zarena_free(zarena* a, void* ptr);
 
@@ -603,7 +636,10 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * the region whatever was allocated, plus one backend free per reclaimed overflow block.
  * Blocks below the floor stay.
  * Resetting never fails on a valid handle: returns ZARENA_OK, or
- * ZARENA_E_INVALID_ARGUMENT for NULL. See THREADS for what the caller must ensure. */
+ * ZARENA_E_INVALID_ARGUMENT for NULL; the one exception is a reset after the device was
+ * reset (cudaDeviceReset): ZARENA_E_BACKEND, the arena rewound all the same, nothing
+ * freed (see "TEARDOWN AFTER A DEVICE RESET" at zarena_destroy). See THREADS for what the
+ * caller must ensure. */
 ZARENA_API zarena_status zarena_reset(zarena* a);
 
 /* The current epoch: 0 after create, +1 at every reset. 0 for NULL. Thread-safe. */
