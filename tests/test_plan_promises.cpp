@@ -303,10 +303,19 @@ TEST(PlanPromises, PlannedBlocksCarryTheArenasEpoch) {
   zarena* a = plan_arena("epoch-race");
   YieldAt window({tp::Point::kPlanEngaging});
   std::atomic<bool> done{false};
+  std::atomic<uint64_t> steps_done{0};
+  // Resets every few steps of the main thread (so that steps repeat and plans engage), at
+  // whatever point of a step or of an engaging boundary the main thread is then.
   std::thread resetter([&] {
+    std::mt19937_64 rng(29);
+    uint64_t next = 2;
     while (!done.load()) {
+      if (steps_done.load() < next) {
+        std::this_thread::yield();
+        continue;
+      }
       EXPECT_EQ(zarena_reset(a), ZARENA_OK);
-      std::this_thread::yield();
+      next = steps_done.load() + 2 + rng() % 4;
     }
   });
   uint64_t planned = 0, wrong = 0;
@@ -329,6 +338,7 @@ TEST(PlanPromises, PlannedBlocksCarryTheArenasEpoch) {
       if (x.flags & ZARENA_BLOCK_PLANNED) ++planned;
       (void)zarena_free_at(a, x.ptr, x.epoch);  // OK, or STALE after a racing reset
     }
+    steps_done.fetch_add(1);
   }
   done.store(true);
   resetter.join();

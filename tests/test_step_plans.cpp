@@ -451,6 +451,31 @@ TEST(StepPlans, PlansKeptStayWithinTheirBudget) {
   EXPECT_LE(st.host_bytes, kBudget);
 }
 
+// A loop whose steps never repeat (plans are on by default) learns less and less: after
+// 16 steps that did not repeat learning pauses, each pause twice as long as the one before
+// (up to 1024 steps), so over 4000 steps it learns at most a few percent of them.
+TEST(StepPlans, NeverRepeatingStepsLearnLessAndLess) {
+  Loop L(21);
+  std::mt19937_64 rng(23);
+  int learned_at = 0;
+  constexpr int kSteps = 4000;
+  for (int s = 0; s < kSteps; ++s) {
+    if (L.plans.learning()) ++learned_at;
+    // A step of its own: sizes that never come again.
+    for (int i = 0; i < 8; ++i) {
+      const uintptr_t p = L.alloc(kGranule * (1 + (s * 8 + i) % 997), 0, 1, "never");
+      if (::testing::Test::HasFatalFailure()) return;
+      L.free(p);
+    }
+    L.boundary();
+  }
+  PlanStats st;
+  L.plans.stats(&st);
+  EXPECT_EQ(st.learned, 0u);
+  EXPECT_LT(learned_at, kSteps / 20) << "learning did not back off";
+  EXPECT_GT(learned_at, 16) << "learning never started again after a pause";
+}
+
 TEST(StepPlans, ThreadsOutsideThePlanGoToTheDynamicEngine) {
   Loop L(5);
   std::mt19937_64 rng(13);

@@ -376,7 +376,8 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
         job_.reset();
       }
       if (++misses_in_a_row_ >= kMissesBeforePause) {
-        pause_steps_ = std::min<uint32_t>(kMaxPause, misses_in_a_row_);
+        pause_steps_ = pause_length_;
+        pause_length_ = std::min<uint32_t>(kMaxPause, 2 * pause_length_);
         misses_in_a_row_ = kMissesBeforePause / 2;
         stop_learning();
         // A zone nothing uses is not kept through the pause.
@@ -386,6 +387,7 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
       }
     } else {
       misses_in_a_row_ = 0;
+      pause_length_ = kMissesBeforePause;
       set_threads(step);
       if (pending_ && !same_items(step.items, pending_items_)) pending_.reset();
       if (zone_run_.load(std::memory_order_relaxed) != nullptr &&

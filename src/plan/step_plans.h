@@ -255,6 +255,7 @@ class StepPlans {
   // Backoff: steps that did not repeat in a row; learning pauses for a while after many.
   uint32_t misses_in_a_row_ = 0;
   uint32_t pause_steps_ = 0;
+  uint32_t pause_length_ = 16;  // the next pause's; doubles at each (it was 16 every time)
 
   SpinLock boundary_mu_;  // one boundary at a time; guards the fields up to the stats
   // The zone and the runs the arena routes to: changed only under the region's writer lock

@@ -29,14 +29,19 @@ class DryRunTest(unittest.TestCase):
     def test_pass_prints_the_table_and_writes_the_report(self):
         r, rep = compare("--dry-run", "--steps", "30", "--warmup", "5")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        for row in ("losses agree (rtol 0.001)", "step time median / p90", "peak memory",
-                    "reserved", "refused frees / invalid / stale", "failed mallocs",
-                    "zarena warnings"):
+        for row in ("losses agree (rtol 0.001)", "step time median / p90", "peak handed out",
+                    "region top (high water)", "reserved peak", "refused frees / invalid / stale",
+                    "failed mallocs", "zarena warnings"):
             self.assertIn(row, r.stdout)
         self.assertIn("PASS: losses agree (bitwise identical)", r.stdout)
         self.assertEqual((rep["result"], rep["failures"], rep["dry_run"]), ("pass", [], True))
         ours = rep["zarena"]
         self.assertEqual(len(ours["losses"]), 30)
+        # Like with like: the peak of bytes handed out (max_memory_allocated's measure), the
+        # region's top beside it.
+        self.assertEqual(ours["peak_bytes"],
+                         ours["stats"]["used_peak_bytes"] + ours["stats"]["overflow_peak_bytes"])
+        self.assertEqual(ours["top_bytes"], ours["stats"]["high_water_bytes"])
         self.assertEqual(ours["info"]["mallocs"], 8 + 30 * 24)
         self.assertEqual(ours["info"]["frees"], 30 * 24)
         self.assertEqual(ours["stats"]["live_allocs"], 8)

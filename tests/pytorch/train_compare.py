@@ -60,6 +60,14 @@ def collect_zarena_events(zarena):
     return events
 
 
+def handed_out_peak(s):
+    """The most bytes zarena had handed out at once, as max_memory_allocated counts them: the
+    peak of live bytes (a step plan's zone counts whole, as the blocks it holds for the
+    plan) plus the overflow peak. The region's top (its high water) is reported beside it:
+    what lies below the top but is not live is holes, which the committed bytes include."""
+    return s["used_peak_bytes"] + s["overflow_peak_bytes"]
+
+
 def reserved_of(rep):
     """What zarena holds of the device: an expandable region only what it committed (never
     trimmed here: the arena is never reset, so the committed bytes at the end are their
@@ -145,7 +153,7 @@ def child(mode, steps, warmup):
     if mode == "zarena":
         rep = zarena.torch.report(0)
         s = rep["stats"]
-        out.update(peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
+        out.update(peak_bytes=handed_out_peak(s), top_bytes=s["high_water_bytes"],
                    reserved_bytes=reserved_of(rep),
                    stats=s, info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                    stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
@@ -196,7 +204,7 @@ def child_dry(mode, steps, warmup, fault):
     rep = zarena.torch.report(0)
     s = rep["stats"]
     out.update(losses=losses, device_used_bytes=0,
-               peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
+               peak_bytes=handed_out_peak(s), top_bytes=s["high_water_bytes"],
                reserved_bytes=reserved_of(rep), stats=s,
                info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
@@ -269,10 +277,13 @@ def compare(default, ours, ours_err, rtol, require_joins):
              f"{worst_diff:.2e} at step {worst}"),
             ("step time median / p90", f"{default['step_ms']:.2f} / {default['step_p90_ms']:.2f} ms",
              f"{ours['step_ms']:.2f} / {ours['step_p90_ms']:.2f} ms"),
-            ("peak memory", fmt(default["peak_bytes"]) + " (max_memory_allocated)",
-             fmt(ours["peak_bytes"]) + " (high water + overflow peak)"),
-            ("reserved", fmt(default["reserved_bytes"]) + " (max_memory_reserved)",
-             fmt(ours["reserved_bytes"]) + " (region or committed + overflow peak)"),
+            ("peak handed out", fmt(default["peak_bytes"]) + " (max_memory_allocated)",
+             fmt(ours["peak_bytes"]) + " (used peak + overflow peak), "
+             f"{ratio(ours['peak_bytes'], default['peak_bytes'])}"),
+            ("region top (high water)", "", fmt(ours.get("top_bytes", 0))),
+            ("reserved peak", fmt(default["reserved_bytes"]) + " (max_memory_reserved)",
+             fmt(ours["reserved_bytes"]) + " (region or committed + overflow peak), "
+             f"{ratio(ours['reserved_bytes'], default['reserved_bytes'])}"),
             ("device memory in use at end", fmt(default["device_used_bytes"]),
              fmt(ours["device_used_bytes"])),
             ("refused frees / invalid / stale", "",
@@ -292,6 +303,10 @@ def compare(default, ours, ours_err, rtol, require_joins):
             ("zarena warnings", "",
              ", ".join(f"{k} x{n}" for k, n in sorted(warnings.items())) or "none")]
     return rows, failures
+
+
+def ratio(a, b):
+    return f"{a / b:.3f}x" if b else "-"
 
 
 def table(rows):
