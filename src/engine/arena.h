@@ -27,6 +27,7 @@
 #include "engine/snapshot.h"
 #include "log/log.h"
 #include "overflow/overflow.h"
+#include "plan/graph_steps.h"
 #include "plan/step_plans.h"
 #include "region/region.h"
 #include "trace/trace.h"
@@ -53,7 +54,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   Result pin(void* ptr);
   Result unpin(void* ptr);
   void reset();
-  void mark_step_boundary();
+  // [graphs] refused (kCaptureUnsafe) while a graph holds the plan's zone (graph_steps.h).
+  Result mark_step_boundary();
   Result set_floor(uint64_t offset);
   uint64_t epoch() const { return region_.epoch(); }
   // Fills the full current stats layout from one consistent snapshot.
@@ -83,6 +85,21 @@ class Arena final : private RegionHooks, private ZoneOps {
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
   // The step plan bindings read (zarena/zarena_plan.h), or null.
   const zarena_plan_view* plan_view() const { return plans_.view(); }
+
+  // Graph-stable steps (zarena/zarena_graph.h; engine/arena_graphs.cpp, plan/graph_steps.h).
+  struct GraphInfo {
+    GraphCounts counts;
+    uint32_t period = 0, phase = 0;  // the plan's (0, 0: none)
+    bool ready = false;              // graph_capture_begin would be accepted now
+    uint64_t zone_bytes = 0;
+  };
+  Result graph_capture_begin();
+  Result graph_capture_end(bool keep, uint32_t* id);
+  Result graph_replay(uint32_t id);
+  Result graph_release(uint32_t id);
+  // The arena's stream waits for `stream`'s work so far, then ptr is freed (as free()).
+  Status graph_free_after(void* ptr, void* stream) noexcept;
+  void graph_info(GraphInfo* out);
   // Releases region and overflow blocks and logs "arena.destroy"; during a capture, hands
   // them to deferred_release.h instead (no CUDA call).
   Result destroy();
@@ -139,6 +156,11 @@ class Arena final : private RegionHooks, private ZoneOps {
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
   Result pin_planned(PlanRun& run, void* ptr, bool pin);
   void poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept;
+  // [graphs] An allocation the plan did not serve during a graph capture: refused.
+  Status graph_refuse(uint64_t size, uint32_t tag) noexcept;
+  // [graphs] Under the writer lock: a floor moved to new_floor would cover the zone a
+  // graph holds (refused, kCaptureUnsafe), else ok.
+  Result graph_floor_check_w(uint64_t new_floor);
   // A step ended (zarena_step_begin, a reset): the plans' boundary, the flags that route
   // the hot paths to them, and the records of what happened (no lock held).
   void plan_boundary();
@@ -234,6 +256,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   static constexpr uint32_t kWarningsQueued = 4;  // a warning waits for emit_queued_warnings
   static constexpr uint32_t kPlanZone = 8;        // a plan zone exists (frees and pins ask it)
   static constexpr uint32_t kPlanEngaged = 16;    // a plan may serve allocations
+  static constexpr uint32_t kGraphCapture = 32;   // [graphs] a capture: every request asks the plan
   std::atomic<uint32_t> fast_path_flags_{0};
 
   // Give-backs (their poison fills and frees, on the backend's stream) hold it shared;
@@ -271,6 +294,11 @@ class Arena final : private RegionHooks, private ZoneOps {
   SpinLock zone_mu_;
   std::vector<OffsetRange> zone_ranges_;
   std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free
+
+  // Graph-stable steps: the captures and graphs (plan/graph_steps.h); graph_mu_ serialises
+  // the calls that freeze and thaw the plans' zone.
+  GraphSteps graphs_;
+  std::mutex graph_mu_;
 };
 
 }  // namespace zarena_core

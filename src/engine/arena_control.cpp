@@ -77,9 +77,15 @@ void Arena::learn_reset_w() {
   plans_.learn_reset(survivors);
 }
 
-void Arena::mark_step_boundary() {
+Result Arena::mark_step_boundary() {
   {
     Region::WriterLock w(region_);
+    Result refused = graph_floor_check_w(region_.frontier_w());  // [graphs]
+    if (!refused.is_ok()) {
+      refused.message =
+          fmt::format("zarena_mark_step_boundary (arena '{}'): {}", source_.name, refused.message);
+      return refused;
+    }
     if (trace_ != nullptr) trace_->on_boundary(region_.frontier_w());
     region_.mark_step_boundary_w();
     overflow_.mark_step_boundary();
@@ -89,13 +95,15 @@ void Arena::mark_step_boundary() {
   }
   check_floor_over_zone();
   diag_.on_boundary();
+  return Result::ok();
 }
 
 Result Arena::set_floor(uint64_t offset) {
   Result r;
   {
     Region::WriterLock w(region_);
-    r = region_.set_floor_w(offset);
+    r = graph_floor_check_w(offset);  // [graphs]
+    if (r.is_ok()) r = region_.set_floor_w(offset);
     if (trace_ != nullptr) trace_->on_set_floor(offset, static_cast<int32_t>(r.status));
   }
   if (!r.is_ok())
@@ -118,6 +126,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->epoch_steps = diag_.epoch_steps();
   out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
   plans_.stats(&out->plan);
+  out->plan.steps += graphs_.counts().replays;  // [graphs] a replay is a step served whole
   out->plan_zone_block = zone_size_.load(std::memory_order_relaxed);
   out->plan_zone_blocks = zone_blocks_.load(std::memory_order_relaxed);
   out->plan_fills = plan_fills_.load(std::memory_order_relaxed);

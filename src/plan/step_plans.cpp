@@ -193,7 +193,7 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
     stop_learning();
     return;
   }
-  if (!pending_) return;
+  if (!pending_ || zone_frozen_) return;  // [graphs] no new zone while frozen
   uint64_t need = std::max<uint64_t>(pending_->peak_bytes, granule_);
   // A new layout gets a new zone: its offsets avoid the obstacles of its own window.
   if (zr != nullptr) release_zone(zones);
@@ -290,7 +290,7 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
         stop_learning();
         // A zone nothing uses is not kept through the pause.
         PlanRun* zr = zone_run_.load(std::memory_order_relaxed);
-        if (zr != nullptr && !zr->any_live()) release_zone(zones);
+        if (zr != nullptr && !zr->any_live() && !zone_frozen_) release_zone(zones);  // [graphs]
       }
     } else {
       misses_in_a_row_ = 0;
@@ -300,7 +300,7 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
           same_items(step.items, zone_items_)) {
         reuse_zone_run_ = true;  // the same step again: its run, its zone
         pending_.reset();
-      } else if (!pending_) {
+      } else if (!pending_ && !zone_frozen_) {  // [graphs] no new layout while frozen
         reuse_zone_run_ = false;
         plan_learned(step, zones, events);
       }
@@ -359,6 +359,11 @@ void StepPlans::stats(PlanStats* out) const {
 
 void StepPlans::live_instances(std::vector<PlanRun::LiveInstance>* out) const {
   if (PlanRun* zr = zone_run_.load(std::memory_order_acquire)) zr->live_instances(out);
+}
+
+void StepPlans::set_zone_frozen(bool frozen) {  // [graphs]
+  std::lock_guard<SpinLock> g(boundary_mu_);
+  zone_frozen_ = frozen;
 }
 
 const zarena_plan_view* StepPlans::view() const {
