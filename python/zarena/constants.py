@@ -57,8 +57,7 @@ FORMAT_TEXT = 0  # a table for people; ends with a newline
 FORMAT_JSON = 1  # one JSON object on one line
 
 # The diagnosis's verdict names (arena.first_overflow, the exceptions' .verdict)
-VERDICTS = ("never_reset", "reset_stopped", "runaway_buffer", "working_set_full",
-            "fragmentation", "capture_refused", "commit_failed")
+from ._verdicts import VERDICTS  # noqa: E402,F401 - generated from src/diagnosis/verdicts.h
 
 LOG_TRACE = 0
 LOG_DEBUG = 1
