@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <zarena/zarena.h>
+#include <zarena/zarena_graph.h>
 #include <zarena/zarena_plan.h>
 #include <zarena/zarena_testing.h>
 
@@ -60,7 +61,13 @@
  * pointers stay NULL otherwise, and the binding does without (the shims check). */
 #define ZARENA_GO_DL_OPTIONAL(X) \
   X(zarena_plan_view_get)        \
-  X(zarena_plan_alloc_unplanned)
+  X(zarena_plan_alloc_unplanned) \
+  X(zarena_graph_capture_begin)  \
+  X(zarena_graph_capture_end)    \
+  X(zarena_graph_replay)         \
+  X(zarena_graph_release)        \
+  X(zarena_graph_free_after)     \
+  X(zarena_graph_get_info)
 
 #ifdef ZARENA_GO_DLOPEN
 #define ZARENA_GO_DL_DECLARE(name) extern __typeof__(name)* zarena_go_dl_##name;
@@ -116,6 +123,12 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_backend (*zarena_go_dl_zarena_backend)
 #define zarena_plan_view_get (*zarena_go_dl_zarena_plan_view_get)
 #define zarena_plan_alloc_unplanned (*zarena_go_dl_zarena_plan_alloc_unplanned)
+#define zarena_graph_capture_begin (*zarena_go_dl_zarena_graph_capture_begin)
+#define zarena_graph_capture_end (*zarena_go_dl_zarena_graph_capture_end)
+#define zarena_graph_replay (*zarena_go_dl_zarena_graph_replay)
+#define zarena_graph_release (*zarena_go_dl_zarena_graph_release)
+#define zarena_graph_free_after (*zarena_go_dl_zarena_graph_free_after)
+#define zarena_graph_get_info (*zarena_go_dl_zarena_graph_get_info)
 #endif /* ZARENA_GO_DLOPEN */
 
 #endif
