@@ -496,7 +496,7 @@ void cross_stream_step(const Kernels& k, bool ordered, bool* edge, uint64_t* joi
   CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   CUDA_OK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
   uint32_t n = kN;
-  auto run = [&]() {
+  auto run = [&](bool captured) {
     uint32_t *x = nullptr, *y = nullptr;
     ASSERT_EQ(zarena_alloc(a, kBytes, reinterpret_cast<void**>(&x)), ZARENA_OK)
         << zarena_last_error();
@@ -510,7 +510,9 @@ void cross_stream_step(const Kernels& k, bool ordered, bool* edge, uint64_t* joi
     }
     ASSERT_EQ(zarena_alloc(a, kBytes, reinterpret_cast<void**>(&y)), ZARENA_OK)
         << zarena_last_error();
-    ASSERT_EQ(y, x) << "the plan did not hand x's space to y";
+    if (captured) {
+      ASSERT_EQ(y, x) << "the plan did not hand x's space to y";
+    }
     CUDA_OK(launch(k.mix, s, 128, {&y, &seed, &seed, &n}));
     ASSERT_EQ(zarena_free(a, y), ZARENA_OK);
     CUDA_OK(cudaEventRecord(join, side));  // and rejoins it (a capture must end joined)
@@ -519,13 +521,13 @@ void cross_stream_step(const Kernels& k, bool ordered, bool* edge, uint64_t* joi
   for (int i = 0; i < 12; ++i) {
     ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
     if (info_of(a).ready) break;
-    run();
+    run(false);
   }
   ASSERT_EQ(info_of(a).ready, 1u) << "the plan never became ready";
   CUDA_OK(cudaStreamSynchronize(s));
   ASSERT_EQ(zarena_graph_capture_begin(a), ZARENA_OK) << zarena_last_error();
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  run();
+  run(true);
   cudaGraph_t graph = nullptr;
   CUDA_OK(cudaStreamEndCapture(s, &graph));
   uint32_t id = 0;
