@@ -22,10 +22,8 @@ zarena_status zarena_reset(zarena* a) {
 zarena_status zarena_mark_step_boundary(zarena* a) {
   Arena* arena = zarena_core::checked(a, "zarena_mark_step_boundary");
   if (arena == nullptr) return ZARENA_E_INVALID_ARGUMENT;
-  return guarded("zarena_mark_step_boundary", [&] {
-    arena->mark_step_boundary();
-    return ZARENA_OK;
-  });
+  return guarded("zarena_mark_step_boundary",
+                 [&] { return zarena_core::report(arena->mark_step_boundary()); });
 }
 
 uint64_t zarena_epoch(const zarena* a) {

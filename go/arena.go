@@ -391,7 +391,8 @@ func (a *Arena) Reset() error {
 }
 
 // MarkStepBoundary sets the floor to the current top: what was allocated so far
-// (weights, uploaded samples) survives later resets.
+// (weights, uploaded samples) survives later resets. ErrCaptureUnsafe, nothing changed,
+// while a captured graph holds the step plan's zone (graph.go).
 func (a *Arena) MarkStepBoundary() error {
 	return a.whole("MarkStepBoundary", func(h C.uintptr_t) C.shim_result {
 		return C.shim_mark_step_boundary(h)

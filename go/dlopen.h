@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <zarena/zarena.h>
+#include <zarena/zarena_graph.h>
 #include <zarena/zarena_plan.h>
 
 #include "internal/include/zarena/zarena_testing.h" /* not installed: see shim.h */
@@ -61,7 +62,13 @@
  * pointers stay NULL otherwise, and the binding does without (the shims check). */
 #define ZARENA_GO_DL_OPTIONAL(X) \
   X(zarena_plan_view_get)        \
-  X(zarena_plan_alloc_unplanned)
+  X(zarena_plan_alloc_unplanned) \
+  X(zarena_graph_capture_begin)  \
+  X(zarena_graph_capture_end)    \
+  X(zarena_graph_replay)         \
+  X(zarena_graph_release)        \
+  X(zarena_graph_free_after)     \
+  X(zarena_graph_get_info)
 
 #ifdef ZARENA_GO_DLOPEN
 #define ZARENA_GO_DL_DECLARE(name) extern __typeof__(name)* zarena_go_dl_##name;

@@ -13,7 +13,8 @@ import "C"
 // between 0 and the top (RegionInfo says where they are): live blocks below it survive
 // resets; lowering it gives the blocks between the new and the old floor back to the
 // current epoch. ErrInvalidArgument (not a multiple of the alignment, above the top, or
-// inside a block) changes nothing.
+// inside a block) changes nothing; so does ErrCaptureUnsafe (a captured graph holds the step
+// plan's zone and the floor would move over it: graph.go).
 func (a *Arena) SetFloor(offset uint64) error {
 	return a.whole("SetFloor", func(h C.uintptr_t) C.shim_result {
 		return C.shim_set_floor(h, C.uint64_t(offset))

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zarena/zarena.h>
+#include <zarena/zarena_graph.h>
 #include <zarena/zarena_plan.h>
 /* zarena_testing.h is not installed (test hooks, outside the contract): the package's copy,
  * kept identical to capi/include by tools/gen. */
@@ -399,6 +400,78 @@ static inline shim_text_result shim_format(uintptr_t handle, int what, int32_t f
   }
   r.r.err = shim_last_error(r.r.status);
   return r;
+}
+
+/* ---- graph-stable steps (graph.go; zarena/zarena_graph.h, experimental) ---- */
+
+/* ZARENA_E_UNSUPPORTED with a message when the library lacks the graph calls (only in the
+ * dlopen mode: a linked build has them). */
+static inline int shim_graph_missing(shim_result* r) {
+#ifdef ZARENA_GO_DLOPEN
+  if (zarena_go_dl_zarena_graph_capture_begin == NULL ||
+      zarena_go_dl_zarena_graph_get_info == NULL) {
+    static const char msg[] = "the loaded libzarena has no graph-stable steps (zarena_graph.h)";
+    r->status = ZARENA_E_UNSUPPORTED;
+    r->err = (char*)malloc(sizeof msg);
+    if (r->err != NULL) memcpy(r->err, msg, sizeof msg);
+    return 1;
+  }
+#else
+  (void)r;
+#endif
+  return 0;
+}
+
+typedef struct {
+  shim_result r;
+  uint32_t graph;
+  const zarena_plan_view* view; /* the plan view after the call (it ends a step) */
+} shim_graph_result;
+
+/* op: 0 capture begin, 1 capture end (keep), 2 replay (graph), 3 release (graph). */
+static inline shim_graph_result shim_graph(uintptr_t a, int op, int keep, uint32_t graph) {
+  shim_graph_result g;
+  g.graph = 0;
+  g.view = NULL;
+  if (shim_graph_missing(&g.r)) return g;
+  zarena_status s = ZARENA_OK;
+  switch (op) {
+    case 0:
+      s = zarena_graph_capture_begin((zarena*)a);
+      break;
+    case 1:
+      s = zarena_graph_capture_end((zarena*)a, keep, &g.graph);
+      break;
+    case 2:
+      s = zarena_graph_replay((zarena*)a, graph);
+      break;
+    default:
+      s = zarena_graph_release((zarena*)a, graph);
+      break;
+  }
+  g.r = shim_wrap(s);
+  g.view = shim_plan_view(a);
+  return g;
+}
+
+static inline shim_result shim_graph_free_after(uintptr_t a, uintptr_t ptr, uintptr_t stream) {
+  shim_result r;
+  if (shim_graph_missing(&r)) return r;
+  return shim_wrap(zarena_graph_free_after((zarena*)a, (void*)ptr, (void*)stream));
+}
+
+typedef struct {
+  shim_result r;
+  zarena_graph_info info;
+} shim_graph_info_result;
+
+static inline shim_graph_info_result shim_graph_info(uintptr_t a) {
+  shim_graph_info_result g;
+  memset(&g.info, 0, sizeof g.info);
+  if (shim_graph_missing(&g.r)) return g;
+  g.info.struct_size = sizeof g.info;
+  g.r = shim_wrap(zarena_graph_get_info((zarena*)a, &g.info));
+  return g;
 }
 
 /* ---- capture, stream, poison ---- */

@@ -6,9 +6,13 @@
 # comparison; "goprof" writes CPU profiles of the Go binding's single-goroutine pair, its
 # planned pair and 16 goroutines on one arena, with that run's mutex profile and its
 # benchmark line (go-pair.prof, go-planpair.prof, go-parallel.prof, go-parallel-mutex.prof,
-# go-prof.txt: `go tool pprof -top FILE` here). Results go to $OUT (at most 8
+# go-prof.txt: `go tool pprof -top FILE` here); "graphs" runs the graph-stable steps: the C
+# suite alone (gpu_test_graphs.log, with the eager and replayed step times it prints) and
+# tests/pytorch/graph_compare.py (torch_graphs.txt, torch_graphs.json: eager, zarena,
+# zarena-graph and torch-graph side by side). Results go to $OUT (at most 8
 # files come back from the device tool, so they are few and whole).
-#   usage: .gpubuild/run.sh [tests|bench|go|goprof|torch|plan|all]...   (default: tests bench go)
+#   usage: .gpubuild/run.sh [tests|bench|go|goprof|torch|plan|graphs|all]...
+#   (default: tests bench go)
 set -u
 G=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -16,7 +20,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ZTEST_SHARED_LIB=$G/lib/libzarena.so
 parts=${*:-tests bench go}
-[ "$parts" = all ] && parts="tests bench go torch plan"
+[ "$parts" = all ] && parts="tests bench go torch plan graphs"
 summary=$OUT/summary.txt
 {
   date -u
@@ -93,6 +97,20 @@ for part in $parts; do
         --json "$OUT/torch_compare_plan.json" >"$OUT/torch_compare_plan.txt" 2>&1
       r=$?
       echo "torch_compare (ZARENA_PLAN=1 ZARENA_EXPANDABLE=1) rc=$r" >>"$summary"
+      [ $r -eq 0 ] || rc=1
+      ;;
+    graphs)
+      # Graph-stable steps (issue 33): the C suite on its own, then the PyTorch comparison.
+      ZTEST_HELPER=$G/bin/gpu_test_graphs timeout 240 "$G/bin/gpu_test_graphs" \
+        --gtest_color=no >"$OUT/gpu_test_graphs.log" 2>&1
+      r=$?
+      echo "gpu_test_graphs rc=$r $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/gpu_test_graphs.log" | tr '\n' ' ')" >>"$summary"
+      [ $r -eq 0 ] || [ $r -eq 77 ] || rc=1
+      ZARENA_LIBRARY=$G/lib/libzarena.so.1 ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
+        python3 tests/pytorch/graph_compare.py --steps "${TORCH_STEPS:-150}" \
+        --json "$OUT/torch_graphs.json" >"$OUT/torch_graphs.txt" 2>&1
+      r=$?
+      echo "torch_graph_compare rc=$r" >>"$summary"
       [ $r -eq 0 ] || rc=1
       ;;
     torch)

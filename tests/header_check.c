@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "zarena/zarena.h"
+#include "zarena/zarena_graph.h"
 #include "zarena/zarena_testing.h"
 
 static void on_log(void* user_data, const zarena_log_record* rec) {

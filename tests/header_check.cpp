@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "zarena/zarena.h"
+#include "zarena/zarena_graph.h"
 #include "zarena/zarena_testing.h"
 
 static_assert(std::is_standard_layout<zarena_config>::value, "zarena_config is C layout");

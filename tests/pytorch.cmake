@@ -11,6 +11,14 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(torch_train_compare PROPERTIES LABELS "gpu" TIMEOUT 1200
     SKIP_RETURN_CODE 77 ENVIRONMENT
     "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")
+  # Graph-stable steps (issue 33): the step captured once and replayed, against eager runs
+  # and PyTorch's own graph capture (tests/pytorch/graph_compare.py).
+  add_test(NAME torch_graph_compare COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_SOURCE_DIR}/pytorch/graph_compare.py
+    --json ${PROJECT_BINARY_DIR}/torch_graph_compare.json)
+  set_tests_properties(torch_graph_compare PROPERTIES LABELS "gpu" TIMEOUT 1500
+    SKIP_RETURN_CODE 77 ENVIRONMENT
+    "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")
   # A failed allocation raises in Python and the process goes on (tests/pytorch/oom_raises.py).
   add_test(NAME torch_oom_raises COMMAND ${Python3_EXECUTABLE}
     ${CMAKE_CURRENT_SOURCE_DIR}/pytorch/oom_raises.py)

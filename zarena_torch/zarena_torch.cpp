@@ -4,13 +4,21 @@
 // for any allocator's.
 #include "zarena_torch.h"
 
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "zarena/zarena_graph.h"
 
 #ifdef ZARENA_TORCH_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -30,12 +38,31 @@ struct DeviceState {
   cudaEvent_t event = nullptr;
 #endif
   std::atomic<uint64_t> mallocs{0}, frees{0}, failed_mallocs{0}, failed_frees{0}, stream_joins{0},
-      joins_skipped{0};
+      joins_skipped{0}, capture_joins{0}, record_streams{0};
+  // During zarena_torch_capture_begin/_end: the capture's stream, home to the captured ones.
+  std::atomic<void*> capture_home{nullptr};
 };
 
 DeviceState g_devices[ZARENA_TORCH_MAX_DEVICES];
 // Serialises arena creation and the event record+wait pairs (both rare).
 std::mutex g_lock;
+
+// tensor.record_stream: the streams each live block was declared used on (RECORD_STREAM),
+// until its free. Only blocks someone recorded are here; a free looks only when any is.
+std::mutex g_recorded_lock;
+std::unordered_map<void*, std::vector<void*>> g_recorded;
+std::atomic<bool> g_any_recorded{false};
+
+// The streams recorded for ptr (and forgets them).
+std::vector<void*> take_recorded(void* ptr) {
+  if (!g_any_recorded.load(std::memory_order_acquire)) return {};
+  std::lock_guard<std::mutex> lock(g_recorded_lock);
+  auto it = g_recorded.find(ptr);
+  if (it == g_recorded.end()) return {};
+  std::vector<void*> out = std::move(it->second);
+  g_recorded.erase(it);
+  return out;
+}
 
 DeviceState* state_of(int device) {
   if (device < 0 || device >= ZARENA_TORCH_MAX_DEVICES) return nullptr;
@@ -54,21 +81,39 @@ std::string malloc_error(size_t size, int device, const std::string& what) {
          what;
 }
 
+// The stream that orders reuse for `stream`: the capture's own while one runs
+// (zarena_torch_capture_begin), else the arena's home stream.
+void* home_for(DeviceState* d) {
+  void* c = d->capture_home.load(std::memory_order_acquire);
+  return c != nullptr ? c : d->home;
+}
+
 #ifdef ZARENA_TORCH_HAVE_CUDA
-bool capturing(cudaStream_t s) {
+// 0: not captured; the capture's id when it is; ~0: unknown (a query that fails, e.g. the
+// legacy stream while another stream captures: do not touch it).
+constexpr unsigned long long kCaptureUnknown = ~0ull;
+unsigned long long capture_of(cudaStream_t s) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s, &status) != cudaSuccess) {
+  unsigned long long id = 0;
+  if (cudaStreamGetCaptureInfo(s, &status, &id) != cudaSuccess) {
     (void)cudaGetLastError();
-    return true;  // e.g. the legacy stream while another stream captures: do not touch it
+    return kCaptureUnknown;
   }
-  return status != cudaStreamCaptureStatusNone;
+  if (status == cudaStreamCaptureStatusNone) return 0;
+  return status == cudaStreamCaptureStatusActive && id != 0 && id != kCaptureUnknown
+             ? id
+             : kCaptureUnknown;
 }
 
 // Makes `waiter` wait for the work enqueued on `waited` so far. Returns the CUDA error
-// (cudaSuccess also when the wait was skipped under capture).
+// (cudaSuccess also when the wait was skipped under capture). Two streams of one capture
+// are joined inside it (an edge of the graph); a captured stream and one outside it
+// cannot be, and the wait is skipped.
 cudaError_t join(DeviceState* d, int device, void* waiter, void* waited) {
   cudaStream_t w = static_cast<cudaStream_t>(waiter), on = static_cast<cudaStream_t>(waited);
-  if (capturing(w) || capturing(on)) {
+  const unsigned long long cw = capture_of(w), con = capture_of(on);
+  const bool in_capture = cw != 0 || con != 0;
+  if (in_capture && (cw != con || cw == kCaptureUnknown)) {
     d->joins_skipped.fetch_add(1, std::memory_order_relaxed);
     return cudaSuccess;
   }
@@ -82,7 +127,7 @@ cudaError_t join(DeviceState* d, int device, void* waiter, void* waited) {
     if (e == cudaSuccess) e = cudaStreamWaitEvent(w, d->event, 0);
   }
   if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
-  if (e == cudaSuccess) d->stream_joins.fetch_add(1, std::memory_order_relaxed);
+  if (e == cudaSuccess) (in_capture ? d->capture_joins : d->stream_joins).fetch_add(1);
   return e;
 }
 #endif
@@ -151,8 +196,9 @@ void* zarena_torch_malloc(size_t size, int device, void* stream) {
   }
   if (size == 0) return nullptr;
 #ifdef ZARENA_TORCH_HAVE_CUDA
-  if (stream != d->home && d->backend == ZARENA_BACKEND_CUDA) {
-    const cudaError_t e = join(d, device, stream, d->home);
+  void* home = home_for(d);
+  if (stream != home && d->backend == ZARENA_BACKEND_CUDA) {
+    const cudaError_t e = join(d, device, stream, home);
     if (e != cudaSuccess) {
       // Without the wait, reuse could race the block's last use: no block.
       d->failed_mallocs.fetch_add(1, std::memory_order_relaxed);
@@ -184,16 +230,20 @@ void zarena_torch_free(void* ptr, size_t size, int device, void* stream) {
   zarena_status st = ZARENA_E_NOT_OWNED;
   const char* detail = "no zarena arena exists for this device";
   if (a != nullptr) {
+    std::vector<void*> used_on = take_recorded(ptr);  // tensor.record_stream
 #ifdef ZARENA_TORCH_HAVE_CUDA
-    if (stream != d->home && d->backend == ZARENA_BACKEND_CUDA) {
-      const cudaError_t e = join(d, device, d->home, stream);
+    void* home = home_for(d);
+    used_on.push_back(stream);
+    for (void* s : used_on) {
+      if (s == home || d->backend != ZARENA_BACKEND_CUDA) continue;
+      const cudaError_t e = join(d, device, home, s);
       if (e != cudaSuccess) {
         // PyTorch frees from destructors (no exception may leave), and giving the block
         // back unordered could hand it out while its last use still runs: stop, loudly.
         std::fprintf(stderr,
                      "zarena_torch: free(%p): ordering the arena's stream after %p on device "
                      "%d failed: %s\n",
-                     ptr, stream, device, cudaGetErrorString(e));
+                     ptr, s, device, cudaGetErrorString(e));
         std::abort();
       }
     }
@@ -239,10 +289,134 @@ zarena_status zarena_torch_get_info(int device, zarena_torch_info* out) {
   info.failed_frees = d->failed_frees.load(std::memory_order_relaxed);
   info.stream_joins = d->stream_joins.load(std::memory_order_relaxed);
   info.joins_skipped = d->joins_skipped.load(std::memory_order_relaxed);
+  info.capture_joins = d->capture_joins.load(std::memory_order_relaxed);
+  info.record_streams = d->record_streams.load(std::memory_order_relaxed);
   const size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
   const uint32_t caller_size = out->struct_size;
   std::memcpy(out, &info, n);
   out->struct_size = caller_size < sizeof info ? caller_size : static_cast<uint32_t>(sizeof info);
+  return ZARENA_OK;
+}
+
+zarena_status zarena_torch_capture_begin(int device, void* stream) {
+  DeviceState* d = state_of(device);
+  zarena* a = d != nullptr ? d->arena.load(std::memory_order_acquire) : nullptr;
+  if (a == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  const zarena_status st = zarena_graph_capture_begin(a);
+  if (st == ZARENA_OK) d->capture_home.store(stream, std::memory_order_release);
+  return st;
+}
+
+zarena_status zarena_torch_capture_end(int device, int keep, uint32_t* out_graph) {
+  DeviceState* d = state_of(device);
+  zarena* a = d != nullptr ? d->arena.load(std::memory_order_acquire) : nullptr;
+  if (a == nullptr || out_graph == nullptr) return ZARENA_E_INVALID_ARGUMENT;
+  d->capture_home.store(nullptr, std::memory_order_release);
+  return zarena_graph_capture_end(a, keep, out_graph);
+}
+
+void zarena_torch_record_stream(void* ptr, void* stream) {
+  if (ptr == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(g_recorded_lock);
+    std::vector<void*>& v = g_recorded[ptr];
+    for (void* s : v) {
+      if (s == stream) return;
+    }
+    v.push_back(stream);
+  }
+  g_any_recorded.store(true, std::memory_order_release);
+  // The device of a block is not passed: count on the first device with an arena that
+  // holds it (a block belongs to one arena).
+  for (DeviceState& d : g_devices) {
+    zarena* a = d.arena.load(std::memory_order_acquire);
+    if (a != nullptr && zarena_contains(a, ptr)) {
+      d.record_streams.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+}
+
+}  // extern "C"
+
+namespace {
+
+void say(char* why, size_t cap, const std::string& text) {
+  if (why == nullptr || cap == 0) return;
+  const size_t n = text.size() < cap - 1 ? text.size() : cap - 1;
+  std::memcpy(why, text.data(), n);
+  why[n] = 0;
+}
+
+// The C++ names (Itanium ABI) of what zarena_torch_hook_record_stream needs, as PyTorch
+// 2.x declares them (torch/csrc/cuda/CUDAPluggableAllocator.h, c10/cuda/CUDACachingAllocator.h).
+constexpr const char* kAllocatorSymbol = "_ZN3c104cuda20CUDACachingAllocator9allocatorE";
+constexpr const char* kCustomSymbol =
+    "_ZN5torch4cuda22CUDAPluggableAllocator24current_custom_allocatorE";
+constexpr const char* kSetRecordSymbol =
+    "_ZN5torch4cuda22CUDAPluggableAllocator22CUDAPluggableAllocator20set_record_stream_"
+    "fnESt8functionIFvPvP11CUstream_stEE";
+
+}  // namespace
+
+struct CUstream_st;
+
+extern "C" {
+
+zarena_status zarena_torch_hook_record_stream(const char* c10_cuda_path,
+                                              const char* torch_cuda_path, char* why, size_t cap) {
+  if (c10_cuda_path == nullptr || torch_cuda_path == nullptr) {
+    say(why, cap, "the paths of libc10_cuda.so and libtorch_cuda.so are needed");
+    return ZARENA_E_INVALID_ARGUMENT;
+  }
+  // Only libraries already loaded (by `import torch`): the very copies PyTorch uses.
+  void* c10 = dlopen(c10_cuda_path, RTLD_NOLOAD | RTLD_LAZY);
+  void* tc = dlopen(torch_cuda_path, RTLD_NOLOAD | RTLD_LAZY);
+  auto fail = [&](const std::string& text) {
+    say(why, cap, text);
+    if (c10 != nullptr) dlclose(c10);
+    if (tc != nullptr) dlclose(tc);
+    return ZARENA_E_UNSUPPORTED;
+  };
+  if (c10 == nullptr) return fail(std::string("not loaded: ") + c10_cuda_path);
+  if (tc == nullptr) return fail(std::string("not loaded: ") + torch_cuda_path);
+  void* slot = dlsym(c10, kAllocatorSymbol);
+  if (slot == nullptr) {
+    return fail(std::string("c10::cuda::CUDACachingAllocator::allocator not found (") +
+                kAllocatorSymbol + ")");
+  }
+  void* current = static_cast<std::atomic<void*>*>(slot)->load();
+  if (current == nullptr) return fail("PyTorch's current CUDA allocator is not set");
+  // The custom allocator PyTorch installed (a std::shared_ptr: its stored pointer first).
+  void* custom_slot = dlsym(tc, kCustomSymbol);
+  if (custom_slot == nullptr) {
+    return fail(std::string("torch::cuda::CUDAPluggableAllocator::current_custom_allocator not "
+                            "found (") +
+                kCustomSymbol + "): cannot check that the current allocator is the custom one");
+  }
+  void* custom = *static_cast<void**>(custom_slot);
+  if (custom != current) {
+    return fail(
+        "the current CUDA allocator is not the pluggable one (call "
+        "change_current_allocator first)");
+  }
+  void* set = dlsym(tc, kSetRecordSymbol);
+  if (set == nullptr) {
+    return fail(std::string("CUDAPluggableAllocator::set_record_stream_fn not found (") +
+                kSetRecordSymbol + ")");
+  }
+  // A by-value std::function parameter is passed as the address of a temporary the caller
+  // owns (Itanium C++ ABI); the member moves from it.
+  using RecordFn = std::function<void(void*, CUstream_st*)>;
+  using SetFn = void (*)(void* self, RecordFn* fn);
+  RecordFn fn = [](void* ptr, CUstream_st* stream) { zarena_torch_record_stream(ptr, stream); };
+  SetFn call;
+  std::memcpy(&call, &set, sizeof call);
+  call(current, &fn);
+  // The libraries stay loaded (torch holds them); drop the extra references.
+  dlclose(c10);
+  dlclose(tc);
+  say(why, cap, "");
   return ZARENA_OK;
 }
 

@@ -29,9 +29,11 @@
  *     S's work enqueued so far: later users (home, or other streams that wait for home) run
  *     after the block's last use.
  * The waits are stream-ordered (no host synchronisation). While either stream is being
- * captured into a CUDA graph the wait is skipped and counted (joins_skipped). Uses of a
- * block on a stream other than its allocation stream must be ordered by the program
- * (tensor.record_stream is not forwarded to pluggable allocators by PyTorch).
+ * captured into a CUDA graph the wait is skipped and counted (joins_skipped), unless both
+ * are captured together during zarena_torch_capture_begin/_end (see CAPTURE). Uses of a
+ * block on a stream other than its allocation stream must be ordered by the program, or
+ * declared with tensor.record_stream once zarena_torch_hook_record_stream installed the
+ * hook PyTorch keeps for it (see RECORD_STREAM).
  *
  * FAILURES. A failed malloc of a non-zero size THROWS a C++ exception (a
  * std::runtime_error whose what() is "zarena_torch: malloc(<size>) on device <d> failed:
@@ -80,8 +82,10 @@ typedef struct zarena_torch_info {
   uint64_t frees;       /* successful zarena_torch_free calls (ptr != NULL) */
   uint64_t failed_mallocs;
   uint64_t failed_frees;
-  uint64_t stream_joins;  /* waits inserted between a side stream and the home stream */
-  uint64_t joins_skipped; /* waits skipped because a stream was being captured */
+  uint64_t stream_joins;   /* waits inserted between a side stream and the home stream */
+  uint64_t joins_skipped;  /* waits skipped because a stream was being captured */
+  uint64_t capture_joins;  /* waits recorded into a capture as graph edges (see CAPTURE) */
+  uint64_t record_streams; /* tensor.record_stream calls received (see RECORD_STREAM) */
 } zarena_torch_info;
 
 /* Copies the state of a device's arena into out (at most out->struct_size bytes).
@@ -92,6 +96,40 @@ ZARENA_API_EXPORT zarena_status zarena_torch_get_info(int device, zarena_torch_i
 /* The address of zarena_alloc as this library resolved it: equal to the caller's own
  * zarena_alloc when both use the same libzarena (zarena.torch checks that). */
 ZARENA_API_EXPORT const void* zarena_torch_zarena_alloc_address(void);
+
+/* CAPTURE (experimental, zarena/zarena_graph.h; python/zarena/torch.py graph()). The step
+ * starting now on `device` is captured into a CUDA graph on `stream` (torch.cuda.graph's
+ * capture stream): zarena_graph_capture_begin on the device's arena, and, until
+ * zarena_torch_capture_end, `stream` takes the home stream's part in the stream ordering
+ * for streams that are captured with it: a malloc on another captured stream waits for
+ * `stream`, a free of a block from another captured stream makes `stream` wait for that
+ * stream, each as an event recorded and waited for inside the capture, i.e. an edge of
+ * the graph (capture_joins). A wait between a captured stream and one outside the capture
+ * cannot be recorded and is skipped (joins_skipped), as before. Returns what
+ * zarena_graph_capture_begin / _end return; ZARENA_E_INVALID_ARGUMENT for a device with no
+ * arena yet or outside [0, ZARENA_TORCH_MAX_DEVICES), or a NULL out_graph. */
+ZARENA_API_EXPORT zarena_status zarena_torch_capture_begin(int device, void* stream);
+ZARENA_API_EXPORT zarena_status zarena_torch_capture_end(int device, int keep, uint32_t* out_graph);
+
+/* RECORD_STREAM. tensor.record_stream(s) says that the tensor's block is used on s: its
+ * reuse must wait for the work queued on s when it is freed. PyTorch forwards it to a
+ * pluggable allocator only through CUDAPluggableAllocator::set_record_stream_fn, a C++
+ * member that Python does not expose. zarena_torch_hook_record_stream installs
+ * zarena_torch_record_stream there, resolving at run time (dlopen RTLD_NOLOAD of the
+ * already loaded libraries named by the two paths: libc10_cuda.so and libtorch_cuda.so;
+ * dlsym of their C++ symbols: c10::cuda::CUDACachingAllocator::allocator, the current
+ * allocator, and CUDAPluggableAllocator::set_record_stream_fn). It checks that the
+ * current allocator is the custom one (torch's current_custom_allocator) before calling.
+ * Returns ZARENA_OK, or ZARENA_E_UNSUPPORTED with why (the library or symbol that could not
+ * be found, or an allocator that is not the custom one) in `why` (cap bytes, NUL-ended);
+ * nothing is installed then. Call it after change_current_allocator.
+ * zarena_torch_record_stream(ptr, stream) records that the live block at ptr is used on
+ * stream; at its free, the home stream (the capture's stream during a capture) waits for
+ * every stream recorded for it (an edge during a capture, when both are captured). */
+ZARENA_API_EXPORT zarena_status zarena_torch_hook_record_stream(const char* c10_cuda_path,
+                                                                const char* torch_cuda_path,
+                                                                char* why, size_t cap);
+ZARENA_API_EXPORT void zarena_torch_record_stream(void* ptr, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

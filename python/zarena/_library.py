@@ -15,8 +15,8 @@ import os
 import threading
 
 from . import constants as C
-from ._structs import (LIVE_BLOCK_FN, LOG_FN, BlockC, Config, DiagnosisC, FreeItem, Region,
-                       Stats)
+from ._structs import (LIVE_BLOCK_FN, LOG_FN, BlockC, Config, DiagnosisC, FreeItem, GraphInfo,
+                       Region, Stats)
 from .errors import UnsupportedError, error_class
 
 SONAME = f"libzarena.so.{C.ABI_MAJOR}"
@@ -115,16 +115,29 @@ _SIGNATURES_1_1 = {
 }
 
 
+# The experimental calls of zarena/zarena_graph.h (symbol version ZARENA_EXPERIMENTAL):
+# declared when the loaded library has them; using one without raises UnsupportedError.
+_SIGNATURES_EXPERIMENTAL = {
+    "zarena_graph_capture_begin": (_i32, [_vp]),
+    "zarena_graph_capture_end": (_i32, [_vp, ctypes.c_int, ctypes.POINTER(_u32)]),
+    "zarena_graph_replay": (_i32, [_vp, _u32]),
+    "zarena_graph_release": (_i32, [_vp, _u32]),
+    "zarena_graph_free_after": (_i32, [_vp, _vp, _vp]),
+    "zarena_graph_get_info": (_i32, [_vp, ctypes.POINTER(GraphInfo)]),
+}
+
+
 def _declare(lib):
     for name, (res, args) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
-    for name, (res, args) in _SIGNATURES_1_1.items():
-        fn = getattr(lib, name, None)
-        if fn is not None:
-            fn.restype = res
-            fn.argtypes = args
+    for table in (_SIGNATURES_1_1, _SIGNATURES_EXPERIMENTAL):
+        for name, (res, args) in table.items():
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = res
+                fn.argtypes = args
 
 
 def function(name):
@@ -135,6 +148,10 @@ def function(name):
         raise UnsupportedError(C.E_UNSUPPORTED, f"{name} needs libzarena 1.1 or later; the loaded "
                                f"library is {lib.zarena_version_string().decode()}", name,
                                "unsupported")
+    if name in _SIGNATURES_EXPERIMENTAL and not hasattr(lib, name):
+        raise UnsupportedError(C.E_UNSUPPORTED, f"{name} (experimental: graph-stable steps) is "
+                               f"not in the loaded library {lib.zarena_version_string().decode()}",
+                               name, "unsupported")
     return getattr(lib, name)
 
 

@@ -279,8 +279,36 @@ class OverflowAllocatorC(ctypes.Structure):
     ]
 
 
+class GraphInfo(ctypes.Structure):
+    """zarena_graph_info (zarena/zarena_graph.h, experimental): Arena.graph_info()."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("ready", ctypes.c_uint32),
+        ("capturing", ctypes.c_uint32),
+        ("graphs", ctypes.c_uint32),
+        ("period", ctypes.c_uint32),
+        ("phase", ctypes.c_uint32),
+        ("captures", ctypes.c_uint64),
+        ("failed_captures", ctypes.c_uint64),
+        ("refused_allocs", ctypes.c_uint64),
+        ("replays", ctypes.c_uint64),
+        ("refused_replays", ctypes.c_uint64),
+        ("stream_joins", ctypes.c_uint64),
+        ("zone_bytes", ctypes.c_uint64),
+    ]
+
+    def to_dict(self):
+        d = {n: getattr(self, n) for n, _ in self._fields_ if n != "struct_size"}
+        d["ready"], d["capturing"] = bool(d["ready"]), bool(d["capturing"])
+        return d
+
+    def __repr__(self):
+        return "GraphInfo(" + ", ".join(f"{k}={v}" for k, v in self.to_dict().items()) + ")"
+
+
 C_STRUCTS = {"zarena_config": Config, "zarena_stats": Stats, "zarena_log_field": LogField,
              "zarena_log_record": LogRecordC, "zarena_block": BlockC,
              "zarena_free_item": FreeItem, "zarena_region": Region,
              "zarena_live_block": LiveBlockC, "zarena_diagnosis": DiagnosisC,
-             "zarena_overflow_allocator": OverflowAllocatorC}
+             "zarena_overflow_allocator": OverflowAllocatorC, "zarena_graph_info": GraphInfo}

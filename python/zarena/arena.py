@@ -6,7 +6,8 @@ import sys
 from . import _args
 from . import constants as C
 from ._library import check, config_parse, error, function, library
-from ._structs import LIVE_BLOCK_FN, BlockC, Config, DiagnosisC, FreeItem, Region, Stats
+from ._structs import (LIVE_BLOCK_FN, BlockC, Config, DiagnosisC, FreeItem, GraphInfo, Region,
+                       Stats)
 from .blocks import Block, LiveBlock, live_blocks_json
 from .errors import ClosedError
 
@@ -205,6 +206,52 @@ class Arena:
         active = _args.switch(active, "active")
         check(function("zarena_set_capture_active")(self._handle(), active),
               "zarena_set_capture_active")
+
+    # --- graph-stable steps (zarena/zarena_graph.h, experimental; docs/PLANS.md) ---------
+
+    def graph_capture_begin(self):
+        """The step starting now is captured into a CUDA graph (call at a step boundary,
+        before the stream capture begins): every allocation until graph_capture_end must be
+        the step plan's, any other is refused (CaptureUnsafeError, verdict graph_capture)."""
+        check(function("zarena_graph_capture_begin")(self._handle()),
+              "zarena_graph_capture_begin")
+
+    def graph_capture_end(self, keep=True):
+        """Ends the capture and its step; returns the graph's id (0 when none is kept: keep
+        False, or raises CaptureUnsafeError when the step was not served whole)."""
+        keep = _args.switch(keep, "keep")
+        out = ctypes.c_uint32(0)
+        check(function("zarena_graph_capture_end")(self._handle(), keep, ctypes.byref(out)),
+              "zarena_graph_capture_end")
+        return out.value
+
+    def graph_replay(self, graph):
+        """The step starting now is a replay of `graph` (call at the step boundary, then
+        launch the graph): checked, then counted as a step the plan served."""
+        graph = _args.unsigned(graph, "graph", 32)
+        check(function("zarena_graph_replay")(self._handle(), graph), "zarena_graph_replay")
+
+    def graph_release(self, graph):
+        """The graph will not be launched again (the plan's zone may then be laid out again
+        once no graph remains)."""
+        graph = _args.unsigned(graph, "graph", 32)
+        check(function("zarena_graph_release")(self._handle(), graph), "zarena_graph_release")
+
+    def graph_free_after(self, ptr, stream):
+        """Frees ptr after the work queued on `stream` so far: the arena's stream waits for
+        it first (a graph edge during a capture). stream: int, None or torch.cuda.Stream."""
+        ptr = _address(ptr, "ptr")
+        stream = _stream_handle(stream)
+        check(function("zarena_graph_free_after")(self._handle(), ptr, stream),
+              "zarena_graph_free_after")
+
+    def graph_info(self):
+        """GraphInfo: ready, capturing, graphs, period, phase and the counters."""
+        out = GraphInfo()
+        out.struct_size = ctypes.sizeof(GraphInfo)
+        check(function("zarena_graph_get_info")(self._handle(), ctypes.byref(out)),
+              "zarena_graph_get_info")
+        return out
 
     def set_stream(self, stream):
         """Replaces the arena's stream: an int cudaStream_t, None (the legacy stream), or a

@@ -28,10 +28,20 @@ a malloc on another stream makes that stream wait for the home stream's work so 
 a free of a block from another stream makes the home stream wait for that stream's work so
 far. These are stream-ordered waits (cudaStreamWaitEvent), never host synchronisation;
 work on the home stream pays nothing. Uses of a block on a stream other than its
-allocation stream must be ordered by the program as with any allocator: PyTorch does not
-forward tensor.record_stream() to a pluggable allocator. While a stream is being captured
-into a CUDA graph the waits are skipped (counted in info().joins_skipped); PyTorch's
-graph memory pools are not supported through this allocator.
+allocation stream must be ordered by the program as with any allocator, or declared with
+tensor.record_stream(): PyTorch does not forward it to a pluggable allocator from Python,
+and enable() installs libzarena_torch in the C++ hook PyTorch keeps for it
+(hook_record_stream, record_stream_status: whether it took). While a stream is being
+captured into a CUDA graph the waits are skipped (counted in info().joins_skipped), except
+between the streams of a capture made with zarena.torch.graph, where they are recorded into
+the graph as edges (info().capture_joins).
+
+CUDA graphs (experimental; docs/PYTORCH.md "CUDA graphs"). zarena.torch.graph(g, stream=s)
+is torch.cuda.graph with the captured step's memory from the arena's step plan
+(ZARENA_PLAN=1): the graph needs no private pool, its addresses are the eager steps'.
+zarena.torch.replay(g) before every launch (the arena checks and counts it), release(g) at
+the end, graph_info() for ready / period / phase. PyTorch's graph memory pools
+(torch.cuda.graph_pool_handle, MemPool) do not apply to this allocator.
 zarena_set_stream would not remove any of these waits (reuse is immediate whatever the
 arena's stream; the stream only orders overflow frees and poison fills), so the arena keeps
 the home stream as its stream: overflow frees and fills follow the same order as reuse.
@@ -72,7 +82,8 @@ class Info(ctypes.Structure):
                 ("home_stream", ctypes.c_uint64), ("mallocs", ctypes.c_uint64),
                 ("frees", ctypes.c_uint64), ("failed_mallocs", ctypes.c_uint64),
                 ("failed_frees", ctypes.c_uint64), ("stream_joins", ctypes.c_uint64),
-                ("joins_skipped", ctypes.c_uint64)]
+                ("joins_skipped", ctypes.c_uint64), ("capture_joins", ctypes.c_uint64),
+                ("record_streams", ctypes.c_uint64)]
 
     def to_dict(self):
         return {n: getattr(self, n) for n, _ in self._fields_ if n != "struct_size"}
@@ -121,6 +132,16 @@ def library():
         lib.zarena_torch_get_info.argtypes = [ctypes.c_int, ctypes.POINTER(Info)]
         lib.zarena_torch_zarena_alloc_address.restype = ctypes.c_void_p
         lib.zarena_torch_zarena_alloc_address.argtypes = []
+        lib.zarena_torch_capture_begin.restype = ctypes.c_int32
+        lib.zarena_torch_capture_begin.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        lib.zarena_torch_capture_end.restype = ctypes.c_int32
+        lib.zarena_torch_capture_end.argtypes = [ctypes.c_int, ctypes.c_int,
+                                                 ctypes.POINTER(ctypes.c_uint32)]
+        lib.zarena_torch_hook_record_stream.restype = ctypes.c_int32
+        lib.zarena_torch_hook_record_stream.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                                                        ctypes.c_char_p, ctypes.c_size_t]
+        lib.zarena_torch_record_stream.restype = None
+        lib.zarena_torch_record_stream.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.zarena_torch_malloc.restype = ctypes.c_void_p
         lib.zarena_torch_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
         lib.zarena_torch_free.restype = None
@@ -254,9 +275,12 @@ def is_enabled():
     return _allocator is not None
 
 
-def enable():
+def enable(record_stream=True):
     """Makes zarena PyTorch's CUDA allocator for this process. Call before the first CUDA
-    tensor; PyTorch refuses the swap afterwards (RuntimeError). Idempotent."""
+    tensor; PyTorch refuses the swap afterwards (RuntimeError). Idempotent.
+
+    record_stream: also install libzarena_torch's hook for tensor.record_stream() (see
+    hook_record_stream; whether it took is record_stream_status())."""
     global _allocator
     if _allocator is not None:
         return _allocator
@@ -266,4 +290,136 @@ def enable():
     allocator = torch.cuda.memory.CUDAPluggableAllocator(path, MALLOC_FN, FREE_FN)
     torch.cuda.memory.change_current_allocator(allocator)
     _allocator = allocator
+    if record_stream:
+        hook_record_stream()
     return allocator
+
+
+_record_stream = (False, "not tried (enable(record_stream=False), or enable() not called)")
+
+
+def hook_record_stream():
+    """Asks libzarena_torch to install itself as the pluggable allocator's record_stream
+    hook (zarena_torch.h, RECORD_STREAM): PyTorch keeps one in C++
+    (CUDAPluggableAllocator::set_record_stream_fn) but exposes no Python call for it, so the
+    shim finds it in the libraries torch has loaded (libc10_cuda.so, libtorch_cuda.so) by its
+    C++ name. Returns (ok, why): why names the library or symbol that was missing, or the
+    allocator that was not zarena's. Never raises for a missing hook (tensor.record_stream
+    then stays a no-op, as with any pluggable allocator)."""
+    global _record_stream
+    import torch
+
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+    why = ctypes.create_string_buffer(512)
+    st = library().zarena_torch_hook_record_stream(
+        os.path.join(lib_dir, "libc10_cuda.so").encode(),
+        os.path.join(lib_dir, "libtorch_cuda.so").encode(), why, len(why))
+    _record_stream = (st == 0, why.value.decode(errors="replace"))
+    return _record_stream
+
+
+def record_stream_status():
+    """(ok, why) of the last hook_record_stream (enable() tries it)."""
+    return _record_stream
+
+
+# --- graph-stable steps (zarena/zarena_graph.h, experimental; docs/PYTORCH.md) -----------
+
+_graphs = {}  # id(torch CUDAGraph) -> (device, the arena's graph id, the CUDAGraph)
+
+
+class graph:
+    """torch.cuda.graph(cuda_graph, ...) with the captured step's memory from the arena's
+    step plan (docs/PYTORCH.md, "CUDA graphs"): a context manager.
+
+        zarena.torch.step()
+        with zarena.torch.graph(g, stream=s):     # s: the stream the eager steps ran on
+            train_step()
+        zarena.torch.replay(g)                    # the first launch: the captured step
+        for each later step:
+            zarena.torch.step(); ...copy inputs...; zarena.torch.replay(g)
+        zarena.torch.release(g)
+
+    On entry the arena's capture of the step starting now begins (CaptureUnsafeError saying
+    why when it may not: no plan yet, allocations since zarena.torch.step(), ...), then
+    torch.cuda.graph's. Inside, every allocation must be the plan's: any other raises
+    (RuntimeError from libzarena_torch with zarena's message, verdict graph_capture). On
+    exit torch's capture ends, then the arena's; a step the plan did not serve whole raises
+    CaptureUnsafeError and no graph is kept. With a plan of period 2 (graph_info().period),
+    capture two graphs on two steps in a row and replay each in its phase (replay()
+    refuses the wrong one)."""
+
+    def __init__(self, cuda_graph, stream=None, device=None, **graph_kwargs):
+        import torch
+
+        self.cuda_graph = cuda_graph
+        self.device = _device(device)
+        self._torch = torch.cuda.graph(cuda_graph, stream=stream, **graph_kwargs)
+        self.graph_id = 0
+
+    def __enter__(self):
+        from ._library import check
+        _existing(self.device)
+        stream = self._torch.capture_stream.cuda_stream
+        check(library().zarena_torch_capture_begin(self.device, stream),
+              "zarena_torch_capture_begin")
+        try:
+            self._torch.__enter__()
+        except BaseException:
+            out = ctypes.c_uint32(0)
+            library().zarena_torch_capture_end(self.device, 0, ctypes.byref(out))
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        from ._library import check
+        failed = exc_type is not None
+        try:
+            self._torch.__exit__(exc_type, exc, tb)
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            out = ctypes.c_uint32(0)
+            st = library().zarena_torch_capture_end(self.device, 0 if failed else 1,
+                                                    ctypes.byref(out))
+            if out.value:
+                _graphs[id(self.cuda_graph)] = (self.device, out.value, self.cuda_graph)
+                self.graph_id = out.value
+            if not failed:
+                check(st, "zarena_torch_capture_end")
+        return False
+
+
+def _graph_entry(cuda_graph):
+    entry = _graphs.get(id(cuda_graph))
+    if entry is None or entry[2] is not cuda_graph:
+        raise LookupError("this CUDAGraph was not captured with zarena.torch.graph (or was "
+                          "released)")
+    return entry
+
+
+def replay(cuda_graph):
+    """The step starting now is a replay of cuda_graph: the arena checks it (and counts
+    it), then cuda_graph.replay() launches it. Call it for the first launch after the
+    capture too (that one is the captured step itself). CaptureUnsafeError, with nothing
+    launched, when a replay now would write over a live block, or the plan is elsewhere."""
+    dev, gid, _ = _graph_entry(cuda_graph)
+    _existing(dev).graph_replay(gid)
+    cuda_graph.replay()
+
+
+def release(cuda_graph, reset=True):
+    """The graph will not be launched again: the arena forgets it (its plan's zone may be
+    laid out again once no graph remains) and, with reset, cuda_graph.reset()."""
+    dev, gid, _ = _graph_entry(cuda_graph)
+    del _graphs[id(cuda_graph)]
+    _existing(dev).graph_release(gid)
+    if reset:
+        cuda_graph.reset()
+
+
+def graph_info(device=None):
+    """zarena.GraphInfo of the device's arena: ready (a capture may begin now), period and
+    phase of its plan, graphs alive, captures, replays and refusals."""
+    return _existing(device).graph_info()

@@ -166,6 +166,12 @@ class Backend {
   // ordered after the work that used the block).
   virtual Result set_stream(void* stream) noexcept = 0;
   virtual void* stream() const noexcept = 0;
+  // The arena's stream waits for the work queued on `stream` so far (CUDA: an event
+  // recorded on `stream` and waited for by the arena's stream: stream-ordered, no host
+  // wait; while both streams are captured into one graph it is recorded as an edge of that
+  // graph). *waited := false when `stream` is the arena's own (nothing to order). Host:
+  // nothing runs on streams; *waited says whether it would have waited.
+  virtual Result wait_for(void* stream, bool* waited) noexcept = 0;
 
   // --- poison ---------------------------------------------------------------------------
   // Fills [ptr, ptr+bytes) with the 32-bit word (bytes is a multiple of 4; ptr 4-aligned;

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -188,6 +189,10 @@ class CudaBackend final : public Backend {
     // Normally release_region ran at destroy; this covers a create that failed after the
     // region was reserved.
     (void)release_region();
+    if (join_event_ != nullptr) {
+      CudaContextGuard g(d_, ctx_);
+      if (cudaEventDestroy(join_event_) != cudaSuccess) forget_error();
+    }
     if (retained_) (void)d_.cuDevicePrimaryCtxRelease(cudev_);
   }
 
@@ -606,6 +611,38 @@ class CudaBackend final : public Backend {
 
   void* stream() const noexcept override { return stream_.load(); }
 
+  // One event, recorded on `stream` and waited for by the arena's stream, under a lock (a
+  // wait takes the record made before it, so the event is reused). Legal during a capture
+  // of both streams (the wait becomes an edge of the graph); created in relaxed capture
+  // mode, so that its first use may come during a capture.
+  Result wait_for(void* stream, bool* waited) noexcept override {
+    *waited = false;
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const cudaStream_t mine = stream_.load();
+    if (s == mine || (is_legacy(s) && is_legacy(mine))) return Result::ok();
+    CudaContextGuard g(d_, ctx_);
+    if (g.error() != CUDA_SUCCESS) return context_failure(g.error());
+    if (s == cudaStreamPerThread) return per_thread_stream_refused();
+    std::lock_guard<std::mutex> lock(join_mu_);
+    cudaError_t e = cudaSuccess;
+    if (join_event_ == nullptr) {
+      RelaxedCaptureMode relaxed;
+      e = cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming);
+      if (e != cudaSuccess) join_event_ = nullptr;
+    }
+    if (e == cudaSuccess) e = cudaEventRecord(join_event_, s);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(mine, join_event_, 0);
+    if (e != cudaSuccess) {
+      forget_error();
+      return Result::fail(status_of(e),
+                          fmt::format("ordering the arena's stream {} after the work queued on "
+                                      "stream {} failed ({})",
+                                      static_cast<void*>(mine), stream, cuda_text(e)));
+    }
+    *waited = true;
+    return Result::ok();
+  }
+
   // --- poison ---------------------------------------------------------------------------
 
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override {
@@ -973,6 +1010,8 @@ class CudaBackend final : public Backend {
   std::atomic<bool> lost_{false};  // context_lost() found the context reset (sticky)
   // Read by overflow/fill/capture calls on any thread while set_stream may replace it.
   std::atomic<cudaStream_t> stream_{nullptr};
+  std::mutex join_mu_;                // wait_for's event
+  cudaEvent_t join_event_ = nullptr;  // created at the first wait_for
   std::string name_;
   int cc_major_ = 0, cc_minor_ = 0;
   bool pools_supported_ = false;

@@ -131,6 +131,9 @@ class FaultInjectingBackend final : public Backend {
   Result prepare_async(bool create_allowed) noexcept override;
   Result set_stream(void* stream) noexcept override;
   void* stream() const noexcept override { return inner_->stream(); }
+  Result wait_for(void* stream, bool* waited) noexcept override {
+    return inner_->wait_for(stream, waited);
+  }
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override;
   MemoryInfo memory_info() noexcept override { return inner_->memory_info(); }
   bool context_lost() noexcept override;

@@ -208,6 +208,10 @@ class HostBackend final : public Backend {
     return Result::ok();
   }
   void* stream() const noexcept override { return stream_; }
+  Result wait_for(void* stream, bool* waited) noexcept override {
+    *waited = stream != stream_;  // host work is never ordered on a stream
+    return Result::ok();
+  }
 
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override {
     if (bytes % 4 != 0 || reinterpret_cast<uintptr_t>(ptr) % 4 != 0) {

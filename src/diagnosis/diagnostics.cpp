@@ -211,6 +211,17 @@ Verdict oversized_request_verdict(uint64_t size) {
           kShapeAdvice, kShapeFix};
 }
 
+Verdict graph_capture_verdict(const std::string& why) {
+  return {VerdictId::kGraphCapture,
+          fmt::format("during a graph-captured step {}; an address outside the plan's zone, "
+                      "baked into the graph, would be handed out again under it",
+                      why),
+          "capture a step that makes exactly the allocations of the planned eager steps before "
+          "it (the same sizes and tags in the same order, on the same threads, each freed where "
+          "it was), after one such step served whole (zarena_graph_get_info: ready)",
+          "capture a step the same as the planned ones"};
+}
+
 std::string verdict_suffix(const Verdict& v) {
   return fmt::format("verdict={}; fix: {}", v.name, v.advice);
 }

@@ -111,6 +111,9 @@ Verdict diagnose(const ExhaustionFacts& f);
 uint64_t reported_steps(const ExhaustionFacts& f);
 // A request larger than any arena can describe (refused before the region is asked).
 Verdict oversized_request_verdict(uint64_t size);
+// An allocation refused during a graph-captured step (zarena_graph.h): the plan did not
+// serve it. `why`: what the plan says of it.
+Verdict graph_capture_verdict(const std::string& why);
 // What a failing call's zarena_last_error() message ends with: "verdict=<name>; fix:
 // <advice>" (the advice runs to the end of the message). Every such message is written
 // by this function.

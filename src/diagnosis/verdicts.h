@@ -10,9 +10,12 @@
 
 namespace zarena_core {
 
-// In the order the rules try them (first match wins), then "ok".
+// In the order the rules try them (first match wins), then "ok". graph_capture is given
+// by the refusal of an allocation during a graph-captured step (graph_capture_verdict),
+// never by the rules.
 enum class VerdictId : uint8_t {
   kCaptureRefused,
+  kGraphCapture,
   kCommitFailed,
   kRunawayBuffer,
   kNeverReset,
@@ -30,6 +33,10 @@ struct VerdictSpec {
 // In VerdictId's order (verdict_name indexes it). diagnostics.h has each rule in full.
 inline constexpr VerdictSpec kVerdicts[] = {
     {"capture_refused", "the region was full during a CUDA graph capture: no SYNC overflow"},
+    {"graph_capture",
+     "an allocation of a graph-captured step was not one its step plan serves (another size or "
+     "tag, an extra one, a block still live, another thread): refused, never served from the "
+     "dynamic engine or overflow (zarena_graph.h)"},
     {"commit_failed", "an expandable arena could not commit memory: the device is full"},
     {"runaway_buffer", "a request (or the step's largest) takes half the space above the floor"},
     {"never_reset",

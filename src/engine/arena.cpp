@@ -247,7 +247,7 @@ void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
 }
 
 bool Arena::capture_declared() const noexcept {
-  return capture_flag_.load(std::memory_order_relaxed) ||
+  return capture_flag_.load(std::memory_order_relaxed) || graphs_.capturing() ||  // [graphs]
          capture_scope_covers(scope_stream_.load(std::memory_order_relaxed));
 }
 
@@ -471,7 +471,9 @@ __attribute__((always_inline)) inline Status Arena::alloc_dynamic(uint64_t size,
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
-  if (__builtin_expect(plans_.engaged(), 0)) {
+  if (__builtin_expect(plans_.engaged() ||
+                           (fast_path_flags_.load(std::memory_order_relaxed) & kGraphCapture),
+                       0)) {
     return alloc_under_plan(size, aligned, tag, out);  // a jump: no frame set up here
   }
   return alloc_dynamic(size, aligned, tag, out);
@@ -479,6 +481,8 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
 
 Status Arena::alloc_unplanned(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
+  // [graphs] During a graph capture only the plan serves (engine/arena_graphs.cpp).
+  if (__builtin_expect(graphs_.capturing(), 0)) return graph_refuse(size, tag);
   return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out);
 }
 

@@ -27,6 +27,7 @@
 #include "engine/snapshot.h"
 #include "log/log.h"
 #include "overflow/overflow.h"
+#include "plan/graph_steps.h"
 #include "plan/step_plans.h"
 #include "region/region.h"
 #include "trace/trace.h"
@@ -55,7 +56,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   // kOk, or kBackend after a device reset (device_lost): the arena was rewound all the
   // same, and nothing of its memory was touched.
   Result reset();
-  void mark_step_boundary();
+  // [graphs] refused (kCaptureUnsafe) while a graph holds the plan's zone (graph_steps.h).
+  Result mark_step_boundary();
   Result set_floor(uint64_t offset);
   uint64_t epoch() const { return region_.epoch(); }
   // Fills the full current stats layout from one consistent snapshot.
@@ -85,6 +87,21 @@ class Arena final : private RegionHooks, private ZoneOps {
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
   // The step plan bindings read (zarena/zarena_plan.h), or null.
   const zarena_plan_view* plan_view() const { return plans_.view(); }
+
+  // Graph-stable steps (zarena/zarena_graph.h; engine/arena_graphs.cpp, plan/graph_steps.h).
+  struct GraphInfo {
+    GraphCounts counts;
+    uint32_t period = 0, phase = 0;  // the plan's (0, 0: none)
+    bool ready = false;              // graph_capture_begin would be accepted now
+    uint64_t zone_bytes = 0;
+  };
+  Result graph_capture_begin();
+  Result graph_capture_end(bool keep, uint32_t* id);
+  Result graph_replay(uint32_t id);
+  Result graph_release(uint32_t id);
+  // The arena's stream waits for `stream`'s work so far, then ptr is freed (as free()).
+  Status graph_free_after(void* ptr, void* stream) noexcept;
+  void graph_info(GraphInfo* out);
   // Releases region and overflow blocks and logs "arena.destroy"; during a capture, hands
   // them to deferred_release.h instead (no CUDA call).
   Result destroy();
@@ -153,6 +170,11 @@ class Arena final : private RegionHooks, private ZoneOps {
   // block, or the plan's zone (F1: a planned pin never races a reset's re-stamp).
   PinOutcome pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset,
                         uint64_t* freed) noexcept;
+  // [graphs] An allocation the plan did not serve during a graph capture: refused.
+  Status graph_refuse(uint64_t size, uint32_t tag) noexcept;
+  // [graphs] Under the writer lock: a floor moved to new_floor would cover the zone a
+  // graph holds (refused, kCaptureUnsafe), else ok.
+  Result graph_floor_check_w(uint64_t new_floor);
   // A step ended (zarena_step_begin, a reset): the plans' boundary and the records of what
   // happened (no lock held).
   void plan_boundary();
@@ -261,6 +283,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   // read where the paths branch.)
   static constexpr uint32_t kTracing = 1;         // trace_ is open
   static constexpr uint32_t kWarningsQueued = 4;  // a warning waits for emit_queued_warnings
+  static constexpr uint32_t kGraphCapture = 32;   // [graphs] a capture: every request asks the plan
   std::atomic<uint32_t> fast_path_flags_{0};
 
   // Give-backs (their poison fills and frees, on the backend's stream) hold it shared;
@@ -293,6 +316,11 @@ class Arena final : private RegionHooks, private ZoneOps {
   // what the dynamic engine does, for replay). They own the zone (StepPlans::zone_w).
   StepPlans plans_;
   std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free or reset
+
+  // Graph-stable steps: the captures and graphs (plan/graph_steps.h); graph_mu_ serialises
+  // the calls that freeze and thaw the plans' zone.
+  GraphSteps graphs_;
+  std::mutex graph_mu_;
 };
 
 }  // namespace zarena_core

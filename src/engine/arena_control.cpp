@@ -102,9 +102,15 @@ void Arena::reset_survivors_w(StepLearner::ResetSurvivors* out) {
   }
 }
 
-void Arena::mark_step_boundary() {
+Result Arena::mark_step_boundary() {
   {
     Region::WriterLock w(region_);
+    Result refused = graph_floor_check_w(region_.frontier_w());  // [graphs]
+    if (!refused.is_ok()) {
+      refused.message =
+          fmt::format("zarena_mark_step_boundary (arena '{}'): {}", source_.name, refused.message);
+      return refused;
+    }
     if (trace_ != nullptr) trace_->on_boundary(region_.frontier_w());
     region_.mark_step_boundary_w();
     overflow_.mark_step_boundary();
@@ -114,13 +120,15 @@ void Arena::mark_step_boundary() {
   }
   if (plans_.has_zone()) plans_.on_floor_changed(*this);
   diag_.on_boundary();
+  return Result::ok();
 }
 
 Result Arena::set_floor(uint64_t offset) {
   Result r;
   {
     Region::WriterLock w(region_);
-    r = region_.set_floor_w(offset);
+    r = graph_floor_check_w(offset);  // [graphs]
+    if (r.is_ok()) r = region_.set_floor_w(offset);
     if (trace_ != nullptr) trace_->on_set_floor(offset, static_cast<int32_t>(r.status));
   }
   if (!r.is_ok())
@@ -143,6 +151,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->epoch_steps = diag_.epoch_steps();
   out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
   plans_.stats(&out->plan);
+  out->plan.steps += graphs_.counts().replays;  // [graphs] a replay is a step served whole
   out->plan_zone_block = plans_.zone_w().bytes();  // zone changes take the writer lock too
   out->plan_zone_blocks = plans_.zone_w().pieces.size();
   out->plan_fills = plan_fills_.load(std::memory_order_relaxed);

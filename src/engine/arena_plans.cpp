@@ -173,6 +173,7 @@ void Arena::plan_boundary() {
   if (!plans_.enabled()) return;
   PlanEvents events;
   plans_.on_boundary(*this, &events);
+  graphs_.after_boundary(plans_.view());  // [graphs] counts the steps served whole
   emit_queued_warnings();  // a poison fill of a zone given back
   log_plan_events(events);
 }

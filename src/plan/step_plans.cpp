@@ -255,7 +255,7 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
     stop_learning();
     return;
   }
-  if (!pending_) return;
+  if (!pending_ || zone_frozen_) return;  // [graphs] no new zone while frozen
   std::unique_ptr<PlanRun> run = make_run(events);
   if (!run) {
     pending_.reset();
@@ -381,7 +381,8 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
         misses_in_a_row_ = kMissesBeforePause / 2;
         stop_learning();
         // A zone nothing uses is not kept through the pause.
-        if (zone_run_.load(std::memory_order_relaxed) != nullptr && !zone_live()) {
+        if (zone_run_.load(std::memory_order_relaxed) != nullptr && !zone_live() &&
+            !zone_frozen_) {  // [graphs]
           release_zone(zones);
         }
       }
@@ -394,7 +395,7 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
           same_items(step.items, zone_items_)) {
         reuse_zone_run_ = true;  // the same step again: its run, its zone
         pending_.reset();
-      } else if (!pending_) {
+      } else if (!pending_ && !zone_frozen_) {  // [graphs] no new layout while frozen
         reuse_zone_run_ = false;
         plan_learned(step, zones, events);
       }
@@ -470,6 +471,11 @@ void StepPlans::stats(PlanStats* out) const {
 
 void StepPlans::live_instances(std::vector<PlanRun::LiveInstance>* out) const {
   if (PlanRun* zr = zone_run_.load(std::memory_order_acquire)) zr->live_instances(out);
+}
+
+void StepPlans::set_zone_frozen(bool frozen) {  // [graphs]
+  std::lock_guard<SpinLock> g(boundary_mu_);
+  zone_frozen_ = frozen;
 }
 
 const zarena_plan_view* StepPlans::view() const {

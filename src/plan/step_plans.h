@@ -210,6 +210,10 @@ class StepPlans {
   void live_instances(std::vector<PlanRun::LiveInstance>* out) const;
   // The view bindings read (null: none).
   const zarena_plan_view* view() const;
+  // [graphs] While a captured graph may replay in the zone (graph_steps.h), the zone is
+  // never given back and no other layout is engaged: only the zone's own run is taken up
+  // again (the same step learned again after a deviation).
+  void set_zone_frozen(bool frozen);
 
  private:
   bool follows(uint32_t thread) const noexcept {
@@ -273,6 +277,7 @@ class StepPlans {
   std::vector<LearnedItem> pending_items_;
   std::shared_ptr<PlanJob> job_;  // a large step being laid out on the plan thread
   bool reuse_zone_run_ = false;
+  bool zone_frozen_ = false;  // [graphs] set_zone_frozen
 
   std::atomic<uint32_t> threads_[LearnedStep::kMaxThreads] = {};
   std::atomic<uint32_t> thread_count_{0};

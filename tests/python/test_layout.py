@@ -1,4 +1,5 @@
-"""The ctypes structs against the C compiler's layout of zarena.h (and zarena_torch.h).
+"""The ctypes structs against the C compiler's layout of zarena.h (and zarena_graph.h,
+zarena_torch.h).
 
 No number here is written by hand: the field names come from the headers themselves, and a
 probe program compiled from them prints sizeof, _Alignof and each field's offsetof/sizeof.
@@ -21,6 +22,7 @@ import zarena.torch  # noqa: E402  (needs no torch)
 from zarena import _structs  # noqa: E402
 
 ZARENA_H = os.path.join(ROOT, "capi", "include", "zarena", "zarena.h")
+GRAPH_H = os.path.join(ROOT, "capi", "include", "zarena", "zarena_graph.h")
 TORCH_H = os.path.join(ROOT, "zarena_torch", "zarena_torch.h")
 
 # Each C struct and its mirror. Versioned structs may grow at the end; only zarena_stats
@@ -53,7 +55,8 @@ def header_structs(path):
 
 def probe_source(structs):
     lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "zarena/zarena.h"',
-             '#include "zarena_torch.h"', "int main(void) {", '  printf("{");']
+             '#include "zarena/zarena_graph.h"', '#include "zarena_torch.h"', "int main(void) {",
+             '  printf("{");']
     for i, (name, fields) in enumerate(structs.items()):
         sep = "," if i else ""
         lines.append(f'  printf("{sep}\\"{name}\\": {{\\"size\\": %zu, \\"align\\": %zu, '
@@ -75,6 +78,7 @@ class LayoutTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.header = header_structs(ZARENA_H)
+        cls.header.update(header_structs(GRAPH_H))
         cls.header.update(header_structs(TORCH_H))
         cc = compiler()
         if cc is None:

@@ -5,6 +5,7 @@ torch needed: the pair is called through ctypes as PyTorch would call it. Each c
 in a child process (arenas live as long as the process)."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from support import PACKAGE_DIR, zarena  # noqa: E402
+from support import PACKAGE_DIR, ROOT, zarena  # noqa: E402
 import zarena.torch  # noqa: E402  (needs no torch)
 
 PRELUDE = f"""
@@ -116,6 +117,52 @@ out(reused=again == ps[1], zero=zero, live=s.live_allocs, reuses=s.reuses, info=
         self.assertEqual((info["mallocs"], info["frees"], info["failed_mallocs"],
                           info["failed_frees"], info["stream_joins"]), (5, 5, 0, 0, 0))
 
+    def test_capture_calls_and_record_stream(self):
+        got = result(self, child('''
+import ctypes
+p = lib.zarena_torch_malloc(4096, 0, None)
+early = lib.zarena_torch_capture_begin(1, None)  # no arena on device 1
+lib.zarena_torch_free(p, 4096, 0, None)
+for step in range(5):  # a plan, then a capture of the same step, then its replay
+    zt.step()
+    held = [lib.zarena_torch_malloc(n, 0, None) for n in (8192, 4096)]
+    for q in held:
+        lib.zarena_torch_free(q, 0, 0, None)
+zt.step()
+a = zt.arena(0)
+ready = a.graph_info().ready
+begin = lib.zarena_torch_capture_begin(0, None)
+held = [lib.zarena_torch_malloc(n, 0, None) for n in (8192, 4096)]
+for q in held:
+    lib.zarena_torch_free(q, 0, 0, None)
+g = ctypes.c_uint32(0)
+end = lib.zarena_torch_capture_end(0, 1, ctypes.byref(g))
+a.graph_replay(g.value)  # the first launch
+zt.step()
+a.graph_replay(g.value)
+info = a.graph_info().to_dict()
+a.graph_release(g.value)
+r = lib.zarena_torch_malloc(4096, 0, None)
+lib.zarena_torch_record_stream(r, 7)
+lib.zarena_torch_record_stream(r, 7)  # once per stream
+lib.zarena_torch_free(r, 4096, 0, None)
+why = ctypes.create_string_buffer(256)
+hook = lib.zarena_torch_hook_record_stream(b"/nonexistent/libc10_cuda.so",
+                                           b"/nonexistent/libtorch_cuda.so", why, len(why))
+out(early=early, ready=ready, begin=begin, end=end, graph=g.value, info=info,
+    records=zt.info(0).record_streams, failed=zt.info(0).failed_frees, hook=hook,
+    why=why.value.decode())
+''', ZARENA_PLAN="1"))
+        self.assertEqual(got["early"], zarena.E_INVALID_ARGUMENT)
+        self.assertTrue(got["ready"])
+        self.assertEqual((got["begin"], got["end"]), (0, 0))
+        self.assertNotEqual(got["graph"], 0)
+        self.assertEqual((got["info"]["captures"], got["info"]["replays"]), (1, 1))
+        self.assertEqual(got["records"], 1)
+        self.assertEqual(got["failed"], 0)
+        self.assertEqual(got["hook"], zarena.E_UNSUPPORTED)
+        self.assertIn("not loaded: /nonexistent/libc10_cuda.so", got["why"])
+
     def test_report_region_and_live_blocks(self):
         got = result(self, child("""
 try:
@@ -214,9 +261,13 @@ print(zt.memory_summary(0))
         syms = subprocess.run([nm, "-D", "--defined-only", zarena.torch.library_path()],
                               capture_output=True, text=True, check=True).stdout.split()
         names = sorted(s for s in syms if s.startswith("zarena") or s.islower() and "_" in s)
-        self.assertEqual(names, ["zarena_torch_arena", "zarena_torch_free",
-                                 "zarena_torch_get_info", "zarena_torch_malloc",
-                                 "zarena_torch_zarena_alloc_address"])
+        # Exactly what zarena_torch.h declares (its ZARENA_API_EXPORT functions).
+        with open(os.path.join(ROOT, "zarena_torch", "zarena_torch.h")) as f:
+            header = re.sub(r"\s+", " ", f.read())
+        declared = sorted(set(re.findall(r"ZARENA_API_EXPORT [^;(]*?\b(zarena_torch_\w+)\s*\(",
+                                         header)))
+        self.assertIn("zarena_torch_malloc", declared)
+        self.assertEqual(names, declared)
 
     def test_enable_needs_torch(self):
         try:

@@ -624,6 +624,9 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * Threads: a plan follows the threads that made the learned steps' allocations (up to 4;
  * more, and it follows every thread); other threads' requests go to the dynamic engine.
  * A trace file turns plans off (the trace records the dynamic engine, for replay).
+ * GRAPH-STABLE STEPS (experimental, zarena/zarena_graph.h): a planned step captured into a
+ * CUDA graph once and replayed in the plan's zone. While such a graph exists the zone is
+ * held still, and a floor that would move over it is refused (see the two floor calls).
  *
  * zarena_set_floor, zarena_step_begin and zarena_region_info take the arena's whole-arena
  * lock briefly (as zarena_reset and zarena_get_stats do); all calls of this section are
@@ -653,7 +656,9 @@ ZARENA_API uint64_t zarena_epoch(const zarena* a);
  * above the floor cannot serve them (such blocks are still reclaimed by the next
  * reset), and by the bump top when the blocks just under the floor are all free and
  * nothing lies above it (the floor then comes down).
- * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL. Thread-safe. */
+ * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for NULL; and, only while a captured graph
+ * holds a step plan's zone (zarena/zarena_graph.h: the top lies above the zone),
+ * ZARENA_E_CAPTURE_UNSAFE with nothing changed. Thread-safe. */
 ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
 
 /* Moves the floor to `offset` bytes from the region's base (see FLOORS above). Unlike
@@ -662,7 +667,8 @@ ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
  * Returns: ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a, offset not a multiple of the
  *   alignment, above the top, or inside a block; the message says which) with nothing
  *   changed; ZARENA_E_OUT_OF_MEMORY (host memory for block records ran out; nothing
- *   changed). Thread-safe. */
+ *   changed); ZARENA_E_CAPTURE_UNSAFE (a captured graph holds a step plan's zone and the
+ *   floor would move over it: zarena/zarena_graph.h; nothing changed). Thread-safe. */
 ZARENA_API zarena_status zarena_set_floor(zarena* a, uint64_t offset);
 
 /* Marks the start of a step (an engine calls it at the top of every training step; Go's

@@ -23,6 +23,10 @@
 //  7. The engine's own pool takes zarena's overflow (SetOverflowAllocator), the diagnosis
 //     is in the logger when Alloc returns (FlagDiagnoseSync), and the overflow policy
 //     changes at run time while a block lives (overflow.go).
+//  8. A graph-stable step (graphs.go): under a step plan, the step is captured once
+//     (GraphCaptureBegin/End) and replayed (GraphReplay) in the plan's own memory; a
+//     captured step that differs from the plan is refused; the replayed steps compute
+//     what eager steps compute.
 //
 // It exits non-zero when one of these does not hold (scripts/go-test.sh runs it):
 //
@@ -396,6 +400,9 @@ func main() {
 	}
 	if err == nil {
 		err = overflowRoute()
+	}
+	if err == nil {
+		err = graphs()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "engine:", err)
