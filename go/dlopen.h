@@ -125,6 +125,12 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_backend (*zarena_go_dl_zarena_backend)
 #define zarena_plan_view_get (*zarena_go_dl_zarena_plan_view_get)
 #define zarena_plan_alloc_unplanned (*zarena_go_dl_zarena_plan_alloc_unplanned)
+#define zarena_graph_capture_begin (*zarena_go_dl_zarena_graph_capture_begin)
+#define zarena_graph_capture_end (*zarena_go_dl_zarena_graph_capture_end)
+#define zarena_graph_replay (*zarena_go_dl_zarena_graph_replay)
+#define zarena_graph_release (*zarena_go_dl_zarena_graph_release)
+#define zarena_graph_free_after (*zarena_go_dl_zarena_graph_free_after)
+#define zarena_graph_get_info (*zarena_go_dl_zarena_graph_get_info)
 /* end of generated pointer defines */
 #endif /* ZARENA_GO_DLOPEN */
 

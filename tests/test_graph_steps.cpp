@@ -529,7 +529,7 @@ TEST(GraphSteps, CaptureBeginsOnlyAtABoundaryAfterAWholePlannedStep) {
 TEST(GraphSteps, PlansOffIsUnsupported) {
   LogCapture quiet(ZARENA_LOG_OFF);
   zarena_config cfg = plan_config("no plans");
-  cfg.flags = 0;
+  cfg.flags = ZARENA_FLAG_NO_PLAN;
   ArenaHolder a(cfg);
   EXPECT_EQ(zarena_graph_capture_begin(a), ZARENA_E_UNSUPPORTED);
   EXPECT_NE(std::string(zarena_last_error()).find("step plans are off"), std::string::npos);

@@ -89,8 +89,8 @@ FORMAT_JSON = 1  # one JSON object on one line
 
 # The diagnosis's verdict names (arena.first_overflow, the exceptions' .verdict)
 # generated: verdicts, from src/diagnosis/verdicts.h (tools/gen)
-VERDICTS = ("capture_refused", "commit_failed", "runaway_buffer", "never_reset", "reset_stopped",
-            "fragmentation", "working_set_full")
+VERDICTS = ("capture_refused", "graph_capture", "commit_failed", "runaway_buffer", "never_reset",
+            "reset_stopped", "fragmentation", "working_set_full")
 # end of generated verdicts
 
 LOG_TRACE = 0
