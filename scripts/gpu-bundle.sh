@@ -23,6 +23,8 @@ done
 strip -o "$G/bin/training_loop" "$BUILD/examples/training_loop"
 # The step-plan model test, for a long run on the many cores there (run.sh plan).
 strip -o "$G/bin/test_arena_plans" "$BUILD/tests/test_arena_plans"
+# The plan path's promises under racing threads, for a run on the many cores there.
+strip -o "$G/bin/test_plan_promises" "$BUILD/tests/test_plan_promises"
 cp -L "$BUILD/capi/libzarena.so.1" "$G/lib/libzarena.so.1"
 strip "$G/lib/libzarena.so.1"
 ln -s libzarena.so.1 "$G/lib/libzarena.so"

@@ -78,8 +78,9 @@ for part in $parts; do
       fi
       ;;
     plan)
-      # Step plans: the model test's long run (one process per core pair, seeds apart),
-      # then train_compare with plans on and the region committed on demand.
+      # Step plans: the model test's long run (one process per core pair, seeds apart), the
+      # promises suite's racing tests repeated on every core, then train_compare with plans
+      # off (ZARENA_PLAN=0: the "torch" part runs the default, plans on).
       n=$(( $(nproc) / 2 )); [ "$n" -ge 1 ] || n=1
       for i in $(seq 1 "$n"); do
         ZTEST_PLAN_SEEDS=${PLAN_SEEDS:-20000} ZTEST_PLAN_SEED_BASE=$((i * 1000000)) \
@@ -91,12 +92,25 @@ for part in $parts; do
         grep -q '^\[  PASSED' "$OUT/plan-long-$i.log" && ! grep -q '^\[  FAILED' "$OUT/plan-long-$i.log" || { rc=1; cp "$OUT/plan-long-$i.log" "$OUT/plan-long-failed.log"; }
       done
       rm -f "$OUT"/plan-long-*[0-9].log
-      ZARENA_PLAN=1 ZARENA_EXPANDABLE=1 ZARENA_LIBRARY=$G/lib/libzarena.so.1 \
+      if [ -x "$G/bin/test_plan_promises" ]; then
+        for i in $(seq 1 "$n"); do
+          "$G/bin/test_plan_promises" --gtest_color=no --gtest_repeat="${PROMISE_REPEAT:-20}" \
+            >"$OUT/promises-$i.log" 2>&1 &
+        done
+        wait
+        for i in $(seq 1 "$n"); do
+          f=$(grep -c '^\[  FAILED' "$OUT/promises-$i.log"); p=$(grep -c '^\[  PASSED' "$OUT/promises-$i.log")
+          echo "test_plan_promises x${PROMISE_REPEAT:-20} process $i: $p passed runs, $f failed lines" >>"$summary"
+          [ "$f" -eq 0 ] || { rc=1; cp "$OUT/promises-$i.log" "$OUT/promises-failed.log"; }
+        done
+        rm -f "$OUT"/promises-*[0-9].log
+      fi
+      ZARENA_PLAN=0 ZARENA_LIBRARY=$G/lib/libzarena.so.1 \
         ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
         python3 tests/pytorch/train_compare.py --steps "${TORCH_STEPS:-200}" \
-        --json "$OUT/torch_compare_plan.json" >"$OUT/torch_compare_plan.txt" 2>&1
+        --json "$OUT/torch_compare_noplan.json" >"$OUT/torch_compare_noplan.txt" 2>&1
       r=$?
-      echo "torch_compare (ZARENA_PLAN=1 ZARENA_EXPANDABLE=1) rc=$r" >>"$summary"
+      echo "torch_compare (ZARENA_PLAN=0: plans off) rc=$r" >>"$summary"
       [ $r -eq 0 ] || rc=1
       ;;
     graphs)
