@@ -18,6 +18,10 @@ namespace {
 constexpr uint64_t kDetailedEpochs = ZARENA_OVERFLOW_RECORDS;
 constexpr uint64_t kSummaryIntervalNs = 60'000'000'000ull;
 constexpr uint64_t kNoWatch = ~0ull;
+// Explicit steps warn when the live bytes and blocks at a step's begin rose at this many
+// begins in a row (the guess's kGrowingRestartsToWarn): state created once in the first
+// step (an optimizer's, a loss carried into the next step) is one rise and never warns.
+constexpr uint64_t kExplicitRisesToWarn = 2;
 
 uint64_t steady_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -162,11 +166,14 @@ void ArenaDiagnosis::on_boundary() {
 StepRecordFacts ArenaDiagnosis::on_reset(const EpochEnd& e) {
   epoch_steps_.store(0, std::memory_order_relaxed);
   StepRecordFacts step;
+  uint64_t allocs = 0;
   {
     Lock lock(mu_);
+    allocs = epoch_requests(e.allocs, e.plan_hits_total);
+    plan_hits_at_reset_ = e.plan_hits_total;
     if (e.epoch != 0) {
       EpochHistory::Epoch h = opening_;
-      h.allocs = e.allocs;
+      h.allocs = allocs;
       h.peak_bytes = e.high_water > e.floor ? e.high_water - e.floor : 0;
       history_.add(h);
     }
@@ -196,7 +203,7 @@ StepRecordFacts ArenaDiagnosis::on_reset(const EpochEnd& e) {
   }
   step.epoch = e.epoch;
   step.steps = e.steps;
-  step.allocs = e.allocs;
+  step.allocs = allocs;
   step.peak_bytes = e.high_water > e.floor ? e.high_water - e.floor : 0;
   step.floor_bytes = e.floor;
   step.capacity_bytes = capacity_;
@@ -227,24 +234,34 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     Lock lock(mu_);
     if (step_epoch_ != c.epoch || n <= step1_n_ || n == 1) {
       step_epoch_ = c.epoch;
-      step1_live_ = step_live_ = c.live_bytes;
+      step_live_ = step_low_ = c.live_bytes;
+      step_count_ = c.live_count;
+      step_rises_ = step_max_fall_ = 0;
       step_top_ = c.top;
       step1_n_ = n;
       return;
     }
     // A step began and no reset came since the one before: a fact. Warn when the steps
-    // keep what they allocated (the arena then fills up step by step).
-    const bool grew = c.live_bytes > step_live_;
+    // keep what they allocated (the arena then fills up step by step), not when they
+    // give it back with shapes that vary (a block carried into the next step, of another
+    // size each time).
+    const bool rose = c.live_bytes > step_live_ && c.live_count > step_count_;
+    if (c.live_bytes < step_live_) {
+      step_max_fall_ = std::max(step_max_fall_, step_live_ - c.live_bytes);
+    }
+    step_rises_ = rose ? step_rises_ + 1 : 0;
     step_live_ = c.live_bytes;
+    step_count_ = c.live_count;
+    step_low_ = std::min(step_low_, c.live_bytes);
     step_top_ = c.top;
-    if (!grew || warned_ || no_resets_) return;
+    if (!accumulating(true) || warned_ || no_resets_) return;
     warned_ = true;
     const uint64_t done = n - step1_n_;  // steps completed since the first one seen
     f.verdict = verdict_name(c.resets > 0 ? VerdictId::kResetStopped : VerdictId::kNeverReset);
     f.steps = n;
     f.steps_explicit = true;
     f.step_repeats = n - 1;
-    f.grown_bytes = c.live_bytes - step1_live_;
+    f.grown_bytes = step_live_ - step_low_;
     f.step_bytes = f.grown_bytes / done;
     f.offset_bytes = c.top;
     f.capacity_bytes = capacity_;
@@ -252,8 +269,8 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     // step's temporaries already).
     f.steps_to_full =
         f.step_bytes == 0 || c.top >= capacity_ ? 0 : (capacity_ - c.top) / f.step_bytes;
-    f.epoch_allocs = c.epoch_allocs;
-    f.step_allocs = c.epoch_allocs / n;
+    f.epoch_allocs = epoch_requests(c.epoch_allocs, c.plan_hits);
+    f.step_allocs = f.epoch_allocs / n;
     f.resets = c.resets;
     f.prior_epochs = history_.epochs_seen();
   }
@@ -289,12 +306,22 @@ ArenaDiagnosis::Report ArenaDiagnosis::claim_overflow(uint64_t epoch, const char
   return Report::kNone;
 }
 
+bool ArenaDiagnosis::accumulating(bool warn) const {
+  return step_rises_ >= (warn ? kExplicitRisesToWarn : 1) &&
+         step_live_ - step_low_ > step_max_fall_;
+}
+
+uint64_t ArenaDiagnosis::epoch_requests(uint64_t region_allocs, uint64_t plan_hits) const {
+  return region_allocs + (plan_hits > plan_hits_at_reset_ ? plan_hits - plan_hits_at_reset_ : 0);
+}
+
 void ArenaDiagnosis::add_step_facts(ExhaustionFacts* f) const {
+  f->epoch_allocs = epoch_requests(f->epoch_allocs, f->plan_hits);
   if (explicit_steps_.load(std::memory_order_relaxed)) {
     f->steps_explicit = true;
     if (step_epoch_ == f->epoch) {
       f->steps = epoch_steps_.load(std::memory_order_relaxed);
-      f->kept_bytes = step_live_ > step1_live_ ? step_live_ - step1_live_ : 0;
+      f->kept_bytes = accumulating(false) ? step_live_ - step_low_ : 0;
     }
   } else if (cadence_.restarts() != 0 && !interleaved_) {
     f->kept_bytes = cadence_.kept_bytes();
@@ -387,8 +414,10 @@ void ArenaDiagnosis::diagnose(const ExhaustionFacts& f, bool overflowed,
   out->facts = f;
   out->overflowed = overflowed;
   out->live_bytes = f.used_bytes + f.overflow_live_bytes;
+  bool early = true;  // the steps' evidence is enough for an early verdict
   {
     Lock lock(mu_);
+    if (f.steps_explicit) early = accumulating(true);
     out->warned = warned_;
     out->overflow_epochs = overflow_epochs_;
     out->needed_bytes = std::max(needed_bytes_, f.offset_bytes + f.overflow_live_bytes);
@@ -411,7 +440,7 @@ void ArenaDiagnosis::diagnose(const ExhaustionFacts& f, bool overflowed,
   // No overflow in this epoch: what the steps say so far (the early warning's verdict),
   // else nothing to fix.
   const uint64_t least = f.steps_explicit ? 1 : std::max<uint64_t>(1, capacity_ / 64);
-  if (f.steps >= 2 && f.kept_bytes >= least) {
+  if (early && f.steps >= 2 && f.kept_bytes >= least) {
     ExhaustionFacts g = f;
     g.path = "none";
     Verdict v = zarena_core::diagnose(g);

@@ -30,16 +30,20 @@ struct EpochEnd {
   uint64_t epoch = 0;
   uint64_t allocs = 0, high_water = 0, floor = 0;
   uint64_t reuses_total = 0, overflow_allocs_total = 0, overflow_peak = 0;
-  uint64_t steps = 0;  // zarena_step_begin calls in it
+  uint64_t steps = 0;            // zarena_step_begin calls in it
+  uint64_t plan_hits_total = 0;  // allocations step plans served since create
 };
 
 // The arena's counters a step or a warning needs (from one snapshot).
 struct StepCounters {
   uint64_t epoch = 0;
-  uint64_t epoch_allocs = 0;
+  uint64_t epoch_allocs = 0;  // the region's requests (plan_hits: the plans')
+  uint64_t plan_hits = 0;     // allocations step plans served since create
   uint64_t resets = 0;
-  uint64_t live_bytes = 0;  // region and overflow
-  uint64_t top = 0;         // the epoch's high water
+  // Live blocks, region and overflow, as zarena_get_stats counts them (a plan's zone is
+  // the planned blocks live in it).
+  uint64_t live_bytes = 0, live_count = 0;
+  uint64_t top = 0;  // the epoch's high water
 };
 
 // The diagnosis's own counters, for zarena_get_stats.
@@ -103,8 +107,8 @@ class ArenaDiagnosis {
   // zarena_step_begin: counts the step; from the first one on, steps are facts and the
   // guesses stop. Returns the step's number in its epoch.
   uint64_t count_step();
-  // With the counters at that step (taken after count_step): a step that began with more
-  // live bytes than the one before, and no reset between, warns once.
+  // With the counters at that step (taken after count_step): steps that keep memory, with
+  // no reset between, warn once (accumulating(), below).
   void on_step_begin(uint64_t n, const StepCounters& c);
   void on_boundary();
   // Returns the epoch's "arena.step" facts (log_step logs them, with no lock held).
@@ -139,6 +143,13 @@ class ArenaDiagnosis {
 
  private:
   void add_step_facts(ExhaustionFacts* f) const;  // lock held
+  // Explicit steps, lock held: the latest step began with more live bytes and more live
+  // blocks than the one before, beyond what any step gave back, so the steps keep memory
+  // (kept_bytes), not only shapes that vary. `warn`: and so did the step before (one jump,
+  // state created once in the first step, is no pile).
+  bool accumulating(bool warn) const;
+  // Requests of the epoch: the region's and those the plans served in it.
+  uint64_t epoch_requests(uint64_t region_allocs, uint64_t plan_hits) const;
   // Lock held: notes the call's thread; true (and the guess stopped) when threads running
   // at once interleave their calls.
   bool interleaved(uint32_t slot);
@@ -174,9 +185,17 @@ class ArenaDiagnosis {
   bool warned_ = false;          // the early warning was logged (once per arena)
   CadenceFacts warning_;         // what the detector knew when it became due
   uint64_t warning_prior_allocs_ = 0;
-  // Explicit steps of the current epoch: live bytes and top at the first and latest begin.
-  uint64_t step1_live_ = 0, step_live_ = 0, step_top_ = 0;
-  uint64_t step1_n_ = 0;  // the epoch's step number the comparison starts from
+  // Explicit steps of the current epoch: live bytes and top at the latest begin.
+  // A step keeps memory when it begins with more live bytes and more live blocks than the
+  // one before (a block kept per step adds one); varying shapes move the bytes, not the
+  // count of blocks carried from one step into the next.
+  uint64_t step_live_ = 0, step_top_ = 0;
+  uint64_t step_count_ = 0;          // live blocks at the latest begin
+  uint64_t step_rises_ = 0;          // consecutive begins at which both rose
+  uint64_t step_low_ = 0;            // the lowest live bytes at a begin since the first
+  uint64_t step_max_fall_ = 0;       // the most live bytes one step gave back (begin to begin)
+  uint64_t plan_hits_at_reset_ = 0;  // StepCounters::plan_hits when the epoch began
+  uint64_t step1_n_ = 0;             // the epoch's step number the comparison starts from
   uint64_t step_epoch_ = ~0ull;
   // Overflow reports.
   uint64_t overflow_epochs_ = 0, overflow_records_ = 0, overflow_summaries_ = 0;

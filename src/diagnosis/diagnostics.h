@@ -27,9 +27,14 @@ struct ExhaustionFacts {
   uint64_t overflow_live_bytes = 0;
   uint64_t live_count = 0;  // live blocks, region and overflow
   uint64_t epoch = 0;
+  // Requests of this epoch: the region's, and (once the diagnosis completed the facts) the
+  // ones a step plan served.
   uint64_t epoch_allocs = 0;
   uint64_t epoch_max_alloc_bytes = 0;
   uint64_t step_max_alloc_bytes = 0;  // largest request since the last reset or boundary
+  // Allocations step plans served since the arena was created (the diagnosis adds this
+  // epoch's to epoch_allocs; hits and misses are the region's alone).
+  uint64_t plan_hits = 0;
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t reuses = 0;
@@ -87,8 +92,10 @@ struct Verdict {
 //                     device is out of physical memory, the arena is not full;
 //   runaway_buffer    the request can never fit above the floor, even right after a reset;
 //   never_reset       no reset ever happened, steps repeated (>= 2 seen) and kept live
-//                     bytes (any growth when zarena_step_begin counts them, else at least
-//                     1/64 of the capacity: the detector's troughs); or, after a step
+//                     bytes (when zarena_step_begin counts them: the latest step began with
+//                     more live bytes and blocks than the one before, beyond what any step
+//                     gave back; else at least 1/64 of the capacity: the detector's
+//                     troughs); or, after a step
 //                     boundary, only blocks of one size were allocated (at least 8), none
 //                     freed: the floor was set to come back to, and no reset came;
 //   reset_stopped     the same with resets before: the loop reset and then stopped; or,

@@ -30,7 +30,7 @@
  *       upload weights (zarena_alloc ...); zarena_mark_step_boundary(a);
  *       for each step: zarena_step_begin(a); allocations and frees ...; zarena_reset(a);
  *   A loop that never resets grows until it overflows; zarena says so in its log
- *   (event "arena.reset_cadence" before, at the second step, "arena.first_overflow" with
+ *   (event "arena.reset_cadence" before, at the third step, "arena.first_overflow" with
  *   verdict "never_reset" when it happens), on stderr when no log callback is registered,
  *   and in the error: the failing call's zarena_last_error() ends with
  *   "verdict=never_reset; fix: call zarena_reset after every step ..." (see "Diagnosis").
@@ -599,11 +599,16 @@ ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
 ZARENA_API zarena_status zarena_set_floor(zarena* a, uint64_t offset);
 
 /* Marks the start of a step (an engine calls it at the top of every training step; Go's
- * Arena.Step does). When a step begins and no zarena_reset came since the step before,
- * and the live bytes (region and overflow) grew over that step, the early warning
+ * Arena.Step does). When steps begin with no zarena_reset between them and keep memory
+ * (two steps in a row began with more live bytes and more live blocks, region and
+ * overflow, than the step before, and by more than any step gave back), the early warning
  * "arena.reset_cadence" is logged at once (verdict never_reset, or reset_stopped when the
- * arena was reset before), at the second step. Steps that give back what they allocate
- * (live bytes do not grow) are not warned about. Once an arena has seen
+ * arena was reset before): at the third step of a loop that keeps a block per step. Steps
+ * that give back what they allocate are not warned about, whatever their shapes: a block
+ * carried into the next step and freed there (of another size each step), or state
+ * created once in the first step, is no pile. Planned blocks count as the blocks they are
+ * (a plan's zone is not live memory of the program), and allocations a plan served count
+ * as requests. Once an arena has seen
  * zarena_step_begin, the guessing detector (which recognises steps by their repeating
  * request sizes) is switched off for it, and the steps in "arena.first_overflow",
  * zarena_diagnose and zarena_stats are the counted ones. A zarena_mark_step_boundary
