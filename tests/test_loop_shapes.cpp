@@ -869,6 +869,118 @@ TEST(GuessedSteps, OneSameSizeBlockPerStepAfterAFloorIsNeverReset) {
   zarena_destroy(a);
 }
 
+// --- issue 34: a newcomer's loops --------------------------------------------------------
+
+// A loop of one size that never frees, never resets and never marks a step (the first
+// loop a newcomer writes): never_reset, in the record and in the error alike (it was
+// working_set_full, the record saying "beyond 72.0 MiB" and the error "beyond 132.0 MiB").
+// No early warning: one size alone cannot tell this from one step's buffers.
+TEST(Newcomer, OneSizeLoopThatNeverResetsIsNeverReset) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "one-size", ZARENA_OVERFLOW_SYNC);
+  zarena_status st = ZARENA_OK;
+  int blocks = 0;
+  while (st == ZARENA_OK && blocks < 1000) {
+    void* p = nullptr;
+    st = zarena_alloc(a, 4 * kMiB, &p);
+    if (st == ZARENA_OK) ++blocks;
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const std::string error = zarena_last_error();
+  const Parsed p = parse_error(error);
+  EXPECT_EQ(p.verdict, "never_reset") << error;
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset") << over[0].message;
+  EXPECT_EQ(over[0].str("advice"), p.advice) << "the record and the error disagree";
+  EXPECT_TRUE(has(over[0].message, "none was freed")) << over[0].message;
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  EXPECT_STREQ(diagnose(a).verdict, "never_reset");
+  zarena_destroy(a);
+}
+
+// The same loop that frees what it allocates is no pile: working_set_full when one
+// request no longer fits beside what is live.
+TEST(Newcomer, OneSizeLoopThatFreesIsNotNeverReset) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "one-size-frees", ZARENA_OVERFLOW_REFUSE);
+  std::vector<void*> live;
+  for (int i = 0; i < 12; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 4 * kMiB, &p), ZARENA_OK);
+    live.push_back(p);
+  }
+  ASSERT_EQ(zarena_free(a, live.back()), ZARENA_OK);
+  live.pop_back();
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK && live.size() < 100) {
+    void* p = nullptr;
+    st = zarena_alloc(a, 4 * kMiB, &p);
+    if (st == ZARENA_OK) live.push_back(p);
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  EXPECT_NE(parse_error(zarena_last_error()).verdict, "never_reset") << zarena_last_error();
+  zarena_destroy(a);
+}
+
+// A loop that keeps 5 MiB a step (and frees its temporaries), no step_begin, no reset:
+// the warning and the overflow say 5.0 MiB per step, and the overflow counts the loop's
+// steps (the steps served by the overflow pool too). The warning said 7.5 MiB (the first
+// trough was taken over the steps the guess needed to recognise the first, but divided as
+// one), the overflow "91 steps ... 2.7 MiB per step" after 101 steps.
+TEST(Newcomer, PerStepFiguresAreWhatAStepKeeps) {
+  LogCapture cap;
+  zarena* a = make_host_arena(256 * kMiB, "keeps-5", ZARENA_OVERFLOW_SYNC);
+  zarena_status st = ZARENA_OK;
+  int steps = 0;
+  while (st == ZARENA_OK && steps < 1000) {
+    ++steps;
+    std::vector<void*> temps;
+    for (uint64_t n : {3, 2, 4, 1}) {
+      void* t = nullptr;
+      if ((st = zarena_alloc(a, n * kMiB, &t)) != ZARENA_OK) break;
+      temps.push_back(t);
+    }
+    void* kept = nullptr;
+    if (st == ZARENA_OK) st = zarena_alloc(a, 5 * kMiB, &kept);
+    for (void* t : temps) ASSERT_EQ(zarena_free(a, t), ZARENA_OK);
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_EQ(warn[0].u("step_bytes"), 5 * kMiB) << warn[0].message;
+  EXPECT_TRUE(has(warn[0].message, "(5.0 MiB per step")) << warn[0].message;
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset");
+  const zarena_diagnosis d = diagnose(a);
+  EXPECT_STREQ(d.verdict, "never_reset");
+  EXPECT_EQ(d.steps, static_cast<uint64_t>(steps)) << d.cause;
+  EXPECT_TRUE(has(d.cause, "(5.0 MiB per step")) << d.cause;
+  zarena_destroy(a);
+}
+
+// A request larger than the whole arena finds it empty, not full: the record and the
+// error say it is larger than the capacity (they said "arena full" and "is full", beside
+// "region used 0").
+TEST(Newcomer, ARequestLargerThanTheCapacityIsNotFull) {
+  for (int32_t policy : {ZARENA_OVERFLOW_SYNC, ZARENA_OVERFLOW_REFUSE}) {
+    LogCapture cap;
+    zarena* a = make_host_arena(256 * kMiB, "huge", policy);
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 1ull << 40, &p), ZARENA_E_OUT_OF_MEMORY);
+    const std::string error = zarena_last_error();
+    EXPECT_FALSE(has(error, "full")) << error;
+    EXPECT_TRUE(has(error, "larger than the arena's capacity")) << error;
+    EXPECT_EQ(parse_error(error).verdict, "runaway_buffer") << error;
+    const auto over = cap.of("arena.first_overflow");
+    ASSERT_EQ(over.size(), 1u);
+    EXPECT_FALSE(has(over[0].message, "full")) << over[0].message;
+    EXPECT_TRUE(has(over[0].message, "larger than")) << over[0].message;
+    zarena_destroy(a);
+  }
+}
+
 // --- the message carries the verdict ----------------------------------------------------
 
 TEST(ErrorMessage, EveryFailingOverflowNamesTheVerdictAndTheFix) {

@@ -79,6 +79,36 @@ void ArenaDiagnosis::stop_guessing() {
   watch_end_.store(kNoWatch, std::memory_order_relaxed);
 }
 
+bool ArenaDiagnosis::feed_alloc(uint64_t aligned, uint32_t slot) {
+  if (interleaved(slot)) return false;
+  if (!cadence_.on_alloc(aligned, cadence_top_) || warned_ ||
+      explicit_steps_.load(std::memory_order_relaxed)) {
+    if (cadence_.gave_up()) stop_guessing();
+    return false;
+  }
+  warned_ = true;
+  CadenceFacts& w = warning_;
+  w.verdict = verdict_name(cadence_.resumed() ? VerdictId::kResetStopped : VerdictId::kNeverReset);
+  w.steps = cadence_.steps();
+  w.step_allocs = cadence_.step_allocs();
+  w.grown_bytes = cadence_.grown_bytes();
+  w.step_bytes = cadence_.step_kept_bytes();
+  w.offset_bytes = cadence_top_;
+  w.capacity_bytes = capacity_;
+  w.steps_to_full = cadence_.steps_to_full(cadence_top_);
+  if (cadence_.restarts() == 0 && cadence_.uniform_run() != 0) {  // one block kept per step
+    const uint64_t size = cadence_.uniform_size();
+    w.steps = cadence_.uniform_run();
+    w.step_allocs = 1;
+    w.step_bytes = size;
+    w.grown_bytes = w.steps * size;
+    w.steps_to_full = cadence_top_ < capacity_ ? (capacity_ - cadence_top_) / size : 0;
+  }
+  w.prior_epochs = history_.epochs_seen();
+  warning_prior_allocs_ = history_.max_allocs();
+  return true;
+}
+
 bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot) {
   const bool opening = nth_in_slot <= static_cast<uint64_t>(EpochHistory::kOpeningLen);
   Lock lock(mu_);
@@ -86,37 +116,7 @@ bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_sl
     opening_.opening[opening_.opening_len++] = aligned;
   }
   if (end > cadence_top_) cadence_top_ = end;
-  if (detector_on_.load(std::memory_order_relaxed)) {
-    if (interleaved(slot)) return false;
-    if (!cadence_.on_alloc(aligned, cadence_top_) || warned_ ||
-        explicit_steps_.load(std::memory_order_relaxed)) {
-      if (cadence_.gave_up()) stop_guessing();
-      return false;
-    }
-    warned_ = true;
-    CadenceFacts& w = warning_;
-    const uint64_t restarts = cadence_.restarts();
-    w.verdict =
-        verdict_name(cadence_.resumed() ? VerdictId::kResetStopped : VerdictId::kNeverReset);
-    w.steps = cadence_.steps();
-    w.step_allocs = cadence_.step_allocs();
-    w.grown_bytes = cadence_.grown_bytes();
-    w.step_bytes = restarts > 1 ? w.grown_bytes / (restarts - 1) : w.grown_bytes;
-    w.offset_bytes = cadence_top_;
-    w.capacity_bytes = capacity_;
-    w.steps_to_full = cadence_.steps_to_full(cadence_top_);
-    if (restarts == 0 && cadence_.uniform_run() != 0) {  // one block kept per step
-      const uint64_t size = cadence_.uniform_size();
-      w.steps = cadence_.uniform_run();
-      w.step_allocs = 1;
-      w.step_bytes = size;
-      w.grown_bytes = w.steps * size;
-      w.steps_to_full = cadence_top_ < capacity_ ? (capacity_ - cadence_top_) / size : 0;
-    }
-    w.prior_epochs = history_.epochs_seen();
-    warning_prior_allocs_ = history_.max_allocs();
-    return true;
-  }
+  if (detector_on_.load(std::memory_order_relaxed)) return feed_alloc(aligned, slot);
   if (end > watch_end_.load(std::memory_order_relaxed)) {
     // This epoch went well past the peaks of the ones before it: a loop that stopped
     // resetting repeats their step. Watch for their opening from here.
@@ -130,6 +130,12 @@ bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_sl
     }
   }
   return false;
+}
+
+bool ArenaDiagnosis::on_overflow_alloc(uint64_t aligned, uint32_t slot) {
+  if (!detector_on_.load(std::memory_order_relaxed)) return false;
+  Lock lock(mu_);
+  return detector_on_.load(std::memory_order_relaxed) && feed_alloc(aligned, slot);
 }
 
 void ArenaDiagnosis::warn_cadence(uint64_t epoch_allocs, uint64_t resets) {
@@ -235,6 +241,7 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     if (step_epoch_ != c.epoch || n <= step1_n_ || n == 1) {
       step_epoch_ = c.epoch;
       step_live_ = step_low_ = c.live_bytes;
+      step_low_n_ = n;
       step_count_ = c.live_count;
       step_rises_ = step_max_fall_ = 0;
       step_top_ = c.top;
@@ -252,11 +259,14 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     step_rises_ = rose ? step_rises_ + 1 : 0;
     step_live_ = c.live_bytes;
     step_count_ = c.live_count;
-    step_low_ = std::min(step_low_, c.live_bytes);
+    if (c.live_bytes < step_low_) {
+      step_low_ = c.live_bytes;
+      step_low_n_ = n;
+    }
     step_top_ = c.top;
     if (!accumulating(true) || warned_ || no_resets_) return;
     warned_ = true;
-    const uint64_t done = n - step1_n_;  // steps completed since the first one seen
+    const uint64_t done = n - step_low_n_;  // steps that kept it (accumulating: > 0)
     f.verdict = verdict_name(c.resets > 0 ? VerdictId::kResetStopped : VerdictId::kNeverReset);
     f.steps = n;
     f.steps_explicit = true;
@@ -322,14 +332,20 @@ void ArenaDiagnosis::add_step_facts(ExhaustionFacts* f) const {
     if (step_epoch_ == f->epoch) {
       f->steps = epoch_steps_.load(std::memory_order_relaxed);
       f->kept_bytes = accumulating(false) ? step_live_ - step_low_ : 0;
+      const uint64_t n = epoch_steps_.load(std::memory_order_relaxed);
+      if (f->kept_bytes != 0 && n > step_low_n_) {
+        f->kept_per_step_bytes = f->kept_bytes / (n - step_low_n_);
+      }
     }
   } else if (cadence_.restarts() != 0 && !interleaved_) {
     f->kept_bytes = cadence_.kept_bytes();
+    f->kept_per_step_bytes = cadence_.step_kept_bytes();
     f->steps =
         cadence_.resumed() ? ceil_div(f->epoch_allocs, history_.max_allocs()) : cadence_.steps();
   } else if (cadence_.uniform_run() != 0 && !interleaved_) {
     f->uniform_blocks = cadence_.uniform_run();
     f->uniform_size = cadence_.uniform_size();
+    f->uniform_after_boundary = cadence_.uniform_marked();
   }
   f->no_resets = no_resets_;
   f->prior_epochs = history_.size();
@@ -422,8 +438,7 @@ void ArenaDiagnosis::diagnose(const ExhaustionFacts& f, bool overflowed,
     out->overflow_epochs = overflow_epochs_;
     out->needed_bytes = std::max(needed_bytes_, f.offset_bytes + f.overflow_live_bytes);
     if (explicit_steps_.load(std::memory_order_relaxed)) {
-      const uint64_t done = f.steps > step1_n_ ? f.steps - step1_n_ : 0;
-      const uint64_t per_step = done != 0 ? f.kept_bytes / done : 0;
+      const uint64_t per_step = f.kept_per_step_bytes;
       out->steps_to_full =
           per_step == 0 || step_top_ >= capacity_ ? 0 : (capacity_ - step_top_) / per_step;
     } else {

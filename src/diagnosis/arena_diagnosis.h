@@ -100,6 +100,10 @@ class ArenaDiagnosis {
   // counters of now.
   bool on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
   void on_free(uint64_t size, uint32_t slot);
+  // An allocation the overflow pool served (the slow path; its free comes to on_free when
+  // wants_free): the guess sees the program's whole stream, so that the steps served past
+  // the region count too. true: the warning is due, as on_alloc.
+  bool on_overflow_alloc(uint64_t aligned, uint32_t slot);
   // Completes the warning on_alloc found due and logs it (no lock held).
   void warn_cadence(uint64_t epoch_allocs, uint64_t resets);
 
@@ -153,6 +157,9 @@ class ArenaDiagnosis {
   // Lock held: notes the call's thread; true (and the guess stopped) when threads running
   // at once interleave their calls.
   bool interleaved(uint32_t slot);
+  // Lock held: feeds the detector a request; true when the warning became due (its facts
+  // are in warning_).
+  bool feed_alloc(uint64_t aligned, uint32_t slot);
   void stop_guessing();  // lock held
 
   const uint64_t capacity_;
@@ -193,6 +200,7 @@ class ArenaDiagnosis {
   uint64_t step_count_ = 0;          // live blocks at the latest begin
   uint64_t step_rises_ = 0;          // consecutive begins at which both rose
   uint64_t step_low_ = 0;            // the lowest live bytes at a begin since the first
+  uint64_t step_low_n_ = 0;          // ... and the step that began with them
   uint64_t step_max_fall_ = 0;       // the most live bytes one step gave back (begin to begin)
   uint64_t plan_hits_at_reset_ = 0;  // StepCounters::plan_hits when the epoch began
   uint64_t step1_n_ = 0;             // the epoch's step number the comparison starts from

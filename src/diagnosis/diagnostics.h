@@ -48,8 +48,10 @@ struct ExhaustionFacts {
   uint64_t steps = 0;
   bool steps_explicit = false;
   // Live bytes the steps kept: the growth from the first step to the current one (the
-  // detector's troughs, or the live bytes at each zarena_step_begin).
+  // detector's troughs, or the live bytes at each zarena_step_begin), and what one step
+  // kept (0: not known; then kept_bytes over the steps).
   uint64_t kept_bytes = 0;
+  uint64_t kept_per_step_bytes = 0;
   // The epochs before this one (EpochHistory: up to 8, epoch 0 not counted).
   uint64_t prior_epochs = 0;
   uint64_t prior_peak_bytes = 0;      // the highest of their peaks above the floor
@@ -63,10 +65,12 @@ struct ExhaustionFacts {
   bool commit_failed = false;
   // ZARENA_FLAG_NO_RESETS: the program frees what it allocates and never resets.
   bool no_resets = false;
-  // Since the epoch's step boundary (no steps recognised): blocks of one size, none freed
-  // (CadenceDetector::uniform_run), and that size.
+  // Since the epoch's step boundary, or the arena's creation with no reset since (no
+  // steps recognised): blocks of one size, none freed (CadenceDetector::uniform_run), that
+  // size, and whether a boundary began the run.
   uint64_t uniform_blocks = 0;
   uint64_t uniform_size = 0;
+  bool uniform_after_boundary = false;
   // The backend's reason when commit_failed (a fixed buffer: the facts are copied into
   // the reporter's queue, which takes trivially copyable payloads).
   char commit_error[160] = {};
@@ -96,8 +100,8 @@ struct Verdict {
 //                     more live bytes and blocks than the one before, beyond what any step
 //                     gave back; else at least 1/64 of the capacity: the detector's
 //                     troughs); or, after a step
-//                     boundary, only blocks of one size were allocated (at least 8), none
-//                     freed: the floor was set to come back to, and no reset came;
+//                     boundary or since the arena was created, only blocks of one size were
+//                     allocated (at least 8), none freed, and no reset came;
 //   reset_stopped     the same with resets before: the loop reset and then stopped; or,
 //                     when the steps open differently each time (no repeat can be seen),
 //                     an epoch with 3x the requests and 2x the peak of at least three
@@ -118,6 +122,10 @@ Verdict diagnose(const ExhaustionFacts& f);
 uint64_t reported_steps(const ExhaustionFacts& f);
 // A request larger than any arena can describe (refused before the region is asked).
 Verdict oversized_request_verdict(uint64_t size);
+// Why the region refused a request, as the record and the error name it: "arena full",
+// or, for a request the arena could not hold even empty, "request larger than the arena's
+// capacity" / "request larger than the space above the floor" (the arena is not full).
+std::string refusal_phrase(uint64_t aligned, uint64_t capacity, uint64_t floor);
 // What a failing call's zarena_last_error() message ends with: "verdict=<name>; fix:
 // <advice>" (the advice runs to the end of the message). Every such message is written
 // by this function.

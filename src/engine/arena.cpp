@@ -532,7 +532,14 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
       trace_->on_alloc(size, aligned, zarena_trace::TraceAddr::pointer(a.block.ptr),
                        zarena_trace::AllocOutcome::kOverflow, ZARENA_OK, epoch, tag);
     }
+    const uint32_t slot = s.id;
     region_.leave(s);
+    // The guess follows the program's whole stream: steps served past the region count.
+    if (diag_.on_overflow_alloc(aligned, slot)) {
+      ArenaSnapshot snap;
+      snapshot(&snap);
+      diag_.warn_cadence(snap.region.sum.epoch_allocs, snap.resets);
+    }
     if (fast_path_flags_.load(std::memory_order_relaxed) & kLearning) {
       plans_.learn_alloc(reinterpret_cast<uintptr_t>(a.block.ptr), aligned, tag,
                          Region::thread_number());
@@ -554,13 +561,18 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
     if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
       log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, source_));
     }
+    // A request the region could not hold even empty is no full arena: say what it is.
+    const std::string why = refusal_phrase(aligned, st.capacity_bytes, st.floor_bytes);
+    const std::string arena = why == "arena full"
+                                  ? fmt::format("arena '{}' is full", source_.name)
+                                  : fmt::format("arena '{}' cannot hold this request ({})",
+                                                source_.name, why.substr(std::strlen("request ")));
     return fail_with(
         a.result.status,
-        fmt::format("arena '{}' is full and overflow failed ({}): requested {} bytes ({} aligned), "
+        fmt::format("{} and overflow failed ({}): requested {} bytes ({} aligned), "
                     "region used {} of {} bytes (top {}, floor {}), overflow live {} bytes: {}. {}",
-                    source_.name, a.path, size, aligned, st.used_bytes, st.capacity_bytes,
-                    st.top_bytes, st.floor_bytes, st.overflow_live_bytes, a.result.message,
-                    verdict_suffix(v)));
+                    arena, a.path, size, aligned, st.used_bytes, st.capacity_bytes, st.top_bytes,
+                    st.floor_bytes, st.overflow_live_bytes, a.result.message, verdict_suffix(v)));
   }
   out->ptr = a.block.ptr;
   out->epoch = epoch;
@@ -695,11 +707,13 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   } else if (o != FreeOutcome::kOk && o != FreeOutcome::kDeferred) {
     ++s.c.invalid_frees;
   }
+  const uint32_t slot = s.id;
   region_.leave(s);
   if ((o == FreeOutcome::kOk || o == FreeOutcome::kDeferred) &&
       (fast_path_flags_.load(std::memory_order_relaxed) & kLearning)) {
     plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
   }
+  if (o == FreeOutcome::kOk && diag_.wants_free()) diag_.on_free(size, slot);
   if (o == FreeOutcome::kOk) {
     std::vector<OverflowBlock> blocks{block};
     give_back(blocks);
