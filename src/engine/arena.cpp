@@ -193,7 +193,7 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
       diag_(rc.cfg.capacity_bytes, rc.log_source(), (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0),
-      plans_((rc.cfg.flags & ZARENA_FLAG_PLAN) != 0 && rc.trace_file.empty(), rc.cfg.alignment) {
+      plans_((rc.cfg.flags & ZARENA_FLAG_PLAN) != 0, rc.cfg.alignment) {
   scope_stream_.store(rc.cfg.stream, std::memory_order_relaxed);
   region_.set_fill_enabled(poison_on_.load());
   sync_plan_flags();

@@ -82,7 +82,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   // *epoch (may be null): the epoch at that instant.
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
   // The step plan bindings read (zarena/zarena_plan.h), or null.
-  const zarena_plan_view* plan_view() const { return plans_.view(); }
+  // None while traced: the library serves the planned requests itself, so that the trace
+  // records them (a binding serving from the view would bypass it).
+  const zarena_plan_view* plan_view() const { return trace_ != nullptr ? nullptr : plans_.view(); }
   // Releases region and overflow blocks and logs "arena.destroy"; during a capture, hands
   // them to deferred_release.h instead (no CUDA call).
   Result destroy();
@@ -138,6 +140,18 @@ class Arena final : private RegionHooks, private ZoneOps {
   Status free_with_zone(void* ptr, uint64_t want_epoch) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
   Result pin_planned(PlanRun& run, void* ptr, bool pin);
+  // The trace of the planned paths (plan_trace.cpp): a key of its own when tracing (0 when
+  // not), taken before a planned free or unpin, and the records.
+  uint64_t trace_key() noexcept {
+    return __builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)
+               ? trace_->take_key()
+               : 0;
+  }
+  void trace_planned_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
+                           const zarena_block& b) noexcept;
+  void trace_planned_free(uint64_t key, void* ptr, Status st, uint64_t freed,
+                          uint64_t want_epoch) noexcept;
+  void trace_planned_pin(bool pin, uint64_t key, void* ptr, const Result& r) noexcept;
   void poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept;
   // A step ended (zarena_step_begin, a reset): the plans' boundary, the flags that route
   // the hot paths to them, and the records of what happened (no lock held).

@@ -56,7 +56,12 @@ const char* miss_text(uint64_t reason) {
 
 Status Arena::alloc_under_plan(uint64_t size, uint64_t aligned, uint32_t tag,
                                zarena_block* out) noexcept {
-  if (__builtin_expect(alloc_planned(aligned, tag, out), 1)) return Status::kOk;
+  if (__builtin_expect(alloc_planned(aligned, tag, out), 1)) {
+    if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)) {
+      trace_planned_alloc(size, aligned, tag, *out);  // plan_trace.cpp
+    }
+    return Status::kOk;
+  }
   return alloc_unplanned(size, tag, out);
 }
 
@@ -88,25 +93,39 @@ void Arena::poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t wa
 
 Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  // Traced: the key is taken before the free, which may hand the space to the plan's next
+  // instance at once (plan_trace.cpp).
+  const uint64_t key = trace_key();
   if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, false, want_epoch);
   uint64_t size = 0;
   const FreeOutcome o = run.free(p, want_epoch, &size);
   if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
+    if (__builtin_expect(key != 0, 0)) {
+      trace_planned_free(key, ptr, Status::kOk, o == FreeOutcome::kOk ? size : 0, want_epoch);
+    }
     if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
       emit_queued_warnings();
     }
     return Status::kOk;
   }
-  return free_refused(region_.enter(), o, ptr, want_epoch);
+  const Status st = free_refused(region_.enter(), o, ptr, want_epoch);
+  if (key != 0) trace_planned_free(key, ptr, st, 0, want_epoch);
+  return st;
 }
 
 Result Arena::pin_planned(PlanRun& run, void* ptr, bool pin) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  if (pin) return pin_error(run.pin(p, &pin_tally_), ptr, "zarena_pin");
+  const uint64_t key = trace_key();  // before: the last unpin may complete a free
+  if (pin) {
+    Result r = pin_error(run.pin(p, &pin_tally_), ptr, "zarena_pin");
+    if (key != 0) trace_planned_pin(true, key, ptr, r);
+    return r;
+  }
   // The last unpin of a block freed while pinned frees it: poison first, as for a free.
   if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, true, kAnyEpoch);
   uint64_t freed = 0;
   const Result r = pin_error(run.unpin(p, &freed, &pin_tally_), ptr, "zarena_unpin");
+  if (key != 0) trace_planned_pin(false, key, ptr, r);
   emit_queued_warnings();
   return r;
 }

@@ -309,6 +309,8 @@ int main(int argc, char** argv) {
     pic.verdict = rep.verdict();
     if (!rep.main.first_overflows.empty()) pic.advice = rep.main.first_overflows.front().advice;
     step_axis(trace, rep, &pic);
+    // A run traced under step plans is replayed under them: its planned blocks are drawn.
+    pic.under_plan = (traced_flags(trace.info) & ZARENA_FLAG_PLAN) != 0;
     if (plan_ran) {  // --plan: the picture is the replay under plans, its planned blocks drawn
       pic.result = &pr;
       pic.under_plan = true;

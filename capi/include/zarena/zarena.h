@@ -271,8 +271,8 @@ ZARENA_API const char* zarena_last_error(void);
 #define ZARENA_FLAG_NO_RESETS 0x80u
 /* (1.2) step plans: learn a repeating step (zarena_step_begin or zarena_reset marks where
  * steps begin) and serve it from a packed plan, with no allocator work per block (see
- * "Step plans" and docs/PLANS.md). Off with a trace file (the trace records the dynamic
- * engine) */
+ * "Step plans" and docs/PLANS.md). A trace file records what the plans serve (trace
+ * format 2.2), so zarena-replay replays the planned run as it ran */
 #define ZARENA_FLAG_PLAN 0x100u
 /* (1.1) the "arena.first_overflow" (or "arena.overflow_summary") record of an overflow
  * that succeeds is built and handed to the log callback (or stderr) by the allocating
@@ -559,7 +559,10 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * the zone ends its plan; its live blocks then survive resets), poison.
  * Threads: a plan follows the threads that made the learned steps' allocations (up to 4;
  * more, and it follows every thread); other threads' requests go to the dynamic engine.
- * A trace file turns plans off (the trace records the dynamic engine, for replay).
+ * Traced (cfg.trace_file): the plans stay on and the trace records what they serve
+ * (planned allocations, frees, pins and unpins of planned blocks; docs/TRACE.md), so a
+ * replay under the traced configuration (zarena-replay keeps ZARENA_FLAG_PLAN) serves the
+ * same steps from the same plans.
  *
  * zarena_set_floor, zarena_step_begin and zarena_region_info take the arena's whole-arena
  * lock briefly (as zarena_reset and zarena_get_stats do); all calls of this section are
