@@ -60,6 +60,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   void stats(zarena_stats* out);
   // Restarts the epoch-independent peaks (high water, used and overflow peaks) from now.
   void reset_peak_stats();
+  // zarena_trim: an expandable arena gives back what is committed above max(keep, top).
+  Result trim(uint64_t keep);
   void region_info(zarena_region* out);
   bool contains(const void* p) const {
     return static_cast<const char*>(p) >= base_ && static_cast<const char*>(p) < base_ + capacity_;

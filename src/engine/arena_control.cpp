@@ -146,6 +146,26 @@ void Arena::stats(zarena_stats* out) {
   fill_stats(s, diag_.counters(), out);
 }
 
+Result Arena::trim(uint64_t keep) {
+  if (!expandable_) return Result::ok();
+  // As a reset's trim: with no region lock held (a decommit waits for the stream), never
+  // during a capture (waiting would break it).
+  if (capturing()) {
+    return Result::fail(Status::kCaptureUnsafe,
+                        "zarena_trim: a CUDA graph capture may be running (a decommit would wait "
+                        "for the stream); nothing was given back");
+  }
+  {
+    // The slots' cached free blocks and span leftovers go to the central index, which gives
+    // the free blocks at the top back to it: the top comes down to the highest live block.
+    Region::WriterLock w(region_);
+    region_.drain_w();
+  }
+  const Result r = commits_.trim(keep);
+  if (!r.is_ok()) return Result::fail(r.status, "zarena_trim: " + r.message);
+  return r;
+}
+
 void Arena::reset_peak_stats() {
   Region::WriterLock w(region_);
   region_.reset_peak_w();

@@ -97,7 +97,7 @@
  *   Each stable function carries the symbol version of the release that added it
  *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...; cmake/zarena.map lists them), so a
  *   program that needs a newer function refuses to start on an older library instead of
- *   failing at the call. Functions of an EXPERIMENTAL section (none at present) carry the
+ *   failing at the call. Functions of an EXPERIMENTAL section (zarena_trim) carry the
  *   symbol version ZARENA_EXPERIMENTAL and may change or go in any minor version.
  *   docs/ABI.md has the rules and the checks that hold them.
  */
@@ -1239,6 +1239,20 @@ ZARENA_API zarena_status zarena_trace_status(const zarena* a);
  * commit_failed. Counters: zarena_stats.committed_bytes, commit_events, trim_events,
  * commit_failures; zarena_region_info says how much is committed.
  * ================================================================================= */
+
+/* ---- EXPERIMENTAL (symbol version ZARENA_EXPERIMENTAL; may change in a minor version) ----
+ * Gives back now, as a reset with trim_keep_bytes does, the committed memory of an
+ * expandable arena above max(keep_bytes, what is in use: the region's top), without a
+ * reset: for an arena that never resets (a general-purpose pool, zarena.torch, whose
+ * torch.cuda.empty_cache() calls it). Live blocks are untouched; the next allocations
+ * above the top commit memory again. An arena that is not expandable has nothing to give
+ * back: ZARENA_OK, nothing changed.
+ * Returns: ZARENA_OK (zarena_stats.trim_events counts a trim that gave memory back);
+ *   ZARENA_E_INVALID_ARGUMENT for NULL; ZARENA_E_CAPTURE_UNSAFE while a CUDA graph capture
+ *   may run (a decommit waits for the stream), nothing changed; ZARENA_E_BACKEND when the
+ *   backend refused a decommit (what lies above stays committed).
+ * Thread-safe: allocations may run meanwhile (those above the top wait for it). */
+ZARENA_API zarena_status zarena_trim(zarena* a, uint64_t keep_bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */
