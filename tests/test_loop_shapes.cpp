@@ -287,6 +287,40 @@ TEST(GuessedSteps, ResetForTenStepsThenStopped) {
   zarena_destroy(a);
 }
 
+// The same loop under a step plan: the ten steps that reset are served by the plan, whose
+// requests never reach the diagnosis; the epochs' openings are the plan's. It warned
+// nothing before (no opening was seen, so no epoch was watched for it).
+TEST(GuessedSteps, ResetForTenStepsThenStoppedUnderAPlan) {
+  LogCapture cap;
+  zarena* a =
+      make_host_arena(64 * kMiB, "stopped-planned", ZARENA_OVERFLOW_REFUSE, ZARENA_FLAG_PLAN);
+  void* w = nullptr;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(sample_pass(a, 16 * kKiB), ZARENA_OK);
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  }
+  ASSERT_GT(stats_of(a).plan_hits, 0u) << "the plan never served: the test proves nothing";
+  int since = 0, warned_in = 0;
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK && since < 10000) {
+    ++since;
+    st = sample_pass(a, 16 * kKiB);
+    if (warned_in == 0 && !cap.of("arena.reset_cadence").empty()) warned_in = since;
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u) << "no early warning for a planned loop that stopped resetting";
+  EXPECT_EQ(warn[0].str("verdict"), "reset_stopped");
+  // The loop's count: the first step after the last reset was planned, and counts.
+  EXPECT_EQ(warn[0].u("steps"), static_cast<uint64_t>(warned_in));
+  EXPECT_LT(fill(warn[0]), 50.0);
+  const Parsed p = parse_error(zarena_last_error());
+  EXPECT_EQ(p.verdict, "reset_stopped") << zarena_last_error();
+  zarena_destroy(a);
+}
+
 TEST(GuessedSteps, ResetForTenStepsThenStoppedWithShapesThatVary) {
   // Each step opens with a different input size: no repeat can be seen, only counts.
   LogCapture cap;

@@ -138,16 +138,17 @@ bool ArenaDiagnosis::on_overflow_alloc(uint64_t aligned, uint32_t slot) {
   return detector_on_.load(std::memory_order_relaxed) && feed_alloc(aligned, slot);
 }
 
-void ArenaDiagnosis::warn_cadence(uint64_t epoch_allocs, uint64_t resets) {
+void ArenaDiagnosis::warn_cadence(const StepCounters& c) {
   CadenceFacts f;
-  uint64_t prior_allocs = 0;
+  uint64_t prior_allocs = 0, epoch_allocs = 0;
   {
     Lock lock(mu_);
     f = warning_;
     prior_allocs = warning_prior_allocs_;
+    epoch_allocs = epoch_requests(c.epoch_allocs, c.plan_hits);  // planned ones too
   }
   f.epoch_allocs = epoch_allocs;
-  f.resets = resets;
+  f.resets = c.resets;
   if (f.steps == 0) f.steps = ceil_div(epoch_allocs, prior_allocs);
   if (f.step_allocs == 0) f.step_allocs = prior_allocs;
   f.step_repeats = f.steps > 0 ? f.steps - 1 : 0;
@@ -176,9 +177,17 @@ StepRecordFacts ArenaDiagnosis::on_reset(const EpochEnd& e) {
   {
     Lock lock(mu_);
     allocs = epoch_requests(e.allocs, e.plan_hits_total);
+    const uint64_t planned = allocs - e.allocs;
     plan_hits_at_reset_ = e.plan_hits_total;
     if (e.epoch != 0) {
       EpochHistory::Epoch h = opening_;
+      // A plan served the epoch from its start: its opening was the plan's (the guess that
+      // the loop stopped resetting compares openings).
+      if (h.opening_len == 0 && e.plan_opening_len > 0 &&
+          planned >= static_cast<uint64_t>(e.plan_opening_len)) {
+        h.opening_len = e.plan_opening_len;
+        for (int i = 0; i < h.opening_len; ++i) h.opening[i] = e.plan_opening[i];
+      }
       h.allocs = allocs;
       h.peak_bytes = e.high_water > e.floor ? e.high_water - e.floor : 0;
       history_.add(h);

@@ -32,6 +32,10 @@ struct EpochEnd {
   uint64_t reuses_total = 0, overflow_allocs_total = 0, overflow_peak = 0;
   uint64_t steps = 0;            // zarena_step_begin calls in it
   uint64_t plan_hits_total = 0;  // allocations step plans served since create
+  // The opening of the step the plan serves (its first request sizes, aligned): a planned
+  // epoch's requests never reach the diagnosis, and these were its opening.
+  uint64_t plan_opening[EpochHistory::kOpeningLen] = {};
+  int plan_opening_len = 0;
 };
 
 // The arena's counters a step or a warning needs (from one snapshot).
@@ -104,8 +108,9 @@ class ArenaDiagnosis {
   // wants_free): the guess sees the program's whole stream, so that the steps served past
   // the region count too. true: the warning is due, as on_alloc.
   bool on_overflow_alloc(uint64_t aligned, uint32_t slot);
-  // Completes the warning on_alloc found due and logs it (no lock held).
-  void warn_cadence(uint64_t epoch_allocs, uint64_t resets);
+  // Completes the warning on_alloc found due with the counters of now and logs it (no
+  // lock held).
+  void warn_cadence(const StepCounters& c);
 
   // --- steps, boundaries, resets --------------------------------------------------------
   // zarena_step_begin: counts the step; from the first one on, steps are facts and the

@@ -538,7 +538,7 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
     if (diag_.on_overflow_alloc(aligned, slot)) {
       ArenaSnapshot snap;
       snapshot(&snap);
-      diag_.warn_cadence(snap.region.sum.epoch_allocs, snap.resets);
+      diag_.warn_cadence(step_counters(snap));
     }
     if (fast_path_flags_.load(std::memory_order_relaxed) & kLearning) {
       plans_.learn_alloc(reinterpret_cast<uintptr_t>(a.block.ptr), aligned, tag,

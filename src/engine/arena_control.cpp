@@ -26,6 +26,12 @@ void Arena::reset() {
     ArenaSnapshot s;
     snapshot_w(&s, kNoTags);
     end = epoch_end(s);
+    // The planned step's opening (its requests never reached the diagnosis).
+    if (const zarena_plan_view* v = plans_.view()) {
+      end.plan_opening_len = static_cast<int>(
+          std::min<uint64_t>(v->n, static_cast<uint64_t>(EpochHistory::kOpeningLen)));
+      for (int i = 0; i < end.plan_opening_len; ++i) end.plan_opening[i] = v->item_size[i];
+    }
     // Host memory first (it may throw), then the changes, which cannot fail.
     doomed.reserve(s.overflow.live_count);
     uint64_t reclaimed = 0;
