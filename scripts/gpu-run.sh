@@ -140,6 +140,14 @@ for part in $parts; do
       r=$?
       echo "torch_oom_raises rc=$r" >>"$summary"
       [ $r -eq 0 ] || rc=1
+      # No capacity set: the arena may grow to the device, commits on demand, and
+      # torch.cuda.empty_cache() gives back what lies above its top (appended to
+      # torch_oom.txt: few files come back).
+      ZARENA_LIBRARY=$G/lib/libzarena.so.1 ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
+        python3 tests/pytorch/default_capacity.py >>"$OUT/torch_oom.txt" 2>&1
+      r=$?
+      echo "torch_default_capacity rc=$r" >>"$summary"
+      [ $r -eq 0 ] || rc=1
       ;;
   esac
 done

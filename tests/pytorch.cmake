@@ -25,6 +25,13 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(torch_oom_raises PROPERTIES LABELS "gpu" TIMEOUT 300
     SKIP_RETURN_CODE 77 ENVIRONMENT
     "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")
+  # The default capacity is the device's memory, committed on demand; empty_cache gives
+  # back what lies above the top (tests/pytorch/default_capacity.py).
+  add_test(NAME torch_default_capacity COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_SOURCE_DIR}/pytorch/default_capacity.py)
+  set_tests_properties(torch_default_capacity PROPERTIES LABELS "gpu" TIMEOUT 300
+    SKIP_RETURN_CODE 77 ENVIRONMENT
+    "ZARENA_LIBRARY=$<TARGET_FILE:zarena>;ZARENA_TORCH_LIBRARY=$<TARGET_FILE:zarena_torch>")
 endif()
 
 # The shim's failure path on the host (tests/test_torch_shim.cpp): it dlopens the library

@@ -776,4 +776,42 @@ TEST(ArenaPlans, ZoneIsNoUserPin) {
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
+// A step is a step: a loop that marks both ends of each step (zarena_step_begin, then
+// zarena_reset: Go's Step(), Python's `with arena.step()`) counts each step once in
+// plan_steps, as a loop that marks only one end does (it counted two: the empty stretch
+// between the reset and the next step_begin was a step "served whole").
+TEST(ArenaPlans, PlanStepsCountsAStepMarkedAtBothEndsOnce) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  constexpr int kSteps = 10;
+  uint64_t counted[3] = {};
+  for (int marks = 0; marks < 3; ++marks) {  // 0: reset only, 1: step_begin only, 2: both
+    zarena* a = make_plan_arena("plans-step-count");
+    for (int step = 0; step < kSteps; ++step) {
+      if (marks != 0) {
+        ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+      }
+      void* p[4];
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_alloc(a, 4096u * (1 + i), &p[i]), ZARENA_OK);
+      for (void* x : p) ASSERT_EQ(zarena_free(a, x), ZARENA_OK);
+      if (marks != 1) {
+        ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+      }
+    }
+    if (marks == 1) {
+      ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);  // ends the last step
+    }
+    const zarena_stats s = stats_of(a);
+    ASSERT_GT(s.plan_hits, 0u) << "marks " << marks << ": the plan never served";
+    EXPECT_EQ(s.plan_misses, 0u) << "marks " << marks;
+    EXPECT_EQ(s.plan_hits % 4, 0u) << "marks " << marks;
+    // Every step the plan served is one step, served whole.
+    EXPECT_EQ(s.plan_steps, s.plan_hits / 4) << "marks " << marks;
+    EXPECT_LE(s.plan_steps, static_cast<uint64_t>(kSteps)) << "marks " << marks;
+    counted[marks] = s.plan_steps;
+    EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+  }
+  EXPECT_EQ(counted[2], counted[0]);
+  EXPECT_EQ(counted[2], counted[1]);
+}
+
 }  // namespace

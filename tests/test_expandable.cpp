@@ -223,6 +223,52 @@ TEST_F(Expandable, TrimAtResetKeepsPinsAndTheFloor) {
   EXPECT_EQ(stats_of(g).trim_events, trims + 1);
 }
 
+// zarena_trim (experimental): an arena that never resets (zarena.torch's, at
+// torch.cuda.empty_cache) gives back what is committed above its top without a reset:
+// live blocks stay, freed ones at the top are given back (after the slots' caches are
+// drained), and growing again commits again. Not during a capture; nothing to do for an
+// arena that is not expandable.
+TEST_F(Expandable, TrimWithoutAResetGivesBackWhatLiesAboveTheTop) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  void* low = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 2 * kMiB, &low), ZARENA_OK);
+  std::memset(low, 0x77, 2 * kMiB);
+  std::vector<void*> high;
+  for (int i = 0; i < 30; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+    high.push_back(p);
+  }
+  for (void* p : high) ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
+  ASSERT_GE(stats_of(g).committed_bytes, 32 * kMiB);
+  ASSERT_EQ(zarena_set_capture_active(g, 1), ZARENA_OK);
+  EXPECT_EQ(zarena_trim(g, 0), ZARENA_E_CAPTURE_UNSAFE);
+  EXPECT_GE(stats_of(g).committed_bytes, 32 * kMiB) << "nothing given back during a capture";
+  ASSERT_EQ(zarena_set_capture_active(g, 0), ZARENA_OK);
+  ASSERT_EQ(zarena_trim(g, 0), ZARENA_OK) << zarena_last_error();
+  zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.trim_events, 1u);
+  EXPECT_LE(s.committed_bytes, 2 * kMiB + 2 * kChunk) << "what lay above the live block";
+  EXPECT_EQ(s.used_bytes, 2 * kMiB);
+  EXPECT_EQ(s.resets, 0u);
+  EXPECT_TRUE(holds(low, 2 * kMiB, 0x77));
+  ASSERT_EQ(zarena_trim(g, 16 * kMiB), ZARENA_OK);  // keep: nothing above it is committed
+  EXPECT_EQ(stats_of(g).trim_events, 1u);
+  for (int i = 0; i < 20; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+    std::memset(p, 0x66, 1 * kMiB);
+  }
+  EXPECT_GE(stats_of(g).committed_bytes, 22 * kMiB);
+  EXPECT_EQ(zarena_trim(nullptr, 0), ZARENA_E_INVALID_ARGUMENT);
+
+  zarena_config fixed = expandable(4 * kMiB);
+  fixed.flags = 0;
+  Arena f(fixed);
+  EXPECT_EQ(zarena_trim(f, 0), ZARENA_OK);
+  EXPECT_EQ(stats_of(f).trim_events, 0u);
+}
+
 TEST_F(Expandable, CommitFailureSendsTheRequestToOverflowAndSaysWhy) {
   Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_SYNC));
   void* first = nullptr;

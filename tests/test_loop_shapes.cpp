@@ -91,7 +91,9 @@ uint64_t lcg(uint64_t* s) {
 
 // --- explicit steps -------------------------------------------------------------------
 
-TEST(ExplicitSteps, NeverResetWarnsAtTheSecondStep) {
+// The warning comes when the steps have kept memory twice: at the third step's begin (one
+// rise alone may be state created once, in the first step).
+TEST(ExplicitSteps, NeverResetWarnsAtTheThirdStep) {
   LogCapture cap;
   zarena* a = make_host_arena(16 * kMiB, "explicit-never");
   void* w = nullptr;
@@ -102,14 +104,14 @@ TEST(ExplicitSteps, NeverResetWarnsAtTheSecondStep) {
   while (st == ZARENA_OK && step < 1000) {
     ++step;
     ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-    if (step == 1) {
+    if (step <= 2) {
       EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
     }
-    if (step == 2) {
+    if (step == 3) {
       const auto warn = cap.of("arena.reset_cadence");
-      ASSERT_EQ(warn.size(), 1u) << "the warning comes at the second step";
+      ASSERT_EQ(warn.size(), 1u) << "the warning comes at the third step";
       EXPECT_EQ(warn[0].str("verdict"), "never_reset");
-      EXPECT_EQ(warn[0].u("steps"), 2u);
+      EXPECT_EQ(warn[0].u("steps"), 3u);
       EXPECT_EQ(warn[0].field("steps_explicit")->i, 1);
       EXPECT_LT(fill(warn[0]), 90.0);
       EXPECT_TRUE(has(warn[0].str("advice"), "zarena_reset after every step"));
@@ -118,7 +120,7 @@ TEST(ExplicitSteps, NeverResetWarnsAtTheSecondStep) {
       EXPECT_STREQ(d.verdict, "never_reset");
       EXPECT_EQ(d.overflowed, 0u);
       EXPECT_EQ(d.warned, 1u);
-      EXPECT_EQ(d.steps, 2u);
+      EXPECT_EQ(d.steps, 3u);
       EXPECT_EQ(d.steps_explicit, 1u);
     }
     st = sample_pass(a, 16 * kKiB);
@@ -145,18 +147,19 @@ TEST(ExplicitSteps, NeverResetWarnsAtTheSecondStep) {
   zarena_destroy(a);
 }
 
-TEST(ExplicitSteps, OneSameSizeBlockKeptPerStepWarnsAtTheSecondStep) {
+TEST(ExplicitSteps, OneSameSizeBlockKeptPerStepWarnsAtTheThirdStep) {
   // A constant-size stream: no guess can tell it from one big step; the step calls can.
   LogCapture cap;
   zarena* a = make_host_arena(4 * kMiB, "explicit-one-block");
   void* p = nullptr;
-  for (int step = 1; step <= 3; ++step) {
+  for (int step = 1; step <= 4; ++step) {
     ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    EXPECT_EQ(cap.of("arena.reset_cadence").size(), step >= 3 ? 1u : 0u) << step;
     ASSERT_EQ(zarena_alloc(a, 4 * kKiB, &p), ZARENA_OK);
   }
   const auto warn = cap.of("arena.reset_cadence");
   ASSERT_EQ(warn.size(), 1u);
-  EXPECT_EQ(warn[0].u("steps"), 2u);
+  EXPECT_EQ(warn[0].u("steps"), 3u);
   EXPECT_EQ(warn[0].u("step_bytes"), 4 * kKiB);
   zarena_destroy(a);
 }
@@ -219,14 +222,14 @@ TEST(ExplicitSteps, ResetForTenStepsThenStopped) {
   while (st == ZARENA_OK && since < 1000) {
     ++since;
     ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-    EXPECT_EQ(cap.of("arena.reset_cadence").size(), since >= 2 ? 1u : 0u) << since;
+    EXPECT_EQ(cap.of("arena.reset_cadence").size(), since >= 3 ? 1u : 0u) << since;
     st = sample_pass(a, 16 * kKiB);
   }
   ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
   const auto warn = cap.of("arena.reset_cadence");
   ASSERT_EQ(warn.size(), 1u);
   EXPECT_EQ(warn[0].str("verdict"), "reset_stopped");
-  EXPECT_EQ(warn[0].u("steps"), 2u);
+  EXPECT_EQ(warn[0].u("steps"), 3u);
   EXPECT_LT(fill(warn[0]), 90.0);
   EXPECT_TRUE(has(warn[0].str("advice"), "again")) << warn[0].str("advice");
   const Parsed p = parse_error(zarena_last_error());
@@ -281,6 +284,40 @@ TEST(GuessedSteps, ResetForTenStepsThenStopped) {
   const zarena_diagnosis d = diagnose(a);
   EXPECT_STREQ(d.verdict, "reset_stopped");
   EXPECT_EQ(d.prior_allocs, kPassAllocs);
+  zarena_destroy(a);
+}
+
+// The same loop under a step plan: the ten steps that reset are served by the plan, whose
+// requests never reach the diagnosis; the epochs' openings are the plan's. It warned
+// nothing before (no opening was seen, so no epoch was watched for it).
+TEST(GuessedSteps, ResetForTenStepsThenStoppedUnderAPlan) {
+  LogCapture cap;
+  zarena* a =
+      make_host_arena(64 * kMiB, "stopped-planned", ZARENA_OVERFLOW_REFUSE, ZARENA_FLAG_PLAN);
+  void* w = nullptr;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(zarena_alloc(a, 1 * kMiB, &w), ZARENA_OK);
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(sample_pass(a, 16 * kKiB), ZARENA_OK);
+    ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  }
+  ASSERT_GT(stats_of(a).plan_hits, 0u) << "the plan never served: the test proves nothing";
+  int since = 0, warned_in = 0;
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK && since < 10000) {
+    ++since;
+    st = sample_pass(a, 16 * kKiB);
+    if (warned_in == 0 && !cap.of("arena.reset_cadence").empty()) warned_in = since;
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u) << "no early warning for a planned loop that stopped resetting";
+  EXPECT_EQ(warn[0].str("verdict"), "reset_stopped");
+  // The loop's count: the first step after the last reset was planned, and counts.
+  EXPECT_EQ(warn[0].u("steps"), static_cast<uint64_t>(warned_in));
+  EXPECT_LT(fill(warn[0]), 50.0);
+  const Parsed p = parse_error(zarena_last_error());
+  EXPECT_EQ(p.verdict, "reset_stopped") << zarena_last_error();
   zarena_destroy(a);
 }
 
@@ -505,6 +542,155 @@ TEST(GuessedSteps, FreeEverythingWorkloadThatOverflowsIsNotToldToReset) {
   zarena_destroy(a);
 }
 
+// --- steps that give back what they allocate, plans on and off (issue 31) ---------------
+
+// A step of a general-purpose loop whose output is carried into the next step and freed
+// there once the new one exists (PyTorch rebinding `out = model(x)`): its size follows the
+// step's input, so the live bytes at a step's begin go up and down with the shapes, while
+// nothing piles up.
+zarena_status rebind_step(zarena* a, uint64_t len, void** out) {
+  std::vector<void*> acts;
+  zarena_status st = ZARENA_OK;
+  for (int l = 0; l < 6; ++l) {
+    void* p = nullptr;
+    if ((st = zarena_alloc(a, len * (8 + l % 3) * kKiB, &p)) != ZARENA_OK) return st;
+    acts.push_back(p);
+  }
+  void* o = nullptr;
+  if ((st = zarena_alloc(a, len * 16 * kKiB, &o)) != ZARENA_OK) return st;
+  if (*out != nullptr && (st = zarena_free(a, *out)) != ZARENA_OK) return st;
+  *out = o;
+  for (void* x : acts) {
+    if ((st = zarena_free(a, x)) != ZARENA_OK) return st;
+  }
+  return ZARENA_OK;
+}
+
+// Loops that free everything they allocate every step (a block carried into the next step
+// at most), shapes varying every step, never reset: no warning and zarena_diagnose says ok,
+// with zarena_step_begin or without, plans on or off. (With step_begin, any step that
+// began with more live bytes than the one before warned: the loss carried from the first
+// step, or a carried output larger than the last.)
+TEST(FreeingSteps, ShapesThatVaryNeverWarn) {
+  for (int v = 0; v < 8; ++v) {
+    const bool plan = (v & 1) != 0, marked = (v & 2) != 0, rebind = (v & 4) != 0;
+    const std::string what = std::string(plan ? "plans on" : "plans off") +
+                             (marked ? ", step_begin" : ", no step_begin") +
+                             (rebind ? ", output carried" : ", loss carried");
+    LogCapture cap;
+    zarena_core::log_set_clock_for_testing(nullptr);  // one warning per case may pass
+    zarena* a =
+        make_host_arena(64 * kMiB, "freeing", ZARENA_OVERFLOW_REFUSE, plan ? ZARENA_FLAG_PLAN : 0);
+    void* w = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 8 * kMiB, &w), ZARENA_OK);
+    uint64_t seed = 11;
+    void* carried = nullptr;
+    for (int step = 0; step < 400; ++step) {
+      if (marked) {
+        ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+      }
+      const uint64_t len = 1 + lcg(&seed) % 8;
+      const zarena_status st =
+          rebind ? rebind_step(a, len, &carried) : free_everything_step(a, len, &carried);
+      ASSERT_EQ(st, ZARENA_OK) << what << ", step " << step;
+    }
+    const auto warn = cap.of("arena.reset_cadence");
+    EXPECT_TRUE(warn.empty()) << what << ": " << warn[0].message;
+    const zarena_diagnosis d = diagnose(a);
+    EXPECT_STREQ(d.verdict, "ok") << what << ": " << d.cause;
+    EXPECT_EQ(d.kept_bytes, 0u) << what;
+    zarena_destroy(a);
+  }
+}
+
+// The same steps with one shape: a plan serves them (its zone is pinned region memory
+// that outlives every step, and the diagnosis counts the planned blocks live in it, not
+// the zone). It warned "no reset yet ... likely verdict never_reset", and zarena_diagnose
+// said never_reset.
+TEST(FreeingSteps, StepsAPlanServesNeverWarn) {
+  for (bool plan : {false, true}) {
+    LogCapture cap;
+    zarena* a = make_host_arena(64 * kMiB, "planned-freeing", ZARENA_OVERFLOW_REFUSE,
+                                plan ? ZARENA_FLAG_PLAN : 0);
+    void* w = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 8 * kMiB, &w), ZARENA_OK);
+    void* loss = nullptr;
+    for (int step = 0; step < 50; ++step) {
+      ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+      ASSERT_EQ(free_everything_step(a, 4, &loss), ZARENA_OK) << step;
+    }
+    const zarena_stats s = stats_of(a);
+    if (plan) {
+      ASSERT_GT(s.plan_hits, 0u) << "the plan never served: the test proves nothing";
+      ASSERT_GT(s.plan_zone_bytes, 0u);
+    }
+    const auto warn = cap.of("arena.reset_cadence");
+    EXPECT_TRUE(warn.empty()) << "plan " << plan << ": " << warn[0].message;
+    const zarena_diagnosis d = diagnose(a);
+    EXPECT_STREQ(d.verdict, "ok") << "plan " << plan << ": " << d.cause;
+    EXPECT_EQ(d.steps, 50u);
+    EXPECT_EQ(d.kept_bytes, 0u) << "plan " << plan;
+    zarena_destroy(a);
+  }
+}
+
+// The real thing under a plan: each step frees its temporaries and keeps one block, never
+// reset. The plan serves the temporaries; the warning still comes at the third step, with
+// every request counted (planned ones too), and the overflow says never_reset.
+TEST(FreeingSteps, StepsThatKeepABlockUnderAPlanStillWarn) {
+  for (bool plan : {false, true}) {
+    LogCapture cap;
+    zarena* a = make_host_arena(8 * kMiB, "planned-keeping", ZARENA_OVERFLOW_REFUSE,
+                                plan ? ZARENA_FLAG_PLAN : 0);
+    constexpr uint64_t kKept = 64 * kKiB;
+    constexpr int kTemps = 6;
+    int step = 0;
+    uint64_t requests = 0;
+    zarena_status st = ZARENA_OK;
+    while (st == ZARENA_OK && step < 1000) {
+      ++step;
+      ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+      if (step == 3) {
+        const auto warn = cap.of("arena.reset_cadence");
+        ASSERT_EQ(warn.size(), 1u) << "plan " << plan;
+        EXPECT_EQ(warn[0].str("verdict"), "never_reset");
+        EXPECT_EQ(warn[0].u("steps"), 3u);
+        EXPECT_EQ(warn[0].u("step_bytes"), kKept) << warn[0].message;
+        EXPECT_EQ(warn[0].u("epoch_allocs"), 2u * (kTemps + 1)) << "plan " << plan;
+        EXPECT_TRUE(has(warn[0].message, "keeping 128.0 KiB (64.0 KiB per step"))
+            << warn[0].message;
+      }
+      std::vector<void*> temps;
+      for (int i = 0; i < kTemps && st == ZARENA_OK; ++i) {
+        void* p = nullptr;
+        st = zarena_alloc(a, (4 + i) * 16 * kKiB, &p);
+        ++requests;
+        if (st == ZARENA_OK) temps.push_back(p);
+      }
+      void* kept = nullptr;
+      if (st == ZARENA_OK) {
+        st = zarena_alloc(a, kKept, &kept);
+        ++requests;
+      }
+      for (void* p : temps) ASSERT_EQ(zarena_free(a, p), ZARENA_OK);
+    }
+    ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY) << "plan " << plan;
+    if (plan) {
+      EXPECT_GT(stats_of(a).plan_hits, 0u) << "the plan never served: the test proves less";
+    }
+    const Parsed p = parse_error(zarena_last_error());
+    EXPECT_EQ(p.verdict, "never_reset") << "plan " << plan << ": " << zarena_last_error();
+    EXPECT_EQ(cap.of("arena.reset_cadence").size(), 1u);
+    const auto over = cap.of("arena.first_overflow");
+    ASSERT_EQ(over.size(), 1u);
+    EXPECT_EQ(over[0].str("verdict"), "never_reset");
+    // Every request the loop made, those the plan served too.
+    EXPECT_EQ(over[0].u("epoch_allocs"), requests) << "plan " << plan;
+    EXPECT_EQ(over[0].u("steps"), static_cast<uint64_t>(step));
+    zarena_destroy(a);
+  }
+}
+
 // --- issue 26: no false alarm, one verdict per program ---------------------------------
 
 // One step of a model whose layers repeat (the same sizes in every layer of the step, the
@@ -715,6 +901,118 @@ TEST(GuessedSteps, OneSameSizeBlockPerStepAfterAFloorIsNeverReset) {
   EXPECT_TRUE(has(over[0].message, "a step boundary was marked")) << over[0].message;
   EXPECT_STREQ(diagnose(a).verdict, "never_reset");
   zarena_destroy(a);
+}
+
+// --- issue 34: a newcomer's loops --------------------------------------------------------
+
+// A loop of one size that never frees, never resets and never marks a step (the first
+// loop a newcomer writes): never_reset, in the record and in the error alike (it was
+// working_set_full, the record saying "beyond 72.0 MiB" and the error "beyond 132.0 MiB").
+// No early warning: one size alone cannot tell this from one step's buffers.
+TEST(Newcomer, OneSizeLoopThatNeverResetsIsNeverReset) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "one-size", ZARENA_OVERFLOW_SYNC);
+  zarena_status st = ZARENA_OK;
+  int blocks = 0;
+  while (st == ZARENA_OK && blocks < 1000) {
+    void* p = nullptr;
+    st = zarena_alloc(a, 4 * kMiB, &p);
+    if (st == ZARENA_OK) ++blocks;
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const std::string error = zarena_last_error();
+  const Parsed p = parse_error(error);
+  EXPECT_EQ(p.verdict, "never_reset") << error;
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset") << over[0].message;
+  EXPECT_EQ(over[0].str("advice"), p.advice) << "the record and the error disagree";
+  EXPECT_TRUE(has(over[0].message, "none was freed")) << over[0].message;
+  EXPECT_TRUE(cap.of("arena.reset_cadence").empty());
+  EXPECT_STREQ(diagnose(a).verdict, "never_reset");
+  zarena_destroy(a);
+}
+
+// The same loop that frees what it allocates is no pile: working_set_full when one
+// request no longer fits beside what is live.
+TEST(Newcomer, OneSizeLoopThatFreesIsNotNeverReset) {
+  LogCapture cap;
+  zarena* a = make_host_arena(64 * kMiB, "one-size-frees", ZARENA_OVERFLOW_REFUSE);
+  std::vector<void*> live;
+  for (int i = 0; i < 12; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 4 * kMiB, &p), ZARENA_OK);
+    live.push_back(p);
+  }
+  ASSERT_EQ(zarena_free(a, live.back()), ZARENA_OK);
+  live.pop_back();
+  zarena_status st = ZARENA_OK;
+  while (st == ZARENA_OK && live.size() < 100) {
+    void* p = nullptr;
+    st = zarena_alloc(a, 4 * kMiB, &p);
+    if (st == ZARENA_OK) live.push_back(p);
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  EXPECT_NE(parse_error(zarena_last_error()).verdict, "never_reset") << zarena_last_error();
+  zarena_destroy(a);
+}
+
+// A loop that keeps 5 MiB a step (and frees its temporaries), no step_begin, no reset:
+// the warning and the overflow say 5.0 MiB per step, and the overflow counts the loop's
+// steps (the steps served by the overflow pool too). The warning said 7.5 MiB (the first
+// trough was taken over the steps the guess needed to recognise the first, but divided as
+// one), the overflow "91 steps ... 2.7 MiB per step" after 101 steps.
+TEST(Newcomer, PerStepFiguresAreWhatAStepKeeps) {
+  LogCapture cap;
+  zarena* a = make_host_arena(256 * kMiB, "keeps-5", ZARENA_OVERFLOW_SYNC);
+  zarena_status st = ZARENA_OK;
+  int steps = 0;
+  while (st == ZARENA_OK && steps < 1000) {
+    ++steps;
+    std::vector<void*> temps;
+    for (uint64_t n : {3, 2, 4, 1}) {
+      void* t = nullptr;
+      if ((st = zarena_alloc(a, n * kMiB, &t)) != ZARENA_OK) break;
+      temps.push_back(t);
+    }
+    void* kept = nullptr;
+    if (st == ZARENA_OK) st = zarena_alloc(a, 5 * kMiB, &kept);
+    for (void* t : temps) ASSERT_EQ(zarena_free(a, t), ZARENA_OK);
+  }
+  ASSERT_EQ(st, ZARENA_E_OUT_OF_MEMORY);
+  const auto warn = cap.of("arena.reset_cadence");
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_EQ(warn[0].u("step_bytes"), 5 * kMiB) << warn[0].message;
+  EXPECT_TRUE(has(warn[0].message, "(5.0 MiB per step")) << warn[0].message;
+  const auto over = cap.of("arena.first_overflow");
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].str("verdict"), "never_reset");
+  const zarena_diagnosis d = diagnose(a);
+  EXPECT_STREQ(d.verdict, "never_reset");
+  EXPECT_EQ(d.steps, static_cast<uint64_t>(steps)) << d.cause;
+  EXPECT_TRUE(has(d.cause, "(5.0 MiB per step")) << d.cause;
+  zarena_destroy(a);
+}
+
+// A request larger than the whole arena finds it empty, not full: the record and the
+// error say it is larger than the capacity (they said "arena full" and "is full", beside
+// "region used 0").
+TEST(Newcomer, ARequestLargerThanTheCapacityIsNotFull) {
+  for (int32_t policy : {ZARENA_OVERFLOW_SYNC, ZARENA_OVERFLOW_REFUSE}) {
+    LogCapture cap;
+    zarena* a = make_host_arena(256 * kMiB, "huge", policy);
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(a, 1ull << 40, &p), ZARENA_E_OUT_OF_MEMORY);
+    const std::string error = zarena_last_error();
+    EXPECT_FALSE(has(error, "full")) << error;
+    EXPECT_TRUE(has(error, "larger than the arena's capacity")) << error;
+    EXPECT_EQ(parse_error(error).verdict, "runaway_buffer") << error;
+    const auto over = cap.of("arena.first_overflow");
+    ASSERT_EQ(over.size(), 1u);
+    EXPECT_FALSE(has(over[0].message, "full")) << over[0].message;
+    EXPECT_TRUE(has(over[0].message, "larger than")) << over[0].message;
+    zarena_destroy(a);
+  }
 }
 
 // --- the message carries the verdict ----------------------------------------------------

@@ -588,7 +588,8 @@ std::vector<Case> cases() {
          return p == nullptr ? s : ZARENA_E_INTERNAL;
        }},
       {"M89", "zarena_alloc of 1 PiB (no overflow cap)", ZARENA_E_OUT_OF_MEMORY,
-       "is full and overflow failed (sync)", true,
+       "cannot hold this request (larger than the arena's capacity) and overflow failed (sync)",
+       true,
        [](Env& e) {
          ASSERT_EQ(zarena_destroy(e.a), ZARENA_OK);
          zarena_config c = base_config();

@@ -12,14 +12,16 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "replay.h"
 #include "format/stats_fields.h"
-#include "trace/trace.h"
+#include "replay.h"
+#include "report.h"
 #include "support.h"
+#include "trace/trace.h"
 #include "trace/trace_reader.h"
 #include "trace_test_support.h"
 #include "zarena/zarena.h"
@@ -146,6 +148,110 @@ TEST(EngineTrace, RoundTripReproducesTheLiveStatsExactly) {
   EXPECT_GT(direct.reuses, 0u);
   EXPECT_GT(direct.pinned_blocks, 0u);
   EXPECT_EQ(t.tags.count(t_act), 1u);
+  std::remove(path.c_str());
+}
+
+// A run under step plans (ZARENA_FLAG_PLAN) with a trace: the plans stay on (a trace
+// turned them off: plan_hits 0, with no word why), the trace records what they served
+// (alloc records of outcome kPlanned, frees, pins and unpins of planned blocks flagged
+// kAddrPlanned), and the replay at the traced settings serves the same steps from the
+// same plans: every stats field agrees with the live run's, plan hits and peaks included,
+// and the report says both.
+TEST(EngineTrace, PlannedRunReplaysAsItRan) {
+  const std::string path = temp_path("planned");
+  zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = 8 * kMiB;
+  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
+  c.name = "planned";  // plans on: the default
+  c.trace_file = path.c_str();
+  zarena* a = nullptr;
+  ASSERT_EQ(zarena_create(&c, &a), ZARENA_OK) << zarena_last_error();
+  uint32_t t_act = 0;
+  ASSERT_EQ(zarena_tag_register("plan.act", &t_act), ZARENA_OK);
+  void* w = alloc(a, 256 * kKiB);  // weights
+  ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
+  void* carried = nullptr;  // the previous step's output, freed in the next step
+  uint64_t planned_blocks_seen = 0;
+  for (int step = 0; step < 30; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    std::vector<zarena_block> blocks(12);
+    for (int i = 0; i < 12; ++i) {
+      ASSERT_EQ(zarena_alloc_ex(a, (1 + (i * 5) % 7) * 16 * kKiB, i % 2 ? t_act : 0, &blocks[i]),
+                ZARENA_OK);
+      planned_blocks_seen += (blocks[i].flags & ZARENA_BLOCK_PLANNED) != 0;
+      if (i == 4) {
+        EXPECT_EQ(zarena_free(a, blocks[2].ptr), ZARENA_OK);  // a temporary, mid-step
+      }
+    }
+    if (step == 12) {  // a pinned planned block freed, then unpinned: the unpin frees it
+      ASSERT_EQ(zarena_pin(a, blocks[5].ptr), ZARENA_OK);
+    }
+    if (carried != nullptr) {
+      EXPECT_EQ(zarena_free(a, carried), ZARENA_OK);
+    }
+    carried = blocks[11].ptr;
+    EXPECT_EQ(zarena_free_at(a, blocks[3].ptr, blocks[3].epoch), ZARENA_OK);
+    for (int i = 0; i < 11; ++i) {
+      if (i == 2 || i == 3) continue;
+      EXPECT_EQ(zarena_free(a, blocks[i].ptr), ZARENA_OK);
+    }
+    if (step == 12) {
+      EXPECT_EQ(zarena_unpin(a, blocks[5].ptr), ZARENA_OK);
+    }
+    if (step % 10 == 9) {
+      ASSERT_EQ(zarena_reset(a), ZARENA_OK);  // reclaims the carried output
+      carried = nullptr;
+    }
+  }
+  EXPECT_EQ(zarena_free(a, w), ZARENA_OK);
+  const zarena_stats live = stats_of(a);
+  ASSERT_EQ(zarena_destroy(a), ZARENA_OK);
+  ASSERT_GT(live.plan_hits, 0u) << "the traced arena's plans never served";
+  EXPECT_EQ(planned_blocks_seen, live.plan_hits);
+  ASSERT_GT(live.plan_steps, 10u);
+
+  const Trace t = read_or_die(path);
+  EXPECT_TRUE(t.summary.whole());
+  EXPECT_TRUE(t.info.plans_traced());
+  uint64_t planned_allocs = 0, planned_frees = 0, planned_pins = 0;
+  for (const auto& e : t.events) {
+    if (e.kind == Kind::kAlloc && e.outcome == zarena_trace::AllocOutcome::kPlanned) {
+      ++planned_allocs;
+      EXPECT_NE(e.flags & zarena_trace::kAddrPlanned, 0);
+    }
+    if (e.kind == Kind::kFree && (e.flags & zarena_trace::kAddrPlanned) != 0) ++planned_frees;
+    if ((e.kind == Kind::kPin || e.kind == Kind::kUnpin) &&
+        (e.flags & zarena_trace::kAddrPlanned) != 0) {
+      ++planned_pins;
+    }
+  }
+  EXPECT_EQ(planned_allocs, live.plan_hits);
+  EXPECT_GT(planned_frees, live.plan_hits / 2);
+  EXPECT_EQ(planned_pins, 2u);
+
+  const ReplayResult rr = replay_exact(t);
+  EXPECT_EQ(rr.status_mismatches, 0u);
+  EXPECT_EQ(rr.unmatched_frees, 0u);
+  EXPECT_TRUE(rr.not_replayed.empty());
+  EXPECT_EQ(rr.traced_planned, live.plan_hits);
+  for (const auto& f : zarena_core::kStatsFields) {
+    if (f.member == &zarena_stats::overflow_max_latency_ns) continue;  // wall clock
+    EXPECT_EQ(rr.final_stats.*f.member, live.*f.member) << f.name;
+  }
+
+  zarena_replay::Report rep;
+  rep.input = "planned";
+  rep.trace = &t;
+  rep.config = zarena_test::config_of(t);
+  rep.main = rr;
+  std::ostringstream out;
+  zarena_replay::print_text(out, rep, 20);
+  const std::string want = "the traced run served " + std::to_string(live.plan_hits) +
+                           " allocations from plans, the replay " + std::to_string(live.plan_hits);
+  EXPECT_NE(out.str().find(want), std::string::npos) << out.str();
   std::remove(path.c_str());
 }
 

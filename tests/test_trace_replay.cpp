@@ -473,7 +473,7 @@ TEST(TraceReplay, PictureUnderPlansDrawsPlannedBlocks) {
   c.timeline = true;
   c.reset_before.assign(steps.starts.begin() + 1, steps.starts.end());
   const ReplayResult dynamic = replay_or_die(t, c);
-  c.flags = (c.flags & ~ZARENA_FLAG_NO_PLAN) | ZARENA_FLAG_PLAN;
+  c.plans = 1;
   const ReplayResult r = replay_or_die(t, c);
   ASSERT_GT(r.final_stats.plan_hits, 0u);
   uint64_t planned = 0;

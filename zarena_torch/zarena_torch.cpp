@@ -5,6 +5,8 @@
 #include "zarena_torch.h"
 
 #include <dlfcn.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -27,6 +29,13 @@
 namespace {
 
 constexpr uint64_t kReportedFreeFailures = 10;
+// A default capacity (the device's memory) is rounded down to this: a commit granularity
+// of every device (2 MiB on NVIDIA GPUs) and a multiple of any alignment zarena defaults to.
+constexpr uint64_t kCapacityGranule = uint64_t{2} << 20;
+// The overflow pool's release threshold when the capacity is the device's memory: what it
+// keeps resident after overflow blocks are freed (the library's default, the capacity,
+// would be the whole device).
+constexpr uint64_t kPoliteRetainBytes = uint64_t{64} << 20;
 
 struct DeviceState {
   std::atomic<zarena*> arena{nullptr};  // published after home/backend/event are set
@@ -132,19 +141,83 @@ cudaError_t join(DeviceState* d, int device, void* waiter, void* waited) {
 }
 #endif
 
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0;
+}
+
+// The environment names a capacity: ZARENA_CAPACITY_BYTES, or ztensor's ZERFOO_ARENA_SIZE_GB
+// unless ZARENA_ZTENSOR_ENV=0 (as zarena_config_init reads them).
+bool capacity_from_environment() {
+  if (env_set("ZARENA_CAPACITY_BYTES")) return true;
+  const char* z = std::getenv("ZARENA_ZTENSOR_ENV");
+  bool ztensor = z == nullptr;
+  if (!ztensor) {  // off as zarena reads a switch: 0, false, no, off, or empty
+    ztensor = true;
+    for (const char* off : {"0", "false", "no", "off", ""}) ztensor &= strcasecmp(z, off) != 0;
+  }
+  return ztensor && env_set("ZERFOO_ARENA_SIZE_GB");
+}
+
+uint64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+// The memory of the device the arena will live on (0: not known): the GPU's total memory
+// for a CUDA arena (ZARENA_BACKEND=auto with a usable device, or cuda), the host's for a
+// host one.
+uint64_t device_memory_bytes(int device, int32_t backend) {
+#ifdef ZARENA_TORCH_HAVE_CUDA
+  if (backend != ZARENA_BACKEND_HOST) {
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaMemGetInfo(&free_b, &total_b);
+    if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
+    if (e == cudaSuccess) return static_cast<uint64_t>(total_b);
+    (void)cudaGetLastError();
+    if (backend == ZARENA_BACKEND_CUDA) return 0;  // create will say why
+  }
+#else
+  (void)device;
+  if (backend == ZARENA_BACKEND_CUDA) return 0;
+#endif
+  return host_memory_bytes();
+}
+
+// The configuration of a device's arena: zarena_config_init (the environment), then what
+// PyTorch's allocator needs (see zarena_torch.h, ONE ARENA PER DEVICE).
+void torch_config(zarena_config* cfg, int device, void* stream) {
+  zarena_config_init(cfg);
+  cfg->device = device;
+  cfg->stream = stream;
+  // PyTorch frees every tensor and never resets: no reset warnings or verdicts.
+  cfg->flags |= ZARENA_FLAG_NO_RESETS;
+  // The capacity is a maximum committed on demand, so the device footprint follows the
+  // high water instead of the capacity (ZARENA_EXPANDABLE=0 reserves it whole up front).
+  if (std::getenv("ZARENA_EXPANDABLE") == nullptr) cfg->flags |= ZARENA_FLAG_EXPANDABLE;
+  // Committed on demand, the capacity costs address space only: unless the environment
+  // names one, it is the device's memory, so a model is never stopped by a guess (a fixed
+  // default of 1 GiB was a trap for any real model). A region reserved whole keeps the
+  // library's default.
+  if ((cfg->flags & ZARENA_FLAG_EXPANDABLE) != 0 && !capacity_from_environment()) {
+    const uint64_t total =
+        device_memory_bytes(device, cfg->backend) / kCapacityGranule * kCapacityGranule;
+    if (total != 0) {
+      cfg->capacity_bytes = total;
+      if (cfg->overflow_retain_bytes == 0) cfg->overflow_retain_bytes = kPoliteRetainBytes;
+    }
+  }
+}
+
 zarena* create_arena(DeviceState* d, int device, void* stream) {
   std::lock_guard<std::mutex> lock(g_lock);
   zarena* a = d->arena.load(std::memory_order_acquire);
   if (a != nullptr || d->create_failed) return a;
   zarena_config cfg;
-  zarena_config_init(&cfg);
-  cfg.device = device;
-  cfg.stream = stream;
-  // PyTorch frees every tensor and never resets: no reset warnings or verdicts.
-  cfg.flags |= ZARENA_FLAG_NO_RESETS;
-  // The capacity is a maximum committed on demand, so the device footprint follows the
-  // high water instead of the capacity (ZARENA_EXPANDABLE=0 reserves it whole up front).
-  if (std::getenv("ZARENA_EXPANDABLE") == nullptr) cfg.flags |= ZARENA_FLAG_EXPANDABLE;
+  torch_config(&cfg, device, stream);
   if (std::getenv("ZARENA_NAME") == nullptr) {
     std::snprintf(d->name, sizeof d->name, "torch:cuda:%d", device);
     cfg.name = d->name;
@@ -333,6 +406,27 @@ void zarena_torch_record_stream(void* ptr, void* stream) {
     if (a != nullptr && zarena_contains(a, ptr)) {
       d.record_streams.fetch_add(1, std::memory_order_relaxed);
       break;
+    }
+  }
+}
+
+uint64_t zarena_torch_default_capacity(int device) {
+  if (state_of(device) == nullptr) return 0;
+  zarena_config cfg;
+  torch_config(&cfg, device, nullptr);
+  return cfg.capacity_bytes;
+}
+
+void zarena_torch_empty_cache(void) {
+  for (int device = 0; device < ZARENA_TORCH_MAX_DEVICES; ++device) {
+    zarena* a = g_devices[device].arena.load(std::memory_order_acquire);
+    if (a == nullptr) continue;
+    const zarena_status st = zarena_trim(a, 0);
+    // During a capture nothing is given back (a decommit would wait for the stream): the
+    // next empty_cache tries again.
+    if (st != ZARENA_OK && st != ZARENA_E_CAPTURE_UNSAFE) {
+      std::fprintf(stderr, "zarena_torch: empty_cache on device %d: %s\n", device,
+                   zarena_last_error());
     }
   }
 }

@@ -13,6 +13,18 @@
  * ZARENA_FLAG_NO_RESETS, ZARENA_FLAG_EXPANDABLE unless ZARENA_EXPANDABLE is set (the capacity
  * is a maximum, committed on demand) and, unless ZARENA_NAME is set, the name
  * "torch:cuda:<device>".
+ *
+ * CAPACITY. Unless the environment names one (ZARENA_CAPACITY_BYTES, or ZERFOO_ARENA_SIZE_GB
+ * while ztensor's variables are read), an expandable arena's capacity is the device's whole
+ * memory (cudaMemGetInfo's total; the host's memory for a host arena), rounded down to
+ * 2 MiB: it reserves address space only. It stays polite to other processes: memory is
+ * committed on demand, commit_chunk_bytes at a time (64 MiB), so the footprint follows the
+ * high water of what PyTorch holds, not the capacity; torch.cuda.empty_cache() gives back
+ * what is committed above the region's top (zarena_torch_empty_cache, zarena_trim), as the
+ * caching allocator gives back its cached segments; the overflow pool, used only when a
+ * commit fails (the device is full), keeps at most 64 MiB resident after its blocks are
+ * freed (overflow_retain_bytes, unless the environment sets it). A region reserved whole
+ * (ZARENA_EXPANDABLE=0) keeps the library's default capacity (1 GiB): size it.
  * The arenas live until the process exits; they are never reset (PyTorch frees every
  * block itself), which ZARENA_FLAG_NO_RESETS tells the diagnosis: no reset warning, and a
  * full arena is diagnosed working_set_full (or fragmentation, runaway_buffer).
@@ -92,6 +104,16 @@ typedef struct zarena_torch_info {
  * Returns ZARENA_OK, or ZARENA_E_INVALID_ARGUMENT for a NULL out or a device outside
  * [0, ZARENA_TORCH_MAX_DEVICES). Thread-safe. */
 ZARENA_API_EXPORT zarena_status zarena_torch_get_info(int device, zarena_torch_info* out);
+
+/* The capacity the arena of `device` is (or would be) created with, from the environment
+ * and the device (see CAPACITY); 0 for a device outside [0, ZARENA_TORCH_MAX_DEVICES).
+ * Thread-safe; reads the environment. */
+ZARENA_API_EXPORT uint64_t zarena_torch_default_capacity(int device);
+
+/* torch.cuda.empty_cache(): every device's arena gives back the memory committed above its
+ * top (zarena_trim(a, 0); nothing during a CUDA graph capture). PyTorch calls it through the
+ * pluggable allocator's reset function, which zarena.torch.enable() sets. Thread-safe. */
+ZARENA_API_EXPORT void zarena_torch_empty_cache(void);
 
 /* The address of zarena_alloc as this library resolved it: equal to the caller's own
  * zarena_alloc when both use the same libzarena (zarena.torch checks that). */

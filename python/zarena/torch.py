@@ -16,6 +16,17 @@ has been used (no CUDA tensor yet). One arena per device is created at the devic
 allocation, configured like any zarena arena from the environment (ZARENA_CAPACITY_BYTES
 or ZERFOO_ARENA_SIZE_GB for the region, ZARENA_OVERFLOW_POLICY, ZARENA_LOG_LEVEL, ...).
 Blocks are freed back into the arena as PyTorch frees tensors; the arena is never reset.
+
+Capacity (default_capacity()). The arena is expandable: its capacity is a maximum whose
+address range is reserved and whose memory is committed on demand. So unless the
+environment names a capacity, it is the device's whole memory (cudaMemGetInfo's total,
+rounded down to 2 MiB): the arena grows to what the model needs, as the caching allocator
+does. It stays polite to other processes: memory is committed in 64 MiB chunks as the high
+water rises (the footprint follows what PyTorch holds, not the capacity);
+torch.cuda.empty_cache() gives back what is committed above the region's top (enable() sets
+it as the pluggable allocator's reset function); the overflow pool, used only when a commit
+fails, keeps at most 64 MiB resident. ZARENA_EXPANDABLE=0 (the region reserved whole at the
+first allocation) keeps the library's default capacity, 1 GiB: size it then.
 torch.cuda.memory_allocated() and friends do not work with a pluggable allocator: use
 stats() (used_bytes, high_water_bytes, overflow_peak_bytes) instead, and
 zarena.log_to_logging() for the diagnostics (arena.first_overflow and its verdict).
@@ -147,6 +158,10 @@ def library():
         lib.zarena_torch_free.restype = None
         lib.zarena_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                           ctypes.c_void_p]
+        lib.zarena_torch_default_capacity.restype = ctypes.c_uint64
+        lib.zarena_torch_default_capacity.argtypes = [ctypes.c_int]
+        lib.zarena_torch_empty_cache.restype = None
+        lib.zarena_torch_empty_cache.argtypes = []
         theirs = lib.zarena_torch_zarena_alloc_address()
         ours = ctypes.cast(zlib.zarena_alloc, ctypes.c_void_p).value
         if theirs != ours:
@@ -232,8 +247,12 @@ def memory_summary(device=None):
          f"{s.live_allocs} blocks"),
         ("peak allocated (max_memory_allocated)",
          f"{b(s.used_peak_bytes)}; reset with Arena.reset_peak_stats()"),
-        ("reserved (memory_reserved)", f"{b(r.committed_bytes or s.capacity_bytes)} region "
-         f"(reserved whole at the first allocation) + {b(s.overflow_live_bytes)} overflow"),
+        ("reserved (memory_reserved)",
+         f"{b(r.committed_bytes)} committed of the {b(s.capacity_bytes)} region (committed on "
+         f"demand; empty_cache() gives back what lies above the top) + "
+         f"{b(s.overflow_live_bytes)} overflow" if r.expandable else
+         f"{b(s.capacity_bytes)} region (reserved whole at the first allocation) + "
+         f"{b(s.overflow_live_bytes)} overflow"),
         ("region high water", f"{b(s.high_water_bytes)} ({pct:.0f}% of {b(s.capacity_bytes)})"),
         ("overflow", f"{s.overflow_allocs} allocations, peak {b(s.overflow_peak_bytes)}"),
         ("mallocs / frees", f"{i.mallocs} / {i.frees}, {s.reuses} served by reuse"),
@@ -244,6 +263,22 @@ def memory_summary(device=None):
     head = f"zarena.torch memory summary, cuda:{dev}\n"
     body = "".join(f"  {k:<{width}}  {v}\n" for k, v in rows)
     return head + body + "\n" + a.format_stats()
+
+
+def default_capacity(device=None):
+    """The capacity (bytes) the device's arena is created with: ZARENA_CAPACITY_BYTES (or
+    ZERFOO_ARENA_SIZE_GB) when set, else, for the default expandable arena, the device's
+    whole memory, reserved as address space and committed on demand (the module docstring
+    says how it stays polite); with ZARENA_EXPANDABLE=0 the library's default. Needs no
+    torch and no arena: it reads the environment and asks the device."""
+    return library().zarena_torch_default_capacity(_device(device))
+
+
+def empty_cache():
+    """What torch.cuda.empty_cache() does under zarena.torch (enable() wires it): every
+    device's arena gives back the memory committed above its top (zarena_trim); live
+    tensors are untouched."""
+    library().zarena_torch_empty_cache()
 
 
 def info(device=None):
@@ -288,6 +323,11 @@ def enable(record_stream=True):
 
     path = library_path()
     allocator = torch.cuda.memory.CUDAPluggableAllocator(path, MALLOC_FN, FREE_FN)
+    # torch.cuda.empty_cache() calls the pluggable allocator's reset function: give back
+    # what the arenas hold committed above their tops.
+    inner = getattr(allocator, "_allocator", None)
+    if inner is not None and hasattr(inner, "set_reset_fn"):
+        inner.set_reset_fn(ctypes.cast(library().zarena_torch_empty_cache, ctypes.c_void_p).value)
     torch.cuda.memory.change_current_allocator(allocator)
     _allocator = allocator
     if record_stream:

@@ -19,7 +19,7 @@ struct FlagBit {
 inline constexpr FlagBit kBlockFlags[] = {
     {"overflow", 0x1, "the block comes from the overflow pool"},
     {"reused", 0x2, "a freed block was reused (no new bump space used)"},
-    {"planned", 0x4, "served by a step plan (ZARENA_FLAG_PLAN)"},
+    {"planned", 0x4, "served by a step plan (on by default)"},
 };
 
 inline constexpr FlagBit kLiveBlockFlags[] = {

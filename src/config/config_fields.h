@@ -362,7 +362,7 @@ inline constexpr FieldSpec kConfigFields[] = {
                     "it from a packed plan, with no allocator work per block (see \"Step plans\" "
                     "and docs/PLANS.md). A program whose steps never repeat pays for the learning "
                     "now and then only. ZARENA_PLAN=0 sets this flag, ZARENA_PLAN=1 clears it. "
-                    "Plans are off with a trace file (the trace records the dynamic engine)")
+                    "A trace file records what the plans serve (trace format 2.2)")
         .var("ZARENA_PLAN", Syntax::kSwitchOff, "0")
         .go("FlagNoPlan", "Flags", GoKind::kFlag)
         .docs("step plans off (on by default: the arena learns a repeating step and serves it "

@@ -18,6 +18,10 @@ namespace {
 constexpr uint64_t kDetailedEpochs = ZARENA_OVERFLOW_RECORDS;
 constexpr uint64_t kSummaryIntervalNs = 60'000'000'000ull;
 constexpr uint64_t kNoWatch = ~0ull;
+// Explicit steps warn when the live bytes and blocks at a step's begin rose at this many
+// begins in a row (the guess's kGrowingRestartsToWarn): state created once in the first
+// step (an optimizer's, a loss carried into the next step) is one rise and never warns.
+constexpr uint64_t kExplicitRisesToWarn = 2;
 
 uint64_t steady_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -75,6 +79,36 @@ void ArenaDiagnosis::stop_guessing() {
   watch_end_.store(kNoWatch, std::memory_order_relaxed);
 }
 
+bool ArenaDiagnosis::feed_alloc(uint64_t aligned, uint32_t slot) {
+  if (interleaved(slot)) return false;
+  if (!cadence_.on_alloc(aligned, cadence_top_) || warned_ ||
+      explicit_steps_.load(std::memory_order_relaxed)) {
+    if (cadence_.gave_up()) stop_guessing();
+    return false;
+  }
+  warned_ = true;
+  CadenceFacts& w = warning_;
+  w.verdict = verdict_name(cadence_.resumed() ? VerdictId::kResetStopped : VerdictId::kNeverReset);
+  w.steps = cadence_.steps();
+  w.step_allocs = cadence_.step_allocs();
+  w.grown_bytes = cadence_.grown_bytes();
+  w.step_bytes = cadence_.step_kept_bytes();
+  w.offset_bytes = cadence_top_;
+  w.capacity_bytes = capacity_;
+  w.steps_to_full = cadence_.steps_to_full(cadence_top_);
+  if (cadence_.restarts() == 0 && cadence_.uniform_run() != 0) {  // one block kept per step
+    const uint64_t size = cadence_.uniform_size();
+    w.steps = cadence_.uniform_run();
+    w.step_allocs = 1;
+    w.step_bytes = size;
+    w.grown_bytes = w.steps * size;
+    w.steps_to_full = cadence_top_ < capacity_ ? (capacity_ - cadence_top_) / size : 0;
+  }
+  w.prior_epochs = history_.epochs_seen();
+  warning_prior_allocs_ = history_.max_allocs();
+  return true;
+}
+
 bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot) {
   const bool opening = nth_in_slot <= static_cast<uint64_t>(EpochHistory::kOpeningLen);
   Lock lock(mu_);
@@ -82,37 +116,7 @@ bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_sl
     opening_.opening[opening_.opening_len++] = aligned;
   }
   if (end > cadence_top_) cadence_top_ = end;
-  if (detector_on_.load(std::memory_order_relaxed)) {
-    if (interleaved(slot)) return false;
-    if (!cadence_.on_alloc(aligned, cadence_top_) || warned_ ||
-        explicit_steps_.load(std::memory_order_relaxed)) {
-      if (cadence_.gave_up()) stop_guessing();
-      return false;
-    }
-    warned_ = true;
-    CadenceFacts& w = warning_;
-    const uint64_t restarts = cadence_.restarts();
-    w.verdict =
-        verdict_name(cadence_.resumed() ? VerdictId::kResetStopped : VerdictId::kNeverReset);
-    w.steps = cadence_.steps();
-    w.step_allocs = cadence_.step_allocs();
-    w.grown_bytes = cadence_.grown_bytes();
-    w.step_bytes = restarts > 1 ? w.grown_bytes / (restarts - 1) : w.grown_bytes;
-    w.offset_bytes = cadence_top_;
-    w.capacity_bytes = capacity_;
-    w.steps_to_full = cadence_.steps_to_full(cadence_top_);
-    if (restarts == 0 && cadence_.uniform_run() != 0) {  // one block kept per step
-      const uint64_t size = cadence_.uniform_size();
-      w.steps = cadence_.uniform_run();
-      w.step_allocs = 1;
-      w.step_bytes = size;
-      w.grown_bytes = w.steps * size;
-      w.steps_to_full = cadence_top_ < capacity_ ? (capacity_ - cadence_top_) / size : 0;
-    }
-    w.prior_epochs = history_.epochs_seen();
-    warning_prior_allocs_ = history_.max_allocs();
-    return true;
-  }
+  if (detector_on_.load(std::memory_order_relaxed)) return feed_alloc(aligned, slot);
   if (end > watch_end_.load(std::memory_order_relaxed)) {
     // This epoch went well past the peaks of the ones before it: a loop that stopped
     // resetting repeats their step. Watch for their opening from here.
@@ -128,16 +132,23 @@ bool ArenaDiagnosis::on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_sl
   return false;
 }
 
-void ArenaDiagnosis::warn_cadence(uint64_t epoch_allocs, uint64_t resets) {
+bool ArenaDiagnosis::on_overflow_alloc(uint64_t aligned, uint32_t slot) {
+  if (!detector_on_.load(std::memory_order_relaxed)) return false;
+  Lock lock(mu_);
+  return detector_on_.load(std::memory_order_relaxed) && feed_alloc(aligned, slot);
+}
+
+void ArenaDiagnosis::warn_cadence(const StepCounters& c) {
   CadenceFacts f;
-  uint64_t prior_allocs = 0;
+  uint64_t prior_allocs = 0, epoch_allocs = 0;
   {
     Lock lock(mu_);
     f = warning_;
     prior_allocs = warning_prior_allocs_;
+    epoch_allocs = epoch_requests(c.epoch_allocs, c.plan_hits);  // planned ones too
   }
   f.epoch_allocs = epoch_allocs;
-  f.resets = resets;
+  f.resets = c.resets;
   if (f.steps == 0) f.steps = ceil_div(epoch_allocs, prior_allocs);
   if (f.step_allocs == 0) f.step_allocs = prior_allocs;
   f.step_repeats = f.steps > 0 ? f.steps - 1 : 0;
@@ -162,11 +173,22 @@ void ArenaDiagnosis::on_boundary() {
 StepRecordFacts ArenaDiagnosis::on_reset(const EpochEnd& e) {
   epoch_steps_.store(0, std::memory_order_relaxed);
   StepRecordFacts step;
+  uint64_t allocs = 0;
   {
     Lock lock(mu_);
+    allocs = epoch_requests(e.allocs, e.plan_hits_total);
+    const uint64_t planned = allocs - e.allocs;
+    plan_hits_at_reset_ = e.plan_hits_total;
     if (e.epoch != 0) {
       EpochHistory::Epoch h = opening_;
-      h.allocs = e.allocs;
+      // A plan served the epoch from its start: its opening was the plan's (the guess that
+      // the loop stopped resetting compares openings).
+      if (h.opening_len == 0 && e.plan_opening_len > 0 &&
+          planned >= static_cast<uint64_t>(e.plan_opening_len)) {
+        h.opening_len = e.plan_opening_len;
+        for (int i = 0; i < h.opening_len; ++i) h.opening[i] = e.plan_opening[i];
+      }
+      h.allocs = allocs;
       h.peak_bytes = e.high_water > e.floor ? e.high_water - e.floor : 0;
       history_.add(h);
     }
@@ -196,7 +218,7 @@ StepRecordFacts ArenaDiagnosis::on_reset(const EpochEnd& e) {
   }
   step.epoch = e.epoch;
   step.steps = e.steps;
-  step.allocs = e.allocs;
+  step.allocs = allocs;
   step.peak_bytes = e.high_water > e.floor ? e.high_water - e.floor : 0;
   step.floor_bytes = e.floor;
   step.capacity_bytes = capacity_;
@@ -227,24 +249,38 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     Lock lock(mu_);
     if (step_epoch_ != c.epoch || n <= step1_n_ || n == 1) {
       step_epoch_ = c.epoch;
-      step1_live_ = step_live_ = c.live_bytes;
+      step_live_ = step_low_ = c.live_bytes;
+      step_low_n_ = n;
+      step_count_ = c.live_count;
+      step_rises_ = step_max_fall_ = 0;
       step_top_ = c.top;
       step1_n_ = n;
       return;
     }
     // A step began and no reset came since the one before: a fact. Warn when the steps
-    // keep what they allocated (the arena then fills up step by step).
-    const bool grew = c.live_bytes > step_live_;
+    // keep what they allocated (the arena then fills up step by step), not when they
+    // give it back with shapes that vary (a block carried into the next step, of another
+    // size each time).
+    const bool rose = c.live_bytes > step_live_ && c.live_count > step_count_;
+    if (c.live_bytes < step_live_) {
+      step_max_fall_ = std::max(step_max_fall_, step_live_ - c.live_bytes);
+    }
+    step_rises_ = rose ? step_rises_ + 1 : 0;
     step_live_ = c.live_bytes;
+    step_count_ = c.live_count;
+    if (c.live_bytes < step_low_) {
+      step_low_ = c.live_bytes;
+      step_low_n_ = n;
+    }
     step_top_ = c.top;
-    if (!grew || warned_ || no_resets_) return;
+    if (!accumulating(true) || warned_ || no_resets_) return;
     warned_ = true;
-    const uint64_t done = n - step1_n_;  // steps completed since the first one seen
+    const uint64_t done = n - step_low_n_;  // steps that kept it (accumulating: > 0)
     f.verdict = verdict_name(c.resets > 0 ? VerdictId::kResetStopped : VerdictId::kNeverReset);
     f.steps = n;
     f.steps_explicit = true;
     f.step_repeats = n - 1;
-    f.grown_bytes = c.live_bytes - step1_live_;
+    f.grown_bytes = step_live_ - step_low_;
     f.step_bytes = f.grown_bytes / done;
     f.offset_bytes = c.top;
     f.capacity_bytes = capacity_;
@@ -252,8 +288,8 @@ void ArenaDiagnosis::on_step_begin(uint64_t n, const StepCounters& c) {
     // step's temporaries already).
     f.steps_to_full =
         f.step_bytes == 0 || c.top >= capacity_ ? 0 : (capacity_ - c.top) / f.step_bytes;
-    f.epoch_allocs = c.epoch_allocs;
-    f.step_allocs = c.epoch_allocs / n;
+    f.epoch_allocs = epoch_requests(c.epoch_allocs, c.plan_hits);
+    f.step_allocs = f.epoch_allocs / n;
     f.resets = c.resets;
     f.prior_epochs = history_.epochs_seen();
   }
@@ -289,20 +325,36 @@ ArenaDiagnosis::Report ArenaDiagnosis::claim_overflow(uint64_t epoch, const char
   return Report::kNone;
 }
 
+bool ArenaDiagnosis::accumulating(bool warn) const {
+  return step_rises_ >= (warn ? kExplicitRisesToWarn : 1) &&
+         step_live_ - step_low_ > step_max_fall_;
+}
+
+uint64_t ArenaDiagnosis::epoch_requests(uint64_t region_allocs, uint64_t plan_hits) const {
+  return region_allocs + (plan_hits > plan_hits_at_reset_ ? plan_hits - plan_hits_at_reset_ : 0);
+}
+
 void ArenaDiagnosis::add_step_facts(ExhaustionFacts* f) const {
+  f->epoch_allocs = epoch_requests(f->epoch_allocs, f->plan_hits);
   if (explicit_steps_.load(std::memory_order_relaxed)) {
     f->steps_explicit = true;
     if (step_epoch_ == f->epoch) {
       f->steps = epoch_steps_.load(std::memory_order_relaxed);
-      f->kept_bytes = step_live_ > step1_live_ ? step_live_ - step1_live_ : 0;
+      f->kept_bytes = accumulating(false) ? step_live_ - step_low_ : 0;
+      const uint64_t n = epoch_steps_.load(std::memory_order_relaxed);
+      if (f->kept_bytes != 0 && n > step_low_n_) {
+        f->kept_per_step_bytes = f->kept_bytes / (n - step_low_n_);
+      }
     }
   } else if (cadence_.restarts() != 0 && !interleaved_) {
     f->kept_bytes = cadence_.kept_bytes();
+    f->kept_per_step_bytes = cadence_.step_kept_bytes();
     f->steps =
         cadence_.resumed() ? ceil_div(f->epoch_allocs, history_.max_allocs()) : cadence_.steps();
   } else if (cadence_.uniform_run() != 0 && !interleaved_) {
     f->uniform_blocks = cadence_.uniform_run();
     f->uniform_size = cadence_.uniform_size();
+    f->uniform_after_boundary = cadence_.uniform_marked();
   }
   f->no_resets = no_resets_;
   f->prior_epochs = history_.size();
@@ -387,14 +439,15 @@ void ArenaDiagnosis::diagnose(const ExhaustionFacts& f, bool overflowed,
   out->facts = f;
   out->overflowed = overflowed;
   out->live_bytes = f.used_bytes + f.overflow_live_bytes;
+  bool early = true;  // the steps' evidence is enough for an early verdict
   {
     Lock lock(mu_);
+    if (f.steps_explicit) early = accumulating(true);
     out->warned = warned_;
     out->overflow_epochs = overflow_epochs_;
     out->needed_bytes = std::max(needed_bytes_, f.offset_bytes + f.overflow_live_bytes);
     if (explicit_steps_.load(std::memory_order_relaxed)) {
-      const uint64_t done = f.steps > step1_n_ ? f.steps - step1_n_ : 0;
-      const uint64_t per_step = done != 0 ? f.kept_bytes / done : 0;
+      const uint64_t per_step = f.kept_per_step_bytes;
       out->steps_to_full =
           per_step == 0 || step_top_ >= capacity_ ? 0 : (capacity_ - step_top_) / per_step;
     } else {
@@ -411,7 +464,7 @@ void ArenaDiagnosis::diagnose(const ExhaustionFacts& f, bool overflowed,
   // No overflow in this epoch: what the steps say so far (the early warning's verdict),
   // else nothing to fix.
   const uint64_t least = f.steps_explicit ? 1 : std::max<uint64_t>(1, capacity_ / 64);
-  if (f.steps >= 2 && f.kept_bytes >= least) {
+  if (early && f.steps >= 2 && f.kept_bytes >= least) {
     ExhaustionFacts g = f;
     g.path = "none";
     Verdict v = zarena_core::diagnose(g);

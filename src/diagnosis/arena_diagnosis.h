@@ -30,16 +30,24 @@ struct EpochEnd {
   uint64_t epoch = 0;
   uint64_t allocs = 0, high_water = 0, floor = 0;
   uint64_t reuses_total = 0, overflow_allocs_total = 0, overflow_peak = 0;
-  uint64_t steps = 0;  // zarena_step_begin calls in it
+  uint64_t steps = 0;            // zarena_step_begin calls in it
+  uint64_t plan_hits_total = 0;  // allocations step plans served since create
+  // The opening of the step the plan serves (its first request sizes, aligned): a planned
+  // epoch's requests never reach the diagnosis, and these were its opening.
+  uint64_t plan_opening[EpochHistory::kOpeningLen] = {};
+  int plan_opening_len = 0;
 };
 
 // The arena's counters a step or a warning needs (from one snapshot).
 struct StepCounters {
   uint64_t epoch = 0;
-  uint64_t epoch_allocs = 0;
+  uint64_t epoch_allocs = 0;  // the region's requests (plan_hits: the plans')
+  uint64_t plan_hits = 0;     // allocations step plans served since create
   uint64_t resets = 0;
-  uint64_t live_bytes = 0;  // region and overflow
-  uint64_t top = 0;         // the epoch's high water
+  // Live blocks, region and overflow, as zarena_get_stats counts them (a plan's zone is
+  // the planned blocks live in it).
+  uint64_t live_bytes = 0, live_count = 0;
+  uint64_t top = 0;  // the epoch's high water
 };
 
 // The diagnosis's own counters, for zarena_get_stats.
@@ -96,15 +104,20 @@ class ArenaDiagnosis {
   // counters of now.
   bool on_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot, uint32_t slot);
   void on_free(uint64_t size, uint32_t slot);
-  // Completes the warning on_alloc found due and logs it (no lock held).
-  void warn_cadence(uint64_t epoch_allocs, uint64_t resets);
+  // An allocation the overflow pool served (the slow path; its free comes to on_free when
+  // wants_free): the guess sees the program's whole stream, so that the steps served past
+  // the region count too. true: the warning is due, as on_alloc.
+  bool on_overflow_alloc(uint64_t aligned, uint32_t slot);
+  // Completes the warning on_alloc found due with the counters of now and logs it (no
+  // lock held).
+  void warn_cadence(const StepCounters& c);
 
   // --- steps, boundaries, resets --------------------------------------------------------
   // zarena_step_begin: counts the step; from the first one on, steps are facts and the
   // guesses stop. Returns the step's number in its epoch.
   uint64_t count_step();
-  // With the counters at that step (taken after count_step): a step that began with more
-  // live bytes than the one before, and no reset between, warns once.
+  // With the counters at that step (taken after count_step): steps that keep memory, with
+  // no reset between, warn once (accumulating(), below).
   void on_step_begin(uint64_t n, const StepCounters& c);
   void on_boundary();
   // Returns the epoch's "arena.step" facts (log_step logs them, with no lock held).
@@ -139,9 +152,19 @@ class ArenaDiagnosis {
 
  private:
   void add_step_facts(ExhaustionFacts* f) const;  // lock held
+  // Explicit steps, lock held: the latest step began with more live bytes and more live
+  // blocks than the one before, beyond what any step gave back, so the steps keep memory
+  // (kept_bytes), not only shapes that vary. `warn`: and so did the step before (one jump,
+  // state created once in the first step, is no pile).
+  bool accumulating(bool warn) const;
+  // Requests of the epoch: the region's and those the plans served in it.
+  uint64_t epoch_requests(uint64_t region_allocs, uint64_t plan_hits) const;
   // Lock held: notes the call's thread; true (and the guess stopped) when threads running
   // at once interleave their calls.
   bool interleaved(uint32_t slot);
+  // Lock held: feeds the detector a request; true when the warning became due (its facts
+  // are in warning_).
+  bool feed_alloc(uint64_t aligned, uint32_t slot);
   void stop_guessing();  // lock held
 
   const uint64_t capacity_;
@@ -174,9 +197,18 @@ class ArenaDiagnosis {
   bool warned_ = false;          // the early warning was logged (once per arena)
   CadenceFacts warning_;         // what the detector knew when it became due
   uint64_t warning_prior_allocs_ = 0;
-  // Explicit steps of the current epoch: live bytes and top at the first and latest begin.
-  uint64_t step1_live_ = 0, step_live_ = 0, step_top_ = 0;
-  uint64_t step1_n_ = 0;  // the epoch's step number the comparison starts from
+  // Explicit steps of the current epoch: live bytes and top at the latest begin.
+  // A step keeps memory when it begins with more live bytes and more live blocks than the
+  // one before (a block kept per step adds one); varying shapes move the bytes, not the
+  // count of blocks carried from one step into the next.
+  uint64_t step_live_ = 0, step_top_ = 0;
+  uint64_t step_count_ = 0;          // live blocks at the latest begin
+  uint64_t step_rises_ = 0;          // consecutive begins at which both rose
+  uint64_t step_low_ = 0;            // the lowest live bytes at a begin since the first
+  uint64_t step_low_n_ = 0;          // ... and the step that began with them
+  uint64_t step_max_fall_ = 0;       // the most live bytes one step gave back (begin to begin)
+  uint64_t plan_hits_at_reset_ = 0;  // StepCounters::plan_hits when the epoch began
+  uint64_t step1_n_ = 0;             // the epoch's step number the comparison starts from
   uint64_t step_epoch_ = ~0ull;
   // Overflow reports.
   uint64_t overflow_epochs_ = 0, overflow_records_ = 0, overflow_summaries_ = 0;

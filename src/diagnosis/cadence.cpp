@@ -56,6 +56,7 @@ void CadenceDetector::begin(uint64_t top) {
   step_allocs_ = 0;
   mark_alloc_ = allocs_;
   window_min_ = live_;
+  window_min_at_ = first_trough_at_ = last_trough_at_ = allocs_;
   first_trough_ = last_trough_ = live_;
   start_top_ = first_restart_top_ = last_restart_top_ = top;
 }
@@ -104,7 +105,7 @@ bool CadenceDetector::on_alloc(uint64_t size, uint64_t top) {
     }
   }
   if (by < 0) {
-    if (run_uniform_ && !warned_ && restarts_ == 0 && run_count_ >= kUniformRunMin &&
+    if (run_uniform_ && run_marked_ && !warned_ && restarts_ == 0 && run_count_ >= kUniformRunMin &&
         top_ > run_start_top_ && top_ - run_start_top_ >= (capacity_ - run_start_top_) / 2) {
       warned_ = true;
       return true;
@@ -132,6 +133,7 @@ bool CadenceDetector::on_alloc(uint64_t size, uint64_t top) {
   if (restarts_ == 1) {
     first_restart(anchors_[by]);
     first_trough_ = trough;
+    first_trough_at_ = window_min_at_;
     first_restart_top_ = top;
     growing_ = 0;
   } else {
@@ -139,9 +141,11 @@ bool CadenceDetector::on_alloc(uint64_t size, uint64_t top) {
     growing_ = trough > last_trough_ ? growing_ + 1 : 0;
   }
   last_trough_ = trough;
+  last_trough_at_ = window_min_at_;
   last_restart_top_ = top;
   mark_alloc_ = allocs_;
   window_min_ = live_;
+  window_min_at_ = allocs_;
   window_frees_ = 0;
   if (warned_) return false;
   const bool late = late_only_ && !resumed_;
@@ -158,7 +162,10 @@ bool CadenceDetector::on_alloc(uint64_t size, uint64_t top) {
 
 void CadenceDetector::on_free(uint64_t size) {
   live_ -= static_cast<int64_t>(size);
-  if (live_ < window_min_) window_min_ = live_;
+  if (live_ < window_min_) {
+    window_min_ = live_;
+    window_min_at_ = allocs_;
+  }
   ++window_frees_;
   run_uniform_ = false;
   if (restarts_ != 0 && late_only_ && !resumed_ && live_ < first_trough_) {
@@ -185,6 +192,7 @@ bool CadenceDetector::gave_up() const {
 void CadenceDetector::on_reset(uint64_t top) {
   withdrawn_ = false;
   run_uniform_ = false;
+  run_marked_ = false;
   run_count_ = 0;
   anchors_[0].start(allocs_);
   anchors_[1].armed = false;
@@ -201,6 +209,7 @@ void CadenceDetector::on_reset(uint64_t top) {
 
 void CadenceDetector::on_step_boundary(uint64_t top) {
   run_uniform_ = !resumed_;
+  run_marked_ = run_uniform_;
   run_count_ = 0;
   run_start_top_ = top;
   if (restarts_ != 0) return;  // steps already recognised: keep matching them
@@ -240,6 +249,16 @@ uint64_t CadenceDetector::steps() const {
 
 uint64_t CadenceDetector::grown_bytes() const {
   return last_trough_ > first_trough_ ? static_cast<uint64_t>(last_trough_ - first_trough_) : 0;
+}
+
+uint64_t CadenceDetector::step_kept_bytes() const {
+  const uint64_t grown = grown_bytes();
+  if (grown == 0 || restarts_ < 2) return 0;
+  uint64_t steps = restarts_ - 1;
+  if (step_allocs_ != 0 && last_trough_at_ > first_trough_at_) {
+    steps = (last_trough_at_ - first_trough_at_ + step_allocs_ / 2) / step_allocs_;
+  }
+  return steps == 0 ? grown : grown / steps;
 }
 
 uint64_t CadenceDetector::kept_bytes() const {

@@ -26,7 +26,9 @@
 // One size after a boundary: a constant-size stream says nothing about steps (one step
 // may allocate many blocks of one size), except after zarena_mark_step_boundary with no
 // free: the program set a floor to come back to, and a run of one size that fills half the
-// space above it without a free or a reset is taken as one block kept per step.
+// space above it without a free or a reset is taken as one block kept per step. A run of
+// one size from the arena's creation, with no free and no reset (a newcomer's first loop)
+// does not warn (it may be one step's buffers), but names the overflow never_reset.
 // Anchoring: zarena_mark_step_boundary says "steps start here", so a boundary marked
 // before any restart re-anchors (weights uploaded before it never recur).
 // The previous anchor stays armed as well, so a program that marks a boundary after
@@ -114,12 +116,14 @@ class CadenceDetector {
   void resume(const uint64_t* opening, uint64_t top);
 
   bool resumed() const { return resumed_; }
-  // Since the last zarena_mark_step_boundary: requests that were all of one size (its
-  // value: uniform_size) with no free among them; 0 when another size or a free came, or
-  // no boundary was marked in this epoch. A program that marks a boundary means to come
-  // back to it with a reset: such a run that never does keeps one block per step.
+  // Since the last zarena_mark_step_boundary (or the arena's creation, with no reset
+  // since): requests that were all of one size (its value: uniform_size) with no free
+  // among them; 0 when another size, a free or a reset came. A program that marks a
+  // boundary means to come back to it with a reset: such a run that never does keeps one
+  // block per step. uniform_marked(): the run began at a boundary (only such a run warns).
   uint64_t uniform_run() const { return run_uniform_ ? run_count_ : 0; }
   uint64_t uniform_size() const { return run_size_; }
+  bool uniform_marked() const { return run_marked_; }
   // Nothing more to find: the late steps were withdrawn, or kGuessLimit requests passed
   // without a step. The arena then stops feeding the detector.
   bool gave_up() const;
@@ -134,6 +138,10 @@ class CadenceDetector {
   uint64_t kept_bytes() const;
   // Rise of the troughs from the first recognised step to the last one completed.
   uint64_t grown_bytes() const;
+  // What one step kept: grown_bytes over the steps between the two troughs (the first
+  // trough may lie several steps before the first restart: the steps the anchor took to
+  // recur). 0 when not known.
+  uint64_t step_kept_bytes() const;
   // Average top growth per step, and the steps left at that rate until the top reaches
   // the capacity (0: not known yet).
   uint64_t top_growth_per_step() const;
@@ -172,7 +180,8 @@ class CadenceDetector {
   uint64_t begun_at_ = 0;      // request index where the current observation began
   uint64_t window_frees_ = 0;  // frees since the last restart (or the late anchor's opening)
   bool withdrawn_ = false;     // late steps gave back what they kept: no more guessing
-  bool run_uniform_ = false;   // see uniform_run()
+  bool run_uniform_ = true;    // see uniform_run(): from the creation on
+  bool run_marked_ = false;    // the run began at a step boundary
   uint64_t run_count_ = 0, run_size_ = 0, run_start_top_ = 0;
   uint64_t growing_ = 0;     // consecutive restarts whose trough rose
   uint64_t mark_alloc_ = 0;  // request index at the last restart
@@ -180,9 +189,11 @@ class CadenceDetector {
   uint64_t origin_ = 0;  // request index where the first recognised step began
   // Live bytes as the detector saw them (region blocks; relative in resumed mode).
   int64_t live_ = 0;
-  int64_t window_min_ = 0;  // lowest live bytes since the last restart (or start)
+  int64_t window_min_ = 0;      // lowest live bytes since the last restart (or start)
+  uint64_t window_min_at_ = 0;  // the request index when it was reached
   int64_t first_trough_ = 0, last_trough_ = 0;
-  uint64_t top_ = 0;  // the highest top seen
+  uint64_t first_trough_at_ = 0, last_trough_at_ = 0;  // their request indices
+  uint64_t top_ = 0;                                   // the highest top seen
   uint64_t start_top_ = 0, first_restart_top_ = 0, last_restart_top_ = 0;
 };
 

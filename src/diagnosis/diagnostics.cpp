@@ -82,29 +82,36 @@ Verdict diagnose(const ExhaustionFacts& f) {
   const uint64_t biggest = std::max(f.aligned_bytes, f.step_max_alloc_bytes);
   if (f.aligned_bytes > usable) {
     return {VerdictId::kRunawayBuffer,
-            fmt::format("one request of {} can never fit: only {} of the {} arena lies above "
-                        "its floor",
-                        human_bytes(f.aligned_bytes), human_bytes(usable),
-                        human_bytes(f.capacity_bytes)),
+            f.aligned_bytes > f.capacity_bytes
+                ? fmt::format("one request of {} can never fit: it is larger than the whole {} "
+                              "arena",
+                              human_bytes(f.aligned_bytes), human_bytes(f.capacity_bytes))
+                : fmt::format("one request of {} can never fit: only {} of the {} arena lies "
+                              "above its floor",
+                              human_bytes(f.aligned_bytes), human_bytes(usable),
+                              human_bytes(f.capacity_bytes)),
             std::string(kShapeAdvice) + ", or raise the capacity if it is meant to be that big",
             kShapeFix};
   }
   const uint64_t steps = reported_steps(f);
   if (steps_kept_bytes(f) && f.resets == 0 && !f.no_resets) {
+    const uint64_t per_step =
+        f.kept_per_step_bytes != 0 ? f.kept_per_step_bytes : f.kept_bytes / (steps - 1);
     return {VerdictId::kNeverReset,
             fmt::format("the arena was never reset while {} ran in this epoch and kept {} ({} "
                         "per step, {} allocations)",
-                        steps_phrase(f, steps), human_bytes(f.kept_bytes),
-                        human_bytes(f.kept_bytes / (steps - 1)), f.epoch_allocs),
+                        steps_phrase(f, steps), human_bytes(f.kept_bytes), human_bytes(per_step),
+                        f.epoch_allocs),
             kResetAdvice, "call zarena_reset after every step"};
   }
   if (f.uniform_blocks >= CadenceDetector::kUniformRunMin && f.resets == 0 && !f.no_resets) {
     return {VerdictId::kNeverReset,
-            fmt::format("the arena was never reset, though a step boundary was marked: since "
-                        "then {} blocks of {} were allocated and none was freed ({} kept, {} "
-                        "allocations in the epoch)",
-                        f.uniform_blocks, human_bytes(f.uniform_size),
-                        human_bytes(f.uniform_blocks * f.uniform_size), f.epoch_allocs),
+            fmt::format("the arena was never reset{}: since {} {} blocks of {} were allocated "
+                        "and none was freed ({} kept, {} allocations in the epoch)",
+                        f.uniform_after_boundary ? ", though a step boundary was marked" : "",
+                        f.uniform_after_boundary ? "then" : "it was created", f.uniform_blocks,
+                        human_bytes(f.uniform_size), human_bytes(f.uniform_blocks * f.uniform_size),
+                        f.epoch_allocs),
             std::string(kResetAdvice) +
                 " (if one step really allocates them all, raise the capacity instead)",
             "call zarena_reset after every step"};
@@ -222,6 +229,14 @@ Verdict graph_capture_verdict(const std::string& why) {
           "capture a step the same as the planned ones"};
 }
 
+std::string refusal_phrase(uint64_t aligned, uint64_t capacity, uint64_t floor) {
+  if (aligned > capacity) return "request larger than the arena's capacity";
+  if (aligned > capacity - std::min(capacity, floor)) {
+    return "request larger than the space above the floor";
+  }
+  return "arena full";
+}
+
 std::string verdict_suffix(const Verdict& v) {
   return fmt::format("verdict={}; fix: {}", v.name, v.advice);
 }
@@ -229,9 +244,10 @@ std::string verdict_suffix(const Verdict& v) {
 LogRecord first_overflow_record(const ExhaustionFacts& f, const LogSource& arena,
                                 const std::string& top_tags) {
   const Verdict v = diagnose(f);
+  const std::string what = refusal_phrase(f.aligned_bytes, f.capacity_bytes, f.floor_bytes);
   LogRecord rec(log_events::kFirstOverflow, arena);
   rec.message(fmt::format(
-      "arena full, verdict {}: {}. Fix: {}. (request {}, {} of {} in use, overflow {}{}{})", v.name,
+      "{}, verdict {}: {}. Fix: {}. (request {}, {} of {} in use, overflow {}{}{})", what, v.name,
       v.cause, v.advice, human_bytes(f.requested_bytes), human_bytes(f.offset_bytes),
       human_bytes(f.capacity_bytes), f.path, top_tags.empty() ? "" : "; top tags: ", top_tags));
   rec.add_string("path", f.path)
@@ -255,7 +271,7 @@ LogRecord first_overflow_record(const ExhaustionFacts& f, const LogSource& arena
   if (!top_tags.empty()) rec.add_string("top_tags", top_tags);
   // The human line leads with the verdict and its fix, then who holds the memory; the
   // facts are in the fields.
-  rec.human(fmt::format("arena full, verdict {}. Fix: {}", v.name, v.fix))
+  rec.human(fmt::format("{}, verdict {}. Fix: {}", what, v.name, v.fix))
       .headline({"top_tags", "requested_bytes", "verdict"});
   return rec;
 }

@@ -27,9 +27,14 @@ struct ExhaustionFacts {
   uint64_t overflow_live_bytes = 0;
   uint64_t live_count = 0;  // live blocks, region and overflow
   uint64_t epoch = 0;
+  // Requests of this epoch: the region's, and (once the diagnosis completed the facts) the
+  // ones a step plan served.
   uint64_t epoch_allocs = 0;
   uint64_t epoch_max_alloc_bytes = 0;
   uint64_t step_max_alloc_bytes = 0;  // largest request since the last reset or boundary
+  // Allocations step plans served since the arena was created (the diagnosis adds this
+  // epoch's to epoch_allocs; hits and misses are the region's alone).
+  uint64_t plan_hits = 0;
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t reuses = 0;
@@ -43,8 +48,10 @@ struct ExhaustionFacts {
   uint64_t steps = 0;
   bool steps_explicit = false;
   // Live bytes the steps kept: the growth from the first step to the current one (the
-  // detector's troughs, or the live bytes at each zarena_step_begin).
+  // detector's troughs, or the live bytes at each zarena_step_begin), and what one step
+  // kept (0: not known; then kept_bytes over the steps).
   uint64_t kept_bytes = 0;
+  uint64_t kept_per_step_bytes = 0;
   // The epochs before this one (EpochHistory: up to 8, epoch 0 not counted).
   uint64_t prior_epochs = 0;
   uint64_t prior_peak_bytes = 0;      // the highest of their peaks above the floor
@@ -58,10 +65,12 @@ struct ExhaustionFacts {
   bool commit_failed = false;
   // ZARENA_FLAG_NO_RESETS: the program frees what it allocates and never resets.
   bool no_resets = false;
-  // Since the epoch's step boundary (no steps recognised): blocks of one size, none freed
-  // (CadenceDetector::uniform_run), and that size.
+  // Since the epoch's step boundary, or the arena's creation with no reset since (no
+  // steps recognised): blocks of one size, none freed (CadenceDetector::uniform_run), that
+  // size, and whether a boundary began the run.
   uint64_t uniform_blocks = 0;
   uint64_t uniform_size = 0;
+  bool uniform_after_boundary = false;
   // The backend's reason when commit_failed (a fixed buffer: the facts are copied into
   // the reporter's queue, which takes trivially copyable payloads).
   char commit_error[160] = {};
@@ -87,10 +96,12 @@ struct Verdict {
 //                     device is out of physical memory, the arena is not full;
 //   runaway_buffer    the request can never fit above the floor, even right after a reset;
 //   never_reset       no reset ever happened, steps repeated (>= 2 seen) and kept live
-//                     bytes (any growth when zarena_step_begin counts them, else at least
-//                     1/64 of the capacity: the detector's troughs); or, after a step
-//                     boundary, only blocks of one size were allocated (at least 8), none
-//                     freed: the floor was set to come back to, and no reset came;
+//                     bytes (when zarena_step_begin counts them: the latest step began with
+//                     more live bytes and blocks than the one before, beyond what any step
+//                     gave back; else at least 1/64 of the capacity: the detector's
+//                     troughs); or, after a step
+//                     boundary or since the arena was created, only blocks of one size were
+//                     allocated (at least 8), none freed, and no reset came;
 //   reset_stopped     the same with resets before: the loop reset and then stopped; or,
 //                     when the steps open differently each time (no repeat can be seen),
 //                     an epoch with 3x the requests and 2x the peak of at least three
@@ -114,6 +125,10 @@ Verdict oversized_request_verdict(uint64_t size);
 // An allocation refused during a graph-captured step (zarena_graph.h): the plan did not
 // serve it. `why`: what the plan says of it.
 Verdict graph_capture_verdict(const std::string& why);
+// Why the region refused a request, as the record and the error name it: "arena full",
+// or, for a request the arena could not hold even empty, "request larger than the arena's
+// capacity" / "request larger than the space above the floor" (the arena is not full).
+std::string refusal_phrase(uint64_t aligned, uint64_t capacity, uint64_t floor);
 // What a failing call's zarena_last_error() message ends with: "verdict=<name>; fix:
 // <advice>" (the advice runs to the end of the message). Every such message is written
 // by this function.

@@ -193,7 +193,7 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
       poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
       poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
       diag_(rc.cfg.capacity_bytes, rc.log_source(), (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0),
-      plans_((rc.cfg.flags & ZARENA_FLAG_NO_PLAN) == 0 && rc.trace_file.empty(), rc.cfg.alignment) {
+      plans_((rc.cfg.flags & ZARENA_FLAG_NO_PLAN) == 0, rc.cfg.alignment) {
   scope_stream_.store(rc.cfg.stream, std::memory_order_relaxed);
   region_.set_fill_enabled(poison_on_.load());
 }
@@ -586,7 +586,14 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
       trace_->on_alloc(size, aligned, zarena_trace::TraceAddr::pointer(a.block.ptr),
                        zarena_trace::AllocOutcome::kOverflow, ZARENA_OK, epoch, tag);
     }
+    const uint32_t slot = s.id;
     region_.leave(s);
+    // The guess follows the program's whole stream: steps served past the region count.
+    if (diag_.on_overflow_alloc(aligned, slot)) {
+      ArenaSnapshot snap;
+      snapshot(&snap);
+      diag_.warn_cadence(step_counters(snap));
+    }
     if (plans_.learning()) {
       plans_.learn_alloc(reinterpret_cast<uintptr_t>(a.block.ptr), aligned, tag,
                          Region::thread_number(), epoch);
@@ -608,13 +615,18 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
     if (a.slow && log_enabled(ZARENA_LOG_WARN)) {
       log_emit(overflow_slow_record(a.latency_ns, cfg_.overflow_slow_ns, aligned, a.path, source_));
     }
+    // A request the region could not hold even empty is no full arena: say what it is.
+    const std::string why = refusal_phrase(aligned, st.capacity_bytes, st.floor_bytes);
+    const std::string arena = why == "arena full"
+                                  ? fmt::format("arena '{}' is full", source_.name)
+                                  : fmt::format("arena '{}' cannot hold this request ({})",
+                                                source_.name, why.substr(std::strlen("request ")));
     return fail_with(
         a.result.status,
-        fmt::format("arena '{}' is full and overflow failed ({}): requested {} bytes ({} aligned), "
+        fmt::format("{} and overflow failed ({}): requested {} bytes ({} aligned), "
                     "region used {} of {} bytes (top {}, floor {}), overflow live {} bytes: {}. {}",
-                    source_.name, a.path, size, aligned, st.used_bytes, st.capacity_bytes,
-                    st.top_bytes, st.floor_bytes, st.overflow_live_bytes, a.result.message,
-                    verdict_suffix(v)));
+                    arena, a.path, size, aligned, st.used_bytes, st.capacity_bytes, st.top_bytes,
+                    st.floor_bytes, st.overflow_live_bytes, a.result.message, verdict_suffix(v)));
   }
   out->ptr = a.block.ptr;
   out->epoch = epoch;
@@ -751,10 +763,12 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   } else if (o != FreeOutcome::kOk && o != FreeOutcome::kDeferred) {
     ++s.c.invalid_frees;
   }
+  const uint32_t slot = s.id;
   region_.leave(s);
   if ((o == FreeOutcome::kOk || o == FreeOutcome::kDeferred) && plans_.learning()) {
     plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
   }
+  if (o == FreeOutcome::kOk && diag_.wants_free()) diag_.on_free(size, slot);
   if (o == FreeOutcome::kOk) {
     std::vector<OverflowBlock> blocks{block};
     const bool given = give_back(blocks);
@@ -848,10 +862,11 @@ Result Arena::pin(void* ptr) {
   uint64_t start_offset = in_region ? static_cast<uint64_t>(static_cast<char*>(ptr) - base_) : 0;
   void* start = ptr;
   uint64_t unused = 0;
+  bool planned = false;
   Slot& s = region_.enter();
   PinOutcome o;
   try {
-    o = in_region ? pin_region(s, ptr, true, &start_offset, &unused)
+    o = in_region ? pin_region(s, ptr, true, &start_offset, &unused, &planned)
                   : overflow_.pin(ptr, region_.epoch(), &start);
   } catch (...) {
     region_.leave(s);
@@ -859,7 +874,12 @@ Result Arena::pin(void* ptr) {
   }
   Result r = pin_error(o, ptr, "zarena_pin");
   if (trace_ != nullptr) {
-    trace_->on_pin(pin_trace_addr(in_region, start_offset, start), static_cast<int32_t>(r.status));
+    if (planned) {
+      trace_planned_pin(true, trace_->take_key(), ptr, r);  // plan_trace.cpp
+    } else {
+      trace_->on_pin(pin_trace_addr(in_region, start_offset, start),
+                     static_cast<int32_t>(r.status));
+    }
   }
   region_.leave(s);
   // A pinned block may outlive any step: it is no part of one.
@@ -882,16 +902,22 @@ Result Arena::unpin(void* ptr) {
   PinOutcome o;
   OverflowBlock block;
   uint64_t freed = 0;
+  bool planned = false;
   try {
-    o = in_region ? pin_region(s, ptr, false, &start_offset, &freed)
+    o = in_region ? pin_region(s, ptr, false, &start_offset, &freed, &planned)
                   : overflow_.unpin(ptr, region_.epoch(), &block, &freed, &start);
   } catch (...) {
     region_.leave(s);
     throw;
   }
   if (trace_ != nullptr) {
-    trace_->on_unpin(pin_trace_addr(in_region, start_offset, start),
-                     static_cast<int32_t>(pin_error(o, ptr, "zarena_unpin").status), key);
+    const Result r = pin_error(o, ptr, "zarena_unpin");
+    if (planned) {
+      trace_planned_pin(false, key, ptr, r);  // plan_trace.cpp
+    } else {
+      trace_->on_unpin(pin_trace_addr(in_region, start_offset, start),
+                       static_cast<int32_t>(r.status), key);
+    }
   }
   region_.leave(s);
   if (o == PinOutcome::kOk && freed != 0 && !in_region) {

@@ -64,6 +64,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   void stats(zarena_stats* out);
   // Restarts the epoch-independent peaks (high water, used and overflow peaks) from now.
   void reset_peak_stats();
+  // zarena_trim: an expandable arena gives back what is committed above max(keep, top).
+  Result trim(uint64_t keep);
   void region_info(zarena_region* out);
   bool contains(const void* p) const {
     return static_cast<const char*>(p) >= base_ && static_cast<const char*>(p) < base_ + capacity_;
@@ -86,7 +88,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   // *epoch (may be null): the epoch at that instant.
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
   // The step plan bindings read (zarena/zarena_plan.h), or null.
-  const zarena_plan_view* plan_view() const { return plans_.view(); }
+  // None while traced: the library serves the planned requests itself, so that the trace
+  // records them (a binding serving from the view would bypass it).
+  const zarena_plan_view* plan_view() const { return trace_ != nullptr ? nullptr : plans_.view(); }
 
   // Graph-stable steps (zarena/zarena_graph.h; engine/arena_graphs.cpp, plan/graph_steps.h).
   struct GraphInfo {
@@ -155,6 +159,18 @@ class Arena final : private RegionHooks, private ZoneOps {
   // the plan, the others to the region.
   Status free_with_zone(void* ptr, uint64_t want_epoch) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
+  // The trace of the planned paths (plan_trace.cpp): a key of its own when tracing (0 when
+  // not), taken before a planned free or unpin, and the records.
+  uint64_t trace_key() noexcept {
+    return __builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)
+               ? trace_->take_key()
+               : 0;
+  }
+  void trace_planned_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
+                           const zarena_block& b) noexcept;
+  void trace_planned_free(uint64_t key, void* ptr, Status st, uint64_t freed,
+                          uint64_t want_epoch) noexcept;
+  void trace_planned_pin(bool pin, uint64_t key, void* ptr, const Result& r) noexcept;
   void poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t want_epoch) noexcept;
   // The one seam of "who answers for this pointer" on the error paths. A store refused a
   // free of ptr with o (from: the one the pointer was routed to); what the others know of
@@ -168,8 +184,9 @@ class Arena final : private RegionHooks, private ZoneOps {
                              uint64_t want_epoch) noexcept;
   // A pin or unpin of a region address (pin: true), under slot s (held): the region's
   // block, or the plan's zone (F1: a planned pin never races a reset's re-stamp).
-  PinOutcome pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset,
-                        uint64_t* freed) noexcept;
+  // *planned: the plan answered (its block, or its history).
+  PinOutcome pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset, uint64_t* freed,
+                        bool* planned) noexcept;
   // [graphs] An allocation the plan did not serve during a graph capture: refused.
   Status graph_refuse(uint64_t size, uint32_t tag) noexcept;
   // [graphs] Under the writer lock: a floor moved to new_floor would cover the zone a

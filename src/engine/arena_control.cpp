@@ -28,6 +28,12 @@ Result Arena::reset() {
     ArenaSnapshot s;
     snapshot_w(&s, kNoTags);
     end = epoch_end(s);
+    // The planned step's opening (its requests never reached the diagnosis).
+    if (const zarena_plan_view* v = plans_.view()) {
+      end.plan_opening_len = static_cast<int>(
+          std::min<uint64_t>(v->n, static_cast<uint64_t>(EpochHistory::kOpeningLen)));
+      for (int i = 0; i < end.plan_opening_len; ++i) end.plan_opening[i] = v->item_size[i];
+    }
     // Host memory first (it may throw), then the changes, which cannot fail.
     doomed.reserve(s.overflow.live_count);
     if (learning) reset_survivors_w(&kept);
@@ -179,6 +185,26 @@ void Arena::stats(zarena_stats* out) {
   ArenaSnapshot s;
   snapshot(&s);
   fill_stats(s, diag_.counters(), out);
+}
+
+Result Arena::trim(uint64_t keep) {
+  if (!expandable_) return Result::ok();
+  // As a reset's trim: with no region lock held (a decommit waits for the stream), never
+  // during a capture (waiting would break it).
+  if (capturing()) {
+    return Result::fail(Status::kCaptureUnsafe,
+                        "zarena_trim: a CUDA graph capture may be running (a decommit would wait "
+                        "for the stream); nothing was given back");
+  }
+  {
+    // The slots' cached free blocks and span leftovers go to the central index, which gives
+    // the free blocks at the top back to it: the top comes down to the highest live block.
+    Region::WriterLock w(region_);
+    region_.drain_w();
+  }
+  const Result r = commits_.trim(keep);
+  if (!r.is_ok()) return Result::fail(r.status, "zarena_trim: " + r.message);
+  return r;
 }
 
 void Arena::reset_peak_stats() {

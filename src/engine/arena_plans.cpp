@@ -24,7 +24,12 @@ const char* miss_text(uint64_t reason) { return plan_miss(reason).text; }
 
 Status Arena::alloc_under_plan(uint64_t size, uint64_t aligned, uint32_t tag,
                                zarena_block* out) noexcept {
-  if (__builtin_expect(alloc_planned(aligned, tag, out), 1)) return Status::kOk;
+  if (__builtin_expect(alloc_planned(aligned, tag, out), 1)) {
+    if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)) {
+      trace_planned_alloc(size, aligned, tag, *out);  // plan_trace.cpp
+    }
+    return Status::kOk;
+  }
   return alloc_unplanned(size, tag, out);
 }
 
@@ -86,17 +91,26 @@ void Arena::poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept {
 
 Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  // Traced: the key is taken before the free, which may hand the space to the plan's next
+  // instance at once (plan_trace.cpp).
+  const uint64_t key = trace_key();
   if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, false, want_epoch);
   uint64_t size = 0;
   const FreeOutcome o = run.free(p, want_epoch, &size);
   if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
+    if (__builtin_expect(key != 0, 0)) {
+      trace_planned_free(key, ptr, Status::kOk, o == FreeOutcome::kOk ? size : 0, want_epoch);
+    }
     if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
       emit_queued_warnings();
     }
     return Status::kOk;
   }
   Slot& s = region_.enter();
-  return free_refused(s, refine_refusal(s, From::kPlan, ptr, o, want_epoch), ptr, want_epoch);
+  const Status st =
+      free_refused(s, refine_refusal(s, From::kPlan, ptr, o, want_epoch), ptr, want_epoch);
+  if (key != 0) trace_planned_free(key, ptr, st, 0, want_epoch);
+  return st;
 }
 
 FreeOutcome Arena::refine_refusal(Slot& s, From from, const void* ptr, FreeOutcome o,
@@ -141,10 +155,11 @@ FreeOutcome Arena::refine_refusal(Slot& s, From from, const void* ptr, FreeOutco
 }
 
 PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset,
-                             uint64_t* freed) noexcept {
+                             uint64_t* freed, bool* planned) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   PlanRun* run = plans_.zone_of(p);
   PinOutcome o = PinOutcome::kZone;
+  *planned = true;
   if (run == nullptr) {
     try {
       o = pin ? region_.pin(s, *start_offset, start_offset)
@@ -152,7 +167,10 @@ PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offse
     } catch (...) {  // host memory for the pinned set
       return PinOutcome::kNotOwned;
     }
-    if (o != PinOutcome::kZone) return o;
+    if (o != PinOutcome::kZone) {
+      *planned = false;
+      return o;
+    }
     // A piece of the zone: the plan answers (published since the route was read), or its
     // history does.
     run = plans_.zone_of(p);

@@ -29,7 +29,7 @@ void Arena::diagnose_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot,
   if (!diag_.on_alloc(aligned, end, nth_in_slot, slot)) return;
   ArenaSnapshot s;
   snapshot(&s);
-  diag_.warn_cadence(s.region.sum.epoch_allocs, s.resets);
+  diag_.warn_cadence(step_counters(s));
 }
 
 void Arena::step_begin() {

@@ -12,7 +12,23 @@ namespace zarena_core {
 
 namespace {
 constexpr size_t kTopTags = 3;
+
+// The region's live blocks include the zone's (a stats snapshot sees the blocks and the
+// zone together).
+bool zone_counted(const ArenaSnapshot& s) {
+  return s.plan_zone_block != 0 && s.region.live_count >= s.plan_zone_blocks &&
+         s.region.live_bytes >= s.plan_zone_block;
+}
 }  // namespace
+
+UserLive region_user_live(const ArenaSnapshot& s) {
+  UserLive u{s.region.live_bytes, s.region.live_count};
+  if (zone_counted(s)) {
+    u.bytes = u.bytes - s.plan_zone_block + s.plan.live_bytes;
+    u.count = u.count - s.plan_zone_blocks + s.plan.live_count;
+  }
+  return u;
+}
 
 void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats* out) {
   const RegionSnapshot& r = s.region;
@@ -72,10 +88,10 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
   // The zone is pinned region blocks; to the user, the planned blocks live in it are.
   const PlanStats& p = s.plan;
   const uint64_t zb = s.plan_zone_blocks;
-  if (s.plan_zone_block != 0 && r.live_count >= zb && out->pinned_bytes >= s.plan_zone_block &&
-      out->used_bytes >= s.plan_zone_block && out->live_allocs >= zb && out->pinned_blocks >= zb) {
-    out->used_bytes = out->used_bytes - s.plan_zone_block + p.live_bytes;
-    out->live_allocs = out->live_allocs - zb + p.live_count;
+  if (zone_counted(s) && out->pinned_bytes >= s.plan_zone_block && out->pinned_blocks >= zb) {
+    const UserLive u = region_user_live(s);
+    out->used_bytes = u.bytes;
+    out->live_allocs = u.count + o.live_count;
     out->pinned_bytes -= s.plan_zone_block;
     out->pinned_blocks -= zb;
   }
@@ -107,11 +123,13 @@ ExhaustionFacts exhaustion_facts(const ArenaSnapshot& s, const char* path, uint6
   f.capacity_bytes = s.capacity;
   f.offset_bytes = r.top;
   f.floor_bytes = r.floor;
-  f.used_bytes = r.live_bytes;
+  const UserLive u = region_user_live(s);
+  f.used_bytes = u.bytes;
   f.overflow_live_bytes = s.overflow.live_bytes;
-  f.live_count = r.live_count + s.overflow.live_count;
+  f.live_count = u.count + s.overflow.live_count;
   f.epoch = r.epoch;
   f.epoch_allocs = r.sum.epoch_allocs;
+  f.plan_hits = s.plan.hits;
   f.epoch_max_alloc_bytes = r.sum.epoch_max_alloc;
   f.step_max_alloc_bytes = r.sum.step_max_alloc;
   f.hits = r.sum.hits;
@@ -142,6 +160,7 @@ EpochEnd epoch_end(const ArenaSnapshot& s) {
   e.overflow_allocs_total = s.overflow.allocs;
   e.overflow_peak = s.overflow.epoch_peak_bytes;
   e.steps = s.epoch_steps;
+  e.plan_hits_total = s.plan.hits;
   return e;
 }
 
@@ -149,8 +168,11 @@ StepCounters step_counters(const ArenaSnapshot& s) {
   StepCounters c;
   c.epoch = s.region.epoch;
   c.epoch_allocs = s.region.sum.epoch_allocs;
+  c.plan_hits = s.plan.hits;
   c.resets = s.resets;
-  c.live_bytes = s.region.live_bytes + s.overflow.live_bytes;
+  const UserLive u = region_user_live(s);
+  c.live_bytes = u.bytes + s.overflow.live_bytes;
+  c.live_count = u.count + s.overflow.live_count;
   c.top = s.region.sum.epoch_high_water;
   return c;
 }

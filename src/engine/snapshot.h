@@ -42,6 +42,13 @@ struct ArenaSnapshot {
   std::vector<std::pair<uint32_t, uint64_t>> tag_bytes;
 };
 
+// The region's live blocks as the user sees them: the zone's pinned blocks replaced by the
+// planned blocks live in them (what zarena_get_stats shows as used_bytes and, with the
+// overflow pool's, live_allocs).
+struct UserLive {
+  uint64_t bytes = 0, count = 0;
+};
+UserLive region_user_live(const ArenaSnapshot& s);
 // zarena_get_stats from a snapshot and the diagnosis's counters.
 void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats* out);
 // The facts of an exhaustion that only the snapshot knows (the diagnosis adds the rest:

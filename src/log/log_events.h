@@ -141,8 +141,9 @@ inline constexpr LogFieldSpec kResetCadenceFields[] = {
 inline constexpr LogEvent kResetCadence = log_event(
     "arena.reset_cadence", ZARENA_LOG_WARN, kLimited,
     "early warning, at most once per arena: steps are running without a reset and keep "
-    "memory. With zarena_step_begin: at the second step that began with no reset since the "
-    "one before, when the live bytes grew over it. Without it, a guess: the request sequence "
+    "memory. With zarena_step_begin: when two steps in a row began (with no reset since the "
+    "one before) with more live bytes and more live blocks than the step before, and by more "
+    "than any step gave back. Without it, a guess: the request sequence "
     "that opened the epoch (or followed the step boundary, or the epoch's first free) recurs, "
     "the lowest live bytes of each step rose over two consecutive steps, and by at least 1/64 "
     "of the capacity in all; after resets, an epoch that grows well past the peaks of the "

@@ -364,11 +364,12 @@ void PlanRun::engage() {
   unlock();
 }
 
-bool PlanRun::end_step() {
+bool PlanRun::end_step(bool* was_step) {
   lock();
   const uint64_t st = load(view_.state);
   const uint32_t i = *view_.cursor;
   bool engaged = (st & ZARENA_PLAN_ENGAGED) != 0;
+  if (was_step != nullptr) *was_step = !(engaged && i == 0);
   if (engaged && i == 0) {  // no allocation since the last boundary: not a step
     unlock();
     return true;

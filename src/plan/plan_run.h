@@ -193,8 +193,8 @@ class PlanRun {
   // The step ended (a boundary, or a reset). A boundary with no allocation since the last
   // one is not a step (a loop may call zarena_step_begin and zarena_reset both). A step cut short
   // ends the plan's engagement (ZARENA_PLAN_MISS_SHORT); returns whether the plan stays engaged for
-  // the next step.
-  bool end_step();
+  // the next step. *was_step (when given): false for such a boundary, which ends no step.
+  bool end_step(bool* was_step = nullptr);
   void disengage(uint64_t reason, uint64_t index);
   // A reset began epoch e: unpinned instances of earlier epochs are dead from now on.
   void set_epoch(uint64_t e);

@@ -338,7 +338,9 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
     return;
   }
   if (PlanRun* run = engaged_.load(std::memory_order_relaxed)) {
-    if (run->end_step()) {
+    bool was_step = true;
+    if (run->end_step(&was_step)) {
+      if (!was_step) return;  // zarena_step_begin right after a reset: one step, not two
       std::lock_guard<SpinLock> s(stats_mu_);
       ++steps_;
       return;

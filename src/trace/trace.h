@@ -97,12 +97,18 @@ struct TraceOptions {
   void* flush_ctx = nullptr;
 };
 
-// An address in a record: an offset in the region, or a raw pointer (overflow blocks).
+// An address in a record: an offset in the region, or a raw pointer (overflow blocks); a
+// planned block is named by its region offset and flagged (kAddrPlanned).
 struct TraceAddr {
   uint64_t value = 0;
   bool raw = false;
-  static TraceAddr region(uint64_t offset) { return {offset, false}; }
-  static TraceAddr pointer(const void* p) { return {reinterpret_cast<uintptr_t>(p), true}; }
+  bool planned = false;
+  static TraceAddr region(uint64_t offset) { return {offset, false, false}; }
+  static TraceAddr pointer(const void* p) { return {reinterpret_cast<uintptr_t>(p), true, false}; }
+  static TraceAddr planned_block(uint64_t offset) { return {offset, false, true}; }
+  uint8_t flags() const {
+    return static_cast<uint8_t>((raw ? kAddrRaw : 0) | (planned ? kAddrPlanned : 0));
+  }
 };
 
 // Writes a tag registration into every open tracer (tags are process-wide).
@@ -187,7 +193,7 @@ class Tracer {
     r.addr = addr.value;
     r.epoch = epoch;
     r.outcome = static_cast<uint8_t>(outcome);
-    r.flags = addr.raw ? kAddrRaw : 0;
+    r.flags = addr.flags();
     r.status = static_cast<int16_t>(status);
     append(&r, sizeof r, Kind::kAlloc, tag);
   }
@@ -197,15 +203,20 @@ class Tracer {
   // free succeeded, else 0.
   void on_free(TraceAddr addr, int32_t status, uint64_t freed_bytes, bool epoch_checked,
                uint64_t epoch_arg) {
+    on_free(addr, status, freed_bytes, epoch_checked, epoch_arg, take_key());
+  }
+  // key: take_key() taken before a free that may hand the space on at once (a planned
+  // block's: the plan's next instance may take it).
+  void on_free(TraceAddr addr, int32_t status, uint64_t freed_bytes, bool epoch_checked,
+               uint64_t epoch_arg, uint64_t key) {
     FreeRecord r;
     std::memset(&r, 0, sizeof r);
     r.addr = addr.value;
     r.epoch_arg = epoch_checked ? epoch_arg : 0;
     r.freed_bytes = freed_bytes;
     r.status = status;
-    r.flags =
-        static_cast<uint8_t>((addr.raw ? kAddrRaw : 0) | (epoch_checked ? kFreeEpochChecked : 0));
-    append(&r, sizeof r, Kind::kFree, 0);
+    r.flags = static_cast<uint8_t>(addr.flags() | (epoch_checked ? kFreeEpochChecked : 0));
+    append(&r, sizeof r, Kind::kFree, 0, key);
   }
 
   // A zarena_reset that started epoch new_epoch.
@@ -218,6 +229,7 @@ class Tracer {
   }
   // zarena_pin / zarena_unpin of addr, answered status.
   void on_pin(TraceAddr addr, int32_t status) { pin(Kind::kPin, addr, status, take_key()); }
+  void on_pin(TraceAddr addr, int32_t status, uint64_t key) { pin(Kind::kPin, addr, status, key); }
   // key: take_key() taken before the unpin (the last one completes a deferred free).
   void on_unpin(TraceAddr addr, int32_t status, uint64_t key) {
     pin(Kind::kUnpin, addr, status, key);
@@ -412,7 +424,7 @@ class Tracer {
     std::memset(&r, 0, sizeof r);
     r.addr = addr.value;
     r.status = status;
-    r.flags = addr.raw ? kAddrRaw : 0;
+    r.flags = addr.flags();
     append(&r, sizeof r, kind, 0, key);
   }
   void bare(Kind kind, uint32_t aux) {

@@ -15,9 +15,14 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 inline constexpr char kMagic[8] = {'Z', 'A', 'R', 'E', 'N', 'A', 'T', 'R'};
 // 2.0: `seq` is an order key (below), no longer a dense sequence number. Readers of 2.x
 // also read 1.x files (whose seq is dense and unique). 2.1: the end record counts the
-// records the writer dropped.
+// records the writer dropped. 2.2: step plans stay on while traced: an allocation a plan
+// served is an alloc record of outcome kPlanned, and the frees, pins and unpins of planned
+// blocks carry kAddrPlanned (a 2.1 reader reads them as region blocks at those offsets).
 inline constexpr uint16_t kFormatMajor = 2;  // a reader refuses majors it does not know
-inline constexpr uint16_t kFormatMinor = 1;  // a reader accepts any minor of its major
+inline constexpr uint16_t kFormatMinor = 2;  // a reader accepts any minor of its major
+// The first minor of major 2 whose traced arena served step plans (ZARENA_FLAG_PLAN in the
+// header's config flags meant nothing before: a trace turned plans off).
+inline constexpr uint16_t kPlansTracedMinor = 2;
 inline constexpr uint16_t kOldestMajor = 1;  // the oldest major this reader still reads
 // fixed_bytes of format 1.0 headers (1.1 appended overflow_limit_bytes).
 inline constexpr uint32_t kFixedBytes_1_0 = 80;
@@ -91,10 +96,13 @@ enum class AllocOutcome : uint8_t {
   kRegionReuse = 1,  // a freed block (or a hole below the floor)
   kOverflow = 2,     // the overflow pool served it
   kRefused = 3,      // failed: status says why
+  kPlanned = 4,      // 2.2: a step plan served it, in the plan's zone (a region offset)
 };
 
 // Address flags (alloc, free, pin, unpin).
 inline constexpr uint8_t kAddrRaw = 0x1;  // addr is a raw pointer (overflow), not an offset
+// 2.2: addr is a planned block's region offset (in a step plan's zone).
+inline constexpr uint8_t kAddrPlanned = 0x4;
 // Free flags.
 inline constexpr uint8_t kFreeEpochChecked = 0x2;  // zarena_free_at: epoch_arg applies
 // End flags.

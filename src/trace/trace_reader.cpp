@@ -87,6 +87,8 @@ bool parse_trace(const char* data, size_t size, Trace* out, std::string* error) 
   }
   TraceInfo& info = out->info;
   info.source = "zarena trace " + std::to_string(major) + "." + std::to_string(minor);
+  info.format_major = major;
+  info.format_minor = minor;
   info.arena_name.assign(data + h.fixed_bytes, h.name_bytes);
   info.capacity_bytes = h.capacity_bytes;
   info.alignment = h.alignment;

@@ -24,12 +24,13 @@ struct Event {
   int32_t status = 0;    // alloc, free, set floor, pin, unpin
   uint16_t thread = 0;   // thread number, or kLaneThread | slot (a slot lane, 2.x)
   Kind kind = Kind::kEnd;
-  uint8_t flags = 0;  // kAddrRaw, kFreeEpochChecked
+  uint8_t flags = 0;  // kAddrRaw, kFreeEpochChecked, kAddrPlanned
   AllocOutcome outcome = AllocOutcome::kRegionBump;
 };
 
 struct TraceInfo {
-  std::string source;  // "zarena trace 1.0", "rmm csv"
+  std::string source;                           // "zarena trace 1.0", "rmm csv"
+  uint16_t format_major = 0, format_minor = 0;  // a zarena trace's (0: another source)
   std::string arena_name;
   uint64_t capacity_bytes = 0;  // 0 = unknown (an RMM log)
   uint64_t alignment = 0;
@@ -41,6 +42,11 @@ struct TraceInfo {
   uint64_t clock_resolution_ns = 0;
   uint64_t region_base = 0;
   uint64_t overflow_limit_bytes = 0;  // the traced cap (UINT64_MAX none; 0 not recorded, 1.0)
+  // The traced arena served step plans as its config flags say (format 2.2 on; before, a
+  // trace turned plans off whatever the flags said).
+  bool plans_traced() const {
+    return format_major > 2 || (format_major == 2 && format_minor >= kPlansTracedMinor);
+  }
 };
 
 // How whole the file was.

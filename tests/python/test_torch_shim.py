@@ -219,7 +219,8 @@ print(zt.memory_summary(0))
         self.assertTrue(text.startswith("zarena.torch memory summary, cuda:0\n"), text)
         self.assertRegex(text, r"allocated \(memory_allocated\) +3 MiB in 1 blocks")
         self.assertRegex(text, r"peak allocated \(max_memory_allocated\) +4 MiB")
-        self.assertIn("reserved whole at the first allocation", text)
+        self.assertRegex(text, r"reserved \(memory_reserved\) +64 MiB committed of the 64 MiB "
+                               r"region \(committed on demand")
         self.assertIn("mallocs / frees", text)
         self.assertIn("zarena stats, arena 'torch:cuda:0'", text)  # the library's table
 
@@ -268,6 +269,54 @@ print(zt.memory_summary(0))
                                          header)))
         self.assertIn("zarena_torch_malloc", declared)
         self.assertEqual(names, declared)
+
+    # The capacity: what the environment names, else (expandable, the default) the device's
+    # whole memory, reserved as address space and committed on demand; the library's
+    # default (1 GiB, a trap for any real model) only for a region reserved whole. Host
+    # arenas here: the host's memory is their device's. No torch is imported for any of it.
+    def test_default_capacity_is_the_device_memory(self):
+        host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (2 << 20) * (2 << 20)
+        code = """
+default = zt.default_capacity(0)
+p = lib.zarena_torch_malloc(3 << 20, 0, None)
+s, r = zt.stats(0), zt.region(0)
+out(default=default, cap=s.capacity_bytes, expandable=r.expandable,
+    committed=r.committed_bytes, torch="torch" in sys.modules, bad=zt.default_capacity(5))
+"""
+        got = result(self, child(code))
+        self.assertFalse(got["torch"], "zarena.torch imported torch")
+        self.assertEqual(got["default"], host)
+        self.assertEqual(got["cap"], host)
+        self.assertTrue(got["expandable"])
+        self.assertLess(got["committed"], 1 << 30, "committed on demand, not reserved whole")
+        for env, want in [({"ZARENA_CAPACITY_BYTES": "8MiB"}, 8 << 20),
+                          ({"ZERFOO_ARENA_SIZE_GB": "0.5"}, 512 << 20),
+                          ({"ZERFOO_ARENA_SIZE_GB": "0.5", "ZARENA_ZTENSOR_ENV": "0"}, host),
+                          ({"ZARENA_EXPANDABLE": "0"}, 1 << 30)]:
+            got = result(self, child(code, **env))
+            self.assertEqual((got["default"], got["cap"]), (want, want), env)
+
+    # torch.cuda.empty_cache() (enable() sets it as the allocator's reset function): the
+    # memory committed above the top goes back; live blocks stay.
+    def test_empty_cache_gives_back_what_lies_above_the_top(self):
+        got = result(self, child("""
+keep = lib.zarena_torch_malloc(1 << 20, 0, None)
+big = [lib.zarena_torch_malloc(48 << 20, 0, None) for _ in range(4)]
+for p in big:
+    lib.zarena_torch_free(p, 48 << 20, 0, None)
+before = zt.region(0).committed_bytes
+zt.empty_cache()
+after, s = zt.region(0).committed_bytes, zt.stats(0)
+again = lib.zarena_torch_malloc(48 << 20, 0, None)
+out(before=before, after=after, trims=s.trim_events, live=s.live_allocs, used=s.used_bytes,
+    again=again is not None, committed=zt.region(0).committed_bytes)
+""", ZARENA_COMMIT_CHUNK_BYTES="16MiB"))
+        self.assertGreaterEqual(got["before"], 4 * (48 << 20))
+        self.assertLessEqual(got["after"], 16 << 20, got)
+        self.assertEqual(got["trims"], 1)
+        self.assertEqual((got["live"], got["used"]), (1, 1 << 20), "the live block stays")
+        self.assertTrue(got["again"])
+        self.assertGreaterEqual(got["committed"], 48 << 20)
 
     def test_enable_needs_torch(self):
         try:

@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
       ReplayConfig pc = c;
       pc.exact = false;
       pc.timeline = !svg_path.empty();
-      pc.flags = (pc.flags & ~ZARENA_FLAG_NO_PLAN) | ZARENA_FLAG_PLAN;
+      pc.plans = 1;
       pc.progress_label = "plan";
       if (steps.method != "step_begin") pc.step_begin_before = steps.starts;
       if (!replay(trace, pc, &pr, &error)) {
@@ -346,6 +346,8 @@ int main(int argc, char** argv) {
     pic.verdict = rep.verdict();
     if (!rep.main.first_overflows.empty()) pic.advice = rep.main.first_overflows.front().advice;
     step_axis(trace, rep, &pic);
+    // A run traced under step plans is replayed under them: its planned blocks are drawn.
+    pic.under_plan = traced_run_planned(trace.info);
     if (plan_ran) {  // --plan: the picture is the replay under plans, its planned blocks drawn
       pic.result = &pr;
       pic.under_plan = true;

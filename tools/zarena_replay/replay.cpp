@@ -47,9 +47,11 @@ class Replayer {
     cfg.alignment = c_.alignment;
     cfg.overflow_policy = c_.overflow_policy;
     cfg.overflow_limit_bytes = c_.overflow_limit_bytes;
-    // Of the traced flags only the one the diagnosis reads (a pool that never resets), and
-    // what the replay asks for (--plan).
-    cfg.flags = (t_.info.config_flags & ZARENA_FLAG_NO_RESETS) | c_.flags;
+    // Of the traced flags those that change what the engine does with the same calls (a
+    // pool that never resets, step plans), and what the replay asks for (--plan).
+    cfg.flags = traced_flags(t_.info) | c_.flags;
+    if (c_.plans == 1) cfg.flags &= ~ZARENA_FLAG_NO_PLAN;
+    if (c_.plans == 0) cfg.flags |= ZARENA_FLAG_NO_PLAN;
     cfg.name = c_.name.c_str();
     // Always: the engine's log records are the report's business, not stderr's.
     capture_.emplace();
@@ -150,6 +152,7 @@ class Replayer {
     if (capture_) zarena_log_flush();
     if (e.size == 0) return after_other(i, 0, 0);
     ++r_.allocs;
+    if (e.outcome == zarena_trace::AllocOutcome::kPlanned) ++r_.traced_planned;
     const uint64_t aligned = align_up(e.size, c_.alignment);
     Block& b = blocks_[block_key(e.addr, e.flags)];
     b.ptr = st == ZARENA_OK ? p : nullptr;
@@ -405,6 +408,15 @@ class Replayer {
 };
 
 }  // namespace
+
+bool traced_run_planned(const zarena_trace::TraceInfo& info) {
+  return info.plans_traced() && (info.config_flags & ZARENA_FLAG_NO_PLAN) == 0;
+}
+
+uint32_t traced_flags(const zarena_trace::TraceInfo& info) {
+  return (info.config_flags & ZARENA_FLAG_NO_RESETS) |
+         (traced_run_planned(info) ? 0u : uint32_t{ZARENA_FLAG_NO_PLAN});
+}
 
 bool replay(const Trace& t, const ReplayConfig& c, ReplayResult* out, std::string* error) {
   *out = ReplayResult{};

@@ -48,9 +48,10 @@ struct ReplayConfig {
   uint64_t boundary_before = kNoEvent;
   // What-if: only the trace's first step boundary is replayed.
   bool drop_boundaries_after_first = false;
-  // zarena_config.flags of the replay arena: the dynamic engine, as the trace recorded it
-  // (--plan clears ZARENA_FLAG_NO_PLAN).
-  uint32_t flags = ZARENA_FLAG_NO_PLAN;
+  // zarena_config.flags of the replay arena, besides the traced ones it keeps (traced_flags).
+  uint32_t flags = 0;
+  // Step plans in the replay: as traced (-1: traced_flags), or on (1: --plan) or off (0).
+  int plans = -1;
   // A zarena_step_begin before each of these event indices (ascending): steps for a
   // trace that did not mark them.
   std::vector<uint64_t> step_begin_before;
@@ -92,6 +93,9 @@ struct ReplayResult {
   bool stopped = false;  // stop_at_first_miss fired
   uint64_t events = 0;   // trace events handled
   uint64_t allocs = 0, frees = 0, resets = 0, boundaries = 0;
+  // Allocations a step plan served in the traced run (outcome kPlanned, format 2.2); the
+  // replay's own are final_stats.plan_hits.
+  uint64_t traced_planned = 0;
   uint64_t inserted_resets = 0;
   uint64_t misses = 0;  // requests the region could not serve
   uint64_t first_miss_event = kNoEvent;
@@ -119,6 +123,14 @@ struct ReplayResult {
   std::vector<Sample> timeline;
   TagSeries tags;
 };
+
+// Whether the traced run was planned: its arena had plans on (the default since 1.3; no
+// ZARENA_FLAG_NO_PLAN) and the trace recorded what they served (format 2.2 on).
+bool traced_run_planned(const zarena_trace::TraceInfo& info);
+// The traced arena's flags a replay keeps: ZARENA_FLAG_NO_RESETS (the diagnosis reads it),
+// and ZARENA_FLAG_NO_PLAN unless the traced run was planned (traced_run_planned): the replay
+// serves the same steps from the same plans, or replays the dynamic engine as it ran.
+uint32_t traced_flags(const zarena_trace::TraceInfo& info);
 
 // Replays t under c. Returns false with *error when the arena cannot be created.
 bool replay(const zarena_trace::Trace& t, const ReplayConfig& c, ReplayResult* out,

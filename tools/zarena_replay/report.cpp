@@ -154,6 +154,16 @@ json result_json(const ReplayResult& m) {
          {"max_reclaimed_live_bytes_per_reset", m.max_reclaimed_live_bytes}};
   if (m.first_miss_event != kNoEvent) j["first_miss_event"] = m.first_miss_event;
   if (m.cadence_warned) j["reset_cadence_event"] = m.cadence_event;
+  const zarena_stats& st = m.final_stats;
+  if (m.traced_planned != 0 || st.plans_learned != 0) {
+    j["plans"] = {{"traced_planned_allocs", m.traced_planned},
+                  {"plan_hits", st.plan_hits},
+                  {"plan_steps", st.plan_steps},
+                  {"plan_misses", st.plan_misses},
+                  {"plans_learned", st.plans_learned},
+                  {"plan_bytes", st.plan_bytes},
+                  {"plan_lower_bound_bytes", st.plan_lower_bound_bytes}};
+  }
   return j;
 }
 
@@ -266,6 +276,19 @@ void print_text(std::ostream& out, const Report& r, size_t max_epochs) {
       << m.overflow_allocs << " allocations (" << human_bytes(m.overflow_bytes) << "), refused "
       << m.refused << "\n";
   print_divergences(out, m);
+  const zarena_stats& st = m.final_stats;
+  if (m.traced_planned != 0 || r.config.plans == 1 || traced_run_planned(t.info)) {
+    out << "step plans (traced under plans): the traced run served " << m.traced_planned
+        << " allocations from plans, the replay " << st.plan_hits << " (" << st.plan_steps
+        << " steps served whole, " << st.plan_misses << " left, " << st.plans_learned
+        << " plan(s) laid out; the last " << human_bytes(st.plan_bytes) << " for a lower bound of "
+        << human_bytes(st.plan_lower_bound_bytes) << ")\n";
+    if (m.traced_planned != st.plan_hits && r.config.exact) {
+      out << "  note: the replay's plans served otherwise than the traced run's (a step of more "
+             "than 4096 allocations is laid out on a background thread, whose plan may engage "
+             "a step later or earlier)\n";
+    }
+  }
 
   if (m.first_overflows.empty() && r.incomplete()) {
     out << "verdict: incomplete_trace (no arena.first_overflow in the events the trace holds; "

@@ -147,7 +147,9 @@ std::string render_svg(const PictureInput& in) {
   std::string sub = std::to_string(tl.size()) + " events, " + std::to_string(r.allocs) +
                     " allocations, " + std::to_string(r.resets) + " resets; peak top " +
                     human_bytes(r.peak_top);
-  if (in.under_plan) sub += " (without plans " + human_bytes(in.dynamic_peak_top) + ")";
+  if (in.under_plan && in.dynamic_peak_top != 0) {
+    sub += " (without plans " + human_bytes(in.dynamic_peak_top) + ")";
+  }
   if (in.capacity_known) sub += " of capacity " + human_bytes(in.capacity_bytes);
   if (r.overflow_allocs + r.refused > 0) {
     sub += "; " + std::to_string(r.overflow_allocs) + " overflow, " + std::to_string(r.refused) +

@@ -23,9 +23,10 @@ struct PictureInput {
   // counts events), and how they were found ("zarena_step_begin", "resets", ...).
   std::vector<uint64_t> step_starts;
   std::string steps_from;
-  // A replay under step plans (--plan): the title says so and gives the peak top of the
-  // replay without plans beside it. Planned blocks (Sample::planned) are drawn whenever
-  // the timeline has any: a green area from the bottom, in the legend.
+  // A replay under step plans (--plan, or a run traced under them): the title says so and,
+  // when dynamic_peak_top is not 0, gives the peak top of the replay without plans beside
+  // it. Planned blocks (Sample::planned) are drawn whenever the timeline has any: a green
+  // area from the bottom, in the legend.
   bool under_plan = false;
   uint64_t dynamic_peak_top = 0;
 };

@@ -31,7 +31,7 @@
  *       upload weights (zarena_alloc ...); zarena_mark_step_boundary(a);
  *       for each step: zarena_step_begin(a); allocations and frees ...; zarena_reset(a);
  *   A loop that never resets grows until it overflows; zarena says so in its log
- *   (event "arena.reset_cadence" before, at the second step, "arena.first_overflow" with
+ *   (event "arena.reset_cadence" before, at the third step, "arena.first_overflow" with
  *   verdict "never_reset" when it happens), on stderr when no log callback is registered,
  *   and in the error: the failing call's zarena_last_error() ends with
  *   "verdict=never_reset; fix: call zarena_reset after every step ..." (see "Diagnosis").
@@ -98,7 +98,7 @@
  *   Each stable function carries the symbol version of the release that added it
  *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...; cmake/zarena.map lists them), so a
  *   program that needs a newer function refuses to start on an older library instead of
- *   failing at the call. Functions of an EXPERIMENTAL section (none at present) carry the
+ *   failing at the call. Functions of an EXPERIMENTAL section (zarena_trim) carry the
  *   symbol version ZARENA_EXPERIMENTAL and may change or go in any minor version.
  *   docs/ABI.md has the rules and the checks that hold them.
  */
@@ -585,7 +585,8 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * STEPS. zarena_step_begin marks where each training step starts: it turns the diagnosis
  * of a loop that forgot to reset from a guess into a fact (see "Diagnosis").
  *
- * STEP PLANS (1.2, ZARENA_FLAG_PLAN or ZARENA_PLAN=1; docs/PLANS.md). A step is what
+ * STEP PLANS (1.2; on by default since 1.3: ZARENA_FLAG_NO_PLAN or ZARENA_PLAN=0 turn them
+ * off; docs/PLANS.md). A step is what
  * happens between two boundaries: zarena_step_begin and zarena_reset are both boundaries
  * (a boundary with no allocation since the last one is not a step, so a loop may call
  * both). When two steps in a row are the same (the same number of allocations, each with
@@ -623,7 +624,10 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * plan is learned ("arena.plan_failed", reason "budget") and the ones made keep serving.
  * Threads: a plan follows the threads that made the learned steps' allocations (up to 4;
  * more, and it follows every thread); other threads' requests go to the dynamic engine.
- * A trace file turns plans off (the trace records the dynamic engine, for replay).
+ * Traced (cfg.trace_file): the plans stay on and the trace records what they serve
+ * (planned allocations, frees, pins and unpins of planned blocks; docs/TRACE.md), so a
+ * replay of the trace (zarena-replay replays a planned run under plans) serves the same
+ * steps from the same plans.
  * GRAPH-STABLE STEPS (experimental, zarena/zarena_graph.h): a planned step captured into a
  * CUDA graph once and replayed in the plan's zone. While such a graph exists the zone is
  * held still, and a floor that would move over it is refused (see the two floor calls).
@@ -672,11 +676,16 @@ ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
 ZARENA_API zarena_status zarena_set_floor(zarena* a, uint64_t offset);
 
 /* Marks the start of a step (an engine calls it at the top of every training step; Go's
- * Arena.Step does). When a step begins and no zarena_reset came since the step before,
- * and the live bytes (region and overflow) grew over that step, the early warning
+ * Arena.Step does). When steps begin with no zarena_reset between them and keep memory
+ * (two steps in a row began with more live bytes and more live blocks, region and
+ * overflow, than the step before, and by more than any step gave back), the early warning
  * "arena.reset_cadence" is logged at once (verdict never_reset, or reset_stopped when the
- * arena was reset before), at the second step. Steps that give back what they allocate
- * (live bytes do not grow) are not warned about. Once an arena has seen
+ * arena was reset before): at the third step of a loop that keeps a block per step. Steps
+ * that give back what they allocate are not warned about, whatever their shapes: a block
+ * carried into the next step and freed there (of another size each step), or state
+ * created once in the first step, is no pile. Planned blocks count as the blocks they are
+ * (a plan's zone is not live memory of the program), and allocations a plan served count
+ * as requests. Once an arena has seen
  * zarena_step_begin, the guessing detector (which recognises steps by their repeating
  * request sizes) is switched off for it, and the steps in "arena.first_overflow",
  * zarena_diagnose and zarena_stats are the counted ones. A zarena_mark_step_boundary
@@ -1006,7 +1015,7 @@ typedef struct zarena_stats {
   uint64_t epoch_max_alloc_aligned_bytes; /* largest request this epoch, rounded up to the
                                              alignment: the bytes its block took */
   uint64_t overflow_live_blocks;    /* live overflow blocks (their bytes: overflow_live_bytes) */
-  /* --- 1.2: step plans (ZARENA_FLAG_PLAN; docs/PLANS.md) --- */
+  /* --- 1.2: step plans (on by default since 1.3; docs/PLANS.md) --- */
   uint64_t plan_steps;             /* steps served whole under a plan */
   uint64_t plan_hits;              /* allocations a plan served (not in hits or epoch_allocs) */
   uint64_t plan_misses;            /* steps a deviation took off their plan */
@@ -1306,6 +1315,20 @@ ZARENA_API zarena_status zarena_trace_status(const zarena* a);
  * commit_failed. Counters: zarena_stats.committed_bytes, commit_events, trim_events,
  * commit_failures; zarena_region_info says how much is committed.
  * ================================================================================= */
+
+/* ---- EXPERIMENTAL (symbol version ZARENA_EXPERIMENTAL; may change in a minor version) ----
+ * Gives back now, as a reset with trim_keep_bytes does, the committed memory of an
+ * expandable arena above max(keep_bytes, what is in use: the region's top), without a
+ * reset: for an arena that never resets (a general-purpose pool, zarena.torch, whose
+ * torch.cuda.empty_cache() calls it). Live blocks are untouched; the next allocations
+ * above the top commit memory again. An arena that is not expandable has nothing to give
+ * back: ZARENA_OK, nothing changed.
+ * Returns: ZARENA_OK (zarena_stats.trim_events counts a trim that gave memory back);
+ *   ZARENA_E_INVALID_ARGUMENT for NULL; ZARENA_E_CAPTURE_UNSAFE while a CUDA graph capture
+ *   may run (a decommit waits for the stream), nothing changed; ZARENA_E_BACKEND when the
+ *   backend refused a decommit (what lies above stays committed).
+ * Thread-safe: allocations may run meanwhile (those above the top wait for it). */
+ZARENA_API zarena_status zarena_trim(zarena* a, uint64_t keep_bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -147,7 +147,9 @@ ZARENA_API zarena_status zarena_plan_alloc_unplanned(zarena* a, uint64_t size, u
                                                      zarena_block* out);
 
 /* The arena's current plan view, or NULL when it has none (planning off, nothing learned
- * yet). Thread-safe. The pointer stays valid until zarena_destroy (see LIFETIME). */
+ * yet, or the arena is traced: cfg.trace_file makes the library serve every planned
+ * request itself, so that the trace records it). Thread-safe. The pointer stays valid
+ * until zarena_destroy (see LIFETIME). */
 ZARENA_API const zarena_plan_view* zarena_plan_view_get(zarena* a);
 
 #ifdef __cplusplus

@@ -31,7 +31,7 @@
  *       upload weights (zarena_alloc ...); zarena_mark_step_boundary(a);
  *       for each step: zarena_step_begin(a); allocations and frees ...; zarena_reset(a);
  *   A loop that never resets grows until it overflows; zarena says so in its log
- *   (event "arena.reset_cadence" before, at the second step, "arena.first_overflow" with
+ *   (event "arena.reset_cadence" before, at the third step, "arena.first_overflow" with
  *   verdict "never_reset" when it happens), on stderr when no log callback is registered,
  *   and in the error: the failing call's zarena_last_error() ends with
  *   "verdict=never_reset; fix: call zarena_reset after every step ..." (see "Diagnosis").
@@ -98,7 +98,7 @@
  *   Each stable function carries the symbol version of the release that added it
  *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...; cmake/zarena.map lists them), so a
  *   program that needs a newer function refuses to start on an older library instead of
- *   failing at the call. Functions of an EXPERIMENTAL section (none at present) carry the
+ *   failing at the call. Functions of an EXPERIMENTAL section (zarena_trim) carry the
  *   symbol version ZARENA_EXPERIMENTAL and may change or go in any minor version.
  *   docs/ABI.md has the rules and the checks that hold them.
  */
@@ -672,11 +672,16 @@ ZARENA_API zarena_status zarena_mark_step_boundary(zarena* a);
 ZARENA_API zarena_status zarena_set_floor(zarena* a, uint64_t offset);
 
 /* Marks the start of a step (an engine calls it at the top of every training step; Go's
- * Arena.Step does). When a step begins and no zarena_reset came since the step before,
- * and the live bytes (region and overflow) grew over that step, the early warning
+ * Arena.Step does). When steps begin with no zarena_reset between them and keep memory
+ * (two steps in a row began with more live bytes and more live blocks, region and
+ * overflow, than the step before, and by more than any step gave back), the early warning
  * "arena.reset_cadence" is logged at once (verdict never_reset, or reset_stopped when the
- * arena was reset before), at the second step. Steps that give back what they allocate
- * (live bytes do not grow) are not warned about. Once an arena has seen
+ * arena was reset before): at the third step of a loop that keeps a block per step. Steps
+ * that give back what they allocate are not warned about, whatever their shapes: a block
+ * carried into the next step and freed there (of another size each step), or state
+ * created once in the first step, is no pile. Planned blocks count as the blocks they are
+ * (a plan's zone is not live memory of the program), and allocations a plan served count
+ * as requests. Once an arena has seen
  * zarena_step_begin, the guessing detector (which recognises steps by their repeating
  * request sizes) is switched off for it, and the steps in "arena.first_overflow",
  * zarena_diagnose and zarena_stats are the counted ones. A zarena_mark_step_boundary
@@ -1306,6 +1311,20 @@ ZARENA_API zarena_status zarena_trace_status(const zarena* a);
  * commit_failed. Counters: zarena_stats.committed_bytes, commit_events, trim_events,
  * commit_failures; zarena_region_info says how much is committed.
  * ================================================================================= */
+
+/* ---- EXPERIMENTAL (symbol version ZARENA_EXPERIMENTAL; may change in a minor version) ----
+ * Gives back now, as a reset with trim_keep_bytes does, the committed memory of an
+ * expandable arena above max(keep_bytes, what is in use: the region's top), without a
+ * reset: for an arena that never resets (a general-purpose pool, zarena.torch, whose
+ * torch.cuda.empty_cache() calls it). Live blocks are untouched; the next allocations
+ * above the top commit memory again. An arena that is not expandable has nothing to give
+ * back: ZARENA_OK, nothing changed.
+ * Returns: ZARENA_OK (zarena_stats.trim_events counts a trim that gave memory back);
+ *   ZARENA_E_INVALID_ARGUMENT for NULL; ZARENA_E_CAPTURE_UNSAFE while a CUDA graph capture
+ *   may run (a decommit waits for the stream), nothing changed; ZARENA_E_BACKEND when the
+ *   backend refused a decommit (what lies above stays committed).
+ * Thread-safe: allocations may run meanwhile (those above the top wait for it). */
+ZARENA_API zarena_status zarena_trim(zarena* a, uint64_t keep_bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */
