@@ -12,7 +12,7 @@ import "C"
 const (
 	BlockOverflow BlockFlags = 0x1 // the block comes from the overflow pool
 	BlockReused   BlockFlags = 0x2 // a freed block was reused (no new bump space used)
-	BlockPlanned  BlockFlags = 0x4 // served by a step plan (ZARENA_FLAG_PLAN)
+	BlockPlanned  BlockFlags = 0x4 // served by a step plan (on by default)
 )
 
 // LiveBlockFlags bits (ZARENA_LIVE_*, LiveBlock.Flags).

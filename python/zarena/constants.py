@@ -59,7 +59,7 @@ FLAG_NO_PLAN = 0x400
 # generated: block flags, from src/base/block_flags.h (tools/gen)
 BLOCK_OVERFLOW = 0x1  # the block comes from the overflow pool
 BLOCK_REUSED = 0x2  # a freed block was reused (no new bump space used)
-BLOCK_PLANNED = 0x4  # served by a step plan (ZARENA_FLAG_PLAN)
+BLOCK_PLANNED = 0x4  # served by a step plan (on by default)
 # end of generated block flags
 
 # zarena_free_at with this epoch checks nothing (it is a plain free)

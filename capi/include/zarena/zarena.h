@@ -289,8 +289,8 @@ ZARENA_API const char* zarena_last_error(void);
  * (zarena_step_begin or zarena_reset marks where steps begin) and serves it from a packed
  * plan, with no allocator work per block (see "Step plans" and docs/PLANS.md). A program
  * whose steps never repeat pays for the learning now and then only. ZARENA_PLAN=0 sets
- * this flag, ZARENA_PLAN=1 clears it. Plans are off with a trace file (the trace records
- * the dynamic engine) */
+ * this flag, ZARENA_PLAN=1 clears it. A trace file records what the plans serve (trace
+ * format 2.2) */
 #define ZARENA_FLAG_NO_PLAN 0x400u
 /* end of generated config flags */
 
@@ -497,7 +497,7 @@ typedef struct zarena_block {
 /* generated: block flags, from src/base/block_flags.h (tools/gen) */
 #define ZARENA_BLOCK_OVERFLOW 0x1u /* the block comes from the overflow pool */
 #define ZARENA_BLOCK_REUSED 0x2u   /* a freed block was reused (no new bump space used) */
-#define ZARENA_BLOCK_PLANNED 0x4u  /* served by a step plan (ZARENA_FLAG_PLAN) */
+#define ZARENA_BLOCK_PLANNED 0x4u  /* served by a step plan (on by default) */
 /* end of generated block flags */
 
 /* zarena_alloc, plus the block's epoch, size and flags, in one call. tag: 0, or an id

@@ -289,8 +289,8 @@ ZARENA_API const char* zarena_last_error(void);
  * (zarena_step_begin or zarena_reset marks where steps begin) and serves it from a packed
  * plan, with no allocator work per block (see "Step plans" and docs/PLANS.md). A program
  * whose steps never repeat pays for the learning now and then only. ZARENA_PLAN=0 sets
- * this flag, ZARENA_PLAN=1 clears it. Plans are off with a trace file (the trace records
- * the dynamic engine) */
+ * this flag, ZARENA_PLAN=1 clears it. A trace file records what the plans serve (trace
+ * format 2.2) */
 #define ZARENA_FLAG_NO_PLAN 0x400u
 /* end of generated config flags */
 
@@ -497,7 +497,7 @@ typedef struct zarena_block {
 /* generated: block flags, from src/base/block_flags.h (tools/gen) */
 #define ZARENA_BLOCK_OVERFLOW 0x1u /* the block comes from the overflow pool */
 #define ZARENA_BLOCK_REUSED 0x2u   /* a freed block was reused (no new bump space used) */
-#define ZARENA_BLOCK_PLANNED 0x4u  /* served by a step plan (ZARENA_FLAG_PLAN) */
+#define ZARENA_BLOCK_PLANNED 0x4u  /* served by a step plan (on by default) */
 /* end of generated block flags */
 
 /* zarena_alloc, plus the block's epoch, size and flags, in one call. tag: 0, or an id
@@ -585,7 +585,8 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * STEPS. zarena_step_begin marks where each training step starts: it turns the diagnosis
  * of a loop that forgot to reset from a guess into a fact (see "Diagnosis").
  *
- * STEP PLANS (1.2, ZARENA_FLAG_PLAN or ZARENA_PLAN=1; docs/PLANS.md). A step is what
+ * STEP PLANS (1.2; on by default since 1.3: ZARENA_FLAG_NO_PLAN or ZARENA_PLAN=0 turn them
+ * off; docs/PLANS.md). A step is what
  * happens between two boundaries: zarena_step_begin and zarena_reset are both boundaries
  * (a boundary with no allocation since the last one is not a step, so a loop may call
  * both). When two steps in a row are the same (the same number of allocations, each with
@@ -623,7 +624,10 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * plan is learned ("arena.plan_failed", reason "budget") and the ones made keep serving.
  * Threads: a plan follows the threads that made the learned steps' allocations (up to 4;
  * more, and it follows every thread); other threads' requests go to the dynamic engine.
- * A trace file turns plans off (the trace records the dynamic engine, for replay).
+ * Traced (cfg.trace_file): the plans stay on and the trace records what they serve
+ * (planned allocations, frees, pins and unpins of planned blocks; docs/TRACE.md), so a
+ * replay of the trace (zarena-replay replays a planned run under plans) serves the same
+ * steps from the same plans.
  * GRAPH-STABLE STEPS (experimental, zarena/zarena_graph.h): a planned step captured into a
  * CUDA graph once and replayed in the plan's zone. While such a graph exists the zone is
  * held still, and a floor that would move over it is refused (see the two floor calls).
@@ -1011,7 +1015,7 @@ typedef struct zarena_stats {
   uint64_t epoch_max_alloc_aligned_bytes; /* largest request this epoch, rounded up to the
                                              alignment: the bytes its block took */
   uint64_t overflow_live_blocks;    /* live overflow blocks (their bytes: overflow_live_bytes) */
-  /* --- 1.2: step plans (ZARENA_FLAG_PLAN; docs/PLANS.md) --- */
+  /* --- 1.2: step plans (on by default since 1.3; docs/PLANS.md) --- */
   uint64_t plan_steps;             /* steps served whole under a plan */
   uint64_t plan_hits;              /* allocations a plan served (not in hits or epoch_allocs) */
   uint64_t plan_misses;            /* steps a deviation took off their plan */
