@@ -472,6 +472,7 @@ TEST(TraceReplay, PictureUnderPlansDrawsPlannedBlocks) {
   c.exact = false;
   c.timeline = true;
   c.reset_before.assign(steps.starts.begin() + 1, steps.starts.end());
+  c.plans = 0;  // the dynamic engine (the traced arena had plans on: the default)
   const ReplayResult dynamic = replay_or_die(t, c);
   c.plans = 1;
   const ReplayResult r = replay_or_die(t, c);
