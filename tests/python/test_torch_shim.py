@@ -219,7 +219,8 @@ print(zt.memory_summary(0))
         self.assertTrue(text.startswith("zarena.torch memory summary, cuda:0\n"), text)
         self.assertRegex(text, r"allocated \(memory_allocated\) +3 MiB in 1 blocks")
         self.assertRegex(text, r"peak allocated \(max_memory_allocated\) +4 MiB")
-        self.assertRegex(text, r"reserved \(memory_reserved\) +64 MiB committed of the 64 MiB "
+        # Committed in 2 MiB steps: the high water's 4 MiB, not a 64 MiB chunk.
+        self.assertRegex(text, r"reserved \(memory_reserved\) +4 MiB committed of the 64 MiB "
                                r"region \(committed on demand")
         self.assertIn("mallocs / frees", text)
         self.assertIn("zarena stats, arena 'torch:cuda:0'", text)  # the library's table
@@ -289,6 +290,9 @@ out(default=default, cap=s.capacity_bytes, expandable=r.expandable,
         self.assertEqual(got["cap"], host)
         self.assertTrue(got["expandable"])
         self.assertLess(got["committed"], 1 << 30, "committed on demand, not reserved whole")
+        # In 2 MiB steps (as PyTorch's expandable segments), not the library's 64 MiB chunk:
+        # the footprint follows the high water.
+        self.assertEqual(got["committed"], 4 << 20, got)
         for env, want in [({"ZARENA_CAPACITY_BYTES": "8MiB"}, 8 << 20),
                           ({"ZERFOO_ARENA_SIZE_GB": "0.5"}, 512 << 20),
                           ({"ZERFOO_ARENA_SIZE_GB": "0.5", "ZARENA_ZTENSOR_ENV": "0"}, host),
