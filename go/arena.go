@@ -88,6 +88,7 @@ type Arena struct {
 	plan           atomic.Pointer[planView] // the step plan served without crossings (plan.go)
 	served         servedCounts             // the allocations the binding served from plans
 	planUnwaited   bool                     // a view was published since the last wait (plan.go)
+	gate           planGate                 // the way into the planned path (runtime_*.go)
 	ovf            overflowState            // the overflow route's Go side (overflow.go)
 }
 

@@ -9,48 +9,14 @@
 #include "base/human_bytes.h"
 #include "base/last_error.h"
 #include "engine/arena.h"
+#include "plan/plan_protocol.h"
 
 namespace zarena_core {
 
 namespace {
 
-const char* miss_name(uint64_t reason) {
-  switch (reason) {
-    case ZARENA_PLAN_MISS_SIZE:
-      return "size";
-    case ZARENA_PLAN_MISS_TAG:
-      return "tag";
-    case ZARENA_PLAN_MISS_EXTRA:
-      return "extra";
-    case ZARENA_PLAN_MISS_SHORT:
-      return "short";
-    case ZARENA_PLAN_MISS_LATE:
-      return "late";
-    case ZARENA_PLAN_MISS_FLOOR:
-      return "floor";
-    default:
-      return "none";
-  }
-}
-
-const char* miss_text(uint64_t reason) {
-  switch (reason) {
-    case ZARENA_PLAN_MISS_SIZE:
-      return "a request of another size than the plan's";
-    case ZARENA_PLAN_MISS_TAG:
-      return "a request with another tag than the plan's";
-    case ZARENA_PLAN_MISS_EXTRA:
-      return "more allocations than the learned step";
-    case ZARENA_PLAN_MISS_SHORT:
-      return "the step ended before its last planned allocation";
-    case ZARENA_PLAN_MISS_LATE:
-      return "a block the plan reuses was still live (freed later than in the learned step)";
-    case ZARENA_PLAN_MISS_FLOOR:
-      return "the floor moved over the plan's zone";
-    default:
-      return "no deviation";
-  }
-}
+const char* miss_name(uint64_t reason) { return plan_protocol::miss_reason(reason).word; }
+const char* miss_text(uint64_t reason) { return plan_protocol::miss_reason(reason).text; }
 
 }  // namespace
 

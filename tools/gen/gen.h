@@ -8,7 +8,8 @@
 namespace zarena_gen {
 
 // One generated text: a whole file (section empty), or the part of a file between the
-// markers of `section` (Markdown comments; the rest of the file is written by hand).
+// markers of `section` (Markdown comments, or C comments in a .h file; the rest of the file
+// is written by hand).
 struct Output {
   std::string path;     // relative to the source root
   std::string section;  // "" = the whole file
@@ -16,14 +17,15 @@ struct Output {
   std::string source;  // the table it comes from, for messages
 };
 
-// The markers around a generated section of a Markdown file.
-std::string section_begin(const std::string& name, const std::string& source);
-std::string section_end(const std::string& name);
+// The markers around a generated section of a Markdown file (c: of a C header).
+std::string section_begin(const std::string& name, const std::string& source, bool c = false);
+std::string section_end(const std::string& name, bool c = false);
 
-// Each part's outputs (config_gen.cpp, stats_gen.cpp, log_gen.cpp).
+// Each part's outputs (config_gen.cpp, stats_gen.cpp, log_gen.cpp, plan_gen.cpp).
 void config_outputs(std::vector<Output>* out);
 void stats_outputs(std::vector<Output>* out);
 void log_outputs(std::vector<Output>* out);
+void plan_outputs(std::vector<Output>* out);
 
 // The start of a generated Go file of package zarena that uses cgo (through shim.h).
 std::string go_file_header(const std::string& source);

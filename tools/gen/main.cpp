@@ -35,14 +35,20 @@ bool write_file(const std::string& path, const std::string& text) {
   return static_cast<bool>(f);
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // `file` with the section of `o` replaced by o.text; false when its markers are missing.
+// A C header's markers are C comments, every other file's Markdown ones.
 bool splice(const std::string& file, const Output& o, std::string* out) {
-  const std::string begin_prefix = "<!-- generated: " + o.section + ",";
-  const std::string end = zarena_gen::section_end(o.section);
+  const bool c = ends_with(o.path, ".h");
+  const std::string begin_prefix = (c ? "/* generated: " : "<!-- generated: ") + o.section + ",";
+  const std::string end = zarena_gen::section_end(o.section, c);
   const size_t a = file.find(begin_prefix);
   const size_t b = file.find(end);
   if (a == std::string::npos || b == std::string::npos || b < a) return false;
-  *out = file.substr(0, a) + zarena_gen::section_begin(o.section, o.source) + o.text + end +
+  *out = file.substr(0, a) + zarena_gen::section_begin(o.section, o.source, c) + o.text + end +
          file.substr(b + end.size());
   return true;
 }
@@ -52,14 +58,7 @@ int run(const std::string& root, bool write) {
   zarena_gen::config_outputs(&outputs);
   zarena_gen::stats_outputs(&outputs);
   zarena_gen::log_outputs(&outputs);
-  for (const char* h : kHeaderCopies) {
-    Output copy{std::string("go/internal/include/") + h, "", "", std::string("capi/include/") + h};
-    if (!read_file(root + "/" + copy.source, &copy.text)) {
-      std::printf("cannot read %s\n", copy.source.c_str());
-      return 1;
-    }
-    outputs.push_back(std::move(copy));
-  }
+  zarena_gen::plan_outputs(&outputs);
 
   // Sections of one file are applied in turn to the file's text.
   int rc = 0;
@@ -80,9 +79,25 @@ int run(const std::string& root, bool write) {
       it->second = o.text;
     } else if (!splice(it->second, o, &it->second)) {
       std::printf("%s has no markers for its generated %s (%s)\n", o.path.c_str(),
-                  o.section.c_str(), zarena_gen::section_end(o.section).c_str());
+                  o.section.c_str(),
+                  zarena_gen::section_end(o.section, ends_with(o.path, ".h")).c_str());
       rc = 1;
     }
+  }
+  // The copies of the headers, as generated (a header with a generated part is copied with
+  // the part this run wrote).
+  for (const char* h : kHeaderCopies) {
+    const std::string from = std::string("capi/include/") + h;
+    std::string text;
+    auto it = files.begin();
+    while (it != files.end() && it->first != from) ++it;
+    if (it != files.end()) {
+      text = it->second;
+    } else if (!read_file(root + "/" + from, &text)) {
+      std::printf("cannot read %s\n", from.c_str());
+      return 1;
+    }
+    files.emplace_back(std::string("go/internal/include/") + h, text);
   }
   for (const auto& [path, want] : files) {
     std::string have;

@@ -5,13 +5,19 @@
 
 namespace zarena_gen {
 
-std::string section_begin(const std::string& name, const std::string& source) {
+std::string section_begin(const std::string& name, const std::string& source, bool c) {
+  if (c) {
+    return "/* generated: " + name + ", from " + source +
+           " by tools/gen\n * (cmake --build <build> --target zarena_generate); edit the table, "
+           "not this */\n";
+  }
   return "<!-- generated: " + name + ", from " + source +
          " by tools/gen (cmake --build <build> --target zarena_generate); edit the table, "
          "not this -->\n";
 }
 
-std::string section_end(const std::string& name) {
+std::string section_end(const std::string& name, bool c) {
+  if (c) return "/* end of generated " + name + " */\n";
   return "<!-- end of generated " + name + " -->\n";
 }
 
