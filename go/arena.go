@@ -89,7 +89,13 @@ type Arena struct {
 	served         servedCounts             // the allocations the binding served from plans
 	planUnwaited   bool                     // a view was published since the last wait (plan.go)
 	gate           planGate                 // the way into the planned path (runtime_*.go)
-	ovf            overflowState            // the overflow route's Go side (overflow.go)
+	// Blocks the Lanes keep (lane_cache.go): whether the library allows it (set at New),
+	// the index of tracked blocks, the budgets.
+	keepOK         bool
+	kept           keptIndex
+	keptShardBytes uint64
+	keptMaxBlock   uint64
+	ovf            overflowState // the overflow route's Go side (overflow.go)
 }
 
 // New creates an arena from cfg (see Config for what zero fields mean).
@@ -128,6 +134,7 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 	}
 	a.ovf.diagnoseSync = c.flags&C.ZARENA_FLAG_DIAGNOSE_SYNC != 0
 	a.initShards(shards)
+	a.initKept(a.ovf.diagnoseSync)
 	runtime.SetFinalizer(a, (*Arena).leaked)
 	return a, nil
 }
@@ -347,7 +354,7 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 // finalizers and from any number of goroutines.
 func (a *Arena) Free(p DevicePtr) error {
 	var here byte // in the caller's frame: it names the caller's shard (see home)
-	return a.queueFree(uintptr(unsafe.Pointer(&here)), p, AnyEpoch)
+	return a.queueFree(uintptr(unsafe.Pointer(&here)), p, AnyEpoch, false)
 }
 
 // FreeBlock is Free of b.Ptr, checked against b.Epoch when applied: a block of another
@@ -357,7 +364,7 @@ func (a *Arena) Free(p DevicePtr) error {
 // pointer and the epoch passes Block{Ptr: p, Epoch: epoch}.
 func (a *Arena) FreeBlock(b Block) error {
 	var here byte
-	return a.queueFree(uintptr(unsafe.Pointer(&here)), b.Ptr, b.Epoch)
+	return a.queueFree(uintptr(unsafe.Pointer(&here)), b.Ptr, b.Epoch, false)
 }
 
 // FreeNow frees p at once, after every queued free, and returns its status: nil,
@@ -367,6 +374,7 @@ func (a *Arena) FreeBlock(b Block) error {
 // one for hot loops.
 func (a *Arena) FreeNow(p DevicePtr, epoch uint64) error {
 	return a.whole("FreeNow", func(h C.uintptr_t) C.shim_result {
+		a.kept.forgetLocked(uintptr(p)) // the library decides it (lane_cache.go)
 		return C.shim_free_at(h, C.uintptr_t(p), C.uint64_t(epoch))
 	})
 }
@@ -390,6 +398,7 @@ func (a *Arena) Reset() error {
 		if r.r.status == C.ZARENA_OK {
 			a.epoch.Store(uint64(r.epoch))
 		}
+		a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
 		a.setPlanLocked(r.view)
 		return r.r
 	})

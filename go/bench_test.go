@@ -21,9 +21,9 @@ import (
 // stated in:
 //
 //	Pair        alloc+free of 256 B: Go binding (Free queued, applied by the next
-//	            Alloc: one crossing per pair), pure Go, the C pair (N pairs in one C call,
-//	            divided by N), and the checked binding (FreeNow: two crossings, the
-//	            second a whole-arena call) for comparison
+//	            Alloc: one crossing per pair), on a Lane (the freed block kept: no
+//	            crossing), pure Go, the C pair (N pairs in one C call, divided by N), and
+//	            the checked binding (FreeNow: two crossings, the second a whole-arena call)
 //	CgoCall     one empty cgo call (EmptyCgoPair: two); with the C pair, the floor the
 //	            Go pair is held to (<= 1.2x their sum)
 //	AllocFreeParallel  the 4 KiB pair on g = 1, 2, 4, 8, 16 goroutines sharing one arena
@@ -33,7 +33,7 @@ import (
 //	Holes       a 512 B pair with 10 000 256 B holes in the free list
 //	Trace       one realistic sample: 4096 allocations of 256 B..256 KiB, a third of them
 //	            freed as they die, then a reset (time per sample); zarena-plan: the same
-//	            under a step plan (FlagPlan)
+//	            under a step plan (FlagPlan); zarena-lane: on a Lane
 //	PlanPair    the 256 B pair in steps of 64 pairs (StepBegin between steps, its crossing
 //	            included): under a step plan, served by the binding without crossings, and
 //	            the same workload without a plan, and the pure-Go pair
@@ -77,6 +77,22 @@ func BenchmarkPair(b *testing.B) {
 			}
 			_ = a.Free(p)
 		}
+	})
+	b.Run("zarena-lane", func(b *testing.B) { // one Lane: its freed blocks kept (lane_cache.go)
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		l := a.Lane()
+		_, _, served := a.keptCounts()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			p, err := l.Alloc(pairSize)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = l.Free(p)
+		}
+		b.StopTimer()
+		_, _, now := a.keptCounts()
+		b.ReportMetric(float64(now-served)/float64(b.N), "kept/op")
 	})
 	b.Run("zarena-block", func(b *testing.B) { // AllocBlock + FreeBlock: epoch-checked
 		defer lockThread()()
@@ -299,6 +315,32 @@ func BenchmarkTrace(b *testing.B) {
 			b.ReportMetric(float64(a.planServed()-served)/float64(b.N*len(ops)), "planned/alloc")
 		})
 	}
+	b.Run("zarena-lane", func(b *testing.B) { // on a Lane: freed blocks kept for their size
+		defer lockThread()()
+		a := newHost(b, Config{CapacityBytes: 512 * miB, Name: "bench"})
+		l := a.Lane()
+		blocks := make([]Block, len(ops))
+		_, _, served := a.keptCounts()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for j, op := range ops {
+				blk, err := l.AllocBlock(op.size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				blocks[j] = blk
+				if op.freeOf >= 0 {
+					_ = l.FreeBlock(blocks[op.freeOf])
+				}
+			}
+			if err := a.Reset(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		_, _, now := a.keptCounts()
+		b.ReportMetric(float64(now-served)/float64(b.N*len(ops)), "kept/alloc")
+	})
 	b.Run("go", func(b *testing.B) {
 		g := newGoArena(512 * miB)
 		ptrs := make([]uintptr, len(ops))

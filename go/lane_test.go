@@ -16,15 +16,16 @@ func TestLanesTakeTheShardsInTurn(t *testing.T) {
 	}
 }
 
-// A Lane's Free rides on the Lane's next allocation, wherever each is called from.
+// A Lane's Free of a block it did not hand out (the Arena's: the Lane keeps none of those)
+// rides on the Lane's next allocation, wherever each is called from.
 func TestLaneFreeRidesOnItsNextAlloc(t *testing.T) {
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
 	l := a.Lane()
-	p, err := l.Alloc(4 * kiB)
+	p, err := a.Alloc(4 * kiB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Alloc(4 * kiB); err != nil { // p is not the top block
+	if _, err := a.Alloc(4 * kiB); err != nil { // p is not the top block
 		t.Fatal(err)
 	}
 	_, before := a.queueCounts()

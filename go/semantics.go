@@ -23,7 +23,12 @@ func (a *Arena) Pin(p DevicePtr) error { return a.pin(p, 1, "Pin") }
 func (a *Arena) Unpin(p DevicePtr) error { return a.pin(p, 0, "Unpin") }
 
 func (a *Arena) pin(p DevicePtr, on C.int, op string) error {
-	return a.whole(op, func(h C.uintptr_t) C.shim_result { return C.shim_pin(h, C.uintptr_t(p), on) })
+	return a.whole(op, func(h C.uintptr_t) C.shim_result {
+		// p may lie inside a block: the index forgets every block, whose frees then go to
+		// the library, which defers a pinned one's (lane_cache.go).
+		a.kept.clearLocked()
+		return C.shim_pin(h, C.uintptr_t(p), on)
+	})
 }
 
 // SetFloor moves the floor to offset bytes from the region's base, a block boundary

@@ -1,0 +1,215 @@
+package zarena
+
+/*
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// The index of tracked blocks (lane_cache.go): every block a Lane's crossing handed out
+// that may be kept, keyed by address, with one word: its state, the shard that owns it,
+// its class.
+//
+// Who writes a word: a block's word changes only under the lock of the shard it names as
+// owner (a pop, a free, a give-back), or with every shard locked; so those writes need no
+// read-modify-write: two frees of one block meet on the owner's lock, and the second sees
+// the first's store. Anyone may read a word (to find the owner) with an atomic load, then
+// takes the owner's lock and reads it again. The owner changes only when the slot is
+// filled again for a new block (a crossing hands the address out anew, under the new
+// owner's lock), which a reader that re-reads under the lock notices. Slots are claimed by
+// compare-and-swap on the key (two shards may insert different blocks at once), and are
+// never emptied until the whole index is cleared (a reset, a pin) or rebuilt (growKept),
+// with every shard locked; a block given back leaves its slot as a tombstone (gone).
+//
+// The slots are C memory: the race detector does not watch it (the stores under the owner's
+// lock are plain where runtime_fast.go allows, which in Go memory would be reported as races
+// with the atomic loads of other shards, correct as they are).
+const (
+	keptOut  = 1 // handed to the caller
+	keptHeld = 2 // kept by its owner shard
+	keptGone = 3 // given back to the library (the slot stays, a tombstone)
+
+	keptStateMask  = 3
+	keptOwnerShift = 2
+	keptOwnerBits  = 16 // an arena with more shards keeps nothing (initKept)
+	keptClassShift = keptOwnerShift + keptOwnerBits
+)
+
+func keptWord(state uint64, owner uint32, cls uint64) uint64 {
+	return state | uint64(owner)<<keptOwnerShift | cls<<keptClassShift
+}
+
+func keptOwner(w uint64) uint32 { return uint32(w>>keptOwnerShift) & (1<<keptOwnerBits - 1) }
+
+type keptSlot struct {
+	key  uint64 // the block's address; 0: empty
+	word uint64
+}
+
+// keptTable is one generation of the index's slots (C memory, a power of two of them).
+// Frees find a block's owner without a lock, so a table replaced by a rebuild stays
+// readable until Close (retired): a reader that then locks the owner sees that the table
+// changed and looks again. The tables of an arena's life add up to less than twice the
+// last one.
+type keptTable struct {
+	slots []keptSlot
+	mask  uintptr
+	shift uint // log2 of the alignment: a block's address >> shift hashes it
+}
+
+type keptIndex struct {
+	tab      atomic.Pointer[keptTable] // nil until the first Lane
+	retired  []*keptTable              // replaced tables (every shard locked to change)
+	shift    uint
+	used     atomic.Int64 // slots with a key, in tab
+	wantGrow atomic.Bool  // an insert found the index full: rebuild at the next chance
+}
+
+func (t *keptTable) home(p uintptr) uintptr {
+	return uintptr((uint64(p>>(t.shift&63))*0x9E3779B97F4A7C15)>>32) & t.mask
+}
+
+// find returns the slot of p and its word, when p is tracked as out or kept.
+func (t *keptTable) find(p uintptr) (uintptr, uint64, bool) {
+	for i := t.home(p); ; i = (i + 1) & t.mask {
+		switch k := uintptr(atomic.LoadUint64(&t.slots[i].key)); k {
+		case p:
+			w := atomic.LoadUint64(&t.slots[i].word)
+			s := w & keptStateMask
+			return i, w, s == keptOut || s == keptHeld
+		case 0:
+			return 0, 0, false
+		}
+	}
+}
+
+// find is the current table's find (false with no table).
+func (x *keptIndex) find(p uintptr) (*keptTable, uintptr, uint64, bool) {
+	t := x.tab.Load()
+	if t == nil {
+		return nil, 0, 0, false
+	}
+	i, w, ok := t.find(p)
+	return t, i, w, ok
+}
+
+// insert tracks p as out, owned by shard owner (locked by the caller; p was just handed out
+// by the library: no one else holds it), of class cls. When the index is too full to take
+// it, p stays untracked (its free goes to the library) and the index asks to grow.
+func (x *keptIndex) insert(p uintptr, owner uint32, cls uint64) {
+	t := x.tab.Load()
+	if t == nil || x.used.Load()+1 > int64(len(t.slots))*3/4 {
+		x.wantGrow.Store(true)
+		return
+	}
+	w := keptWord(keptOut, owner, cls)
+	for i := t.home(p); ; i = (i + 1) & t.mask {
+		k := uintptr(atomic.LoadUint64(&t.slots[i].key))
+		if k == 0 {
+			if atomic.CompareAndSwapUint64(&t.slots[i].key, 0, uint64(p)) {
+				x.used.Add(1)
+				k = p
+			} else {
+				k = uintptr(atomic.LoadUint64(&t.slots[i].key)) // another shard took it
+			}
+		}
+		if k == p { // a new slot, or p's tombstone (the library gave p out again)
+			atomic.StoreUint64(&t.slots[i].word, w)
+			return
+		}
+	}
+}
+
+// forgetLocked marks p gone (every shard locked).
+func (x *keptIndex) forgetLocked(p uintptr) {
+	if t, slot, _, ok := x.find(p); ok {
+		atomic.StoreUint64(&t.slots[slot].word, keptGone)
+	}
+}
+
+// clearLocked forgets every block (every shard locked; none kept). A reader without a lock
+// that looked before sees, once it holds the owner's lock, a word that is not out.
+func (x *keptIndex) clearLocked() {
+	if t := x.tab.Load(); t != nil && x.used.Load() != 0 {
+		for i := range t.slots {
+			atomic.StoreUint64(&t.slots[i].word, 0)
+			atomic.StoreUint64(&t.slots[i].key, 0)
+		}
+		x.used.Store(0)
+	}
+}
+
+// newTable makes a table of n empty slots; nil when C memory ran out.
+func (x *keptIndex) newTable(n int) *keptTable {
+	mem := C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(keptSlot{})))
+	if mem == nil {
+		return nil
+	}
+	return &keptTable{slots: unsafe.Slice((*keptSlot)(mem), n), mask: uintptr(n - 1),
+		shift: x.shift}
+}
+
+// release gives every table back (every shard locked, the arena destroyed).
+func (x *keptIndex) release() {
+	if t := x.tab.Load(); t != nil {
+		x.retired = append(x.retired, t)
+	}
+	for _, t := range x.retired {
+		C.free(unsafe.Pointer(&t.slots[0]))
+	}
+	x.retired = nil
+	x.tab.Store(nil)
+	x.used.Store(0)
+}
+
+// rebuildLocked makes the index anew, large enough for its live entries four times over and
+// without tombstones (every shard locked; the caller finds the kept blocks' slots again).
+// False (the index unchanged) when C memory ran out.
+func (x *keptIndex) rebuildLocked() bool {
+	old := x.tab.Load()
+	live := 0
+	if old != nil {
+		for i := range old.slots {
+			if s := old.slots[i].word & keptStateMask; s == keptOut || s == keptHeld {
+				live++
+			}
+		}
+	}
+	n := keptIndexMin
+	for n < 4*live {
+		n *= 2
+	}
+	t := x.newTable(n)
+	if t == nil {
+		return false
+	}
+	used := int64(0)
+	if old != nil {
+		for i := range old.slots {
+			w := old.slots[i].word
+			if s := w & keptStateMask; s != keptOut && s != keptHeld {
+				continue
+			}
+			p := uintptr(old.slots[i].key)
+			j := t.home(p)
+			for t.slots[j].key != 0 {
+				j = (j + 1) & t.mask
+			}
+			t.slots[j] = keptSlot{key: uint64(p), word: w}
+			used++
+		}
+		// Readers without a lock may still look at the old table: it must not look like it
+		// tracks anything now (their owner's word would be out of date).
+		for i := range old.slots {
+			atomic.StoreUint64(&old.slots[i].word, keptGone)
+		}
+		x.retired = append(x.retired, old)
+	}
+	x.used.Store(used)
+	x.tab.Store(t)
+	return true
+}
