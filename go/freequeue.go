@@ -181,6 +181,11 @@ func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64, lane bool) er
 			return err
 		}
 	}
+	return a.queueFreeUntracked(here, p, epoch)
+}
+
+// queueFreeUntracked is queueFree of a block no Lane tracks (or no longer).
+func (a *Arena) queueFreeUntracked(here uintptr, p DevicePtr, epoch uint64) error {
 	i := a.home(here)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {

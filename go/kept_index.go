@@ -1,14 +1,6 @@
 package zarena
 
-/*
-#include <stdlib.h>
-*/
-import "C"
-
-import (
-	"sync/atomic"
-	"unsafe"
-)
+import "sync/atomic"
 
 // The index of tracked blocks (lane_cache.go): every block a Lane's crossing handed out
 // that may be kept, keyed by address, with one word: its state, the shard that owns it,
@@ -25,9 +17,9 @@ import (
 // never emptied until the whole index is cleared (a reset, a pin) or rebuilt (growKept),
 // with every shard locked; a block given back leaves its slot as a tombstone (gone).
 //
-// The slots are C memory: the race detector does not watch it (the stores under the owner's
-// lock are plain where runtime_fast.go allows, which in Go memory would be reported as races
-// with the atomic loads of other shards, correct as they are).
+// The slots are Go memory, every access atomic: a free that found a block's owner in a table
+// that a rebuild, a clear or Close has since replaced still reads valid memory, and then
+// sees, under the owner's lock, that the table changed.
 const (
 	keptOut  = 1 // handed to the caller
 	keptHeld = 2 // kept by its owner shard
@@ -46,15 +38,13 @@ func keptWord(state uint64, owner uint32, cls uint64) uint64 {
 func keptOwner(w uint64) uint32 { return uint32(w>>keptOwnerShift) & (1<<keptOwnerBits - 1) }
 
 type keptSlot struct {
-	key  uint64 // the block's address; 0: empty
-	word uint64
+	key  atomic.Uint64 // the block's address; 0: empty
+	word atomic.Uint64
 }
 
-// keptTable is one generation of the index's slots (C memory, a power of two of them).
-// Frees find a block's owner without a lock, so a table replaced by a rebuild stays
-// readable until Close (retired): a reader that then locks the owner sees that the table
-// changed and looks again. The tables of an arena's life add up to less than twice the
-// last one.
+// keptTable is one generation of the index's slots (a power of two of them). Frees find a
+// block's owner without a lock: one that read a table a rebuild replaced sees, under the
+// owner's lock, that the table changed, and looks again.
 type keptTable struct {
 	slots []keptSlot
 	mask  uintptr
@@ -63,7 +53,6 @@ type keptTable struct {
 
 type keptIndex struct {
 	tab      atomic.Pointer[keptTable] // nil until the first Lane
-	retired  []*keptTable              // replaced tables (every shard locked to change)
 	shift    uint
 	used     atomic.Int64 // slots with a key, in tab
 	wantGrow atomic.Bool  // an insert found the index full: rebuild at the next chance
@@ -76,9 +65,9 @@ func (t *keptTable) home(p uintptr) uintptr {
 // find returns the slot of p and its word, when p is tracked as out or kept.
 func (t *keptTable) find(p uintptr) (uintptr, uint64, bool) {
 	for i := t.home(p); ; i = (i + 1) & t.mask {
-		switch k := uintptr(atomic.LoadUint64(&t.slots[i].key)); k {
+		switch k := uintptr(t.slots[i].key.Load()); k {
 		case p:
-			w := atomic.LoadUint64(&t.slots[i].word)
+			w := t.slots[i].word.Load()
 			s := w & keptStateMask
 			return i, w, s == keptOut || s == keptHeld
 		case 0:
@@ -108,17 +97,17 @@ func (x *keptIndex) insert(p uintptr, owner uint32, cls uint64) {
 	}
 	w := keptWord(keptOut, owner, cls)
 	for i := t.home(p); ; i = (i + 1) & t.mask {
-		k := uintptr(atomic.LoadUint64(&t.slots[i].key))
+		k := uintptr(t.slots[i].key.Load())
 		if k == 0 {
-			if atomic.CompareAndSwapUint64(&t.slots[i].key, 0, uint64(p)) {
+			if t.slots[i].key.CompareAndSwap(0, uint64(p)) {
 				x.used.Add(1)
 				k = p
 			} else {
-				k = uintptr(atomic.LoadUint64(&t.slots[i].key)) // another shard took it
+				k = uintptr(t.slots[i].key.Load()) // another shard took it
 			}
 		}
 		if k == p { // a new slot, or p's tombstone (the library gave p out again)
-			atomic.StoreUint64(&t.slots[i].word, w)
+			t.slots[i].word.Store(w)
 			return
 		}
 	}
@@ -127,54 +116,38 @@ func (x *keptIndex) insert(p uintptr, owner uint32, cls uint64) {
 // forgetLocked marks p gone (every shard locked).
 func (x *keptIndex) forgetLocked(p uintptr) {
 	if t, slot, _, ok := x.find(p); ok {
-		atomic.StoreUint64(&t.slots[slot].word, keptGone)
+		t.slots[slot].word.Store(keptGone)
 	}
 }
 
-// clearLocked forgets every block (every shard locked; none kept). A reader without a lock
-// that looked before sees, once it holds the owner's lock, a word that is not out.
+// clearLocked forgets every block (every shard locked; none kept): a new empty table of the
+// same size (the next step tracks as many blocks as this one did). A reader without a lock
+// that looked in the old one sees, once it holds the owner's lock, that the table changed.
 func (x *keptIndex) clearLocked() {
 	if t := x.tab.Load(); t != nil && x.used.Load() != 0 {
-		for i := range t.slots {
-			atomic.StoreUint64(&t.slots[i].word, 0)
-			atomic.StoreUint64(&t.slots[i].key, 0)
-		}
+		x.tab.Store(x.newTable(len(t.slots)))
 		x.used.Store(0)
 	}
 }
 
-// newTable makes a table of n empty slots; nil when C memory ran out.
 func (x *keptIndex) newTable(n int) *keptTable {
-	mem := C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(keptSlot{})))
-	if mem == nil {
-		return nil
-	}
-	return &keptTable{slots: unsafe.Slice((*keptSlot)(mem), n), mask: uintptr(n - 1),
-		shift: x.shift}
+	return &keptTable{slots: make([]keptSlot, n), mask: uintptr(n - 1), shift: x.shift}
 }
 
-// release gives every table back (every shard locked, the arena destroyed).
+// release drops the index (every shard locked, the arena destroyed).
 func (x *keptIndex) release() {
-	if t := x.tab.Load(); t != nil {
-		x.retired = append(x.retired, t)
-	}
-	for _, t := range x.retired {
-		C.free(unsafe.Pointer(&t.slots[0]))
-	}
-	x.retired = nil
 	x.tab.Store(nil)
 	x.used.Store(0)
 }
 
 // rebuildLocked makes the index anew, large enough for its live entries four times over and
 // without tombstones (every shard locked; the caller finds the kept blocks' slots again).
-// False (the index unchanged) when C memory ran out.
-func (x *keptIndex) rebuildLocked() bool {
+func (x *keptIndex) rebuildLocked() {
 	old := x.tab.Load()
 	live := 0
 	if old != nil {
 		for i := range old.slots {
-			if s := old.slots[i].word & keptStateMask; s == keptOut || s == keptHeld {
+			if s := old.slots[i].word.Load() & keptStateMask; s == keptOut || s == keptHeld {
 				live++
 			}
 		}
@@ -184,32 +157,23 @@ func (x *keptIndex) rebuildLocked() bool {
 		n *= 2
 	}
 	t := x.newTable(n)
-	if t == nil {
-		return false
-	}
 	used := int64(0)
 	if old != nil {
 		for i := range old.slots {
-			w := old.slots[i].word
+			w := old.slots[i].word.Load()
 			if s := w & keptStateMask; s != keptOut && s != keptHeld {
 				continue
 			}
-			p := uintptr(old.slots[i].key)
+			p := uintptr(old.slots[i].key.Load())
 			j := t.home(p)
-			for t.slots[j].key != 0 {
+			for t.slots[j].key.Load() != 0 {
 				j = (j + 1) & t.mask
 			}
-			t.slots[j] = keptSlot{key: uint64(p), word: w}
+			t.slots[j].key.Store(uint64(p))
+			t.slots[j].word.Store(w)
 			used++
 		}
-		// Readers without a lock may still look at the old table: it must not look like it
-		// tracks anything now (their owner's word would be out of date).
-		for i := range old.slots {
-			atomic.StoreUint64(&old.slots[i].word, keptGone)
-		}
-		x.retired = append(x.retired, old)
 	}
 	x.used.Store(used)
 	x.tab.Store(t)
-	return true
 }

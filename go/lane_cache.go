@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"math/bits"
-	"sync/atomic"
 	"unsafe"
 )
 
@@ -166,29 +165,32 @@ func (a *Arena) keptReady(s *shard) bool {
 }
 
 // allocKept is a Lane's Alloc: a block the shard keeps when one of the size is there, else
-// the crossing, whose block is then tracked.
+// the crossing (under the same lock), whose block is then tracked.
 func (a *Arena) allocKept(here uintptr, n uint64) (DevicePtr, error) {
-	if p := a.popKept(here, n); p != 0 {
+	p, s := a.popKept(here, n)
+	if p != 0 {
 		return p, nil
 	}
-	b, err := a.allocKeptSlow(here, n, false, "Alloc")
+	b, err := a.allocKeptSlow(s, here, n, false, "Alloc")
 	return b.Ptr, err
 }
 
 // allocBlockKept is a Lane's AllocBlock (and AllocTagged with no tag).
 func (a *Arena) allocBlockKept(here uintptr, n uint64, op string) (Block, error) {
-	if p := a.popKept(here, n); p != 0 {
+	p, s := a.popKept(here, n)
+	if p != 0 {
 		return Block{Ptr: p, Epoch: a.epoch.Load(), Size: (n + a.align - 1) &^ (a.align - 1),
 			Flags: BlockReused}, nil
 	}
-	return a.allocKeptSlow(here, n, true, op)
+	return a.allocKeptSlow(s, here, n, true, op)
 }
 
-// popKept hands out a block of n bytes that the caller's shard keeps, or returns 0. Small,
-// and apart from the crossing's code, so that the common case sets up no large frame.
-func (a *Arena) popKept(here uintptr, n uint64) DevicePtr {
-	if !a.keepOK || n-1 >= a.keptMaxBlock {
-		return 0
+// popKept hands out a block of n bytes that the caller's shard keeps; else it returns 0 and
+// the caller's shard, locked (nil: none locked, n is not for keeping). Small, and apart from
+// the crossing's code, so that the common case sets up no large frame.
+func (a *Arena) popKept(here uintptr, n uint64) (DevicePtr, *shard) {
+	if !a.keepOK || n-1 >= maxRequest {
+		return 0, nil
 	}
 	aligned := (n + a.align - 1) &^ (a.align - 1)
 	i := a.home(here)
@@ -197,29 +199,26 @@ func (a *Arena) popKept(here uintptr, n uint64) DevicePtr {
 		s = a.lockBusy(i)
 	}
 	c := s.cache
-	if c == nil || a.poison {
-		s.mu.Unlock()
-		return 0
+	if c == nil || a.poison || aligned > a.keptMaxBlock {
+		return 0, s
 	}
 	cls := aligned >> (a.kept.shift & 63)
 	k := &c.classes[c.hot]
 	if k.cls != cls {
 		if k = c.class(cls, false); k == nil {
-			s.mu.Unlock()
-			return 0
+			return 0, s
 		}
 	}
 	j := k.head
 	if j < 0 {
-		s.mu.Unlock()
-		return 0
+		return 0, s
 	}
 	b := &c.pool[j]
 	k.head, b.next, c.free = b.next, c.free, j
 	c.count--
 	c.bytes -= aligned
 	w := &a.kept.tab.Load().slots[b.slot].word // owned by s, which stays its owner
-	storeRel64(w, *w&^keptStateMask|keptOut)
+	w.Store(w.Load()&^keptStateMask | keptOut)
 	s.rep.allocs++
 	s.keptServed++
 	if C.uint64_t(n) > s.rep.max_request {
@@ -227,12 +226,13 @@ func (a *Arena) popKept(here uintptr, n uint64) DevicePtr {
 	}
 	p := b.ptr
 	s.mu.Unlock()
-	return DevicePtr(p)
+	return DevicePtr(p), nil
 }
 
-// allocKeptSlow is a Lane's crossing (block: AllocBlock's, with the whole block).
-func (a *Arena) allocKeptSlow(here uintptr, n uint64, block bool, op string) (Block, error) {
-	if !a.keepOK || n-1 >= maxRequest {
+// allocKeptSlow is a Lane's crossing (block: AllocBlock's, with the whole block), on s,
+// locked by popKept (nil: the request is not for keeping; the Arena's path serves it).
+func (a *Arena) allocKeptSlow(s *shard, here uintptr, n uint64, block bool, op string) (Block, error) {
+	if s == nil {
 		if block {
 			return a.allocBlock(here, n, 0, op)
 		}
@@ -240,7 +240,6 @@ func (a *Arena) allocKeptSlow(here uintptr, n uint64, block bool, op string) (Bl
 		return Block{Ptr: p}, err
 	}
 	aligned := (n + a.align - 1) &^ (a.align - 1)
-	s := a.lockHome(here)
 	if a.h == 0 {
 		s.mu.Unlock()
 		return Block{}, errClosed(op)
@@ -289,55 +288,68 @@ func (a *Arena) allocKeptSlow(here uintptr, n uint64, block bool, op string) (Bl
 	return b, nil
 }
 
-// freeKept is a Lane's Free and FreeBlock: the plain case (a block of its own shard, named
-// with this epoch or none, its size's stack the one the shard used last, room to keep it)
-// in a small function; everything else through queueFree.
+// freeKept is a Lane's Free and FreeBlock: the plain case (a tracked block, named with this
+// epoch or none, room to keep it) in a small function; everything else through queueFree.
 func (a *Arena) freeKept(here uintptr, p DevicePtr, epoch uint64) error {
-	if a.pushKept(p, epoch) {
+	switch a.pushKept(p, epoch) {
+	case keptDone:
 		return nil
+	case keptToLibrary:
+		return a.queueFreeUntracked(here, p, epoch)
 	}
 	return a.queueFree(here, p, epoch, true)
 }
 
-func (a *Arena) pushKept(p DevicePtr, epoch uint64) bool {
+// pushKept's outcomes.
+const (
+	keptElse      = iota // not the plain case: queueFree decides
+	keptDone             // kept
+	keptToLibrary        // no room: marked gone, the library's (queue it)
+)
+
+func (a *Arena) pushKept(p DevicePtr, epoch uint64) int {
 	x := &a.kept
 	t := x.tab.Load()
 	if t == nil || x.used.Load() == 0 || a.plan.Load() != nil {
-		return false
+		return keptElse
 	}
 	// The block's slot: the first probe (the common case), else find.
 	slot := t.home(uintptr(p))
-	if uintptr(atomic.LoadUint64(&t.slots[slot].key)) != uintptr(p) {
+	if uintptr(t.slots[slot].key.Load()) != uintptr(p) {
 		var ok bool
 		if slot, _, ok = t.find(uintptr(p)); !ok {
-			return false
+			return keptElse
 		}
 	}
 	w := &t.slots[slot].word
-	o := keptOwner(atomic.LoadUint64(w))
+	o := keptOwner(w.Load())
 	s := &a.shards[o]
 	s.mu.Lock()
 	// Under the owner's lock: if the table is still the index's and o still owns the block,
 	// no one else writes its word.
-	v := *w
+	v := w.Load()
 	c := s.cache
+	if c == nil || x.tab.Load() != t || v&keptStateMask != keptOut || keptOwner(v) != o ||
+		t.slots[slot].key.Load() != uint64(p) || a.poison ||
+		(epoch != AnyEpoch && epoch != a.epoch.Load()) {
+		s.mu.Unlock()
+		return keptElse
+	}
 	cls := v >> keptClassShift
 	bytes := cls << (x.shift & 63)
-	if c == nil || x.tab.Load() != t || v&keptStateMask != keptOut || keptOwner(v) != o ||
-		atomic.LoadUint64(&t.slots[slot].key) != uint64(p) || a.poison || (epoch != AnyEpoch && epoch != a.epoch.Load()) || c.free < 0 ||
-		c.bytes+bytes > a.keptShardBytes {
-		s.mu.Unlock()
-		return false
-	}
 	k := &c.classes[c.hot]
 	if k.cls != cls {
-		s.mu.Unlock()
-		return false
+		k = c.class(cls, true)
 	}
-	storeRel64(w, v&^keptStateMask|keptHeld)
+	if k == nil || c.free < 0 || c.bytes+bytes > a.keptShardBytes { // no room: the library's
+		w.Store(keptGone)
+		s.mu.Unlock()
+		return keptToLibrary
+	}
+	w.Store(v&^keptStateMask | keptHeld)
 	c.push(k, bytes, uintptr(p), slot)
 	s.mu.Unlock()
-	return true
+	return keptDone
 }
 
 // freeTracked decides a free of p when p is a tracked block, under its owner's lock (no
@@ -353,9 +365,8 @@ func (a *Arena) freeTracked(p DevicePtr, epoch uint64, lane bool) (done bool, er
 		s := &a.shards[o]
 		s.mu.Lock()
 		w := &t.slots[slot].word
-		v := *w
-		if a.kept.tab.Load() != t || keptOwner(v) != o ||
-			atomic.LoadUint64(&t.slots[slot].key) != uint64(p) {
+		v := w.Load()
+		if a.kept.tab.Load() != t || keptOwner(v) != o || t.slots[slot].key.Load() != uint64(p) {
 			s.mu.Unlock() // rebuilt, or handed out anew by another shard, meanwhile: again
 			continue
 		}
@@ -383,13 +394,13 @@ func (a *Arena) freeTracked(p DevicePtr, epoch uint64, lane bool) (done bool, er
 			if lane && !a.poison && a.keptReady(s) && s.cache.free >= 0 &&
 				s.cache.bytes+bytes <= a.keptShardBytes {
 				if k := s.cache.class(cls, true); k != nil {
-					storeRel64(w, v&^keptStateMask|keptHeld)
+					w.Store(v&^keptStateMask | keptHeld)
 					s.cache.push(k, bytes, uintptr(p), slot)
 					s.mu.Unlock()
 					return true, nil
 				}
 			}
-			storeRel64(w, keptGone) // to the library: the caller queues it
+			w.Store(keptGone) // to the library: the caller queues it
 			s.mu.Unlock()
 			return false, nil
 		default:
@@ -429,7 +440,7 @@ func (a *Arena) giveBackKeptLocked() {
 		}
 		t := a.kept.tab.Load()
 		c.each(func(b *keptBlock) {
-			atomic.StoreUint64(&t.slots[b.slot].word, keptGone)
+			t.slots[b.slot].word.Store(keptGone)
 			s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(b.ptr), epoch: C.uint64_t(AnyEpoch)}
 			s.n++
 		})
@@ -465,9 +476,7 @@ func (a *Arena) growKept() {
 		return
 	}
 	a.kept.wantGrow.Store(false)
-	if !a.kept.rebuildLocked() {
-		return // no C memory for a larger one: blocks beyond it stay untracked
-	}
+	a.kept.rebuildLocked()
 	t := a.kept.tab.Load()
 	for i := range a.shards { // the kept blocks' slots moved
 		if c := a.shards[i].cache; c != nil {

@@ -533,3 +533,54 @@ func mustLaneAlloc(t *testing.T, l Lane, n uint64) DevicePtr {
 	}
 	return p
 }
+
+// The index grows (rebuilds) while blocks are kept and while frees look it up: the kept
+// blocks are found again, every block is tracked once the index has room, and the stats stay
+// exact.
+func TestKeptIndexGrowsUnderKeptBlocks(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: 64 * miB})
+	l := a.Lane()
+	var keptPtrs []DevicePtr
+	for i := 0; i < 100; i++ {
+		keptPtrs = append(keptPtrs, mustLaneAlloc(t, l, 512))
+	}
+	for _, p := range keptPtrs {
+		if err := l.Free(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var live []DevicePtr
+	for i := 0; i < 20000; i++ { // past several rebuilds (the first table has 1024 slots)
+		live = append(live, mustLaneAlloc(t, l, 1024))
+	}
+	// Each rebuild leaves untracked the one block whose insert found the index full.
+	if n, used := len(a.kept.tab.Load().slots), a.kept.used.Load(); used < 20000-20 ||
+		int64(n) < used*4/3 {
+		t.Fatalf("the index tracks %d of 20100 blocks in %d slots", used, n)
+	}
+	seen := map[DevicePtr]bool{}
+	for _, p := range keptPtrs {
+		seen[p] = true
+	}
+	for range keptPtrs { // the kept blocks come back, and only they
+		if p := mustLaneAlloc(t, l, 512); !seen[p] {
+			t.Fatalf("%#x is not one of the kept blocks", p)
+		} else {
+			delete(seen, p)
+		}
+	}
+	for i, p := range live {
+		if err := l.Free(p); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if err := l.Free(p); !errors.Is(err, ErrDoubleFree) && err != nil {
+				t.Fatalf("second free: %v", err)
+			}
+		}
+	}
+	a.FreeErrors()
+	if s := mustStats(t, a); s.LiveAllocs != 100 || s.EpochAllocs != 20200 {
+		t.Fatalf("%d live, %d requests; want 100 and 20200", s.LiveAllocs, s.EpochAllocs)
+	}
+}
