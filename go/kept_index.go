@@ -17,9 +17,11 @@ import "sync/atomic"
 // never emptied until the whole index is cleared (a reset, a pin) or rebuilt (growKept),
 // with every shard locked; a block given back leaves its slot as a tombstone (gone).
 //
-// The slots are Go memory, every access atomic: a free that found a block's owner in a table
-// that a rebuild, a clear or Close has since replaced still reads valid memory, and then
-// sees, under the owner's lock, that the table changed.
+// The slots are Go memory: a free that found a block's owner in a table that a rebuild, a
+// clear or Close has since replaced still reads valid memory, and then sees, under the
+// owner's lock, that the table changed. Loads are atomic; a word's stores, always under its
+// owner's lock (or every lock), are release stores (storeOwned: plain where
+// runtime_fast.go's assumption 3 holds and the race detector is off).
 const (
 	keptOut  = 1 // handed to the caller
 	keptHeld = 2 // kept by its owner shard
@@ -38,8 +40,8 @@ func keptWord(state uint64, owner uint32, cls uint64) uint64 {
 func keptOwner(w uint64) uint32 { return uint32(w>>keptOwnerShift) & (1<<keptOwnerBits - 1) }
 
 type keptSlot struct {
-	key  atomic.Uint64 // the block's address; 0: empty
-	word atomic.Uint64
+	key  uint64 // the block's address; 0: empty
+	word uint64 // atomic loads; stores under the owner's lock: storeOwned (kept_store_*.go)
 }
 
 // keptTable is one generation of the index's slots (a power of two of them). Frees find a
@@ -65,9 +67,9 @@ func (t *keptTable) home(p uintptr) uintptr {
 // find returns the slot of p and its word, when p is tracked as out or kept.
 func (t *keptTable) find(p uintptr) (uintptr, uint64, bool) {
 	for i := t.home(p); ; i = (i + 1) & t.mask {
-		switch k := uintptr(t.slots[i].key.Load()); k {
+		switch k := uintptr(atomic.LoadUint64(&t.slots[i].key)); k {
 		case p:
-			w := t.slots[i].word.Load()
+			w := atomic.LoadUint64(&t.slots[i].word)
 			s := w & keptStateMask
 			return i, w, s == keptOut || s == keptHeld
 		case 0:
@@ -97,17 +99,17 @@ func (x *keptIndex) insert(p uintptr, owner uint32, cls uint64) {
 	}
 	w := keptWord(keptOut, owner, cls)
 	for i := t.home(p); ; i = (i + 1) & t.mask {
-		k := uintptr(t.slots[i].key.Load())
+		k := uintptr(atomic.LoadUint64(&t.slots[i].key))
 		if k == 0 {
-			if t.slots[i].key.CompareAndSwap(0, uint64(p)) {
+			if atomic.CompareAndSwapUint64(&t.slots[i].key, 0, uint64(p)) {
 				x.used.Add(1)
 				k = p
 			} else {
-				k = uintptr(t.slots[i].key.Load()) // another shard took it
+				k = uintptr(atomic.LoadUint64(&t.slots[i].key)) // another shard took it
 			}
 		}
 		if k == p { // a new slot, or p's tombstone (the library gave p out again)
-			t.slots[i].word.Store(w)
+			storeOwned(&t.slots[i].word, w)
 			return
 		}
 	}
@@ -116,7 +118,7 @@ func (x *keptIndex) insert(p uintptr, owner uint32, cls uint64) {
 // forgetLocked marks p gone (every shard locked).
 func (x *keptIndex) forgetLocked(p uintptr) {
 	if t, slot, _, ok := x.find(p); ok {
-		t.slots[slot].word.Store(keptGone)
+		storeOwned(&t.slots[slot].word, keptGone)
 	}
 }
 
@@ -147,7 +149,7 @@ func (x *keptIndex) rebuildLocked() {
 	live := 0
 	if old != nil {
 		for i := range old.slots {
-			if s := old.slots[i].word.Load() & keptStateMask; s == keptOut || s == keptHeld {
+			if s := atomic.LoadUint64(&old.slots[i].word) & keptStateMask; s == keptOut || s == keptHeld {
 				live++
 			}
 		}
@@ -160,17 +162,16 @@ func (x *keptIndex) rebuildLocked() {
 	used := int64(0)
 	if old != nil {
 		for i := range old.slots {
-			w := old.slots[i].word.Load()
+			w := atomic.LoadUint64(&old.slots[i].word)
 			if s := w & keptStateMask; s != keptOut && s != keptHeld {
 				continue
 			}
-			p := uintptr(old.slots[i].key.Load())
+			p := uintptr(atomic.LoadUint64(&old.slots[i].key))
 			j := t.home(p)
-			for t.slots[j].key.Load() != 0 {
+			for t.slots[j].key != 0 { // t is not published yet
 				j = (j + 1) & t.mask
 			}
-			t.slots[j].key.Store(uint64(p))
-			t.slots[j].word.Store(w)
+			t.slots[j] = keptSlot{key: uint64(p), word: w}
 			used++
 		}
 	}

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"math/bits"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -218,7 +219,7 @@ func (a *Arena) popKept(here uintptr, n uint64) (DevicePtr, *shard) {
 	c.count--
 	c.bytes -= aligned
 	w := &a.kept.tab.Load().slots[b.slot].word // owned by s, which stays its owner
-	w.Store(w.Load()&^keptStateMask | keptOut)
+	storeOwned(w, atomic.LoadUint64(w)&^keptStateMask|keptOut)
 	s.rep.allocs++
 	s.keptServed++
 	if C.uint64_t(n) > s.rep.max_request {
@@ -309,29 +310,28 @@ const (
 
 func (a *Arena) pushKept(p DevicePtr, epoch uint64) int {
 	x := &a.kept
-	t := x.tab.Load()
-	if t == nil || x.used.Load() == 0 || a.plan.Load() != nil {
+	t := x.tab.Load() // nil unless a.keepOK (never under a plan)
+	if t == nil {
 		return keptElse
 	}
 	// The block's slot: the first probe (the common case), else find.
 	slot := t.home(uintptr(p))
-	if uintptr(t.slots[slot].key.Load()) != uintptr(p) {
+	if uintptr(atomic.LoadUint64(&t.slots[slot].key)) != uintptr(p) {
 		var ok bool
 		if slot, _, ok = t.find(uintptr(p)); !ok {
 			return keptElse
 		}
 	}
 	w := &t.slots[slot].word
-	o := keptOwner(w.Load())
+	o := keptOwner(atomic.LoadUint64(w))
 	s := &a.shards[o]
 	s.mu.Lock()
-	// Under the owner's lock: if the table is still the index's and o still owns the block,
-	// no one else writes its word.
-	v := w.Load()
+	// Under the owner's lock: if the table is still the index's (a slot's key never changes
+	// within a table) and o still owns the block, no one else writes its word.
+	v := atomic.LoadUint64(w)
 	c := s.cache
 	if c == nil || x.tab.Load() != t || v&keptStateMask != keptOut || keptOwner(v) != o ||
-		t.slots[slot].key.Load() != uint64(p) || a.poison ||
-		(epoch != AnyEpoch && epoch != a.epoch.Load()) {
+		a.poison || (epoch != AnyEpoch && epoch != a.epoch.Load()) {
 		s.mu.Unlock()
 		return keptElse
 	}
@@ -342,11 +342,11 @@ func (a *Arena) pushKept(p DevicePtr, epoch uint64) int {
 		k = c.class(cls, true)
 	}
 	if k == nil || c.free < 0 || c.bytes+bytes > a.keptShardBytes { // no room: the library's
-		w.Store(keptGone)
+		storeOwned(w, keptGone)
 		s.mu.Unlock()
 		return keptToLibrary
 	}
-	w.Store(v&^keptStateMask | keptHeld)
+	storeOwned(w, v&^keptStateMask|keptHeld)
 	c.push(k, bytes, uintptr(p), slot)
 	s.mu.Unlock()
 	return keptDone
@@ -365,8 +365,8 @@ func (a *Arena) freeTracked(p DevicePtr, epoch uint64, lane bool) (done bool, er
 		s := &a.shards[o]
 		s.mu.Lock()
 		w := &t.slots[slot].word
-		v := w.Load()
-		if a.kept.tab.Load() != t || keptOwner(v) != o || t.slots[slot].key.Load() != uint64(p) {
+		v := atomic.LoadUint64(w) // under the owner's lock
+		if a.kept.tab.Load() != t || keptOwner(v) != o || atomic.LoadUint64(&t.slots[slot].key) != uint64(p) {
 			s.mu.Unlock() // rebuilt, or handed out anew by another shard, meanwhile: again
 			continue
 		}
@@ -394,13 +394,13 @@ func (a *Arena) freeTracked(p DevicePtr, epoch uint64, lane bool) (done bool, er
 			if lane && !a.poison && a.keptReady(s) && s.cache.free >= 0 &&
 				s.cache.bytes+bytes <= a.keptShardBytes {
 				if k := s.cache.class(cls, true); k != nil {
-					w.Store(v&^keptStateMask | keptHeld)
+					storeOwned(w, v&^keptStateMask|keptHeld)
 					s.cache.push(k, bytes, uintptr(p), slot)
 					s.mu.Unlock()
 					return true, nil
 				}
 			}
-			w.Store(keptGone) // to the library: the caller queues it
+			storeOwned(w, keptGone) // to the library: the caller queues it
 			s.mu.Unlock()
 			return false, nil
 		default:
@@ -440,7 +440,7 @@ func (a *Arena) giveBackKeptLocked() {
 		}
 		t := a.kept.tab.Load()
 		c.each(func(b *keptBlock) {
-			t.slots[b.slot].word.Store(keptGone)
+			storeOwned(&t.slots[b.slot].word, keptGone)
 			s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(b.ptr), epoch: C.uint64_t(AnyEpoch)}
 			s.n++
 		})
