@@ -24,7 +24,8 @@ import (
 //     __ATOMIC_RELEASE is a plain move there) and gc keeps stores to memory in program
 //     order; sync/atomic's stores add a locked exchange (a full barrier) that the protocol
 //     does not ask for, at about a tenth of a planned alloc+free pair each. The addresses
-//     are C memory, which the race detector does not watch.
+//     are C memory, which the race detector does not watch. (kept_store_plain.go relies on
+//     the same for the words of kept blocks, and is fenced alike, and off under -race.)
 
 // runtimeAssumptions names the planned path's build (tests and benchmarks report it).
 const runtimeAssumptions = "fast: procPin, stop-the-world barrier, plain release stores (go1.23/amd64)"
