@@ -58,6 +58,7 @@ type keptIndex struct {
 	shift    uint
 	used     atomic.Int64 // slots with a key, in tab
 	wantGrow atomic.Bool  // an insert found the index full: rebuild at the next chance
+	atMax    atomic.Bool  // the largest table is full of live entries: no rebuild until a clear
 }
 
 func (t *keptTable) home(p uintptr) uintptr {
@@ -94,7 +95,9 @@ func (x *keptIndex) find(p uintptr) (*keptTable, uintptr, uint64, bool) {
 func (x *keptIndex) insert(p uintptr, owner uint32, cls uint64) {
 	t := x.tab.Load()
 	if t == nil || x.used.Load()+1 > int64(len(t.slots))*3/4 {
-		x.wantGrow.Store(true)
+		if !x.atMax.Load() {
+			x.wantGrow.Store(true)
+		}
 		return
 	}
 	w := keptWord(keptOut, owner, cls)
@@ -130,6 +133,7 @@ func (x *keptIndex) clearLocked() {
 		x.tab.Store(x.newTable(len(t.slots)))
 		x.used.Store(0)
 	}
+	x.atMax.Store(false)
 }
 
 func (x *keptIndex) newTable(n int) *keptTable {
@@ -142,9 +146,11 @@ func (x *keptIndex) release() {
 	x.used.Store(0)
 }
 
-// rebuildLocked makes the index anew, large enough for its live entries four times over and
-// without tombstones (every shard locked; the caller finds the kept blocks' slots again).
-func (x *keptIndex) rebuildLocked() {
+// rebuildLocked makes the index anew, large enough for its live entries four times over (up
+// to keptIndexMax slots) and without tombstones (every shard locked; the caller finds the
+// kept blocks' slots again). false: the largest table is half full of live entries already;
+// nothing changed (blocks beyond it stay untracked until the next reset clears it).
+func (x *keptIndex) rebuildLocked() bool {
 	old := x.tab.Load()
 	live := 0
 	if old != nil {
@@ -155,8 +161,12 @@ func (x *keptIndex) rebuildLocked() {
 		}
 	}
 	n := keptIndexMin
-	for n < 4*live {
+	for n < 4*live && n < keptIndexMax {
 		n *= 2
+	}
+	if old != nil && len(old.slots) == keptIndexMax && 2*live >= keptIndexMax {
+		x.atMax.Store(true)
+		return false
 	}
 	t := x.newTable(n)
 	used := int64(0)
@@ -177,4 +187,5 @@ func (x *keptIndex) rebuildLocked() {
 	}
 	x.used.Store(used)
 	x.tab.Store(t)
+	return true
 }

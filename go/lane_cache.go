@@ -55,6 +55,10 @@ const (
 	keptMaxBlock   = 1 << 20 // the largest block kept (less for small arenas)
 )
 
+// keptIndexMax is the index's largest size (slots; 32 MiB): about a million live blocks
+// tracked; beyond, blocks stay untracked until the next reset. A variable for tests.
+var keptIndexMax = 1 << 21
+
 // laneCache is the blocks one shard keeps: a pool of at most keptMaxBlocks, on one stack
 // per class (rounded size over the alignment), the stacks found by class in a small
 // open-addressed table, cleared whenever the shard gives its blocks back.
@@ -476,7 +480,9 @@ func (a *Arena) growKept() {
 		return
 	}
 	a.kept.wantGrow.Store(false)
-	a.kept.rebuildLocked()
+	if !a.kept.rebuildLocked() {
+		return
+	}
 	t := a.kept.tab.Load()
 	for i := range a.shards { // the kept blocks' slots moved
 		if c := a.shards[i].cache; c != nil {

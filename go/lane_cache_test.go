@@ -584,3 +584,44 @@ func TestKeptIndexGrowsUnderKeptBlocks(t *testing.T) {
 		t.Fatalf("%d live, %d requests; want 100 and 20200", s.LiveAllocs, s.EpochAllocs)
 	}
 }
+
+// At its largest size, full of live blocks, the index stops growing: further blocks are not
+// tracked (their frees are the library's), nothing fails, and a reset starts it over.
+func TestKeptIndexStopsAtItsLargestSize(t *testing.T) {
+	defer func(n int) { keptIndexMax = n }(keptIndexMax)
+	keptIndexMax = 4096
+	a := newHost(t, Config{CapacityBytes: 64 * miB})
+	l := a.Lane()
+	var live []DevicePtr
+	for i := 0; i < 10000; i++ {
+		live = append(live, mustLaneAlloc(t, l, 512))
+	}
+	if n, used := len(a.kept.tab.Load().slots), a.kept.used.Load(); n != 4096 || used > 3072 ||
+		!a.kept.atMax.Load() {
+		t.Fatalf("index of %d slots, %d used, at its largest %v", n, used, a.kept.atMax.Load())
+	}
+	for _, p := range live {
+		if err := l.Free(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if errs := a.FreeErrors(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	if s := mustStats(t, a); s.LiveAllocs != 0 || s.EpochAllocs != 10000 {
+		t.Fatalf("%d live, %d requests", s.LiveAllocs, s.EpochAllocs)
+	}
+	if err := a.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, before := a.keptCounts()
+	for i := 0; i < 100; i++ {
+		if err := l.Free(mustLaneAlloc(t, l, 512)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, after := a.keptCounts(); a.kept.atMax.Load() || after-before < 99 {
+		t.Fatalf("after the reset: at its largest %v, %d kept allocations", a.kept.atMax.Load(),
+			after-before)
+	}
+}
