@@ -172,7 +172,7 @@ func (a *Arena) keptReady(s *shard) bool {
 // allocKept is a Lane's Alloc: a block the shard keeps when one of the size is there, else
 // the crossing (under the same lock), whose block is then tracked.
 func (a *Arena) allocKept(here uintptr, n uint64) (DevicePtr, error) {
-	p, s := a.popKept(here, n)
+	p, _, s := a.popKept(here, n)
 	if p != 0 {
 		return p, nil
 	}
@@ -182,20 +182,21 @@ func (a *Arena) allocKept(here uintptr, n uint64) (DevicePtr, error) {
 
 // allocBlockKept is a Lane's AllocBlock (and AllocTagged with no tag).
 func (a *Arena) allocBlockKept(here uintptr, n uint64, op string) (Block, error) {
-	p, s := a.popKept(here, n)
+	p, epoch, s := a.popKept(here, n)
 	if p != 0 {
-		return Block{Ptr: p, Epoch: a.epoch.Load(), Size: (n + a.align - 1) &^ (a.align - 1),
+		return Block{Ptr: p, Epoch: epoch, Size: (n + a.align - 1) &^ (a.align - 1),
 			Flags: BlockReused}, nil
 	}
 	return a.allocKeptSlow(s, here, n, true, op)
 }
 
-// popKept hands out a block of n bytes that the caller's shard keeps; else it returns 0 and
-// the caller's shard, locked (nil: none locked, n is not for keeping). Small, and apart from
-// the crossing's code, so that the common case sets up no large frame.
-func (a *Arena) popKept(here uintptr, n uint64) (DevicePtr, *shard) {
+// popKept hands out a block of n bytes that the caller's shard keeps, with the epoch (read
+// under the shard's lock: no reset meanwhile); else it returns 0 and the caller's shard,
+// locked (nil: none locked, n is not for keeping). Small, and apart from the crossing's code,
+// so that the common case sets up no large frame.
+func (a *Arena) popKept(here uintptr, n uint64) (DevicePtr, uint64, *shard) {
 	if !a.keepOK || n-1 >= maxRequest {
-		return 0, nil
+		return 0, 0, nil
 	}
 	aligned := (n + a.align - 1) &^ (a.align - 1)
 	i := a.home(here)
@@ -205,18 +206,18 @@ func (a *Arena) popKept(here uintptr, n uint64) (DevicePtr, *shard) {
 	}
 	c := s.cache
 	if c == nil || a.poison || aligned > a.keptMaxBlock {
-		return 0, s
+		return 0, 0, s
 	}
 	cls := aligned >> (a.kept.shift & 63)
 	k := &c.classes[c.hot]
 	if k.cls != cls {
 		if k = c.class(cls, false); k == nil {
-			return 0, s
+			return 0, 0, s
 		}
 	}
 	j := k.head
 	if j < 0 {
-		return 0, s
+		return 0, 0, s
 	}
 	b := &c.pool[j]
 	k.head, b.next, c.free = b.next, c.free, j
@@ -229,9 +230,9 @@ func (a *Arena) popKept(here uintptr, n uint64) (DevicePtr, *shard) {
 	if C.uint64_t(n) > s.rep.max_request {
 		s.rep.max_request = C.uint64_t(n)
 	}
-	p := b.ptr
+	p, epoch := b.ptr, a.epoch.Load()
 	s.mu.Unlock()
-	return DevicePtr(p), nil
+	return DevicePtr(p), epoch, nil
 }
 
 // allocKeptSlow is a Lane's crossing (block: AllocBlock's, with the whole block), on s,
