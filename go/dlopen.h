@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <zarena/zarena.h>
+#include <zarena/zarena_kept.h>
 #include <zarena/zarena_plan.h>
 
 #include "internal/include/zarena/zarena_testing.h" /* not installed: see shim.h */
@@ -61,7 +62,8 @@
  * pointers stay NULL otherwise, and the binding does without (the shims check). */
 #define ZARENA_GO_DL_OPTIONAL(X) \
   X(zarena_plan_view_get)        \
-  X(zarena_plan_alloc_unplanned)
+  X(zarena_plan_alloc_unplanned) \
+  X(zarena_kept_report_add)
 
 #ifdef ZARENA_GO_DLOPEN
 #define ZARENA_GO_DL_DECLARE(name) extern __typeof__(name)* zarena_go_dl_##name;
@@ -118,6 +120,7 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_backend (*zarena_go_dl_zarena_backend)
 #define zarena_plan_view_get (*zarena_go_dl_zarena_plan_view_get)
 #define zarena_plan_alloc_unplanned (*zarena_go_dl_zarena_plan_alloc_unplanned)
+#define zarena_kept_report_add (*zarena_go_dl_zarena_kept_report_add)
 /* end of generated pointer defines */
 #endif /* ZARENA_GO_DLOPEN */
 

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "zarena/zarena.h"
+#include "zarena/zarena_kept.h"
+#include "zarena/zarena_plan.h"
 #include "zarena/zarena_testing.h"
 
 static void on_log(void* user_data, const zarena_log_record* rec) {
