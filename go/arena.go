@@ -82,7 +82,16 @@ type Arena struct {
 	plan           atomic.Pointer[planView] // the step plan served without crossings (plan.go)
 	served         servedCounts             // the allocations the binding served from plans
 	planUnwaited   bool                     // a view was published since the last wait (plan.go)
-	ovf            overflowState            // the overflow route's Go side (overflow.go)
+	gate           planGate                 // the way into the planned path (runtime_*.go)
+	// Blocks the Lanes keep (lane_cache.go): whether they may ever (set at New), whether
+	// the library lets them now (asked at New, after every step boundary and floor change,
+	// and now and then while it refuses), the index of tracked blocks, the budgets.
+	keepOK         bool
+	keepNow        atomic.Bool
+	kept           keptIndex
+	keptShardBytes uint64
+	keptMaxBlock   uint64
+	ovf            overflowState // the overflow route's Go side (overflow.go)
 }
 
 // New creates an arena from cfg (see Config for what zero fields mean).
@@ -121,6 +130,7 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 	}
 	a.ovf.diagnoseSync = c.flags&C.ZARENA_FLAG_DIAGNOSE_SYNC != 0
 	a.initShards(shards)
+	a.initKept(a.ovf.diagnoseSync)
 	runtime.SetFinalizer(a, (*Arena).leaked)
 	return a, nil
 }
@@ -228,6 +238,7 @@ func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 	if s.n > 0 {
 		a.applied(s, r.qfailed)
 	}
+	a.keptCrossed(s)
 	s.mu.Unlock()
 	if r.status != C.ZARENA_OK || r.qfailed != 0 {
 		return 0, a.allocFailed(r.status, r.err)
@@ -282,6 +293,7 @@ func (a *Arena) allocCross(here uintptr, n uint64, tag Tag, op string, unplanned
 	if s.n > 0 {
 		a.applied(s, r.qfailed)
 	}
+	a.keptCrossed(s)
 	s.mu.Unlock()
 	if r.status != C.ZARENA_OK || r.qfailed != 0 {
 		if err := a.allocFailed(r.status, r.err); err != nil {
@@ -340,7 +352,7 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 // finalizers and from any number of goroutines.
 func (a *Arena) Free(p DevicePtr) error {
 	var here byte // in the caller's frame: it names the caller's shard (see home)
-	return a.queueFree(uintptr(unsafe.Pointer(&here)), p, AnyEpoch)
+	return a.queueFree(uintptr(unsafe.Pointer(&here)), p, AnyEpoch, false)
 }
 
 // FreeBlock is Free of b.Ptr, checked against b.Epoch when applied: a block of another
@@ -350,7 +362,7 @@ func (a *Arena) Free(p DevicePtr) error {
 // pointer and the epoch passes Block{Ptr: p, Epoch: epoch}.
 func (a *Arena) FreeBlock(b Block) error {
 	var here byte
-	return a.queueFree(uintptr(unsafe.Pointer(&here)), b.Ptr, b.Epoch)
+	return a.queueFree(uintptr(unsafe.Pointer(&here)), b.Ptr, b.Epoch, false)
 }
 
 // FreeNow frees p at once, after every queued free, and returns its status: nil,
@@ -360,6 +372,7 @@ func (a *Arena) FreeBlock(b Block) error {
 // one for hot loops.
 func (a *Arena) FreeNow(p DevicePtr, epoch uint64) error {
 	return a.whole("FreeNow", func(h C.uintptr_t) C.shim_result {
+		a.kept.forgetLocked(uintptr(p)) // the library decides it (lane_cache.go)
 		return C.shim_free_at(h, C.uintptr_t(p), C.uint64_t(epoch))
 	})
 }
@@ -381,10 +394,12 @@ func (a *Arena) FreeErrors() []error {
 // (zarena.h, "TEARDOWN AFTER A DEVICE RESET").
 func (a *Arena) Reset() error {
 	return a.whole("Reset", func(h C.uintptr_t) C.shim_result {
-		r := C.shim_reset(h)
+		r := C.shim_reset(h, a.keptAsk())
 		if r.r.status == C.ZARENA_OK {
 			a.epoch.Store(uint64(r.epoch))
 		}
+		a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
+		a.keptAnswerLocked(r.kept)
 		a.setPlanLocked(r.view)
 		return r.r
 	})
@@ -395,7 +410,9 @@ func (a *Arena) Reset() error {
 // while a captured graph holds the step plan's zone (graph.go).
 func (a *Arena) MarkStepBoundary() error {
 	return a.whole("MarkStepBoundary", func(h C.uintptr_t) C.shim_result {
-		return C.shim_mark_step_boundary(h)
+		r := C.shim_mark_step_boundary(h)
+		a.keptAskLocked(h) // the floor moved: the plans may learn again (lane_cache.go)
+		return r
 	})
 }
 
@@ -403,7 +420,8 @@ func (a *Arena) MarkStepBoundary() error {
 // rather than guesses, that steps repeat without a reset. Step calls it.
 func (a *Arena) StepBegin() error {
 	return a.whole("StepBegin", func(h C.uintptr_t) C.shim_result {
-		r := C.shim_step_begin(h)
+		r := C.shim_step_begin(h, a.keptAsk())
+		a.keptAnswerLocked(r.kept)
 		a.setPlanLocked(r.view)
 		return r.r
 	})

@@ -18,12 +18,13 @@ import (
 
 // The binding against a pure-Go arena (goArena, built like ztensor's) and against its own
 // floor, in the same run. scripts/go-bench-report.sh prints the ratios the targets are
-// stated in:
+// stated in. Step plans are on by default: the cases of the plain path (every zarena case
+// but zarena-plan, PlanPair/plan and PlanPairParallel) turn them off (FlagNoPlan).
 //
 //	Pair        alloc+free of 256 B: Go binding (Free queued, applied by the next
-//	            Alloc: one crossing per pair), pure Go, the C pair (N pairs in one C call,
-//	            divided by N), and the checked binding (FreeNow: two crossings, the
-//	            second a whole-arena call) for comparison
+//	            Alloc: one crossing per pair), on a Lane (the freed block kept: no
+//	            crossing), pure Go, the C pair (N pairs in one C call, divided by N), and
+//	            the checked binding (FreeNow: two crossings, the second a whole-arena call)
 //	CgoCall     one empty cgo call (EmptyCgoPair: two); with the C pair, the floor the
 //	            Go pair is held to (<= 1.2x their sum)
 //	AllocFreeParallel  the 4 KiB pair on g = 1, 2, 4, 8, 16 goroutines sharing one arena
@@ -33,7 +34,7 @@ import (
 //	Holes       a 512 B pair with 10 000 256 B holes in the free list
 //	Trace       one realistic sample: 4096 allocations of 256 B..256 KiB, a third of them
 //	            freed as they die, then a reset (time per sample); zarena-plan: the same
-//	            under a step plan (FlagPlan)
+//	            under a step plan; zarena-lane: on a Lane
 //	PlanPair    the 256 B pair in steps of 64 pairs (StepBegin between steps, its crossing
 //	            included): under a step plan, served by the binding without crossings, and
 //	            the same workload without a plan, and the pure-Go pair
@@ -68,7 +69,7 @@ func BenchmarkEmptyCgoPair(b *testing.B) {
 func BenchmarkPair(b *testing.B) {
 	b.Run("zarena", func(b *testing.B) {
 		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench", Flags: FlagNoPlan})
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			p, err := a.Alloc(pairSize)
@@ -78,9 +79,25 @@ func BenchmarkPair(b *testing.B) {
 			_ = a.Free(p)
 		}
 	})
+	b.Run("zarena-lane", func(b *testing.B) { // one Lane: its freed blocks kept (lane_cache.go)
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench", Flags: FlagNoPlan})
+		l := a.Lane()
+		_, _, served := a.keptCounts()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			p, err := l.Alloc(pairSize)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = l.Free(p)
+		}
+		b.StopTimer()
+		_, _, now := a.keptCounts()
+		b.ReportMetric(float64(now-served)/float64(b.N), "kept/op")
+	})
 	b.Run("zarena-block", func(b *testing.B) { // AllocBlock + FreeBlock: epoch-checked
 		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench", Flags: FlagNoPlan})
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			blk, err := a.AllocBlock(pairSize)
@@ -92,7 +109,7 @@ func BenchmarkPair(b *testing.B) {
 	})
 	b.Run("zarena-batch16", func(b *testing.B) { // AllocBatch of 16, then 16 FreeBlocks
 		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench", Flags: FlagNoPlan})
 		sizes := make([]uint64, 16)
 		for i := range sizes {
 			sizes[i] = pairSize
@@ -110,7 +127,7 @@ func BenchmarkPair(b *testing.B) {
 	})
 	b.Run("zarena-sync", func(b *testing.B) { // FreeNow: two crossings
 		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench", Flags: FlagNoPlan})
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			p, err := a.Alloc(pairSize)
@@ -163,7 +180,7 @@ func BenchmarkPair(b *testing.B) {
 func BenchmarkBumpReset(b *testing.B) {
 	b.Run("zarena", func(b *testing.B) {
 		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench", Flags: FlagNoPlan})
 		b.ResetTimer()
 		n := 0
 		for i := 0; i < b.N; i++ {
@@ -205,7 +222,7 @@ func BenchmarkHoles(b *testing.B) {
 	const big = 2 * pairSize // fits no hole
 	b.Run("zarena", func(b *testing.B) {
 		defer lockThread()()
-		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench"})
+		a := newHost(b, Config{CapacityBytes: 64 * miB, Name: "bench", Flags: FlagNoPlan})
 		ptrs := make([]DevicePtr, 2*holeCount)
 		for i := range ptrs {
 			ptrs[i] = mustAlloc(b, a, pairSize)
@@ -274,7 +291,7 @@ func BenchmarkTrace(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		flags Flags
-	}{{"zarena", 0}, {"zarena-plan", FlagPlan}} { // each sample a step (Reset ends it)
+	}{{"zarena", FlagNoPlan}, {"zarena-plan", FlagPlan}} { // each sample a step (Reset ends it)
 		b.Run(c.name, func(b *testing.B) {
 			defer lockThread()()
 			a := newHost(b, Config{CapacityBytes: 512 * miB, Name: "bench", Flags: c.flags})
@@ -299,6 +316,32 @@ func BenchmarkTrace(b *testing.B) {
 			b.ReportMetric(float64(a.planServed()-served)/float64(b.N*len(ops)), "planned/alloc")
 		})
 	}
+	b.Run("zarena-lane", func(b *testing.B) { // on a Lane: freed blocks kept for their size
+		defer lockThread()()
+		a := newHost(b, Config{CapacityBytes: 512 * miB, Name: "bench", Flags: FlagNoPlan})
+		l := a.Lane()
+		blocks := make([]Block, len(ops))
+		_, _, served := a.keptCounts()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for j, op := range ops {
+				blk, err := l.AllocBlock(op.size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				blocks[j] = blk
+				if op.freeOf >= 0 {
+					_ = l.FreeBlock(blocks[op.freeOf])
+				}
+			}
+			if err := a.Reset(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		_, _, now := a.keptCounts()
+		b.ReportMetric(float64(now-served)/float64(b.N*len(ops)), "kept/alloc")
+	})
 	b.Run("go", func(b *testing.B) {
 		g := newGoArena(512 * miB)
 		ptrs := make([]uintptr, len(ops))
@@ -338,7 +381,7 @@ var parallelGoroutines = []int{1, 2, 4, 8, 16}
 func BenchmarkAllocFreeParallel(b *testing.B) {
 	for _, g := range parallelGoroutines {
 		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
-			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench"})
+			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench", Flags: FlagNoPlan})
 			busy := a.busyCount()
 			var mu sync.Mutex
 			homes := map[uint32]bool{}
@@ -363,7 +406,7 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 	}
 	for _, g := range parallelGoroutines { // the same, each goroutine with a Lane of its own
 		b.Run(fmt.Sprintf("lane/g=%d", g), func(b *testing.B) {
-			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench"})
+			a := newHost(b, Config{CapacityBytes: 256 * miB, Name: "bench", Flags: FlagNoPlan})
 			busy := a.busyCount()
 			onGoroutines(b, g, func(n int) error {
 				l := a.Lane()
@@ -459,8 +502,8 @@ func planPairs(a *Arena, n int) (uint64, error) {
 	return a.planServed() - served, nil
 }
 
-// newPlanBenchArena is a host arena whose step plan (flags: FlagPlan, or 0 for none) is
-// learned before the timer starts.
+// newPlanBenchArena is a host arena whose step plan (flags: FlagPlan, which plans being on
+// by default changes nothing, or FlagNoPlan for none) is learned before the timer starts.
 func newPlanBenchArena(b *testing.B, flags Flags) *Arena {
 	a := newHost(b, Config{CapacityBytes: 8 * miB, Name: "bench", Flags: flags})
 	if _, err := planPairs(a, 4*planStep); err != nil {
@@ -473,7 +516,7 @@ func BenchmarkPlanPair(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		flags Flags
-	}{{"plan", FlagPlan}, {"dynamic", 0}} {
+	}{{"plan", FlagPlan}, {"dynamic", FlagNoPlan}} {
 		b.Run(c.name, func(b *testing.B) {
 			defer lockThread()()
 			a := newPlanBenchArena(b, c.flags)

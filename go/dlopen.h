@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <zarena/zarena.h>
 #include <zarena/zarena_graph.h>
+#include <zarena/zarena_kept.h>
 #include <zarena/zarena_plan.h>
 
 #include "internal/include/zarena/zarena_testing.h" /* not installed: see shim.h */
@@ -68,7 +69,8 @@
   X(zarena_graph_replay)         \
   X(zarena_graph_release)        \
   X(zarena_graph_free_after)     \
-  X(zarena_graph_get_info)
+  X(zarena_graph_get_info) \
+  X(zarena_kept_report_add)
 
 #ifdef ZARENA_GO_DLOPEN
 #define ZARENA_GO_DL_DECLARE(name) extern __typeof__(name)* zarena_go_dl_##name;
@@ -131,6 +133,7 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_graph_release (*zarena_go_dl_zarena_graph_release)
 #define zarena_graph_free_after (*zarena_go_dl_zarena_graph_free_after)
 #define zarena_graph_get_info (*zarena_go_dl_zarena_graph_get_info)
+#define zarena_kept_report_add (*zarena_go_dl_zarena_kept_report_add)
 /* end of generated pointer defines */
 #endif /* ZARENA_GO_DLOPEN */
 

@@ -25,12 +25,22 @@
 // different processors neither share a lock nor wait for each other; whole-arena calls
 // (Reset, Stats, Close, ...) apply every queued free first.
 //
-// Step plans (on by default; FlagNoPlan, ZARENA_PLAN=0 turn them off): when a step repeats, the library lays it out once
-// and the binding serves the step's planned allocations and their frees itself, from C
-// memory the library publishes (zarena/zarena_plan.h), with no cgo call per tensor; the
-// step boundary (StepBegin, Reset, Step) is the one crossing a step. Requests the plan does
-// not expect, pins and checked frees cross as without a plan. Blocks served so carry
-// BlockPlanned.
+// Lanes: a worker goroutine takes a Lane (l := a.Lane()) and allocates and frees through
+// it. A Lane keeps the blocks it handed out when they are freed, live in the library, and
+// hands them out again for requests of the same rounded size without a cgo call, so a
+// steady loop on a Lane crosses into C only for new sizes; misuse of those blocks (a double
+// free, an epoch of another step) is an error at the call, and the library's stats are
+// exact whenever it is asked (every whole-arena call gives the kept blocks back first). A
+// goroutine without a Lane crosses on every allocation, from a shard its stack address
+// names, and nothing is kept for it. Step plans come first: while they follow the requests
+// (learning a step, or serving one) nothing is kept (see Lane).
+//
+// Step plans (on by default; FlagNoPlan or ZARENA_PLAN=0 turn them off): when a step
+// repeats, the library lays it out once and the binding serves the step's planned
+// allocations and their frees itself, from C memory the library publishes
+// (zarena/zarena_plan.h), with no cgo call per tensor; the step boundary (StepBegin, Reset,
+// Step) is the one crossing a step. Requests the plan does not expect, pins and checked
+// frees cross as without a plan. Blocks served so carry BlockPlanned.
 //
 // Frees: Free(p) and FreeBlock(b) are queued (FreeBlock checks b's epoch when applied:
 // the free for finalizers, which may run after a reset); FreeNow(p, epoch) frees at once

@@ -71,13 +71,18 @@ type shardState struct {
 	// limit is how many frees the shard may hold now: freeQueueCap, or 0 while frees may
 	// not wait (the arena is closed, poison is on) or before buf exists. One comparison on
 	// Free's fast path covers all of them.
-	limit    int
-	buf      C.uintptr_t        // C memory: freeQueueCap items, then their statuses (0: none yet)
-	items    []C.shim_free_item // buf's items
-	statuses []C.zarena_status  // and their statuses, written by the crossing that applies them
-	queued   uint64             // frees queued, ever (tests)
-	batches  uint64             // crossings that applied frees of this shard (tests)
-	busy     uint64             // calls that took this shard because their home was held
+	limit      int
+	buf        C.uintptr_t           // C memory: freeQueueCap items, then their statuses (0: none yet)
+	items      []C.shim_free_item    // buf's items
+	statuses   []C.zarena_status     // and their statuses, written by the crossing that applies them
+	idx        uint32                // the shard's index in Arena.shards
+	rep        *C.zarena_kept_report // buf's report of the blocks kept here (lane_cache.go)
+	cache      *laneCache            // the blocks kept here; nil until a Lane keeps one
+	queued     uint64                // frees queued, ever (tests)
+	keptServed uint64                // allocations served from kept blocks, ever (tests)
+	crossings  uint64                // crossings while keeping was refused (keptCrossed)
+	batches    uint64                // crossings that applied frees of this shard (tests)
+	busy       uint64                // calls that took this shard because their home was held
 }
 
 // shard pads shardState to cache lines of its own (two: the adjacent-line prefetcher pairs
@@ -102,6 +107,9 @@ func (a *Arena) initShards(n int) {
 		n = 1 << bits.Len(uint(shardsPerProc*runtime.GOMAXPROCS(0)-1))
 	}
 	a.shards = make([]shard, n)
+	for i := range a.shards {
+		a.shards[i].idx = uint32(i)
+	}
 	a.pending = make([]C.shim_queue, n)
 	a.mask = uint32(n - 1)
 	a.shift = uint32(bits.Len(uint(n - 1)))
@@ -160,12 +168,25 @@ func (a *Arena) lockBusy(i uint32) *shard {
 	return s
 }
 
-// queueFree is Free and FreeBlock; here is an address in their caller's frame (see home).
-func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64) error {
+// queueFree is Free and FreeBlock; here is an address in their caller's frame (see home);
+// lane: a Lane's, which may keep the block (lane_cache.go).
+func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64, lane bool) error {
 	// Under a step plan, the plain free of a planned block is done here (plan.go).
 	if a.plan.Load() != nil && a.freePlanned(p, epoch) {
 		return nil
 	}
+	// A block a Lane handed out is decided first, under its owner's lock: kept, refused, or
+	// on to the queue (lane_cache.go).
+	if a.kept.used.Load() != 0 && p != 0 {
+		if done, err := a.freeTracked(p, epoch, lane); done {
+			return err
+		}
+	}
+	return a.queueFreeUntracked(here, p, epoch)
+}
+
+// queueFreeUntracked is queueFree of a block no Lane tracks (or no longer).
+func (a *Arena) queueFreeUntracked(here uintptr, p DevicePtr, epoch uint64) error {
 	i := a.home(here)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
@@ -201,18 +222,11 @@ func (a *Arena) freeUnqueued(s *shard, p DevicePtr, epoch uint64) error {
 	if p == 0 {
 		return nil
 	}
-	if !a.poison && s.buf == 0 {
-		if mem := (*C.shim_free_item)(a.newQueueBuffer()); mem != nil {
-			s.buf = C.uintptr_t(uintptr(unsafe.Pointer(mem)))
-			s.items = unsafe.Slice(mem, freeQueueCap)
-			s.statuses = unsafe.Slice((*C.zarena_status)(unsafe.Add(unsafe.Pointer(mem),
-				freeQueueCap*int(unsafe.Sizeof(*mem)))), freeQueueCap)
-			s.limit = freeQueueCap
-			s.items[0] = C.shim_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
-			s.n = 1
-			s.queued++
-			return nil
-		}
+	if !a.poison && s.buf == 0 && a.newShardBuffer(s) {
+		s.items[0] = C.shim_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
+		s.n = 1
+		s.queued++
+		return nil
 	}
 	r := C.shim_free_at(a.h, C.uintptr_t(p), C.uint64_t(epoch))
 	if r.status != C.ZARENA_OK {
@@ -246,6 +260,12 @@ func (a *Arena) recordFailed(s *shard) {
 	}
 }
 
+// reportPending: the shard's report of kept blocks holds counts the library has not seen
+// (s locked; the crossing that applies its queue hands them over).
+func (s *shard) reportPending() bool {
+	return s.rep != nil && s.rep.allocs|s.rep.invalid_frees|s.rep.stale_frees != 0
+}
+
 // lockShards takes every shard's lock, in order; unlockShards releases them.
 func (a *Arena) lockShards() {
 	for i := range a.shards {
@@ -268,9 +288,10 @@ func (a *Arena) lockAll(op string) (C.uintptr_t, error) {
 		a.unlockShards()
 		return 0, errClosed(op)
 	}
+	a.giveBackKeptLocked()
 	k := 0
 	for i := range a.shards {
-		if s := &a.shards[i]; s.n > 0 {
+		if s := &a.shards[i]; s.n > 0 || s.reportPending() {
 			a.pending[k] = C.shim_queue{buf: s.buf, n: C.size_t(s.n)}
 			k++
 		}
@@ -281,7 +302,7 @@ func (a *Arena) lockAll(op string) (C.uintptr_t, error) {
 	C.shim_apply_queues(a.h, &a.pending[0], C.size_t(k))
 	k = 0
 	for i := range a.shards {
-		if s := &a.shards[i]; s.n > 0 {
+		if s := &a.shards[i]; s.n > 0 || s.reportPending() {
 			a.applied(s, a.pending[k].failed)
 			k++
 		}
@@ -317,8 +338,9 @@ func (a *Arena) closeLocked() {
 		if s.buf != 0 {
 			C.shim_queue_free(s.buf)
 		}
-		s.buf, s.items, s.statuses, s.n, s.limit = 0, nil, nil, 0, 0
+		s.buf, s.items, s.statuses, s.n, s.limit, s.rep, s.cache = 0, nil, nil, 0, 0, nil, nil
 	}
+	a.kept.release()
 }
 
 // setPoisonLocked records whether frees must cross at once (every shard locked, every queue

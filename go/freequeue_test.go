@@ -363,7 +363,7 @@ func queueOn(a *Arena, i int, p DevicePtr, epoch uint64) error {
 	if a.home(uintptr(i)<<11) != uint32(i) {
 		panic("queueOn: home changed")
 	}
-	return a.queueFree(uintptr(i)<<11, p, epoch)
+	return a.queueFree(uintptr(i)<<11, p, epoch, false)
 }
 
 func TestShardsAreAPowerOfTwoAtLeastTwiceGOMAXPROCS(t *testing.T) {

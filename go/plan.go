@@ -13,9 +13,10 @@ import (
 
 // Step plans without crossings (issue 23; docs/PLANS.md, "Go bindings").
 //
-// Under a step plan (FlagPlan, ZARENA_PLAN=1) the library serves a repeating step's
-// allocations from precomputed offsets in one zone of the region, and publishes the plan
-// and its state in one block of C memory (zarena/zarena_plan.h: the view and the protocol).
+// Under a step plan (on by default; FlagNoPlan, ZARENA_PLAN=0: off) the library serves a
+// repeating step's allocations from precomputed offsets in one zone of the region, and
+// publishes the plan and its state in one block of C memory (zarena/zarena_plan.h: the
+// view and the protocol).
 // The binding serves planned requests itself from that memory, with sync/atomic on the
 // library's words and no cgo call: Alloc, AllocBlock and AllocTagged take the plan's lock,
 // check the request against the plan and the check list of the block they hand out, and
@@ -32,32 +33,29 @@ import (
 // then waits until no goroutine is still in the planned path before it destroys the arena
 // (SetPoison waits likewise, so no free the binding served runs unpoisoned after it).
 //
-// The wait costs the planned path no shared write: a goroutine runs the path pinned to its
-// P (runtime.procPin: not preemptible, and it neither blocks nor calls C there), from the
-// load of the view to its last use. The waiter stores nil, then stops the world once
-// (runtime.ReadMemStats): a stop completes only when every P has reached a safe point, so
-// every goroutine that loaded the old view has left the path, and every later one sees nil.
-// (Counting goroutines in and out, per shard, cost two locked adds per call: four of the
-// planned pair's six locked instructions.) This relies on ReadMemStats stopping the world,
-// as it does through Go 1.23; TestPlanCloseWhileServing closes arenas under serving
-// goroutines.
+// The wait costs the planned path no shared write where the runtime allows it
+// (runtime_fast.go: Go 1.23 on amd64): a goroutine runs the path pinned to its P
+// (planEnter: runtime.procPin; not preemptible, and it neither blocks nor calls C there),
+// from the load of the view to its last use. The waiter stores nil, then stops the world
+// once (planWait: runtime.ReadMemStats): a stop completes only when every P has reached a
+// safe point, so every goroutine that loaded the old view has left the path, and every
+// later one sees nil. (Counting goroutines in and out, per shard, cost two locked adds per
+// call: four of the planned pair's six locked instructions.) Everywhere else
+// (runtime_portable.go, or the zarena_portable build tag) the path holds a read-write gate
+// for reading and planWait takes it for writing: the same guarantee, assuming nothing of
+// the runtime. TestPlanCloseWhileServing closes arenas under serving goroutines, in both
+// builds (scripts/go-test.sh).
 //
 // The library's plan_hits counts the planned allocations both sides served (the binding
 // adds its own under the plan's lock, as the protocol says); the binding also counts the
 // ones it served, per P (planServed), so tests and benchmarks can tell them apart.
 
-// Protocol constants (zarena/zarena_plan.h).
+// The protocol's constants and the planView struct are generated from the library's table
+// (plan_protocol_gen.go, from src/plan/plan_protocol.h).
 const (
-	planEngaged    = uint64(C.ZARENA_PLAN_ENGAGED)
-	planWState     = uint64(C.ZARENA_PLAN_W_STATE)
-	planWLive      = uint64(C.ZARENA_PLAN_W_LIVE)
-	planWFreed     = uint64(C.ZARENA_PLAN_W_FREED)
-	planWDeferred  = uint64(C.ZARENA_PLAN_W_DEFERRED)
-	planWPersist   = uint64(C.ZARENA_PLAN_W_PERSISTENT)
-	planWPinMask   = uint64(C.ZARENA_PLAN_W_PIN_MASK)
-	planEpochShift = C.ZARENA_PLAN_W_EPOCH_SHIFT
-	planEpochMask  = uint64(C.ZARENA_PLAN_EPOCH_MASK)
-	planNone       = ^uint32(0)
+	// planEpochMask: an epoch is compared in the low bits its stamp holds.
+	planEpochMask = planWEpochMask >> planWEpochShift
+	planNone      = ^uint32(0)
 	// maxRequest: larger requests are the library's (zarena_alloc's limit, 2^62).
 	maxRequest = uint64(1) << 62
 )
@@ -70,79 +68,22 @@ const (
 	planBusy             // the plan's lock stayed held: yield, then try again
 )
 
-// planView is the binding's copy of one zarena_plan_view: its arrays as slices over the
-// library's memory (read-only ones read plainly, the state words with sync/atomic).
-type planView struct {
-	view        *C.zarena_plan_view
-	n           uint32
-	zone        uintptr
-	zoneBytes   uint64
-	itemSize    []uint64
-	itemTag     []uint32
-	itemPlanned []uint8
-	offset      []uint64
-	checkBegin  []uint32
-	checkList   []uint32
-	dindex      []uint32
-	doffset     []uint64
-	bucket      []uint32
-	bucketShift uint32
-	words       []uint64
-	born        []uint64
-	dlast       []uint32
-	lock        *uint32
-	cursor      *uint32
-	state       *uint64
-	epoch       *uint64
-	hits        *uint64
-	missIndex   *uint64
-	missReason  *uint64
-}
-
 // newPlanView reads v (nil: no plan). A view of another version than the one this binding
 // follows, or a smaller one, gives nil: the binding then never takes the planned path.
 func newPlanView(v *C.zarena_plan_view) *planView {
-	if v == nil || v.version != C.ZARENA_PLAN_VIEW_VERSION ||
+	if v == nil || v.version != planViewVersion ||
 		uintptr(v.struct_size) < unsafe.Sizeof(*v) || v.n == 0 {
 		return nil
 	}
-	n := int(v.n)
-	inst := int(v.period) * n
-	checkBegin := unsafe.Slice((*uint32)(unsafe.Pointer(v.check_begin)), inst+1)
-	return &planView{
-		view:        v,
-		n:           uint32(v.n),
-		zone:        uintptr(v.zone),
-		zoneBytes:   uint64(v.zone_bytes),
-		itemSize:    unsafe.Slice((*uint64)(unsafe.Pointer(v.item_size)), n),
-		itemTag:     unsafe.Slice((*uint32)(unsafe.Pointer(v.item_tag)), n),
-		itemPlanned: unsafe.Slice((*uint8)(unsafe.Pointer(v.item_planned)), n),
-		offset:      unsafe.Slice((*uint64)(unsafe.Pointer(v.offset)), inst),
-		checkBegin:  checkBegin,
-		checkList:   unsafe.Slice((*uint32)(unsafe.Pointer(v.check_list)), checkBegin[inst]),
-		dindex:      unsafe.Slice((*uint32)(unsafe.Pointer(v.dindex)), inst),
-		doffset:     unsafe.Slice((*uint64)(unsafe.Pointer(v.doffset)), int(v.distinct)),
-		bucket:      unsafe.Slice((*uint32)(unsafe.Pointer(v.bucket)), int(v.buckets)+1),
-		bucketShift: uint32(v.bucket_shift),
-		words:       unsafe.Slice((*uint64)(unsafe.Pointer(v.words)), inst),
-		born:        unsafe.Slice((*uint64)(unsafe.Pointer(v.born)), inst),
-		dlast:       unsafe.Slice((*uint32)(unsafe.Pointer(v.dlast)), int(v.distinct)),
-		lock:        (*uint32)(unsafe.Pointer(v.lock)),
-		cursor:      (*uint32)(unsafe.Pointer(v.cursor)),
-		state:       (*uint64)(unsafe.Pointer(v.state)),
-		epoch:       (*uint64)(unsafe.Pointer(v.epoch)),
-		hits:        (*uint64)(unsafe.Pointer(v.hits)),
-		missIndex:   (*uint64)(unsafe.Pointer(v.miss_index)),
-		missReason:  (*uint64)(unsafe.Pointer(v.miss_reason)),
-	}
+	return planViewOf(v)
 }
 
 // planLive: the instance word w is live in epoch e (handed out, not freed, and not
 // reclaimed by a reset: persistent, pinned or of the current epoch).
 func planLive(w, e uint64) bool {
-	s := w & planWState
+	s := w & planWStateMask
 	return (s == planWLive || s == planWDeferred) &&
-		(w&(planWPersist|planWPinMask) != 0 || w>>planEpochShift == e&planEpochMask)
+		(w&(planWPersistentMask|planWPinMask) != 0 || w>>planWEpochShift == e&planEpochMask)
 }
 
 // lockPlan takes the plan's lock, or gives up after a while (false): the caller, pinned,
@@ -161,7 +102,7 @@ func (pl *planView) unlockPlan() { storeRel32(pl.lock, 0) }
 
 // deviate ends the plan for the rest of the step (the plan's lock held).
 func (pl *planView) deviate(reason uint64, i uint32) {
-	atomic.AndUint64(pl.state, ^planEngaged)
+	atomic.AndUint64(pl.state, ^uint64(planSEngagedMask))
 	storeRel64(pl.missReason, reason)
 	storeRel64(pl.missIndex, uint64(i))
 }
@@ -172,14 +113,14 @@ func (pl *planView) deviate(reason uint64, i uint32) {
 // forwarding (a tenth of the planned pair). planBusy: the lock stayed held, nothing was
 // done.
 func (pl *planView) alloc(size uint64, tag uint32) (p DevicePtr, epoch uint64, r int) {
-	if atomic.LoadUint64(pl.state)&planEngaged == 0 {
+	if atomic.LoadUint64(pl.state)&planSEngagedMask == 0 {
 		return 0, 0, planLibrary
 	}
 	if !pl.lockPlan() {
 		return 0, 0, planBusy
 	}
 	st := atomic.LoadUint64(pl.state)
-	if st&planEngaged == 0 {
+	if st&planSEngagedMask == 0 {
 		pl.unlockPlan()
 		return 0, 0, planLibrary
 	}
@@ -187,11 +128,11 @@ func (pl *planView) alloc(size uint64, tag uint32) (p DevicePtr, epoch uint64, r
 	var reason uint64
 	switch {
 	case i >= pl.n:
-		reason = C.ZARENA_PLAN_MISS_EXTRA
+		reason = planMissExtra
 	case pl.itemSize[i] != size:
-		reason = C.ZARENA_PLAN_MISS_SIZE
+		reason = planMissSize
 	case pl.itemTag[i] != tag:
-		reason = C.ZARENA_PLAN_MISS_TAG
+		reason = planMissTag
 	}
 	if reason != 0 {
 		pl.deviate(reason, i)
@@ -203,7 +144,7 @@ func (pl *planView) alloc(size uint64, tag uint32) (p DevicePtr, epoch uint64, r
 		pl.unlockPlan()
 		return 0, 0, planUnplanned
 	}
-	id := uint32(st>>1&1)*pl.n + i
+	id := uint32(st&planSParityMask>>planSParityShift)*pl.n + i
 	e := atomic.LoadUint64(pl.epoch)
 	// Every instance whose bytes this one reuses must be dead, its own earlier one too.
 	clear := !planLive(atomic.LoadUint64(&pl.words[id]), e)
@@ -211,12 +152,12 @@ func (pl *planView) alloc(size uint64, tag uint32) (p DevicePtr, epoch uint64, r
 		clear = !planLive(atomic.LoadUint64(&pl.words[pl.checkList[k]]), e)
 	}
 	if !clear {
-		pl.deviate(C.ZARENA_PLAN_MISS_LATE, i)
+		pl.deviate(planMissLate, i)
 		pl.unlockPlan()
 		return 0, 0, planLibrary
 	}
 	storeRel64(&pl.born[id], e)
-	storeRel64(&pl.words[id], planWLive|(e&planEpochMask)<<planEpochShift)
+	storeRel64(&pl.words[id], planWLive|(e&planEpochMask)<<planWEpochShift)
 	storeRel32(&pl.dlast[pl.dindex[id]], id)
 	storeRel32(pl.cursor, i+1)
 	storeRel64(pl.hits, *pl.hits+1) // only lock holders write it
@@ -250,12 +191,12 @@ func (pl *planView) free(p DevicePtr, want uint64) bool {
 	}
 	w := atomic.LoadUint64(&pl.words[id])
 	for {
-		if w&planWState != planWLive || w&planWPinMask != 0 ||
+		if w&planWStateMask != planWLive || w&planWPinMask != 0 ||
 			!planLive(w, atomic.LoadUint64(pl.epoch)) ||
 			(want != AnyEpoch && atomic.LoadUint64(&pl.born[id]) != want) {
 			return false
 		}
-		if atomic.CompareAndSwapUint64(&pl.words[id], w, w&^planWState|planWFreed) {
+		if atomic.CompareAndSwapUint64(&pl.words[id], w, w&^planWStateMask|planWFreed) {
 			return true
 		}
 		w = atomic.LoadUint64(&pl.words[id])
@@ -271,17 +212,17 @@ func (a *Arena) allocPlanned(n uint64, tag Tag) (p DevicePtr, epoch uint64, r in
 	}
 	size := (n + a.align - 1) &^ (a.align - 1)
 	for {
-		pid := procPin() // the view is used only while pinned (see the top of this file)
+		pid := a.planEnter() // the view is used only until planLeave (see the top of this file)
 		pl := a.plan.Load()
 		if pl == nil {
-			procUnpin()
+			a.planLeave()
 			return 0, 0, planLibrary
 		}
 		p, epoch, r = pl.alloc(size, uint32(tag))
 		if r == planServed {
 			a.served.add(pid)
 		}
-		procUnpin()
+		a.planLeave()
 		if r != planBusy {
 			return p, epoch, r
 		}
@@ -291,10 +232,10 @@ func (a *Arena) allocPlanned(n uint64, tag Tag) (p DevicePtr, epoch uint64, r in
 
 // freePlanned frees p from the plan when it is the plain case (true).
 func (a *Arena) freePlanned(p DevicePtr, epoch uint64) bool {
-	procPin()
+	a.planEnter()
 	pl := a.plan.Load()
 	done := pl != nil && pl.inZone(p) && pl.free(p, epoch)
-	procUnpin()
+	a.planLeave()
 	return done
 }
 
@@ -329,8 +270,7 @@ func (a *Arena) setPlanLocked(v *C.zarena_plan_view) {
 func (a *Arena) dropPlanLocked(wait bool) {
 	a.plan.Store(nil)
 	if wait && a.planUnwaited {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms) // stops the world: see the top of this file
+		a.planWait() // see the top of this file
 		a.planUnwaited = false
 	}
 }
@@ -339,8 +279,9 @@ func (a *Arena) dropPlanLocked(wait bool) {
 // a cache line of its own, in C memory: the P that serves one is pinned, so its counter has
 // one writer at a time, which a plain add keeps exact (Go memory would make the race
 // detector see the different goroutines that take turns on a P as a race). A P beyond the
-// counters made at the first plan (GOMAXPROCS was raised since) adds atomically to the
-// last counter, kept for them.
+// counters made at the first plan (GOMAXPROCS was raised since), and every goroutine of the
+// portable build (which pins nothing: planEnter returns noP), adds atomically to the last
+// counter, kept for them.
 type servedCounts struct {
 	// slots and n are set once, before the first view is published (the planned path reads
 	// them after loading the view); never written again.
@@ -364,7 +305,7 @@ func (c *servedCounts) init() {
 	}
 }
 
-// add counts one allocation served on P pid (pinned).
+// add counts one allocation served on P pid (pinned), or on the shared counter.
 func (c *servedCounts) add(pid int) {
 	if pid < c.n {
 		c.slots[pid*servedStride]++

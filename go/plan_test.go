@@ -273,6 +273,8 @@ type planDriver struct {
 	handoff   chan uint64
 	freerMu   sync.RWMutex   // the freer's take+free: held shared; resets hold it alone
 	pending   sync.WaitGroup // blocks handed to the freer and not yet freed
+	flightMu  sync.Mutex
+	inFlight  map[uint64]bool // the blocks pending counts
 	freerWG   sync.WaitGroup
 	turn      int
 	poison    bool // switch poison on and off now and then
@@ -281,7 +283,8 @@ type planDriver struct {
 
 func newPlanDriver(t testing.TB, a *Arena, seed int64) *planDriver {
 	d := &planDriver{t: t, a: a, m: &planModel{t: t, a: a}, rng: rand.New(rand.NewSource(seed)),
-		pinned: map[uint64]int{}, done: make(chan struct{}), handoff: make(chan uint64, 1024)}
+		pinned: map[uint64]int{}, done: make(chan struct{}), handoff: make(chan uint64, 1024),
+		inFlight: map[uint64]bool{}}
 	for k := range d.turns {
 		d.turns[k] = make(chan func())
 		go func(work chan func()) {
@@ -303,6 +306,9 @@ func newPlanDriver(t testing.TB, a *Arena, seed int64) *planDriver {
 			d.freerMu.RLock()
 			d.free(p, rng.Intn(2) == 0, "freer")
 			d.freerMu.RUnlock()
+			d.flightMu.Lock()
+			delete(d.inFlight, p)
+			d.flightMu.Unlock()
 			d.pending.Done()
 		}
 	}()
@@ -426,6 +432,9 @@ func (d *planDriver) runSteps(steps int, dev float64, resets bool, name string) 
 				for _, j := range f {
 					if dev > 0 && step >= 4 && ptr[j] != 0 && rng.Intn(16) == 0 { // late, maybe
 						d.pending.Add(1)
+						d.flightMu.Lock()
+						d.inFlight[ptr[j]] = true
+						d.flightMu.Unlock()
 						d.handoff <- ptr[j]
 						continue
 					}
@@ -486,10 +495,15 @@ func (d *planDriver) runSteps(steps int, dev float64, resets bool, name string) 
 			}
 		}
 		if resets {
-			// A free naming an epoch that ended is refused, planned block or not.
-			held := m.liveUnpinned()
+			// A free naming an epoch that ended is refused, planned block or not. Of a block
+			// the freer may still free (before the reset, or after it if the floor kept it),
+			// that free may come first, and this one is a double free: only the others are
+			// tried. The freer frees nothing between the snapshot and the reset.
+			d.freerMu.Lock()
+			held := d.notInFlight(m.liveUnpinned())
 			epoch := a.Epoch()
-			d.reset(where)
+			d.resetLocked(where)
+			d.freerMu.Unlock()
 			if len(held) > 0 && rng.Intn(4) == 0 {
 				p := held[rng.Intn(len(held))]
 				err := a.FreeNow(DevicePtr(p), epoch)
@@ -513,9 +527,27 @@ func (d *planDriver) runSteps(steps int, dev float64, resets bool, name string) 
 	}
 }
 
+// notInFlight is ptrs less the blocks handed to the freer and not yet freed by it.
+func (d *planDriver) notInFlight(ptrs []uint64) []uint64 {
+	d.flightMu.Lock()
+	defer d.flightMu.Unlock()
+	out := ptrs[:0]
+	for _, p := range ptrs {
+		if !d.inFlight[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (d *planDriver) reset(where string) {
 	d.freerMu.Lock()
 	defer d.freerMu.Unlock()
+	d.resetLocked(where)
+}
+
+// resetLocked is reset with freerMu held.
+func (d *planDriver) resetLocked(where string) {
 	d.m.reset(where)
 	if err := d.a.Reset(); err != nil {
 		d.t.Fatal(err)

@@ -17,7 +17,9 @@ import "C"
 // plan's zone and the floor would move over it: graph.go).
 func (a *Arena) SetFloor(offset uint64) error {
 	return a.whole("SetFloor", func(h C.uintptr_t) C.shim_result {
-		return C.shim_set_floor(h, C.uint64_t(offset))
+		r := C.shim_set_floor(h, C.uint64_t(offset))
+		a.keptAskLocked(h) // the plans may learn again (lane_cache.go)
+		return r
 	})
 }
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <zarena/zarena.h>
 #include <zarena/zarena_graph.h>
+#include <zarena/zarena_kept.h>
 #include <zarena/zarena_plan.h>
 /* zarena_testing.h is not installed (test hooks, outside the contract): the package's copy,
  * kept identical to capi/include by tools/gen. */
@@ -69,19 +70,63 @@ _Static_assert(offsetof(shim_free_item, epoch) == offsetof(zarena_free_item, epo
 /* Frees one buffer holds; a full buffer is applied at once. */
 #define SHIM_QUEUE_CAP 256
 
-/* One buffer: SHIM_QUEUE_CAP items, then as many statuses, in one allocation (NULL when
- * host memory ran out). */
+/* One buffer: SHIM_QUEUE_CAP items, then as many statuses, then the shard's report of the
+ * blocks its Lanes kept (lane_cache.go; zarena/zarena_kept.h), in one zeroed allocation
+ * (NULL when host memory ran out). */
+#define SHIM_QUEUE_REPORT_AT (SHIM_QUEUE_CAP * (sizeof(shim_free_item) + sizeof(zarena_status)))
+_Static_assert(SHIM_QUEUE_REPORT_AT % 8 == 0, "the report is 8-byte aligned");
 static inline shim_free_item* shim_queue_alloc(void) {
-  return (shim_free_item*)malloc(SHIM_QUEUE_CAP * (sizeof(shim_free_item) + sizeof(zarena_status)));
+  zarena_kept_report* r;
+  void* q = calloc(1, SHIM_QUEUE_REPORT_AT + sizeof *r);
+  if (q == NULL) return NULL;
+  r = (zarena_kept_report*)(void*)((char*)q + SHIM_QUEUE_REPORT_AT);
+  r->struct_size = sizeof *r;
+  return (shim_free_item*)q;
 }
 static inline void shim_queue_free(uintptr_t q) { free((void*)q); }
 static inline zarena_status* shim_queue_statuses(uintptr_t q) {
   return (zarena_status*)(void*)((shim_free_item*)q + SHIM_QUEUE_CAP);
 }
+static inline zarena_kept_report* shim_queue_report(uintptr_t q) {
+  return (zarena_kept_report*)(void*)((char*)q + SHIM_QUEUE_REPORT_AT);
+}
 
-/* Applies n queued frees of buffer q in order; returns how many failed (each item's status
- * is then in the buffer's statuses). */
+/* Hands buffer q's report of kept blocks to the library, if it holds anything, and clears
+ * it. Counts exist only where the arena allowed keeping (shim_kept_allowed), or for frees
+ * the binding refused; the library takes them whenever it lets a binding keep at all. */
+static inline void shim_report(uintptr_t a, uintptr_t q) {
+  if (q == 0) return;
+  zarena_kept_report* r = shim_queue_report(q);
+  if ((r->allocs | r->invalid_frees | r->stale_frees) == 0) return;
+  (void)zarena_kept_report_add((zarena*)a, r);
+  r->allocs = r->max_request = r->invalid_frees = r->stale_frees = 0;
+}
+
+/* Whether the library has zarena_kept_report_add (with ZARENA_GO_DLOPEN, an older library
+ * may not). */
+static inline int shim_kept_available(void) {
+#ifdef ZARENA_GO_DLOPEN
+  return zarena_go_dl_zarena_kept_report_add != NULL;
+#else
+  return 1;
+#endif
+}
+
+/* Whether the arena lets the binding keep blocks now (an empty report is accepted: not
+ * while a trace is written, nor while step plans follow every request); 0 also when the
+ * library has no zarena_kept_report_add. */
+static inline int shim_kept_allowed(uintptr_t a) {
+  if (!shim_kept_available()) return 0;
+  zarena_kept_report r;
+  memset(&r, 0, sizeof r);
+  r.struct_size = sizeof r;
+  return zarena_kept_report_add((zarena*)a, &r) == ZARENA_OK;
+}
+
+/* Applies n queued frees of buffer q in order, after its report; returns how many failed
+ * (each item's status is then in the buffer's statuses). */
 static inline uint32_t shim_apply(uintptr_t a, uintptr_t q, size_t n) {
+  shim_report(a, q);
   if (n == 0) return 0;
   zarena_status* qs = shim_queue_statuses(q);
   if (zarena_free_batch((zarena*)a, (const zarena_free_item*)q, n, qs) == ZARENA_OK) return 0;
@@ -153,6 +198,7 @@ static inline shim_create_result shim_create(zarena_config cfg, uintptr_t stream
 static inline zarena_status shim_free_then_alloc(uintptr_t a, uintptr_t q, size_t n, uint64_t size,
                                                  uint32_t tag, zarena_block* b, uint32_t* failed) {
   *failed = 0;
+  shim_report(a, q);
   if (n == 0) return zarena_alloc_ex((zarena*)a, size, tag, b);
   zarena_status* qs = shim_queue_statuses(q);
   zarena_status s =
@@ -253,18 +299,21 @@ static inline shim_result shim_destroy(uintptr_t a) {
 /* ---- reset, floors, steps, pins ---- */
 
 /* A step boundary's outcome, with the plan view after it (Go serves planned requests from
- * it until the next boundary). */
+ * it until the next boundary) and, when asked, whether the binding may keep blocks now
+ * (shim_kept_allowed: the boundary may have started or ended the plans' learning). */
 typedef struct {
   shim_result r;
   uint64_t epoch; /* the epoch after the reset, so Go keeps Epoch() without a call */
   const zarena_plan_view* view;
+  int kept; /* ask: shim_kept_allowed after the boundary; else 0 */
 } shim_epoch_result;
 
-static inline shim_epoch_result shim_reset(uintptr_t a) {
+static inline shim_epoch_result shim_reset(uintptr_t a, int ask) {
   shim_epoch_result r;
   r.r = shim_wrap(zarena_reset((zarena*)a));
   r.epoch = zarena_epoch((zarena*)a);
   r.view = shim_plan_view(a);
+  r.kept = ask ? shim_kept_allowed(a) : 0;
   return r;
 }
 
@@ -272,11 +321,12 @@ static inline shim_result shim_mark_step_boundary(uintptr_t a) {
   return shim_wrap(zarena_mark_step_boundary((zarena*)a));
 }
 
-static inline shim_epoch_result shim_step_begin(uintptr_t a) {
+static inline shim_epoch_result shim_step_begin(uintptr_t a, int ask) {
   shim_epoch_result r;
   r.r = shim_wrap(zarena_step_begin((zarena*)a));
   r.epoch = 0;
   r.view = shim_plan_view(a);
+  r.kept = ask ? shim_kept_allowed(a) : 0;
   return r;
 }
 

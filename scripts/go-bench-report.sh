@@ -38,6 +38,11 @@ awk -v dl="${2:-}" '
       pair, m("BenchmarkPair/zarena-block"), m("BenchmarkPair/zarena-batch16"), m("BenchmarkPair/zarena-sync"), gopair
     r = pair / gopair
     printf "target pair <= 1.0x pure Go:                 %.2fx  %s\n", r, verdict(r, 1.0)
+    lp = m("BenchmarkPair/zarena-lane")
+    if (lp > 0) {
+      r = lp / gopair
+      printf "target one Lane, pair <= 1.0x pure Go:        %.2fx  %s  (%.1f vs %.1f; freed blocks kept, no crossing)\n", r, verdict(r, 1.0), lp, gopair
+    }
     r = pair / (cgo + cpair)
     printf "target pair <= 1.2x (cgo call + C pair):      %.2fx  %s  (%.1f / (%.1f + %.1f))\n", r, verdict(r, 1.2), pair, cgo, cpair
     p1 = m("BenchmarkAllocFreeParallel/g=1"); c1 = m("BenchmarkAllocFreeParallel/c/g=1")
@@ -85,6 +90,11 @@ awk -v dl="${2:-}" '
           if (qg > 0) printf "  %2d  %7.1f  %5.2fx\n", g, qg, q1 / qg
         }
       }
+    }
+    tl = m("BenchmarkTrace/zarena-lane")
+    if (tl > 0 && gt > 0) {
+      r = tl / gt
+      printf "target per-sample trace on a Lane <= 0.8x pure Go: %.2fx  %s  (%.0f ns per sample)\n", r, verdict(r, 0.8), tl
     }
     tp = m("BenchmarkTrace/zarena-plan")
     if (tp > 0 && gt > 0) printf "per-sample trace under a step plan:          %.2fx pure Go  (%.0f ns per sample; without a plan %.0f)\n", tp / gt, tp, t

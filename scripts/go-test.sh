@@ -2,7 +2,8 @@
 # Runs the Go bindings' checks against a zarena build tree:
 #   scripts/go-test.sh [BUILD_DIR] [--bench]
 # gofmt, the C files of the binding under -Wall -Wextra -Werror, go vet in every build
-# mode, go test -race (default mode: shared library), the no-freeze test, the suite again
+# mode, go test -race (default mode: shared library), the plan tests through the portable
+# planned path (-tags zarena_portable), the no-freeze test, the suite again
 # with the zarena_static and zarena_dlopen tags, the CGO_ENABLED=0 message, a module
 # outside the repository built the three ways against an installed prefix (the README's
 # recipe), and the examples in examples/go (each exits non-zero when what it shows goes
@@ -80,6 +81,11 @@ CC=${CC:-cc}
   "$GO" vet -tags zarena_static ./...
   "$GO" vet -tags zarena_dlopen ./...
   "$GO" test -race -count=1 ./...
+  # The planned path without its runtime assumptions (runtime_portable.go), which every Go
+  # version, architecture and compiler but the verified one builds: forced by its tag.
+  echo "-- the planned path's portable build (-tags zarena_portable)"
+  "$GO" vet -tags zarena_portable .
+  "$GO" test -race -tags zarena_portable -count=1 -run 'Plan|RuntimeAssumptions' .
   # The no-freeze test times the Go runtime itself, so it runs without the race
   # detector (which multiplies the cost of each runtime.GC it measures) and is built
   # only in this run (nofreeze_test.go is tagged !race).

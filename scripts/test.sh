@@ -43,7 +43,7 @@ if [ "$SANITIZE" != 0 ]; then
     test_region test_arena_threads test_threads test_config test_config_parse test_abi_structs
     test_teardown
     test_log test_diagnostics test_cadence test_trace_format test_trace_edges test_interior
-    test_fork test_expandable test_plan test_plan_run test_step_plans test_arena_plans test_plan_promises
+    test_fork test_expandable test_plan test_plan_run test_step_plans test_arena_plans test_plan_promises test_kept_report
     test_graph_steps fuzz_arena_replay)
   TSAN_SUITES=(test_threads test_capture_scope test_region_threads test_arena_threads test_log test_backend_host
     test_overflow test_overflow_route test_expandable test_step_plans test_arena_plans test_plan_promises test_teardown

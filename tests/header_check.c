@@ -6,6 +6,8 @@
 
 #include "zarena/zarena.h"
 #include "zarena/zarena_graph.h"
+#include "zarena/zarena_kept.h"
+#include "zarena/zarena_plan.h"
 #include "zarena/zarena_testing.h"
 
 static void on_log(void* user_data, const zarena_log_record* rec) {

@@ -5,6 +5,8 @@
 
 #include "zarena/zarena.h"
 #include "zarena/zarena_graph.h"
+#include "zarena/zarena_kept.h"
+#include "zarena/zarena_plan.h"
 #include "zarena/zarena_testing.h"
 
 static_assert(std::is_standard_layout<zarena_config>::value, "zarena_config is C layout");

@@ -1,4 +1,4 @@
-# The public headers (zarena.h, zarena_testing.h) compile as strict C99 and strict C++17,
+# The public headers (zarena.h, zarena_testing.h and the experimental ones) compile as strict C99 and strict C++17,
 # warning-free, and the programs built that way link and run against libzarena.so.
 add_executable(zarena_header_c99 ${CMAKE_CURRENT_SOURCE_DIR}/header_check.c)
 set_target_properties(zarena_header_c99 PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON

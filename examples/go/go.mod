@@ -1,6 +1,6 @@
 module github.com/zarena/zarena/examples/go
 
-go 1.21
+go 1.23
 
 require github.com/zarena/zarena/go v0.0.0
 

@@ -73,7 +73,7 @@ LIVE_FREED = 0x4  # freed while pinned: goes at its last unpin
 # end of generated live block flags
 
 # Why a planned step stopped being planned (Stats.plan_first_miss; docs/PLANS.md)
-# generated: plan misses, from src/base/plan_misses.h (tools/gen)
+# generated: plan misses, from src/plan/plan_protocol.h (tools/gen)
 PLAN_MISS_NONE = 0  # no deviation
 PLAN_MISS_SIZE = 1  # a request of another size than the plan's
 PLAN_MISS_TAG = 2  # a request with another tag than the plan's

@@ -35,6 +35,11 @@
 
 namespace zarena_core {
 
+// zarena_kept_report's counts (zarena/zarena_kept.h).
+struct KeptCounts {
+  uint64_t allocs = 0, max_request = 0, invalid_frees = 0, stale_frees = 0;
+};
+
 class Arena final : private RegionHooks, private ZoneOps {
  public:
   // Resolves the backend (AUTO), reserves the region, logs "arena.config".
@@ -87,6 +92,10 @@ class Arena final : private RegionHooks, private ZoneOps {
   // Live blocks (region and overflow) from one snapshot, in address order for the region;
   // *epoch (may be null): the epoch at that instant.
   void live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch = nullptr);
+  // A binding's report of the blocks it keeps (zarena/zarena_kept.h, arena_kept.cpp):
+  // kUnsupported with a trace; an empty report (the question) also while step plans follow
+  // every request (learning, or a plan engaged).
+  Status report_kept(const KeptCounts& k) noexcept;
   // The step plan bindings read (zarena/zarena_plan.h), or null.
   // None while traced: the library serves the planned requests itself, so that the trace
   // records them (a binding serving from the view would bypass it).

@@ -8,17 +8,17 @@
 
 #include "base/human_bytes.h"
 #include "base/last_error.h"
-#include "base/plan_misses.h"
 #include "base/test_points.h"
 #include "engine/arena.h"
+#include "plan/plan_protocol.h"
 
 namespace zarena_core {
 
 namespace {
 
-const char* miss_name(uint64_t reason) { return plan_miss(reason).name; }
-
-const char* miss_text(uint64_t reason) { return plan_miss(reason).text; }
+// The abandoned-plan record's words for a reason (plan_protocol.h's table).
+const char* miss_name(uint64_t reason) { return plan_protocol::miss_reason(reason).name; }
+const char* miss_text(uint64_t reason) { return plan_protocol::miss_reason(reason).text; }
 
 }  // namespace
 

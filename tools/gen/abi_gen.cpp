@@ -1,15 +1,13 @@
 // The ABI's lists of numbered names — the status codes (src/base/status_codes.h), the
-// block and live-block flags (src/base/block_flags.h), the plan miss reasons
-// (src/base/plan_misses.h) and the version (CMakeLists.txt's project VERSION) — as
-// zarena.h's and zarena_plan.h's defines, the engine's Status enum, the Go constants
-// (go/status_gen.go, go/block_flags_gen.go), Python's (python/zarena/constants.py,
-// _version.py) and docs/PLANS.md's table of miss reasons.
+// block and live-block flags (src/base/block_flags.h) and the version (CMakeLists.txt's
+// project VERSION) — as zarena.h's defines, the engine's Status enum, the Go constants
+// (go/status_gen.go, go/block_flags_gen.go) and Python's (python/zarena/constants.py,
+// _version.py). The plan miss reasons are the plan protocol's (plan_gen.cpp).
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "base/block_flags.h"
-#include "base/plan_misses.h"
 #include "base/status_codes.h"
 #include "gen.h"
 
@@ -27,7 +25,6 @@ using zarena_core::StatusCode;
 
 const char kStatusSource[] = "src/base/status_codes.h";
 const char kFlagsSource[] = "src/base/block_flags.h";
-const char kMissSource[] = "src/base/plan_misses.h";
 const char kVersionSource[] = "CMakeLists.txt";
 
 // A comment ends with a period.
@@ -60,15 +57,6 @@ template <size_t N>
 std::vector<Define> flag_defines(const FlagBit (&flags)[N], const std::string& prefix) {
   std::vector<Define> out;
   for (const FlagBit& f : flags) out.push_back({prefix + upper(f.name), hex(f.bit), f.doc});
-  return out;
-}
-
-std::vector<Define> miss_defines() {
-  std::vector<Define> out;
-  for (size_t i = 0; i < zarena_core::kPlanMissCount; ++i) {
-    const zarena_core::PlanMiss& m = zarena_core::kPlanMisses[i];
-    out.push_back({"PLAN_MISS_" + upper(m.name), std::to_string(i), m.text});
-  }
   return out;
 }
 
@@ -169,17 +157,6 @@ std::string go_flags_file() {
   return o.str();
 }
 
-std::string plan_miss_table() {
-  std::ostringstream o;
-  o << "| `reason` | `plan_first_miss` | the step deviated with |\n| --- | --- | --- |\n";
-  for (size_t i = 0; i < zarena_core::kPlanMissCount; ++i) {
-    const zarena_core::PlanMiss& m = zarena_core::kPlanMisses[i];
-    o << "| `" << m.name << "` | " << i << " (`ZARENA_PLAN_MISS_" << upper(m.name) << "`) | "
-      << cell(m.text) << " |\n";
-  }
-  return o.str();
-}
-
 }  // namespace
 
 void abi_outputs(std::vector<Output>* out) {
@@ -190,13 +167,10 @@ void abi_outputs(std::vector<Output>* out) {
                 flag_defines(zarena_core::kBlockFlags, "BLOCK_"), "u");
   add_constants(out, header, "live block flags", kFlagsSource,
                 flag_defines(zarena_core::kLiveBlockFlags, "LIVE_"), "u");
-  add_constants(out, "capi/include/zarena/zarena_plan.h", "plan misses", kMissSource,
-                miss_defines(), "");
   out->push_back({"src/base/status.h", "status enum", cpp_status_enum(), kStatusSource});
   out->push_back({"go/status_gen.go", "", go_status_file(), kStatusSource});
   out->push_back({"go/block_flags_gen.go", "", go_flags_file(), kFlagsSource});
   out->push_back({"python/zarena/_version.py", "", python_version(), kVersionSource});
-  out->push_back({"docs/PLANS.md", "plan misses", plan_miss_table(), kMissSource});
 }
 
 }  // namespace zarena_gen

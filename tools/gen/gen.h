@@ -27,12 +27,13 @@ std::string section_begin(const std::string& path, const std::string& name,
 std::string section_end(const std::string& path, const std::string& name);
 
 // Each part's outputs (config_gen.cpp, stats_gen.cpp, log_gen.cpp, abi_gen.cpp,
-// dlopen_gen.cpp).
+// dlopen_gen.cpp, plan_gen.cpp).
 void config_outputs(std::vector<Output>* out);
 void stats_outputs(std::vector<Output>* out);
 void log_outputs(std::vector<Output>* out);
 void abi_outputs(std::vector<Output>* out);
 void dlopen_outputs(std::vector<Output>* out);
+void plan_outputs(std::vector<Output>* out);
 
 // The start of a generated Go file of package zarena that uses cgo (through shim.h).
 std::string go_file_header(const std::string& source);

@@ -3,8 +3,8 @@
 //   zarena_gen check ROOT   exit 1 when a committed copy under ROOT differs (CTest runs it)
 //   zarena_gen write ROOT   rewrite them (cmake --build <build> --target zarena_generate)
 // A generated section of a hand-written file sits between markers (gen.h: section_begin);
-// the parts (config_gen, stats_gen, log_gen, abi_gen, dlopen_gen) say which files they
-// write. Also keeps the Go package's copies of the public headers (go/internal/include, for
+// the parts (config_gen, stats_gen, log_gen, abi_gen, dlopen_gen, plan_gen) say which files
+// they write. Also keeps the Go package's copies of the public headers (go/internal/include, for
 // its zarena_dlopen mode, which builds where no zarena is installed) identical to
 // capi/include, as generated.
 #include <cstdio>
@@ -21,7 +21,8 @@ using zarena_gen::Output;
 
 // Public headers the Go package carries a copy of.
 const char* const kHeaderCopies[] = {"zarena/zarena.h", "zarena/zarena_graph.h",
-                                     "zarena/zarena_plan.h", "zarena/zarena_testing.h"};
+                                     "zarena/zarena_plan.h", "zarena/zarena_kept.h",
+                                     "zarena/zarena_testing.h"};
 
 bool read_file(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary);
@@ -57,6 +58,7 @@ int run(const std::string& root, bool write) {
   zarena_gen::log_outputs(&outputs);
   zarena_gen::abi_outputs(&outputs);
   zarena_gen::dlopen_outputs(&outputs);
+  zarena_gen::plan_outputs(&outputs);
 
   // Sections of one file are applied in turn to the file's text.
   int rc = 0;

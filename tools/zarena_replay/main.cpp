@@ -14,11 +14,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "base/plan_misses.h"
 #include "chrome_trace.h"
 #include "config/config_fields.h"
 #include "config/config_parse.h"
 #include "input_format.h"
+#include "plan/plan_protocol.h"
 #include "report.h"
 #include "rmm_csv.h"
 #include "steps.h"
@@ -33,7 +33,8 @@ constexpr const char* kTool = "zarena-replay";
 
 // ZARENA_PLAN_MISS_* as words.
 const char* miss_name(uint64_t reason) {
-  return reason < zarena_core::kPlanMissCount ? zarena_core::plan_miss(reason).words : "unknown";
+  namespace pp = zarena_core::plan_protocol;
+  return reason < pp::kMissReasonCount ? pp::miss_reason(reason).words : "unknown";
 }
 
 int bad_input(const std::string& msg) {

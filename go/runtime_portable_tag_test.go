@@ -1,0 +1,6 @@
+//go:build zarena_portable
+
+package zarena
+
+// portableForced: this test binary was built with the zarena_portable tag.
+const portableForced = true
