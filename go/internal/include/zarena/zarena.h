@@ -98,8 +98,10 @@
  *   Each stable function carries the symbol version of the release that added it
  *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...; cmake/zarena.map lists them), so a
  *   program that needs a newer function refuses to start on an older library instead of
- *   failing at the call. Functions of an EXPERIMENTAL section (zarena_trim) carry the
- *   symbol version ZARENA_EXPERIMENTAL and may change or go in any minor version.
+ *   failing at the call. Functions of an EXPERIMENTAL section (zarena_trim; and the
+ *   headers zarena/zarena_plan.h, zarena/zarena_graph.h and zarena/zarena_kept.h, for
+ *   bindings, experimental as a whole) carry the symbol version ZARENA_EXPERIMENTAL and may
+ *   change or go in any minor version.
  *   docs/ABI.md has the rules and the checks that hold them.
  */
 #ifndef ZARENA_ZARENA_H
