@@ -15,6 +15,7 @@ enum class Point {
   kPlanUnpinned,      // PlanRun::unpin took a last pin off, before the pin counters follow
   kPlanWalkInstance,  // PlanRun::live_instances between two instances
   kPlanEngaging,      // a new run is about to take its epoch and engage
+  kResetEpochMoved,   // a reset moved the region's epoch; the plans' runs follow next
 };
 
 using Hook = void (*)(Point, void* ctx);

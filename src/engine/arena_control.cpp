@@ -9,6 +9,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/test_points.h"
 #include "diagnosis/diagnostics.h"
 #include "engine/arena.h"
 #include "engine/capture_scope.h"
@@ -39,12 +40,17 @@ Result Arena::reset() {
     if (learning) reset_survivors_w(&kept);
     const uint64_t ended = region_.epoch();
     uint64_t reclaimed = 0;
-    region_.reset_w(&reclaimed);
+    {
+      // No planned allocation while the epoch moves (the region's, then the plans').
+      StepPlans::EpochGate gate(plans_);
+      region_.reset_w(&reclaimed);
+      test_points::hit(test_points::Point::kResetEpochMoved);
+      // Planned blocks of the ended epoch are dead from here on, with the region's, and
+      // poisoned with them.
+      plans_.on_reset_locked(region_.epoch());
+      if (poison_on_.load(std::memory_order_relaxed)) poison_reclaimed_planned_w(ended);
+    }
     overflow_.reclaim(region_.epoch(), &doomed);
-    // Planned blocks of the ended epoch are dead from here on, with the region's, and
-    // poisoned with them.
-    plans_.on_reset_locked(region_.epoch());
-    if (poison_on_.load(std::memory_order_relaxed)) poison_reclaimed_planned_w(ended);
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
     // Under the locks, so a stats snapshot sees the epoch and the count move together.
     resets_.fetch_add(1, std::memory_order_relaxed);
@@ -157,7 +163,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->epoch_steps = diag_.epoch_steps();
   out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
   plans_.stats(&out->plan);
-  out->plan.steps += graphs_.counts().replays;  // [graphs] a replay is a step served whole
+  out->plan.steps += graphs_.counts().replays;     // [graphs] a replay is a step served whole
   out->plan_zone_block = plans_.zone_w().bytes();  // zone changes take the writer lock too
   out->plan_zone_blocks = plans_.zone_w().pieces.size();
   out->plan_fills = plan_fills_.load(std::memory_order_relaxed);

@@ -198,6 +198,10 @@ class PlanRun {
   void disengage(uint64_t reason, uint64_t index);
   // A reset began epoch e: unpinned instances of earlier epochs are dead from now on.
   void set_epoch(uint64_t e);
+  // The plan's lock, held by a reset while the epoch moves (StepPlans::EpochGate): no
+  // planned allocation (C's or a binding's: both take this lock) runs meanwhile.
+  void hold() noexcept { lock(); }
+  void release() noexcept { unlock(); }
   // Live instances now: any, their bytes and count (deferred: those freed while pinned).
   bool any_live() const;
   struct Totals {

@@ -95,6 +95,21 @@ void StepPlans::set_threads(const LearnedStep& s) {
   thread_count_.store(s.thread_count, std::memory_order_release);
 }
 
+StepPlans::EpochGate::EpochGate(const StepPlans& plans) noexcept {
+  PlanRun* const runs[3] = {plans.engaged_.load(std::memory_order_relaxed),
+                            plans.zone_run_.load(std::memory_order_relaxed),
+                            plans.retired_.load(std::memory_order_relaxed)};
+  for (PlanRun* r : runs) {
+    if (r == nullptr || std::find(held_, held_ + count_, r) != held_ + count_) continue;
+    r->hold();
+    held_[count_++] = r;
+  }
+}
+
+StepPlans::EpochGate::~EpochGate() {
+  for (int i = 0; i < count_; ++i) held_[i]->release();
+}
+
 void StepPlans::on_reset_locked(uint64_t epoch) {
   PlanRun* const e = engaged_.load(std::memory_order_relaxed);
   PlanRun* const z = zone_run_.load(std::memory_order_relaxed);

@@ -188,9 +188,25 @@ class StepPlans {
   void learn_reset(const StepLearner::ResetSurvivors& kept) noexcept;
 
   // --- whole-arena hooks -----------------------------------------------------------------
-  // A reset began `epoch`: called under the arena's whole-arena lock, so that no planned
-  // block is handed out in the new epoch with the old one's stamp.
+  // A reset began `epoch`: called under the arena's whole-arena lock and an EpochGate, so
+  // that no planned block is handed out in the new epoch with the old one's stamp.
   void on_reset_locked(uint64_t epoch);
+  // Under the writer lock, for a reset: holds the plan lock of every run that can serve
+  // (engaged, zone, retired) from before the region's epoch moves until the runs follow
+  // and what the reset reclaimed is poisoned. Without it a planned allocation between the
+  // two moves would carry the ended epoch after zarena_epoch() answered the new one (a
+  // block dead at birth), or be handed bytes the poison then fills.
+  class EpochGate {
+   public:
+    explicit EpochGate(const StepPlans& plans) noexcept;
+    ~EpochGate();
+    EpochGate(const EpochGate&) = delete;
+    EpochGate& operator=(const EpochGate&) = delete;
+
+   private:
+    PlanRun* held_[3] = {};
+    int count_ = 0;
+  };
   // A step ended (zarena_step_begin, or a reset). May reserve or release the zone through
   // `zones`. One thread at a time (the hook serialises callers).
   void on_boundary(ZoneOps& zones, PlanEvents* events);
