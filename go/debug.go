@@ -25,3 +25,11 @@ func (a *Arena) injectOverflowFault(failNth, delayNth uint64, delay time.Duratio
 		return C.shim_inject_overflow_fault(h, C.uint64_t(failNth), C.uint64_t(delayNth), ns)
 	})
 }
+
+// endOverflowDelay ends an injected overflow delay in progress (the sleeping allocation
+// goes on at once), for tests that wait for an event rather than a time. It takes no
+// shard lock: the allocation that sleeps holds one. The arena must stay open meanwhile.
+func (a *Arena) endOverflowDelay() error {
+	r := C.shim_inject_overflow_fault(a.h, 0, 0, 0)
+	return callError(r.status, r.err)
+}

@@ -86,9 +86,9 @@ CC=${CC:-cc}
   echo "-- the planned path's portable build (-tags zarena_portable)"
   "$GO" vet -tags zarena_portable .
   "$GO" test -race -tags zarena_portable -count=1 -run 'Plan|RuntimeAssumptions' .
-  # The no-freeze test times the Go runtime itself, so it runs without the race
-  # detector (which multiplies the cost of each runtime.GC it measures) and is built
-  # only in this run (nofreeze_test.go is tagged !race).
+  # The no-freeze test runs the Go runtime's collector in a loop while a C call sleeps,
+  # so it runs without the race detector (which multiplies the cost of each runtime.GC)
+  # and is built only in this run (nofreeze_test.go is tagged !race).
   "$GO" test -count=1 -run 'NoFreeze' -v . | grep -E '^(=== RUN|--- |\s+nofreeze_test|ok|FAIL|PASS)'
 
   echo "-- build mode static (-tags zarena_static): the test binary needs no libzarena.so"

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -137,7 +138,8 @@ void FaultInjectingBackend::arm(FaultSite site, uint64_t nth, Status status,
 
 void FaultInjectingBackend::delay_overflow_alloc(uint64_t delay_nth, uint64_t delay_ns) noexcept {
   const uint64_t base = counters_[static_cast<int>(FaultSite::kOverflowAlloc)].calls.load();
-  delay_ns_.store(0);  // no call sleeps on a half-written plan
+  delay_ns_.store(0);        // no call sleeps on a half-written plan
+  delay_plan_.fetch_add(1);  // a sleep in progress ends (sleep_overflow_alloc)
   delay_every_.store(delay_nth == 0 ? 1 : 0);
   delay_at_.store(delay_nth == 0 ? 0 : base + delay_nth);
   delay_ns_.store(delay_ns);
@@ -226,14 +228,24 @@ Result FaultInjectingBackend::decommit(uint64_t offset, uint64_t bytes) noexcept
   return passed(FaultSite::kDecommit, inner_->decommit(offset, bytes));
 }
 
+// Sleeps ns, in slices of at most a millisecond, or until the delay is set again (a test
+// ends a long delay once what it waited for has happened: no test depends on how long).
+void FaultInjectingBackend::sleep_overflow_alloc(uint64_t ns) noexcept {
+  const uint64_t plan = delay_plan_.load();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  for (auto now = std::chrono::steady_clock::now(); now < until && delay_plan_.load() == plan;
+       now = std::chrono::steady_clock::now()) {
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(1)));
+  }
+}
+
 Result FaultInjectingBackend::overflow_alloc(uint64_t bytes, uint64_t alignment,
                                              OverflowRoute route, OverflowBlock* out) noexcept {
   uint64_t n = 0;
   const bool fire = fires(FaultSite::kOverflowAlloc, &n);
   const uint64_t ns = delay_ns_.load();
-  if (ns != 0 && (delay_every_.load() != 0 || n == delay_at_.load())) {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
-  }
+  if (ns != 0 && (delay_every_.load() != 0 || n == delay_at_.load())) sleep_overflow_alloc(ns);
   if (fire) {
     return injected(FaultSite::kOverflowAlloc, fmt::format(" ({} bytes aligned to {}, {} route)",
                                                            bytes, alignment, route_name(route)));

@@ -100,8 +100,8 @@ class FaultInjectingBackend final : public Backend {
   static constexpr uint64_t kAlways = ~0ull;
   void arm(FaultSite site, uint64_t nth, Status status = Status::kOk, uint64_t repeat = 1) noexcept;
   // The delay_nth-th overflow_alloc from now (1 = the next; 0 = every one) sleeps
-  // delay_ns before it completes (0 = no delay). With arm(kOverflowAlloc, ...) this is
-  // zarena_debug_inject_overflow_fault.
+  // delay_ns before it completes (0 = no delay); a call ends a sleep in progress. With
+  // arm(kOverflowAlloc, ...) this is zarena_debug_inject_overflow_fault.
   void delay_overflow_alloc(uint64_t delay_nth, uint64_t delay_ns) noexcept;
   void apply(const FaultPlan& plan) noexcept;
   // A gate for tests of what may run while a commit or decommit is in progress: after
@@ -156,6 +156,8 @@ class FaultInjectingBackend final : public Backend {
   // True (and *out is the refusal) when the simulated device reset happened: `what` would
   // have touched memory.
   bool refused_after_reset(const std::string& what, Result* out) noexcept;
+  // An injected overflow delay: ns, or until delay_overflow_alloc runs again.
+  void sleep_overflow_alloc(uint64_t ns) noexcept;
 
   std::unique_ptr<Backend> inner_;
   std::shared_ptr<FaultTally> tally_;  // set at construction only (no lock needed)
@@ -166,6 +168,8 @@ class FaultInjectingBackend final : public Backend {
   std::atomic<uint64_t> delay_at_{0};     // absolute overflow_alloc call that sleeps
   std::atomic<uint64_t> delay_every_{0};  // 1: every overflow_alloc sleeps
   std::atomic<uint64_t> delay_ns_{0};
+  std::atomic<uint64_t> delay_plan_{
+      0};  // counts delay_overflow_alloc calls: a new one ends a sleep
   // The gate (hold/release): tests only, so a mutex and a condition variable.
   struct Gate {
     bool armed = false;    // the next call waits

@@ -19,7 +19,9 @@ extern "C" {
 /* Fault injection for the overflow path of a HOST-backend arena. After this call, the
  * fail_nth-th overflow allocation from now (1 = the next) fails as the backend would (0 =
  * never), and the delay_nth-th overflow allocation (1 = the next; 0 = every one) sleeps
- * delay_ns before it completes (delay_ns 0 = no delay).
+ * delay_ns before it completes (delay_ns 0 = no delay). A call ends a delay in progress
+ * (the sleeping allocation goes on at once): a test can set a long delay and end it when
+ * what it waits for has happened, so that nothing depends on how long that takes.
  * Returns ZARENA_OK; ZARENA_E_INVALID_ARGUMENT (NULL a); ZARENA_E_UNSUPPORTED on an
  * arena whose backend is not HOST. Thread-safe. */
 ZARENA_API zarena_status zarena_debug_inject_overflow_fault(zarena* a, uint64_t fail_nth,
