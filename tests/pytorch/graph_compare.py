@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -294,6 +295,22 @@ def child_dry(mode, steps, warmup, fault):
     print(json.dumps(out))
 
 
+def why_failed(stdout, stderr):
+    """What a failed child said: the lines from its first error (an exception's message,
+    a C++ terminate's what(), a Python traceback) on, then its last lines, and whether it
+    had printed its result (a crash at interpreter exit, after the run, says so)."""
+    lines = stderr.strip().splitlines()
+    first = next((i for i, line in enumerate(lines)
+                  if re.search(r"terminate called|what\(\)|Traceback|Error|error|abort", line)),
+                 None)
+    head = lines[first:first + 25] if first is not None else []
+    tail = [line for line in lines[-10:] if line not in head]
+    printed = any(line.startswith("{") for line in stdout.strip().splitlines()[-1:])
+    where = ("after it printed its result (at teardown)" if printed
+             else "before it printed its result")
+    return "\n".join([f"it failed {where}"] + head + (["..."] if tail else []) + tail)
+
+
 def run(mode, args):
     """Runs one child; (its JSON, its stderr, a failure text or None)."""
     env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONDONTWRITEBYTECODE="1")
@@ -312,8 +329,8 @@ def run(mode, args):
     except subprocess.TimeoutExpired:
         return None, "", f"the {mode} run took longer than {args.timeout} s"
     if r.returncode != 0:
-        tail = "\n".join(r.stderr.strip().splitlines()[-15:])
-        return None, r.stderr, f"the {mode} run failed (exit {r.returncode}):\n{tail}"
+        return None, r.stderr, f"the {mode} run failed (exit {r.returncode}):\n" + \
+            why_failed(r.stdout, r.stderr)
     try:
         return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr, None
     except (ValueError, IndexError):
