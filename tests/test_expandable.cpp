@@ -269,6 +269,83 @@ TEST_F(Expandable, TrimWithoutAResetGivesBackWhatLiesAboveTheTop) {
   EXPECT_EQ(stats_of(f).trim_events, 0u);
 }
 
+// A step plan engaging gives back what the learning steps committed (issue 31 part 2): an
+// arena that never resets (zarena.torch's; trim_keep_bytes 0) grew to a larger first step,
+// and once the plan engages only the zone and the live blocks stay committed, rounded up
+// to the chunk. The planned steps' blocks are written whole (uncommitted host memory is
+// PROT_NONE, so a block in decommitted space kills the test), and a step that deviates
+// commits again for what the dynamic engine serves.
+TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
+  constexpr uint64_t kBlock = 512 * kKiB;
+  constexpr int kPerStep = 8;  // 4 MiB live at the step's peak
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  void* params = nullptr;  // lives through every step, below them
+  ASSERT_EQ(zarena_alloc(g, 2 * kMiB, &params), ZARENA_OK) << zarena_last_error();
+  std::memset(params, 0x11, 2 * kMiB);
+  // A first step larger than the rest (a warm-up, a first batch): 24 MiB committed.
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+  std::vector<void*> big;
+  for (int i = 0; i < 24; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+    std::memset(p, 0x22, 1 * kMiB);
+    big.push_back(p);
+  }
+  for (void* p : big) ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
+  ASSERT_GE(stats_of(g).committed_bytes, 26 * kMiB);
+  auto step = [&](int extra_mib, unsigned char v) {
+    ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+    std::vector<void*> blocks;
+    for (int i = 0; i < kPerStep; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(g, kBlock, &p), ZARENA_OK) << zarena_last_error();
+      std::memset(p, v, kBlock);
+      blocks.push_back(p);
+    }
+    if (extra_mib != 0) {  // a deviation: the dynamic engine serves it above the zone
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(g, extra_mib * kMiB, &p), ZARENA_OK) << zarena_last_error();
+      std::memset(p, v, extra_mib * kMiB);
+      blocks.push_back(p);
+    }
+    for (void* p : blocks) {
+      ASSERT_TRUE(holds(p, kBlock, v));
+      ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
+    }
+  };
+  uint64_t steps_to_engage = 0;
+  while (stats_of(g).plan_zone_bytes == 0 && steps_to_engage < 8) {
+    ASSERT_NO_FATAL_FAILURE(step(0, 0x30));
+    ++steps_to_engage;
+  }
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);  // a boundary: engaged by now
+  zarena_stats s = stats_of(g);
+  ASSERT_NE(s.plan_zone_bytes, 0u) << "the plan never engaged";
+  const uint64_t need = 2 * kMiB + s.plan_zone_bytes;  // the live blocks and the zone
+  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk)
+      << "what the learning steps committed above the zone went back";
+  EXPECT_GE(s.committed_bytes, s.top_bytes);
+  EXPECT_GE(s.trim_events, 1u);
+  const uint64_t trims = s.trim_events;
+  for (int k = 0; k < 4; ++k)
+    ASSERT_NO_FATAL_FAILURE(step(0, static_cast<unsigned char>(0x40 + k)));
+  s = stats_of(g);
+  EXPECT_GE(s.plan_hits, 4u * kPerStep) << "the planned steps were served from the zone";
+  EXPECT_EQ(s.trim_events, trims) << "a plan serving gives nothing back at each boundary";
+  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk);
+  // A step that deviates: the dynamic engine commits again for its 8 MiB.
+  ASSERT_NO_FATAL_FAILURE(step(8, 0x50));
+  EXPECT_GE(stats_of(g).committed_bytes, need + 8 * kMiB);
+  // Learned again, the plan is taken up again and what the deviation committed goes back.
+  for (int k = 0; k < 6; ++k)
+    ASSERT_NO_FATAL_FAILURE(step(0, static_cast<unsigned char>(0x60 + k)));
+  s = stats_of(g);
+  EXPECT_GT(s.trim_events, trims);
+  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk);
+  EXPECT_TRUE(holds(params, 2 * kMiB, 0x11));
+  EXPECT_EQ(s.commit_failures, 0u);
+}
+
 TEST_F(Expandable, CommitFailureSendsTheRequestToOverflowAndSaysWhy) {
   Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_SYNC));
   void* first = nullptr;
