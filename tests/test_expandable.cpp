@@ -269,6 +269,38 @@ TEST_F(Expandable, TrimWithoutAResetGivesBackWhatLiesAboveTheTop) {
   EXPECT_EQ(stats_of(f).trim_events, 0u);
 }
 
+// A growth of many chunks (one large allocation) is committed one range per chunk, so a
+// trim gives it back chunk by chunk down to the top: a block now at its bottom keeps only
+// the chunks it lies in. (As one range, it could go back only whole: not at all while the
+// top lies above its start.)
+TEST_F(Expandable, AGrowthOfManyChunksGoesBackDownToTheTop) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  void* low = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &low), ZARENA_OK) << zarena_last_error();
+  void* big = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 30 * kMiB, &big), ZARENA_OK) << zarena_last_error();
+  std::memset(big, 0x21, 30 * kMiB);
+  zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.committed_bytes, 31 * kMiB);
+  EXPECT_EQ(s.commit_events, 2u) << "one event per growth, however many chunks";
+  ASSERT_EQ(zarena_free(g, big), ZARENA_OK);
+  void* mid = nullptr;  // where the large block began
+  ASSERT_EQ(zarena_alloc(g, 4 * kMiB, &mid), ZARENA_OK) << zarena_last_error();
+  ASSERT_LT(static_cast<char*>(mid), static_cast<char*>(big) + 4 * kMiB);
+  ASSERT_EQ(zarena_trim(g, 0), ZARENA_OK) << zarena_last_error();
+  s = stats_of(g);
+  EXPECT_EQ(s.trim_events, 1u);
+  EXPECT_LE(s.committed_bytes, (s.top_bytes + kChunk - 1) / kChunk * kChunk)
+      << "the chunks above the top went back";
+  EXPECT_GE(s.committed_bytes, s.top_bytes);
+  std::memset(mid, 0x31, 4 * kMiB);  // still committed
+  std::memset(low, 0x41, 1 * kMiB);
+  void* again = nullptr;  // growing again commits again
+  ASSERT_EQ(zarena_alloc(g, 20 * kMiB, &again), ZARENA_OK) << zarena_last_error();
+  std::memset(again, 0x51, 20 * kMiB);
+  EXPECT_TRUE(holds(mid, 4 * kMiB, 0x31));
+}
+
 // A step plan engaging gives back what the learning steps committed (issue 31 part 2): an
 // arena that never resets (zarena.torch's; trim_keep_bytes 0) grew to a larger first step,
 // and once the plan engages only the zone and the live blocks stay committed, rounded up
@@ -344,6 +376,35 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk);
   EXPECT_TRUE(holds(params, 2 * kMiB, 0x11));
   EXPECT_EQ(s.commit_failures, 0u);
+}
+
+// Not while a capture may run (a decommit waits for the stream): a plan engaging then
+// gives nothing back; zarena_trim does once it ended.
+TEST_F(Expandable, PlanEngagingDuringACaptureGivesNothingBack) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+  void* big = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 24 * kMiB, &big), ZARENA_OK) << zarena_last_error();
+  ASSERT_EQ(zarena_free(g, big), ZARENA_OK);
+  ASSERT_EQ(zarena_set_capture_active(g, 1), ZARENA_OK);
+  for (int k = 0; k < 6; ++k) {
+    ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+    void* p = nullptr;
+    void* q = nullptr;
+    ASSERT_EQ(zarena_alloc(g, 512 * kKiB, &p), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_alloc(g, 512 * kKiB, &q), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
+    ASSERT_EQ(zarena_free(g, q), ZARENA_OK);
+  }
+  zarena_stats s = stats_of(g);
+  ASSERT_NE(s.plan_zone_bytes, 0u) << "the plan engaged";
+  EXPECT_EQ(s.trim_events, 0u);
+  EXPECT_GE(s.committed_bytes, 24 * kMiB);
+  ASSERT_EQ(zarena_set_capture_active(g, 0), ZARENA_OK);
+  ASSERT_EQ(zarena_trim(g, 0), ZARENA_OK) << zarena_last_error();
+  s = stats_of(g);
+  EXPECT_EQ(s.trim_events, 1u);
+  EXPECT_LE(s.committed_bytes, (s.top_bytes + kChunk - 1) / kChunk * kChunk);
 }
 
 TEST_F(Expandable, CommitFailureSendsTheRequestToOverflowAndSaysWhy) {

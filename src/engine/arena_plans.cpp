@@ -198,7 +198,8 @@ void Arena::plan_boundary() {
 }
 
 void Arena::trim_after_engage() {
-  if (!expandable_ || capturing() || backend_->context_lost()) return;
+  // [graphs] Not at the end of a graph capture either (its boundary runs under graph_mu_).
+  if (!expandable_ || graphs_.capturing() || capturing() || backend_->context_lost()) return;
   {
     // As zarena_trim: the slots' cached free blocks and span leftovers go to the central
     // index, so the top comes down to the highest live block (the zone's end, or a live
