@@ -378,6 +378,70 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   EXPECT_EQ(s.commit_failures, 0u);
 }
 
+// The trims at engaging boundaries race another thread that writes its own live blocks,
+// trims (zarena_trim) and reads stats the whole time: no live block is ever decommitted
+// under it (a write there would kill the test: PROT_NONE), the committed end never falls
+// below the top, and the planned steps keep their bytes. The main thread's steps deviate
+// every fifth step (an extra 6 MiB allocation), so plans engage, and trim, again and again.
+TEST_F(Expandable, EngagingTrimsRaceWritesTrimsAndStats) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+  void* big = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 24 * kMiB, &big), ZARENA_OK) << zarena_last_error();
+  ASSERT_EQ(zarena_free(g, big), ZARENA_OK);
+  std::vector<void*> theirs(6);  // the other thread's blocks, live throughout
+  for (void*& p : theirs) {
+    ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+  }
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> below_top{0}, rounds{0};
+  std::thread other([&] {
+    uint64_t k = 0;
+    do {  // at least one round, however the threads are scheduled
+      for (void* p : theirs) std::memset(p, static_cast<int>(k & 0xFF), 1 * kMiB);
+      if (k % 4 == 0) (void)zarena_trim(g, 0);
+      zarena_stats s;
+      std::memset(&s, 0, sizeof s);
+      s.struct_size = sizeof s;
+      if (zarena_get_stats(g, &s) == ZARENA_OK && s.committed_bytes < s.top_bytes) {
+        below_top.fetch_add(1, std::memory_order_relaxed);
+      }
+      rounds.fetch_add(1, std::memory_order_relaxed);
+      ++k;
+    } while (!done.load(std::memory_order_relaxed));
+  });
+  for (int step = 0; step < 40; ++step) {
+    ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 6; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(g, 512 * kKiB, &p), ZARENA_OK) << zarena_last_error();
+      std::memset(p, step + i, 512 * kKiB);
+      blocks.push_back(p);
+    }
+    if (step % 5 == 4) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(g, 6 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+      std::memset(p, 0x77, 6 * kMiB);
+      blocks.push_back(p);
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (i < 6) {
+        ASSERT_TRUE(holds(blocks[i], 512 * kKiB, static_cast<unsigned char>(step + i)));
+      }
+      ASSERT_EQ(zarena_free(g, blocks[i]), ZARENA_OK);
+    }
+  }
+  done.store(true);
+  other.join();
+  const zarena_stats s = stats_of(g);
+  EXPECT_EQ(below_top.load(), 0u) << "the committed end fell below the top";
+  EXPECT_GT(rounds.load(), 0u);
+  EXPECT_GT(s.plan_hits, 0u) << "plans served, or the test proves nothing";
+  EXPECT_GE(s.trim_events, 2u);
+  EXPECT_EQ(s.commit_failures, 0u);
+}
+
 // Not while a capture may run (a decommit waits for the stream): a plan engaging then
 // gives nothing back; zarena_trim does once it ended.
 TEST_F(Expandable, PlanEngagingDuringACaptureGivesNothingBack) {
