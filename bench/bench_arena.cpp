@@ -145,6 +145,83 @@ void BM_NeverRepeatingSteps(benchmark::State& state) {
 }
 BENCHMARK(BM_NeverRepeatingSteps)->Arg(0)->Arg(1);
 
+// The footprint of a training loop that never resets (zarena.torch's): an expandable host
+// arena committing 2 MiB at a time, 8 MiB of parameters, then a training-like step marked
+// with zarena_step_begin and freeing its own blocks: per layer an activation saved for the
+// backward pass and a temporary, the backward pass freeing them in reverse and making a
+// parameter gradient that lives until the next step's start (zero_grad), and a loss that
+// lives until the next step's loss is made. The first step also takes a 96 MiB workspace
+// for its forward pass (an autotuner trying kernels) and makes optimizer state that lives
+// on (a lazily built Adam state), as a first training step does. Arg(0) plans
+// off, Arg(1) the default. Counters: committed_MiB (what the arena holds after the run),
+// high_water_MiB (the region's top at its highest), used_peak_MiB (the most bytes live
+// at once), plan_zone_MiB. The ratio of committed_MiB is what plans save of the footprint.
+void BM_RepeatedStepFootprint(benchmark::State& state) {
+  zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
+  zarena_config c;
+  zarena_config_init(&c);
+  c.backend = ZARENA_BACKEND_HOST;
+  c.capacity_bytes = kCapacity;
+  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
+  c.flags = ZARENA_FLAG_EXPANDABLE | (state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN);
+  c.commit_chunk_bytes = 2 << 20;
+  zarena* a = nullptr;
+  if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
+  constexpr int kLayers = 12;
+  const uint64_t act[kLayers] = {6 << 20, 4 << 20, 8 << 20, 3 << 20, 6 << 20, 4 << 20,
+                                 8 << 20, 3 << 20, 6 << 20, 4 << 20, 8 << 20, 2 << 20};
+  void* params = nullptr;
+  if (zarena_alloc(a, 8 << 20, &params) != ZARENA_OK) std::abort();
+  std::vector<void*> grads(kLayers, nullptr), saved(kLayers, nullptr), state_blocks;
+  void* loss = nullptr;
+  bool first = true;
+  auto alloc = [&](uint64_t n) {
+    void* p = nullptr;
+    if (zarena_alloc(a, n, &p) != ZARENA_OK) std::abort();
+    benchmark::DoNotOptimize(p);
+    return p;
+  };
+  for (auto _ : state) {
+    zarena_step_begin(a);
+    for (void*& g : grads) {  // zero_grad(set_to_none=True)
+      if (g != nullptr) zarena_free(a, g);
+      g = nullptr;
+    }
+    void* workspace = first ? alloc(96 << 20) : nullptr;
+    for (int l = 0; l < kLayers; ++l) {
+      saved[l] = alloc(act[l]);
+      void* tmp = alloc(2 * act[l]);
+      zarena_free(a, tmp);
+    }
+    if (workspace != nullptr) zarena_free(a, workspace);
+    void* new_loss = alloc(4096);
+    if (loss != nullptr) zarena_free(a, loss);
+    loss = new_loss;
+    for (int l = kLayers - 1; l >= 0; --l) {
+      void* g = alloc(act[l]);
+      zarena_free(a, saved[l]);
+      grads[l] = alloc(act[l] / 4);
+      zarena_free(a, g);
+    }
+    if (first) {  // optimizer state, built at the first step and kept
+      for (int l = 0; l < kLayers; ++l) state_blocks.push_back(alloc(act[l] / 2));
+      first = false;
+    }
+  }
+  zarena_stats st;
+  st.struct_size = sizeof st;
+  zarena_get_stats(a, &st);
+  const double mib = 1 << 20;
+  state.counters["committed_MiB"] = static_cast<double>(st.committed_bytes) / mib;
+  state.counters["high_water_MiB"] = static_cast<double>(st.high_water_bytes) / mib;
+  state.counters["used_peak_MiB"] = static_cast<double>(st.used_peak_bytes) / mib;
+  state.counters["plan_zone_MiB"] = static_cast<double>(st.plan_zone_bytes) / mib;
+  state.counters["plan_hits"] = static_cast<double>(st.plan_hits);
+  state.SetItemsProcessed(state.iterations());
+  zarena_destroy(a);
+}
+BENCHMARK(BM_RepeatedStepFootprint)->Arg(0)->Arg(1);
+
 // The baseline design: first-fit over a linked free list (no index), same layout.
 class ScanningArena {
  public:

@@ -53,6 +53,12 @@ def main() -> int:
           f"{ratio('BM_StepPairs/1', 'BM_StepPairs/0'):.2f}")
     print(f"  never-repeating steps, plans on / off       "
           f"{ratio('BM_NeverRepeatingSteps/1', 'BM_NeverRepeatingSteps/0'):.3f}  (target <= 1.02)")
+    committed = {b["run_name"]: b.get("committed_MiB") for b in data["benchmarks"]
+                 if b.get("aggregate_name") == "median"}
+    off, on = (committed.get(f"BM_RepeatedStepFootprint/{i}") for i in (0, 1))
+    if off and on:
+        print(f"  repeated-step footprint, plans on / off     {on / off:.3f}  "
+              f"(committed {on:.0f} MiB vs {off:.0f} MiB)")
     for name in ("BM_StepPairs/0", "BM_StepPairs/1"):
         if name in med:
             per_pair = med[name] / 64 * (1000 if unit[name] == "us" else 1)

@@ -84,7 +84,8 @@ type Stats struct {
 	CommittedBytes uint64 `json:"committed_bytes"`
 	// CommitEvents: expandable: successful commits.
 	CommitEvents uint64 `json:"commit_events"`
-	// TrimEvents: expandable: decommits at reset.
+	// TrimEvents: expandable: trims that gave memory back (resets, zarena_trim, plans
+	// engaging).
 	TrimEvents uint64 `json:"trim_events"`
 	// CommitFailures: expandable: commits the backend refused.
 	CommitFailures uint64 `json:"commit_failures"`

@@ -269,6 +269,208 @@ TEST_F(Expandable, TrimWithoutAResetGivesBackWhatLiesAboveTheTop) {
   EXPECT_EQ(stats_of(f).trim_events, 0u);
 }
 
+// A growth of many chunks (one large allocation) is committed one range per chunk, so a
+// trim gives it back chunk by chunk down to the top: a block now at its bottom keeps only
+// the chunks it lies in. (As one range, it could go back only whole: not at all while the
+// top lies above its start.)
+TEST_F(Expandable, AGrowthOfManyChunksGoesBackDownToTheTop) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  void* low = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &low), ZARENA_OK) << zarena_last_error();
+  void* big = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 30 * kMiB, &big), ZARENA_OK) << zarena_last_error();
+  std::memset(big, 0x21, 30 * kMiB);
+  zarena_stats s = stats_of(g);
+  EXPECT_EQ(s.committed_bytes, 31 * kMiB);
+  EXPECT_EQ(s.commit_events, 2u) << "one event per growth, however many chunks";
+  ASSERT_EQ(zarena_free(g, big), ZARENA_OK);
+  void* mid = nullptr;  // where the large block began
+  ASSERT_EQ(zarena_alloc(g, 4 * kMiB, &mid), ZARENA_OK) << zarena_last_error();
+  ASSERT_LT(static_cast<char*>(mid), static_cast<char*>(big) + 4 * kMiB);
+  ASSERT_EQ(zarena_trim(g, 0), ZARENA_OK) << zarena_last_error();
+  s = stats_of(g);
+  EXPECT_EQ(s.trim_events, 1u);
+  EXPECT_LE(s.committed_bytes, (s.top_bytes + kChunk - 1) / kChunk * kChunk)
+      << "the chunks above the top went back";
+  EXPECT_GE(s.committed_bytes, s.top_bytes);
+  std::memset(mid, 0x31, 4 * kMiB);  // still committed
+  std::memset(low, 0x41, 1 * kMiB);
+  void* again = nullptr;  // growing again commits again
+  ASSERT_EQ(zarena_alloc(g, 20 * kMiB, &again), ZARENA_OK) << zarena_last_error();
+  std::memset(again, 0x51, 20 * kMiB);
+  EXPECT_TRUE(holds(mid, 4 * kMiB, 0x31));
+}
+
+// A step plan engaging gives back what the learning steps committed (issue 31 part 2): an
+// arena that never resets (zarena.torch's; trim_keep_bytes 0) grew to a larger first step,
+// and once the plan engages only the zone and the live blocks stay committed, rounded up
+// to the chunk. The planned steps' blocks are written whole (uncommitted host memory is
+// PROT_NONE, so a block in decommitted space kills the test), and a step that deviates
+// commits again for what the dynamic engine serves.
+TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
+  constexpr uint64_t kBlock = 512 * kKiB;
+  constexpr int kPerStep = 8;  // 4 MiB live at the step's peak
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  void* params = nullptr;  // lives through every step, below them
+  ASSERT_EQ(zarena_alloc(g, 2 * kMiB, &params), ZARENA_OK) << zarena_last_error();
+  std::memset(params, 0x11, 2 * kMiB);
+  // A first step larger than the rest (a warm-up, a first batch): 24 MiB committed.
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+  std::vector<void*> big;
+  for (int i = 0; i < 24; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+    std::memset(p, 0x22, 1 * kMiB);
+    big.push_back(p);
+  }
+  for (void* p : big) ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
+  ASSERT_GE(stats_of(g).committed_bytes, 26 * kMiB);
+  auto step = [&](int extra_mib, unsigned char v) {
+    ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+    std::vector<void*> blocks;
+    for (int i = 0; i < kPerStep; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(g, kBlock, &p), ZARENA_OK) << zarena_last_error();
+      std::memset(p, v, kBlock);
+      blocks.push_back(p);
+    }
+    if (extra_mib != 0) {  // a deviation: the dynamic engine serves it above the zone
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(g, extra_mib * kMiB, &p), ZARENA_OK) << zarena_last_error();
+      std::memset(p, v, extra_mib * kMiB);
+      blocks.push_back(p);
+    }
+    for (void* p : blocks) {
+      ASSERT_TRUE(holds(p, kBlock, v));
+      ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
+    }
+  };
+  uint64_t steps_to_engage = 0;
+  while (stats_of(g).plan_zone_bytes == 0 && steps_to_engage < 8) {
+    ASSERT_NO_FATAL_FAILURE(step(0, 0x30));
+    ++steps_to_engage;
+  }
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);  // a boundary: engaged by now
+  zarena_stats s = stats_of(g);
+  ASSERT_NE(s.plan_zone_bytes, 0u) << "the plan never engaged";
+  const uint64_t need = 2 * kMiB + s.plan_zone_bytes;  // the live blocks and the zone
+  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk)
+      << "what the learning steps committed above the zone went back";
+  EXPECT_GE(s.committed_bytes, s.top_bytes);
+  EXPECT_GE(s.trim_events, 1u);
+  const uint64_t trims = s.trim_events;
+  for (int k = 0; k < 4; ++k)
+    ASSERT_NO_FATAL_FAILURE(step(0, static_cast<unsigned char>(0x40 + k)));
+  s = stats_of(g);
+  EXPECT_GE(s.plan_hits, 4u * kPerStep) << "the planned steps were served from the zone";
+  EXPECT_EQ(s.trim_events, trims) << "a plan serving gives nothing back at each boundary";
+  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk);
+  // A step that deviates: the dynamic engine commits again for its 8 MiB.
+  ASSERT_NO_FATAL_FAILURE(step(8, 0x50));
+  EXPECT_GE(stats_of(g).committed_bytes, need + 8 * kMiB);
+  // Learned again, the plan is taken up again and what the deviation committed goes back.
+  for (int k = 0; k < 6; ++k)
+    ASSERT_NO_FATAL_FAILURE(step(0, static_cast<unsigned char>(0x60 + k)));
+  s = stats_of(g);
+  EXPECT_GT(s.trim_events, trims);
+  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk);
+  EXPECT_TRUE(holds(params, 2 * kMiB, 0x11));
+  EXPECT_EQ(s.commit_failures, 0u);
+}
+
+// The trims at engaging boundaries race another thread that writes its own live blocks,
+// trims (zarena_trim) and reads stats the whole time: no live block is ever decommitted
+// under it (a write there would kill the test: PROT_NONE), the committed end never falls
+// below the top, and the planned steps keep their bytes. The main thread's steps deviate
+// every fifth step (an extra 6 MiB allocation), so plans engage, and trim, again and again.
+TEST_F(Expandable, EngagingTrimsRaceWritesTrimsAndStats) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+  void* big = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 24 * kMiB, &big), ZARENA_OK) << zarena_last_error();
+  ASSERT_EQ(zarena_free(g, big), ZARENA_OK);
+  std::vector<void*> theirs(6);  // the other thread's blocks, live throughout
+  for (void*& p : theirs) {
+    ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+  }
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> below_top{0}, rounds{0};
+  std::thread other([&] {
+    uint64_t k = 0;
+    do {  // at least one round, however the threads are scheduled
+      for (void* p : theirs) std::memset(p, static_cast<int>(k & 0xFF), 1 * kMiB);
+      if (k % 4 == 0) (void)zarena_trim(g, 0);
+      zarena_stats s;
+      std::memset(&s, 0, sizeof s);
+      s.struct_size = sizeof s;
+      if (zarena_get_stats(g, &s) == ZARENA_OK && s.committed_bytes < s.top_bytes) {
+        below_top.fetch_add(1, std::memory_order_relaxed);
+      }
+      rounds.fetch_add(1, std::memory_order_relaxed);
+      ++k;
+    } while (!done.load(std::memory_order_relaxed));
+  });
+  for (int step = 0; step < 40; ++step) {
+    ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 6; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(g, 512 * kKiB, &p), ZARENA_OK) << zarena_last_error();
+      std::memset(p, step + i, 512 * kKiB);
+      blocks.push_back(p);
+    }
+    if (step % 5 == 4) {
+      void* p = nullptr;
+      ASSERT_EQ(zarena_alloc(g, 6 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+      std::memset(p, 0x77, 6 * kMiB);
+      blocks.push_back(p);
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (i < 6) {
+        ASSERT_TRUE(holds(blocks[i], 512 * kKiB, static_cast<unsigned char>(step + i)));
+      }
+      ASSERT_EQ(zarena_free(g, blocks[i]), ZARENA_OK);
+    }
+  }
+  done.store(true);
+  other.join();
+  const zarena_stats s = stats_of(g);
+  EXPECT_EQ(below_top.load(), 0u) << "the committed end fell below the top";
+  EXPECT_GT(rounds.load(), 0u);
+  EXPECT_GT(s.plan_hits, 0u) << "plans served, or the test proves nothing";
+  EXPECT_GE(s.trim_events, 2u);
+  EXPECT_EQ(s.commit_failures, 0u);
+}
+
+// Not while a capture may run (a decommit waits for the stream): a plan engaging then
+// gives nothing back; zarena_trim does once it ended.
+TEST_F(Expandable, PlanEngagingDuringACaptureGivesNothingBack) {
+  Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+  void* big = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 24 * kMiB, &big), ZARENA_OK) << zarena_last_error();
+  ASSERT_EQ(zarena_free(g, big), ZARENA_OK);
+  ASSERT_EQ(zarena_set_capture_active(g, 1), ZARENA_OK);
+  for (int k = 0; k < 6; ++k) {
+    ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+    void* p = nullptr;
+    void* q = nullptr;
+    ASSERT_EQ(zarena_alloc(g, 512 * kKiB, &p), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_alloc(g, 512 * kKiB, &q), ZARENA_OK) << zarena_last_error();
+    ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
+    ASSERT_EQ(zarena_free(g, q), ZARENA_OK);
+  }
+  zarena_stats s = stats_of(g);
+  ASSERT_NE(s.plan_zone_bytes, 0u) << "the plan engaged";
+  EXPECT_EQ(s.trim_events, 0u);
+  EXPECT_GE(s.committed_bytes, 24 * kMiB);
+  ASSERT_EQ(zarena_set_capture_active(g, 0), ZARENA_OK);
+  ASSERT_EQ(zarena_trim(g, 0), ZARENA_OK) << zarena_last_error();
+  s = stats_of(g);
+  EXPECT_EQ(s.trim_events, 1u);
+  EXPECT_LE(s.committed_bytes, (s.top_bytes + kChunk - 1) / kChunk * kChunk);
+}
+
 TEST_F(Expandable, CommitFailureSendsTheRequestToOverflowAndSaysWhy) {
   Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_SYNC));
   void* first = nullptr;

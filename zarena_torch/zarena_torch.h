@@ -18,12 +18,15 @@
  * while ztensor's variables are read), an expandable arena's capacity is the device's whole
  * memory (cudaMemGetInfo's total; the host's memory for a host arena), rounded down to
  * 2 MiB: it reserves address space only. It stays polite to other processes: memory is
- * committed on demand, commit_chunk_bytes at a time (64 MiB), so the footprint follows the
- * high water of what PyTorch holds, not the capacity; torch.cuda.empty_cache() gives back
- * what is committed above the region's top (zarena_torch_empty_cache, zarena_trim), as the
- * caching allocator gives back its cached segments; the overflow pool, used only when a
- * commit fails (the device is full), keeps at most 64 MiB resident after its blocks are
- * freed (overflow_retain_bytes, unless the environment sets it). A region reserved whole
+ * committed on demand, commit_chunk_bytes at a time (2 MiB unless ZARENA_COMMIT_CHUNK_BYTES
+ * names another), so the footprint follows the high water of what PyTorch holds, not the
+ * capacity; once a step plan engages (the steps marked with zarena_step_begin repeat), what
+ * the first steps committed above the plan's zone and the live blocks goes back (zarena.h,
+ * "Expandable arenas"); torch.cuda.empty_cache() gives back what is committed above the
+ * region's top (zarena_torch_empty_cache, zarena_trim), as the caching allocator gives back
+ * its cached segments; the overflow pool, used only when a commit fails (the device is
+ * full), keeps at most 64 MiB resident after its blocks are freed (overflow_retain_bytes,
+ * unless the environment sets it). A region reserved whole
  * (ZARENA_EXPANDABLE=0) keeps the library's default capacity (1 GiB): size it.
  * The arenas live until the process exits; they are never reset (PyTorch frees every
  * block itself), which ZARENA_FLAG_NO_RESETS tells the diagnosis: no reset warning, and a

@@ -21,9 +21,10 @@ Capacity (default_capacity()). The arena is expandable: its capacity is a maximu
 address range is reserved and whose memory is committed on demand. So unless the
 environment names a capacity, it is the device's whole memory (cudaMemGetInfo's total,
 rounded down to 2 MiB): the arena grows to what the model needs, as the caching allocator
-does. It stays polite to other processes: memory is committed in 64 MiB chunks as the high
-water rises (the footprint follows what PyTorch holds, not the capacity);
-torch.cuda.empty_cache() gives back what is committed above the region's top (enable() sets
+does. It stays polite to other processes: memory is committed in 2 MiB chunks as the high
+water rises (the footprint follows what PyTorch holds, not the capacity); once a step plan
+engages (steps marked with step() repeat), what the first steps committed above the plan's
+zone and the live blocks goes back; torch.cuda.empty_cache() gives back what is committed above the region's top (enable() sets
 it as the pluggable allocator's reset function); the overflow pool, used only when a commit
 fails, keeps at most 64 MiB resident. ZARENA_EXPANDABLE=0 (the region reserved whole at the
 first allocation) keeps the library's default capacity, 1 GiB: size it then.
@@ -293,8 +294,8 @@ def info(device=None):
 def step(device=None):
     """Marks the start of a training step on the device's arena (every device's arena when
     device is None): call it at the top of each step. It makes the steps facts for the
-    diagnosis and, with ZARENA_PLAN=1, lets the arena learn the repeating step and serve it
-    from a packed plan (docs/PLANS.md). A device with no arena yet is skipped. Returns the
+    diagnosis and (plans are on unless ZARENA_PLAN=0) lets the arena learn the repeating step
+    and serve it from a packed plan (docs/PLANS.md). A device with no arena yet is skipped. Returns the
     number of arenas marked."""
     devices = range(MAX_DEVICES) if device is None else [_device(device)]
     marked = 0

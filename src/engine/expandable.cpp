@@ -19,27 +19,41 @@ ExpandableCommits::ExpandableCommits(Backend& backend, Region& region, bool enab
       committed_bytes_(enabled ? 0 : capacity) {}
 
 bool ExpandableCommits::commit_up_to(uint64_t end, std::string* failure) {
-  const uint64_t have = backend_.commit_map()->end();
+  uint64_t have = backend_.commit_map()->end();
   if (end <= have) return true;
-  uint64_t want = std::min(limit_, round_up(end, chunk_));
-  Result r = backend_.commit(have, want - have);
-  if (!r.is_ok()) {
+  const uint64_t want = std::min(limit_, round_up(end, chunk_));
+  // One backend range per chunk: a trim gives back whole ranges from the top down, so a
+  // growth committed as one range (one large allocation) could go back only whole, and
+  // not at all while its lowest byte lies under the top (a plan's zone, say).
+  Result r;
+  bool any = false;
+  while (have < want) {
+    const uint64_t piece_end = std::min(want, round_up(have + 1, chunk_));
+    r = backend_.commit(have, piece_end - have);
+    if (!r.is_ok()) break;
+    have = piece_end;
+    any = true;
+  }
+  if (!r.is_ok() && have < end) {
     // Less than a whole chunk may still be there.
     const uint64_t exact = std::min(limit_, round_up(end, granularity_));
-    if (exact < want) {
-      want = exact;
-      r = backend_.commit(have, want - have);
+    if (exact < std::min(want, round_up(have + 1, chunk_))) {  // less than the piece refused
+      r = backend_.commit(have, exact - have);
+      if (r.is_ok()) {
+        have = exact;
+        any = true;
+      }
     }
   }
-  if (!r.is_ok()) {
+  committed_bytes_.store(backend_.commit_map()->end(), std::memory_order_relaxed);
+  if (any) commit_events_.fetch_add(1, std::memory_order_relaxed);
+  if (have < end) {
     commit_failures_.fetch_add(1, std::memory_order_relaxed);
     if (failure->empty()) *failure = r.message;
     std::lock_guard<SpinLock> lock(failure_mu_);
     last_failure_ = r.message;
     return false;
   }
-  committed_bytes_.store(want, std::memory_order_relaxed);
-  commit_events_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

@@ -59,7 +59,9 @@ class ExpandableCommits {
 
  private:
   // Under mu_: commits from the committed end up to `end` rounded up to a chunk (else to
-  // the granularity). false: the backend refused both (*failure: why).
+  // the granularity), one backend range per chunk (a trim gives back whole ranges: a
+  // growth of many chunks goes back chunk by chunk, down to the top). false: [0, end) is
+  // not all committed (*failure: why; the chunks committed before the refusal stay).
   bool commit_up_to(uint64_t end, std::string* failure);
 
   Backend& backend_;

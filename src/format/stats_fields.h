@@ -120,7 +120,7 @@ inline constexpr StatsField kStatsFields[] = {
     ZARENA_STATS_FIELD(commit_events, kCount, kExpandable,
         "expandable: successful commits"),
     ZARENA_STATS_FIELD(trim_events, kCount, kExpandable,
-        "expandable: decommits at reset"),
+        "expandable: trims that gave memory back (resets, zarena_trim, plans engaging)"),
     ZARENA_STATS_FIELD(commit_failures, kCount, kExpandable,
         "expandable: commits the backend refused"),
     ZARENA_STATS_FIELD(steps, kCount, kDiagnosis,

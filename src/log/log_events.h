@@ -280,8 +280,8 @@ inline constexpr LogEvent kCaptureQueryFailed =
               kReasonFields);
 inline constexpr LogEvent kTrimFailed =
     log_event("arena.trim_failed", ZARENA_LOG_WARN, kLimited,
-              "a decommit of an expandable arena at reset failed; the memory stays committed "
-              "and the next reset tries again",
+              "a decommit of an expandable arena at a reset, or when a step plan engaged, "
+              "failed; the memory stays committed and the next one tries again",
               kReasonFields);
 inline constexpr LogEvent kReleaseFailed =
     log_event("arena.release_failed", ZARENA_LOG_WARN, kLimited,

@@ -42,6 +42,11 @@ class DryRunTest(unittest.TestCase):
         self.assertEqual(ours["peak_bytes"],
                          ours["stats"]["used_peak_bytes"] + ours["stats"]["overflow_peak_bytes"])
         self.assertEqual(ours["top_bytes"], ours["stats"]["high_water_bytes"])
+        # The reserved peak is the committed peak (read before each boundary: a plan engaging
+        # gives back what the first steps committed), never less than what is committed now.
+        self.assertGreaterEqual(ours["reserved_bytes"], ours["committed_at_end_bytes"] +
+                                ours["stats"]["overflow_peak_bytes"])
+        self.assertEqual(ours["committed_at_end_bytes"], ours["stats"]["committed_bytes"])
         self.assertEqual(ours["info"]["mallocs"], 8 + 30 * 24)
         self.assertEqual(ours["info"]["frees"], 30 * 24)
         self.assertEqual(ours["stats"]["live_allocs"], 8)

@@ -68,13 +68,25 @@ def handed_out_peak(s):
     return s["used_peak_bytes"] + s["overflow_peak_bytes"]
 
 
-def reserved_of(rep):
-    """What zarena holds of the device: an expandable region only what it committed (never
-    trimmed here: the arena is never reset, so the committed bytes at the end are their
-    peak), a fixed one its capacity; plus the overflow peak."""
+def reserved_of(rep, committed_peak=0):
+    """What zarena held of the device at most, as max_memory_reserved counts it: an
+    expandable region its committed peak, a fixed one its capacity; plus the overflow peak.
+    The arena is never reset, but a step plan engaging gives back what the first steps
+    committed above its zone (a trim at that boundary), so the committed bytes at the end
+    are not the peak: committed_peak is the most committed_bytes read just before each
+    step boundary (within a step they only grow; they go down only at a boundary)."""
     s = rep["stats"]
-    region = s["committed_bytes"] if rep["region"]["expandable"] else s["capacity_bytes"]
+    region = (max(committed_peak, s["committed_bytes"]) if rep["region"]["expandable"]
+              else s["capacity_bytes"])
     return region + s["overflow_peak_bytes"]
+
+
+def committed_now(zarena_torch):
+    """The device arena's committed bytes now (0 before its first allocation)."""
+    try:
+        return zarena_torch.stats(0).committed_bytes
+    except LookupError:
+        return 0
 
 
 def child(mode, steps, warmup):
@@ -116,7 +128,10 @@ def child(mode, steps, warmup):
     side = torch.cuda.Stream(dev)
 
     losses, times = [], []
+    committed_peak = 0
     for step in range(steps):
+        if mode == "zarena":  # before the boundary, which may give memory back
+            committed_peak = max(committed_peak, committed_now(zarena.torch))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         if mode == "zarena":
@@ -154,7 +169,8 @@ def child(mode, steps, warmup):
         rep = zarena.torch.report(0)
         s = rep["stats"]
         out.update(peak_bytes=handed_out_peak(s), top_bytes=s["high_water_bytes"],
-                   reserved_bytes=reserved_of(rep),
+                   reserved_bytes=reserved_of(rep, committed_peak),
+                   committed_at_end_bytes=s["committed_bytes"],
                    stats=s, info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                    stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
     else:
@@ -188,7 +204,9 @@ def child_dry(mode, steps, warmup, fault):
     events = collect_zarena_events(zarena)
     lib = zarena.torch.library()
     weights = [lib.zarena_torch_malloc(256 << 10, 0, None) for _ in range(8)]
+    committed_peak = 0
     for step in range(steps):
+        committed_peak = max(committed_peak, committed_now(zarena.torch))
         t0 = time.perf_counter()
         zarena.torch.step()
         held = [lib.zarena_torch_malloc(n, 0, None) for n in sizes]
@@ -205,7 +223,8 @@ def child_dry(mode, steps, warmup, fault):
     s = rep["stats"]
     out.update(losses=losses, device_used_bytes=0,
                peak_bytes=handed_out_peak(s), top_bytes=s["high_water_bytes"],
-               reserved_bytes=reserved_of(rep), stats=s,
+               reserved_bytes=reserved_of(rep, committed_peak),
+               committed_at_end_bytes=s["committed_bytes"], stats=s,
                info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
     out.update(timing(times, warmup))

@@ -327,7 +327,8 @@ typedef struct zarena_config {
   uint32_t reserved0;          /* must be 0 */
   uint64_t commit_chunk_bytes; /* ZARENA_FLAG_EXPANDABLE: commit step; 0 = default 64 MiB */
   uint64_t trim_keep_bytes;    /* ZARENA_FLAG_EXPANDABLE: at reset, decommit what lies above
-                                  max(this, what is in use); 0 = never trim */
+                                  max(this, what is in use); 0 = never trim at a reset (a
+                                  step plan engaging trims all the same: section 11) */
   const char* trace_file;      /* record every event to this file (see "Trace");
                                   NULL = none; copied at create. A path another open
                                   trace writes (another arena, another process) is not
@@ -1311,7 +1312,13 @@ ZARENA_API zarena_status zarena_trace_status(const zarena* a);
  * is reserved at create and memory is committed on demand, commit_chunk_bytes at a time
  * (default 64 MiB), as the top grows. At a reset, an arena with trim_keep_bytes set
  * decommits what lies above max(trim_keep_bytes, what is in use), so an idle arena gives
- * memory back. Pointers stay valid across commits (the range never moves). When a commit
+ * memory back. At the boundary that engages a step plan (see "STEP PLANS"), the next
+ * steps need the plan's zone and the live blocks only, not what the learning steps
+ * committed: the arena decommits what lies above max(trim_keep_bytes, the top) then, also
+ * when trim_keep_bytes is 0 (an arena that never resets, zarena.torch's, gives back what
+ * its first steps took); never during a capture. A step that deviates from the plan
+ * commits again what the dynamic engine needs.
+ * Pointers stay valid across commits (the range never moves). When a commit
  * fails (the device is full) the request goes to the overflow route and
  * "arena.commit_failed" is logged; the diagnosis of such a request is the verdict
  * commit_failed. Counters: zarena_stats.committed_bytes, commit_events, trim_events,
