@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/checks.h"
 #include "base/last_error.h"
 #include "config/config_records.h"
 #include "diagnosis/diagnostics.h"
@@ -428,11 +429,11 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
   if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
   const uint64_t epoch = region_.epoch();
   const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
-  if (__builtin_expect(flags & kTracing, 0)) {
+  if (ZARENA_UNLIKELY(flags & kTracing)) {
     trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
   }
   region_.leave(s);
-  if (__builtin_expect(plans_.learning(), 0)) {
+  if (ZARENA_UNLIKELY(plans_.learning())) {
     plans_.learn_alloc(reinterpret_cast<uintptr_t>(base_ + p.offset), aligned, tag,
                        Region::thread_number(), epoch);
   }
@@ -444,7 +445,7 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
   // One load and two compares: the diagnosis sees the opening of each epoch, every request
   // while the cadence detector runs, and the ones that carry an epoch past earlier peaks.
   const uint64_t end = p.offset + p.size;
-  if (__builtin_expect(diag_.wants_alloc(end, nth), 0)) diagnose_alloc(aligned, end, nth, s.id);
+  if (ZARENA_UNLIKELY(diag_.wants_alloc(end, nth))) diagnose_alloc(aligned, end, nth, s.id);
   return Status::kOk;
 }
 
@@ -464,25 +465,24 @@ __attribute__((always_inline)) inline Status Arena::alloc_dynamic(uint64_t size,
         Status::kOutOfMemory,
         fmt::format("out of host memory for the block records of arena '{}'", source_.name));
   }
-  if (__builtin_expect(ok, 1)) return served(s, p, size, aligned, tag, out);
+  if (ZARENA_LIKELY(ok)) return served(s, p, size, aligned, tag, out);
   return alloc_missed(s, p, size, aligned, tag, out);
 }
 
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
-  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
+  if (ZARENA_UNLIKELY(size - 1 >= kMaxRequest)) return alloc_zero_or_oversized(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
-  if (__builtin_expect(plans_.engaged() ||
-                           (fast_path_flags_.load(std::memory_order_relaxed) & kGraphCapture),
-                       0)) {
+  if (ZARENA_UNLIKELY(plans_.engaged() ||
+                      (fast_path_flags_.load(std::memory_order_relaxed) & kGraphCapture))) {
     return alloc_under_plan(size, aligned, tag, out);  // a jump: no frame set up here
   }
   return alloc_dynamic(size, aligned, tag, out);
 }
 
 Status Arena::alloc_unplanned(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
-  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
+  if (ZARENA_UNLIKELY(size - 1 >= kMaxRequest)) return alloc_zero_or_oversized(size, tag, out);
   // [graphs] During a graph capture only the plan serves (engine/arena_graphs.cpp).
-  if (__builtin_expect(graphs_.capturing(), 0)) return graph_refuse(size, tag);
+  if (ZARENA_UNLIKELY(graphs_.capturing())) return graph_refuse(size, tag);
   return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out);
 }
 
@@ -661,7 +661,7 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
     Slot& s = region_.enter();
     // The key is taken before the free, which may hand the space to other slots.
     const uint64_t key =
-        __builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)
+        ZARENA_UNLIKELY(fast_path_flags_.load(std::memory_order_relaxed) & kTracing)
             ? trace_->slot_free_key(s.id, off)
             : 0;
     uint64_t size = 0;
@@ -672,7 +672,7 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
       region_.leave(s);
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
     }
-    if (__builtin_expect(o != FreeOutcome::kOk && o != FreeOutcome::kDeferred, 0)) {
+    if (ZARENA_UNLIKELY(o != FreeOutcome::kOk && o != FreeOutcome::kDeferred)) {
       // A piece of the plan's zone: the plan answers, when it holds the zone.
       if (o == FreeOutcome::kZone) {
         if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(ptr))) {
@@ -684,7 +684,7 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
     }
     // Loaded after the free: the free may have queued a note (a poison fill skipped).
     const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
-    if (__builtin_expect(flags & kTracing, 0)) {
+    if (ZARENA_UNLIKELY(flags & kTracing)) {
       trace_->slot_free(s.id, key, off,
                         o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
                             ? ZARENA_OK
@@ -692,13 +692,13 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
                         o == FreeOutcome::kOk ? size : 0, want_epoch != kAnyEpoch,
                         want_epoch == kAnyEpoch ? 0 : want_epoch);
     }
-    if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
+    if (ZARENA_LIKELY(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred)) {
       region_.leave(s);
-      if (__builtin_expect(flags & kWarningsQueued, 0)) emit_queued_warnings();
-      if (__builtin_expect(plans_.learning(), 0)) {
+      if (ZARENA_UNLIKELY(flags & kWarningsQueued)) emit_queued_warnings();
+      if (ZARENA_UNLIKELY(plans_.learning())) {
         plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
       }
-      if (__builtin_expect(diag_.wants_free(), 0)) diag_.on_free(size, s.id);
+      if (ZARENA_UNLIKELY(diag_.wants_free())) diag_.on_free(size, s.id);
       return Status::kOk;
     }
     return free_refused(s, o, ptr, want_epoch);
@@ -716,8 +716,8 @@ Status Arena::free_with_zone(void* ptr, uint64_t want_epoch) noexcept {
 
 Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
-  if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
-    if (__builtin_expect(plans_.has_zone(), 0)) return free_with_zone(ptr, want_epoch);
+  if (ZARENA_LIKELY(p >= base_ && p < base_ + capacity_)) {
+    if (ZARENA_UNLIKELY(plans_.has_zone())) return free_with_zone(ptr, want_epoch);
     return free_region(ptr, want_epoch);
   }
   if (ptr == nullptr) return Status::kOk;

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/backend_faults.h"
+#include "base/checks.h"
 #include "base/spin_lock.h"
 #include "base/status.h"
 #include "config/config.h"
@@ -171,7 +172,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   // The trace of the planned paths (plan_trace.cpp): a key of its own when tracing (0 when
   // not), taken before a planned free or unpin, and the records.
   uint64_t trace_key() noexcept {
-    return __builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)
+    return ZARENA_UNLIKELY(fast_path_flags_.load(std::memory_order_relaxed) & kTracing)
                ? trace_->take_key()
                : 0;
   }

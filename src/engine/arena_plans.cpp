@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/checks.h"
 #include "base/human_bytes.h"
 #include "base/last_error.h"
 #include "base/test_points.h"
@@ -24,8 +25,8 @@ const char* miss_text(uint64_t reason) { return plan_protocol::miss_reason(reaso
 
 Status Arena::alloc_under_plan(uint64_t size, uint64_t aligned, uint32_t tag,
                                zarena_block* out) noexcept {
-  if (__builtin_expect(alloc_planned(aligned, tag, out), 1)) {
-    if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)) {
+  if (ZARENA_LIKELY(alloc_planned(aligned, tag, out))) {
+    if (ZARENA_UNLIKELY(fast_path_flags_.load(std::memory_order_relaxed) & kTracing)) {
       trace_planned_alloc(size, aligned, tag, *out);  // plan_trace.cpp
     }
     return Status::kOk;
@@ -97,8 +98,8 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
   if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, false, want_epoch);
   uint64_t size = 0;
   const FreeOutcome o = run.free(p, want_epoch, &size);
-  if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
-    if (__builtin_expect(key != 0, 0)) {
+  if (ZARENA_LIKELY(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred)) {
+    if (ZARENA_UNLIKELY(key != 0)) {
       trace_planned_free(key, ptr, Status::kOk, o == FreeOutcome::kOk ? size : 0, want_epoch);
     }
     if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
@@ -154,8 +155,8 @@ FreeOutcome Arena::refine_refusal(Slot& s, From from, const void* ptr, FreeOutco
   return o;
 }
 
-PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset,
-                             uint64_t* freed, bool* planned) noexcept {
+PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset, uint64_t* freed,
+                             bool* planned) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   PlanRun* run = plans_.zone_of(p);
   PinOutcome o = PinOutcome::kZone;
@@ -192,7 +193,7 @@ void Arena::plan_boundary() {
   PlanEvents events;
   plans_.on_boundary(*this, &events);
   graphs_.after_boundary(plans_.view());  // [graphs] counts the steps served whole
-  emit_queued_warnings();  // a poison fill of a zone given back
+  emit_queued_warnings();                 // a poison fill of a zone given back
   log_plan_events(events);
 }
 
@@ -227,14 +228,16 @@ void Arena::log_plan_events(const PlanEvents& e) {
   if ((e.no_room || !e.failure.empty()) && log_enabled(ZARENA_LOG_WARN)) {
     LogRecord rec(log_events::kPlanFailed, source_);
     if (e.no_room) {
-      rec.message(fmt::format("a learned step plan needs {} in one piece and the region has "
-                              "no such room; the steps stay dynamic",
-                              human_bytes(e.peak_bytes)));
+      rec.message(
+          fmt::format("a learned step plan needs {} in one piece and the region has "
+                      "no such room; the steps stay dynamic",
+                      human_bytes(e.peak_bytes)));
     } else if (e.budget) {
-      rec.message(fmt::format("the step plans this arena made hold {} of host memory, the most "
-                              "an arena keeps ({}): no new plan is learned, the ones made keep "
-                              "serving the steps they fit",
-                              human_bytes(e.host_bytes), human_bytes(e.host_budget)));
+      rec.message(
+          fmt::format("the step plans this arena made hold {} of host memory, the most "
+                      "an arena keeps ({}): no new plan is learned, the ones made keep "
+                      "serving the steps they fit",
+                      human_bytes(e.host_bytes), human_bytes(e.host_budget)));
     } else {
       rec.message(
           fmt::format("a step could not be planned ({}); the steps stay dynamic", e.failure));

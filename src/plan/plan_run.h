@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/checks.h"
 #include "base/outcomes.h"
 #include "base/pin_tally.h"
 #include "plan/plan.h"
@@ -115,19 +116,18 @@ class PlanRun {
   Alloc alloc(uint64_t size, uint32_t tag, Block* out) noexcept {
     if ((load(view_.state) & ZARENA_PLAN_ENGAGED) == 0) return Alloc::kLibrary;
     uint32_t expected = 0;
-    if (__builtin_expect(!__atomic_compare_exchange_n(lock_, &expected, 1u, false, __ATOMIC_ACQUIRE,
-                                                      __ATOMIC_RELAXED),
-                         0)) {
+    if (ZARENA_UNLIKELY(!__atomic_compare_exchange_n(lock_, &expected, 1u, false, __ATOMIC_ACQUIRE,
+                                                     __ATOMIC_RELAXED))) {
       return alloc_slow(size, tag, out, false);
     }
     const uint64_t st = load(view_.state);
     const uint32_t i = *view_.cursor;
     const uint64_t e = cur_epoch();
-    if (__builtin_expect((st & ZARENA_PLAN_ENGAGED) != 0 && i < view_.n, 1)) {
+    if (ZARENA_LIKELY((st & ZARENA_PLAN_ENGAGED) != 0 && i < view_.n)) {
       const uint64_t id = ((st >> 1) & 1) * view_.n + i;
       const Inst& x = inst_[id];
-      if (__builtin_expect(
-              x.size == size && x.tag == tag && x.dindex != kNoInstance && clear(id, x, e), 1)) {
+      if (ZARENA_LIKELY(x.size == size && x.tag == tag && x.dindex != kNoInstance &&
+                        clear(id, x, e))) {
         return hand_out_and_unlock(id, i, e, out);
       }
     }
@@ -139,16 +139,14 @@ class PlanRun {
   // compare-and-swap; everything else goes to free_slow.
   FreeOutcome free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept {
     const uint32_t id = hinted_instance(p - view_.zone);
-    if (__builtin_expect(id != kNoInstance && want_epoch == ZARENA_ANY_EPOCH, 1)) {
+    if (ZARENA_LIKELY(id != kNoInstance && want_epoch == ZARENA_ANY_EPOCH)) {
       uint64_t w = load(&view_.words[id]);
-      if (__builtin_expect(
-              (w & (plan_word::kState | plan_word::kPersistent | plan_word::kPinMask)) ==
-                      plan_word::kLive &&
-                  plan_word::epoch(w) == (cur_epoch() & plan_word::kEpochMask) &&
-                  __atomic_compare_exchange_n(&view_.words[id], &w,
-                                              (w & ~plan_word::kState) | plan_word::kFreed, false,
-                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE),
-              1)) {
+      if (ZARENA_LIKELY((w & (plan_word::kState | plan_word::kPersistent | plan_word::kPinMask)) ==
+                            plan_word::kLive &&
+                        plan_word::epoch(w) == (cur_epoch() & plan_word::kEpochMask) &&
+                        __atomic_compare_exchange_n(&view_.words[id], &w,
+                                                    (w & ~plan_word::kState) | plan_word::kFreed,
+                                                    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))) {
         *size = inst_[id].size;
         return FreeOutcome::kOk;
       }
@@ -309,7 +307,7 @@ class PlanRun {
   // The instance whose block starts at zone offset `off` now, or kNoInstance when none can.
   uint32_t instance_at(uint64_t off) const noexcept {
     const uint64_t b = off >> view_.bucket_shift;
-    if (__builtin_expect(b >= view_.buckets, 0)) return kNoInstance;
+    if (ZARENA_UNLIKELY(b >= view_.buckets)) return kNoInstance;
     for (uint32_t d = view_.bucket[b], end = view_.bucket[b + 1]; d < end; ++d) {
       const uint64_t o = view_.doffset[d];
       if (o == off) return __atomic_load_n(&view_.dlast[d], __ATOMIC_ACQUIRE);

@@ -41,6 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/checks.h"
 #include "base/live_block.h"
 #include "base/outcomes.h"
 #include "base/pin_tally.h"
@@ -119,7 +120,7 @@ class Region {
   Slot& enter() {
     Slot& s = slots_.mine();
     s.lock.lock();
-    if (__builtin_expect(s.id >= slots_.active(), 0)) activate(s);
+    if (ZARENA_UNLIKELY(s.id >= slots_.active())) activate(s);
     return s;
   }
   void leave(Slot& s) { s.lock.unlock(); }
@@ -240,7 +241,8 @@ class Region {
   // Gives claimed ranges back: each block is unpinned and freed, as zarena_unpin and
   // zarena_free would (under the caller's slot lock).
   void unclaim(Slot& s, const std::vector<OffsetRange>& ranges);
-  // Layout invariants ("" when sound). O(blocks): for tests.
+  // Layout invariants ("" when sound). O(blocks): for tests, and in debug builds after
+  // every writer operation that changes the layout (assert_sound_w).
   std::string check_invariants_w() const;
   // What the maps and records say about an offset (for test failure messages).
   std::string describe_w(uint64_t offset) const;
@@ -347,6 +349,9 @@ class Region {
   void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
   template <typename Fn>
   void walk_w(uint64_t from, uint64_t to, Fn&& fn) const;  // fn(rec) per block; spans skipped
+  // Debug builds (checks.h): aborts, naming `after`, when check_invariants_w finds the
+  // layout unsound (sampled: debug_checks_); release builds: nothing.
+  void assert_sound_w(const char* after);
 
   RegionConfig cfg_;
   RegionHooks* hooks_;
@@ -384,6 +389,7 @@ class Region {
   uint64_t hw_base_ = 0;        // the top at the last peak reset
   uint64_t used_peak_ = 0;      // used-bytes peak folded in at resets and peak resets
   SlotCounters central_c_;      // counters of writer operations (poison at reset)
+  DebugSampler debug_checks_;   // which writer operations assert_sound_w checks after
 };
 
 }  // namespace zarena_core

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/checks.h"
+
 namespace zarena_core {
 
 namespace region_detail {
@@ -127,7 +129,7 @@ __attribute__((always_inline)) inline uint32_t Region::bump_record(Slot& s, uint
 __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t aligned, uint32_t tag,
                                                          Placement* out) {
   uint32_t r = s.index.find(store_, aligned);
-  if (__builtin_expect(r != kNil, 1)) {
+  if (ZARENA_LIKELY(r != kNil)) {
     if (store_[r].len() > aligned && s.free_recs == kNil && s.page_left == 0) {
       // carve() needs a record; get the page now, before the block leaves the index.
       const uint32_t spare = acquire_slot_record(s);
@@ -244,8 +246,8 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
   *size = b.len();
   s.c.live_bytes -= static_cast<int64_t>(*size);
   --s.c.live_count;
-  if (__builtin_expect(fill_on_.load(std::memory_order_relaxed), 0)) fill(offset, *size, &s);
-  if (__builtin_expect(!goes_central(w), 1)) {
+  if (ZARENA_UNLIKELY(fill_on_.load(std::memory_order_relaxed))) fill(offset, *size, &s);
+  if (ZARENA_LIKELY(!goes_central(w))) {
     release_to_slot(s, r);
     return FreeOutcome::kOk;
   }

@@ -241,6 +241,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   pin_retained_bytes_ = (top_ - floor_) - survivor_bytes;
   epoch_hw_base_ = top_;
   maybe_lower_floor();
+  assert_sound_w("reset_w");
 }
 
 Result Region::set_floor_w(uint64_t offset) {
@@ -320,6 +321,7 @@ Result Region::set_floor_w(uint64_t offset) {
     }
     floor_ = offset;
     keep_borrowed_below_floor();
+    assert_sound_w("set_floor_w (raise)");
     return Result::ok();
   }
   // Lowering: the blocks in [offset, floor) join the current epoch.
@@ -362,6 +364,7 @@ Result Region::set_floor_w(uint64_t offset) {
     retire_moved(r);
   }
   keep_borrowed_below_floor();
+  assert_sound_w("set_floor_w (lower)");
   return Result::ok();
 }
 
@@ -399,6 +402,7 @@ void Region::drain_w() {
     close_span(s);
     s.cached_hint.store(0, std::memory_order_relaxed);
   }
+  assert_sound_w("drain_w");
 }
 
 Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to,
@@ -523,6 +527,7 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
   }
   settle();
   if (buried != nullptr) buried->swap(before);
+  assert_sound_w("claim_w");
   return Claim::kOk;
 }
 
@@ -753,6 +758,16 @@ std::string Region::check_invariants_w() const {
            std::to_string(live_bytes) + ")";
   if (top_ > cfg_.capacity || floor_ > frontier || frontier > top_) return "top/floor out of range";
   return "";
+}
+
+void Region::assert_sound_w(const char* after) {
+  if constexpr (kDebugChecks) {
+    if (!debug_checks_.take()) return;
+    const std::string err = check_invariants_w();
+    ZARENA_ASSERT_MSG(err.empty(), (std::string(after) + ": " + err).c_str());
+  } else {
+    (void)after;
+  }
 }
 
 std::string Region::describe_w(uint64_t offset) const {

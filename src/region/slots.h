@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/checks.h"
 #include "base/spin_lock.h"
 #include "region/block_store.h"
 #include "region/free_index.h"
@@ -97,7 +98,7 @@ struct alignas(64) Slot {
   // The slot may now hold free blocks or span leftovers (a drain would find something).
   // Set by the paths that give the slot space; cleared only by drains and resets.
   void note_cached() {
-    if (__builtin_expect(cached_hint.load(std::memory_order_relaxed) == 0, 0)) {
+    if (ZARENA_UNLIKELY(cached_hint.load(std::memory_order_relaxed) == 0)) {
       cached_hint.store(1, std::memory_order_relaxed);
     }
   }
@@ -116,7 +117,7 @@ class SlotSet {
   // The calling thread's slot (not locked).
   Slot& mine() {
     uint32_t n = t_thread_number;
-    if (__builtin_expect(n == kNil, 0)) n = number_this_thread();
+    if (ZARENA_UNLIKELY(n == kNil)) n = number_this_thread();
     return *slots_[n & mask_];
   }
 
@@ -124,7 +125,7 @@ class SlotSet {
   // use it to tell which threads a learned step came from.
   static uint32_t thread_number() {
     const uint32_t n = t_thread_number;
-    return __builtin_expect(n == kNil, 0) ? number_this_thread() : n;
+    return ZARENA_UNLIKELY(n == kNil) ? number_this_thread() : n;
   }
 
   // Slots [0, active()) have been used; the others hold nothing. A slot becomes active
