@@ -119,33 +119,14 @@ uint32_t Region::acquire_slot_record(Slot& s) {
   return r;
 }
 
-uint32_t Region::acquire_central_record() {
-  if (central_free_recs_ != kNil) {
-    const uint32_t r = central_free_recs_;
-    central_free_recs_ = store_[r].next;
-    store_.reinit(r, 0);
-    return r;
-  }
-  if (central_left_ == 0) {
-    const uint32_t p = store_.take_page();
-    store_.append_pages(&central_page_head_, &central_page_tail_, p, p);
-    central_cursor_ = p;
-    central_left_ = BlockStore::kPageRecords;
-  }
-  const uint32_t r = central_cursor_++;
-  --central_left_;
-  store_.reinit(r, 0);
-  return r;
-}
-
 uint32_t Region::acquire_record_like(Slot* s, uint32_t model) {
   if (Word::flags(store_[model].load_word()) & kFlagLongLived) return store_.take_long_lived();
-  return s != nullptr ? acquire_slot_record(*s) : acquire_central_record();
+  return s != nullptr ? acquire_slot_record(*s) : central_records_.acquire();
 }
 
 void Region::retire_record(Slot* s, uint32_t rec) {
   if (s == nullptr) {
-    retire_central(rec);
+    central_records_.retire(rec);
     return;
   }
   const uint32_t out = s->quarantine.push(rec);
@@ -153,25 +134,6 @@ void Region::retire_record(Slot* s, uint32_t rec) {
     store_[out].next = s->free_recs;
     s->free_recs = out;
   }
-}
-
-void Region::retire_central(uint32_t rec) {
-  const uint32_t out = central_q_.push(rec);
-  if (out == kNil) return;
-  if (Word::flags(store_[out].load_word()) & kFlagLongLived) {
-    store_.give_long_lived(out);
-  } else {
-    store_[out].next = central_free_recs_;
-    central_free_recs_ = out;
-  }
-}
-
-void Region::retire_moved(uint32_t rec) {
-  // Epoch records go with their page; long-lived ones wait on a list until the reset after
-  // next.
-  if (!(Word::flags(store_[rec].load_word()) & kFlagLongLived)) return;
-  store_[rec].next = moved_long_;
-  moved_long_ = rec;
 }
 
 // --- blocks ---------------------------------------------------------------------------
@@ -281,10 +243,10 @@ void Region::fill(uint64_t offset, uint64_t bytes, Slot* s) {
       return;
     case RegionHooks::Fill::kNow:
       hooks_->fill(offset, bytes);
-      ++(s != nullptr ? s->c : central_c_).poison_fills;
+      ++(s != nullptr ? s->c : totals_.writer).poison_fills;
       return;
     case RegionHooks::Fill::kSkip:
-      ++(s != nullptr ? s->c : central_c_).poison_skipped;
+      ++(s != nullptr ? s->c : totals_.writer).poison_skipped;
       return;
   }
 }
@@ -324,11 +286,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
       Guard g(central_);
       r = central_index_.find(store_, aligned);
       if (r != kNil) {
-        if (store_[r].len() > aligned && central_free_recs_ == kNil && central_left_ == 0) {
-          const uint32_t spare = acquire_central_record();
-          store_[spare].next = central_free_recs_;
-          central_free_recs_ = spare;
-        }
+        if (store_[r].len() > aligned) central_records_.keep_one_at_hand();  // carve's
         central_index_.remove(store_, r);
         carve(nullptr, r, aligned, kOwnerCentral);
         hand_out(s, r, aligned, tag, 0, true, out);
@@ -349,7 +307,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         floor_index_.remove(store_, r);
         carve(nullptr, r, aligned, kOwnerFloor);
         hand_out(s, r, aligned, tag, kFlagBorrowed, true, out);
-        borrowed_push(r);
+        borrowed_.push(r);
         give_back_fresh();
         return true;
       }
@@ -458,7 +416,7 @@ void Region::close_span(Slot& s) {
 }
 
 uint32_t Region::central_free_record(uint64_t offset, uint64_t size) {
-  const uint32_t r = acquire_central_record();
+  const uint32_t r = central_records_.acquire();
   Block& b = store_[r];
   b.offset.store(offset, std::memory_order_relaxed);
   b.size.store(size, std::memory_order_relaxed);
@@ -481,7 +439,7 @@ void Region::give_back_top(uint32_t rec) {
   b.absorbed_gen.store(Word::gen(tw), std::memory_order_relaxed);
   b.word.store(Word::with_state(b.word.load(std::memory_order_relaxed), BlockState::kAbsorbed),
                std::memory_order_release);
-  retire_central(rec);
+  central_records_.retire(rec);
   maybe_lower_floor();
 }
 
@@ -534,7 +492,7 @@ void Region::release_central(uint32_t rec) {
     if (p != rec && same(p) && store_[p].end() == off) {
       index.remove(store_, p);
       absorb(p, rec);
-      retire_central(rec);
+      central_records_.retire(rec);
       rec = p;
     }
   }
@@ -549,7 +507,7 @@ void Region::release_central(uint32_t rec) {
     if (n != rec && same(n) && store_[n].off() == end) {
       index.remove(store_, n);
       absorb(rec, n);
-      retire_central(n);
+      central_records_.retire(n);
     }
   }
   b.stamp.store(e, std::memory_order_relaxed);
@@ -583,10 +541,10 @@ void Region::release_kept(Slot& s, uint32_t rec) {
 // freed; it is kFree with no owner yet ("in transit", so no neighbour merges it early).
 void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size) {
   if (flags & kFlagBorrowed) {
-    borrowed_remove(rec);
+    borrowed_.remove(rec);
   } else {
-    floor_live_bytes_ -= size;
-    --floor_live_count_;
+    totals_.floor_live_bytes -= size;
+    --totals_.floor_live_count;
     // Freeing weights with nothing above the floor but this slot's empty span: give the
     // span back so that the floor can come down.
     if (top_slot_ == static_cast<int32_t>(s.id) && s.span_cur == floor_) close_span(s);
@@ -708,9 +666,9 @@ PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally)
     Guard g(central_);
     w = b.load_word();
     if (Word::state(w) != BlockState::kLive || Word::pins(w) != 0) continue;
-    pinned_add(r);  // may throw: nothing changed yet
+    pinned_.add(r);  // may throw: nothing changed yet
     if (!b.word.compare_exchange_strong(w, Word::with_pins(w, 1), std::memory_order_acq_rel)) {
-      pinned_remove(r);
+      pinned_.remove(r);
       continue;
     }
     if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->add(b.len());
@@ -751,7 +709,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
       if (!b.word.compare_exchange_strong(w, Word::with_pins(w, 0), std::memory_order_acq_rel)) {
         continue;
       }
-      pinned_remove(r);
+      pinned_.remove(r);
       if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(b.len());
       return PinOutcome::kOk;
     }
@@ -761,7 +719,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
     const bool central_side = goes_central(w);
     const uint64_t nw = Word::with_pins(free_word(w, central_side ? kOwnerNone : s.id), 0);
     if (!b.word.compare_exchange_strong(w, nw, std::memory_order_acq_rel)) continue;
-    pinned_remove(r);
+    pinned_.remove(r);
     const uint64_t size = b.len();
     if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(size);
     *freed_size = size;
@@ -822,46 +780,9 @@ void Region::pinned_offsets_w(std::vector<uint64_t>* out) const {
 }
 
 void Region::borrowed_unpinned_offsets_w(std::vector<uint64_t>* out) const {
-  for (uint32_t r = borrowed_head_; r != kNil; r = store_[r].next) {
+  borrowed_.for_each([&](uint32_t r) {
     if (Word::pins(store_[r].load_word()) == 0) out->push_back(store_[r].off());
-  }
-}
-
-void Region::borrowed_push(uint32_t rec) {
-  Block& b = store_[rec];
-  b.prev = kNil;
-  b.next = borrowed_head_;
-  if (borrowed_head_ != kNil) store_[borrowed_head_].prev = rec;
-  borrowed_head_ = rec;
-}
-
-void Region::borrowed_remove(uint32_t rec) {
-  Block& b = store_[rec];
-  if (b.prev != kNil) {
-    store_[b.prev].next = b.next;
-  } else {
-    borrowed_head_ = b.next;
-  }
-  if (b.next != kNil) store_[b.next].prev = b.prev;
-  b.prev = b.next = kNil;
-}
-
-}  // namespace zarena_core
-
-namespace zarena_core {
-
-void Region::pinned_add(uint32_t rec) {
-  pinned_.push_back(rec);
-  store_[rec].pin_pos = static_cast<uint32_t>(pinned_.size() - 1);
-}
-
-void Region::pinned_remove(uint32_t rec) {
-  const uint32_t pos = store_[rec].pin_pos;
-  const uint32_t last = pinned_.back();
-  pinned_[pos] = last;
-  store_[last].pin_pos = pos;
-  pinned_.pop_back();
-  store_[rec].pin_pos = kNil;
+  });
 }
 
 }  // namespace zarena_core

@@ -49,6 +49,7 @@
 #include "base/status.h"
 #include "region/block_store.h"
 #include "region/central_lock.h"
+#include "region/central_parts.h"
 #include "region/free_index.h"
 #include "region/slots.h"
 
@@ -266,11 +267,9 @@ class Region {
 
   // Records.
   uint32_t acquire_slot_record(Slot& s);                  // an epoch record for a block owned by s
-  uint32_t acquire_central_record();                      // an epoch record for a central block
   uint32_t acquire_record_like(Slot* s, uint32_t model);  // same storage class as model
-  void retire_record(Slot* s, uint32_t rec);              // absorbed/moved: through a quarantine
-  void retire_central(uint32_t rec);
-  void retire_moved(uint32_t rec);  // writer: a record replaced by move_record
+  // Absorbed/moved: through s's quarantine (null: the central side's, central lock held).
+  void retire_record(Slot* s, uint32_t rec);
 
   // Blocks.
   bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out, bool may_ask_commit);
@@ -313,13 +312,6 @@ class Region {
   void move_record(uint32_t rec, uint32_t into);
   void retire_slot_pages(Slot& s);
   void keep_borrowed_below_floor();
-  // Puts at least n records on the central free list (may throw; before changes).
-  void reserve_central_records(uint64_t n);
-  void retire_central_pages();
-  void borrowed_push(uint32_t rec);
-  void borrowed_remove(uint32_t rec);
-  void pinned_add(uint32_t rec);  // may throw; call before the change it records
-  void pinned_remove(uint32_t rec);
   // Where a block freed by slot s goes: the slot, or (below the floor) the floor index.
   static bool goes_to_floor(uint8_t flags) {
     return (flags & (kFlagPersistent | kFlagBorrowed)) != 0;
@@ -372,24 +364,11 @@ class Region {
   uint32_t top_rec_ = kNil;  // stands for the bump space (absorb target of given-back blocks)
   FreeIndex central_index_;
   FreeIndex floor_index_;
-  uint32_t central_page_head_ = kNil, central_page_tail_ = kNil;
-  uint32_t central_cursor_ = kNil, central_left_ = 0;
-  uint32_t central_free_recs_ = kNil;
-  Quarantine central_q_;
-  uint32_t retiring_head_ = kNil, retiring_tail_ = kNil;  // pages retired by the last reset
-  // Long-lived records replaced by a move (floor changes) in this epoch, and in the one
-  // before: given back two resets after, like pages, so their pointers keep their history.
-  uint32_t moved_long_ = kNil, moved_long_prev_ = kNil;
-  uint32_t borrowed_head_ = kNil;
-  std::vector<uint32_t> pinned_;  // region records with pins > 0 (Block::pin_pos: position)
-  uint64_t floor_live_bytes_ = 0, floor_live_count_ = 0;  // persistent live blocks
-  uint64_t live_base_bytes_ = 0, live_base_count_ = 0;    // live at the last reset
-  uint64_t pin_retained_bytes_ = 0;
-  uint64_t epoch_hw_base_ = 0;  // the top right after the last reset
-  uint64_t hw_base_ = 0;        // the top at the last peak reset
-  uint64_t used_peak_ = 0;      // used-bytes peak folded in at resets and peak resets
-  SlotCounters central_c_;      // counters of writer operations (poison at reset)
-  DebugSampler debug_checks_;   // which writer operations assert_sound_w checks after
+  CentralRecords central_records_{store_};  // records of the central side's blocks
+  PinnedSet pinned_{store_};                // blocks with pins > 0
+  BorrowedList borrowed_{store_};           // epoch blocks in holes below the floor
+  RegionTotals totals_;                     // what the statistics carry across resets
+  DebugSampler debug_checks_;               // which writer operations assert_sound_w checks after
 };
 
 }  // namespace zarena_core

@@ -10,12 +10,6 @@
 
 namespace zarena_core {
 
-namespace {
-constexpr uint32_t pages_for(uint64_t records) {
-  return static_cast<uint32_t>((records + BlockStore::kPageRecords - 1) / BlockStore::kPageRecords);
-}
-}  // namespace
-
 uint64_t Region::frontier_w() const {
   return top_slot_ >= 0 ? slots_[static_cast<uint32_t>(top_slot_)].span_cur : top_;
 }
@@ -57,9 +51,7 @@ void Region::move_record(uint32_t rec, uint32_t into) {
   n.epoch.store(a.epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
   n.stamp.store(a.stamp.load(std::memory_order_relaxed), std::memory_order_relaxed);
   n.tag = a.tag;
-  n.pin_pos = a.pin_pos;
-  if (a.pin_pos != kNil) pinned_[a.pin_pos] = into;
-  a.pin_pos = kNil;
+  pinned_.moved(rec, into);
   const uint64_t aw = a.word.load(std::memory_order_relaxed);
   const uint64_t nw = n.word.load(std::memory_order_relaxed);
   const uint64_t w = Word::make(Word::state(aw),
@@ -74,33 +66,20 @@ void Region::move_record(uint32_t rec, uint32_t into) {
 }
 
 void Region::retire_slot_pages(Slot& s) {
-  if (s.page_head != kNil) {
-    store_.append_pages(&retiring_head_, &retiring_tail_, s.page_head, s.page_tail);
-  }
+  central_records_.retire_pages(s.page_head, s.page_tail);
   s.page_head = s.page_tail = s.page_cursor = kNil;
   s.page_left = 0;
   s.free_recs = kNil;
   s.quarantine.clear();
 }
 
-void Region::reserve_central_records(uint64_t n) {
-  for (uint32_t i = pages_for(n); i > 0; --i) {
-    const uint32_t p = store_.take_page();
-    store_.append_pages(&central_page_head_, &central_page_tail_, p, p);
-    for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) {
-      store_[p + k].next = central_free_recs_;
-      central_free_recs_ = p + k;
-    }
-  }
-}
-
 void Region::reset_w(uint64_t* reclaimed_bytes) {
   const uint64_t neu = epoch() + 1;
   const uint64_t old_frontier = frontier_w();
-  int64_t live_before = static_cast<int64_t>(live_base_bytes_);
+  int64_t live_before = static_cast<int64_t>(totals_.live_base_bytes);
   for (uint32_t i = 0; i < locked_; ++i) live_before += slots_[i].c.live_bytes;
   // The slots' live counters restart below: what they say about the peak is kept first.
-  used_peak_ = std::max(used_peak_, window_used_peak_w());
+  totals_.used_peak = std::max(totals_.used_peak, window_used_peak_w());
 
   // Everything that needs host memory first, so that nothing fails half-way.
   std::vector<uint32_t> survivors;
@@ -115,13 +94,9 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   // Pages retired by the previous reset are free from now on (whatever happens next):
   // recycle them first, so that the pages taken below come from them, not from a new
   // segment.
-  store_.recycle_pages(retiring_head_, retiring_tail_);
-  retiring_head_ = retiring_tail_ = kNil;
-  uint32_t fresh_head = kNil, fresh_tail = kNil;
-  for (uint32_t i = survivors.empty() ? 0 : pages_for(2 * survivors.size() + 1); i > 0; --i) {
-    const uint32_t p = store_.take_page();
-    store_.append_pages(&fresh_head, &fresh_tail, p, p);
-  }
+  central_records_.recycle_retired();
+  const CentralRecords::Pages fresh =
+      central_records_.take_pages(survivors.empty() ? 0 : 2 * survivors.size() + 1);
 
   // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
   for (uint32_t i = 0; i < locked_; ++i) {
@@ -143,33 +118,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     s.top_rec = kNil;  // its page retires with the others
     s.cached_hint.store(0, std::memory_order_relaxed);
   }
-  if (central_page_head_ != kNil) {
-    store_.append_pages(&retiring_head_, &retiring_tail_, central_page_head_, central_page_tail_);
-  }
+  central_records_.start_epoch(fresh);
   central_index_.clear();
-  central_free_recs_ = kNil;
-  central_q_.drain([&](uint32_t r) {
-    if (Word::flags(store_[r].load_word()) & kFlagLongLived) store_.give_long_lived(r);
-  });
-  for (uint32_t r = moved_long_prev_; r != kNil;) {
-    const uint32_t next = store_[r].next;
-    store_.give_long_lived(r);
-    r = next;
-  }
-  moved_long_prev_ = moved_long_;
-  moved_long_ = kNil;
-  central_page_head_ = central_cursor_ = fresh_head;
-  central_page_tail_ = fresh_tail;
-  central_left_ = fresh_head == kNil ? 0 : BlockStore::kPageRecords;
-  // The pages are linked; the cursor walks only the first, so hand the rest out as free
-  // records.
-  for (uint32_t p = fresh_head == kNil ? kNil : store_.page_next(fresh_head); p != kNil;
-       p = store_.page_next(p)) {
-    for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) {
-      store_[p + k].next = central_free_recs_;
-      central_free_recs_ = p + k;
-    }
-  }
 
   // Pinned blocks above the floor survive: copied into records of the new epoch. The top
   // comes down to the end of the highest one; the unpinned space under it becomes holes.
@@ -180,7 +130,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   const bool fill_on = fill_on_.load(std::memory_order_relaxed);
   auto hole = [&](uint64_t off, uint64_t len) {
     if (fill_on) fill(off, len, nullptr);
-    const uint32_t h = acquire_central_record();
+    const uint32_t h = central_records_.acquire();
     Block& b = store_[h];
     b.offset.store(off, std::memory_order_relaxed);
     b.size.store(len, std::memory_order_relaxed);
@@ -193,7 +143,7 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
     central_index_.insert(store_, h);
   };
   for (uint32_t r : survivors) {
-    const uint32_t n = acquire_central_record();
+    const uint32_t n = central_records_.acquire();
     move_record(r, n);
     Block& b = store_[n];
     b.stamp.store(neu, std::memory_order_relaxed);
@@ -214,9 +164,8 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   // Borrowed blocks (epoch blocks in holes below the floor) go back to the floor index,
   // unless pinned.
   uint64_t borrowed_bytes = 0, borrowed_count = 0;
-  for (uint32_t r = borrowed_head_; r != kNil;) {
+  borrowed_.for_each([&](uint32_t r) {
     Block& b = store_[r];
-    const uint32_t next = b.next;
     const uint64_t w = b.load_word();
     if (Word::pins(w) > 0) {
       b.stamp.store(neu, std::memory_order_relaxed);
@@ -224,22 +173,21 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
       ++borrowed_count;
     } else {
       if (fill_on) fill(b.off(), b.len(), nullptr);
-      borrowed_remove(r);
+      borrowed_.remove(r);
       const uint64_t fw = free_word(w, kOwnerFloor);
       b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed),
                    std::memory_order_release);
       release_central(r);
     }
-    r = next;
-  }
+  });
 
-  live_base_bytes_ = floor_live_bytes_ + survivor_bytes + borrowed_bytes;
-  live_base_count_ = floor_live_count_ + survivor_count + borrowed_count;
-  *reclaimed_bytes = live_before > static_cast<int64_t>(live_base_bytes_)
-                         ? static_cast<uint64_t>(live_before) - live_base_bytes_
+  totals_.live_base_bytes = totals_.floor_live_bytes + survivor_bytes + borrowed_bytes;
+  totals_.live_base_count = totals_.floor_live_count + survivor_count + borrowed_count;
+  *reclaimed_bytes = live_before > static_cast<int64_t>(totals_.live_base_bytes)
+                         ? static_cast<uint64_t>(live_before) - totals_.live_base_bytes
                          : 0;
-  pin_retained_bytes_ = (top_ - floor_) - survivor_bytes;
-  epoch_hw_base_ = top_;
+  totals_.pin_retained_bytes = (top_ - floor_) - survivor_bytes;
+  totals_.epoch_hw_base = top_;
   maybe_lower_floor();
   assert_sound_w("reset_w");
 }
@@ -276,7 +224,7 @@ Result Region::set_floor_w(uint64_t offset) {
   if (offset >= floor_) {
     // Raising: spans entirely below the new floor give their leftovers up first, so that
     // [floor, offset) holds only blocks.
-    reserve_central_records(locked_);
+    central_records_.reserve(locked_);
     for (uint32_t i = 0; i < locked_; ++i) {
       Slot& s = slots_[i];
       if (s.span_cur < s.span_end && s.span_end <= offset) close_span(s);
@@ -306,7 +254,7 @@ Result Region::set_floor_w(uint64_t offset) {
         b.word.store(
             Word::with_flags(Word::with_owner(bw, kOwnerFloor), Word::flags(bw) | kFlagPersistent),
             std::memory_order_release);
-        retire_moved(r);
+        central_records_.retire_moved(r);
         release_central(n);
       } else {
         move_record(r, n);
@@ -314,9 +262,9 @@ Result Region::set_floor_w(uint64_t offset) {
         b.word.store(Word::with_flags(b.load_word(), Word::flags(b.load_word()) | kFlagPersistent),
                      std::memory_order_release);
         // Live totals do not change; the floor's share does (the next reset keeps it).
-        floor_live_bytes_ += b.len();
-        ++floor_live_count_;
-        retire_moved(r);
+        totals_.floor_live_bytes += b.len();
+        ++totals_.floor_live_count;
+        central_records_.retire_moved(r);
       }
     }
     floor_ = offset;
@@ -327,7 +275,7 @@ Result Region::set_floor_w(uint64_t offset) {
   // Lowering: the blocks in [offset, floor) join the current epoch.
   uint64_t count = 0;
   walk_w(offset, floor_, [&](uint32_t, uint64_t) { ++count; });
-  reserve_central_records(count + 1);
+  central_records_.reserve(count + 1);
   std::vector<uint32_t> recs;
   recs.reserve(count);
   walk_w(offset, floor_, [&](uint32_t r, uint64_t) {
@@ -338,7 +286,7 @@ Result Region::set_floor_w(uint64_t offset) {
   for (uint32_t r : recs) {
     const uint64_t w = store_[r].load_word();
     const uint8_t flags = Word::flags(w);
-    const uint32_t n = acquire_central_record();
+    const uint32_t n = central_records_.acquire();
     if (Word::state(w) == BlockState::kFree) {
       floor_index_.remove(store_, r);
       move_record(r, n);
@@ -348,20 +296,20 @@ Result Region::set_floor_w(uint64_t offset) {
       b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerCentral),
                                     Word::flags(bw) & (kFlagLongLived | kFlagReclaimed)),
                    std::memory_order_release);
-      retire_moved(r);
+      central_records_.retire_moved(r);
       release_central(n);
       continue;
     }
-    if (flags & kFlagBorrowed) borrowed_remove(r);
+    if (flags & kFlagBorrowed) borrowed_.remove(r);
     move_record(r, n);
     Block& b = store_[n];
     b.stamp.store(e, std::memory_order_relaxed);
     b.word.store(Word::with_flags(b.load_word(), 0), std::memory_order_release);
     if (flags & kFlagPersistent) {
-      floor_live_bytes_ -= b.len();
-      --floor_live_count_;
+      totals_.floor_live_bytes -= b.len();
+      --totals_.floor_live_count;
     }
-    retire_moved(r);
+    central_records_.retire_moved(r);
   }
   keep_borrowed_below_floor();
   assert_sound_w("set_floor_w (lower)");
@@ -371,23 +319,21 @@ Result Region::set_floor_w(uint64_t offset) {
 // After a floor change every live block below the floor survives resets, the epoch blocks
 // borrowed from holes there included.
 void Region::keep_borrowed_below_floor() {
-  for (uint32_t r = borrowed_head_; r != kNil;) {
+  borrowed_.for_each([&](uint32_t r) {
     Block& b = store_[r];
-    const uint32_t next = b.next;
     if (b.off() < floor_) {
-      borrowed_remove(r);
+      borrowed_.remove(r);
       const uint64_t w = b.load_word();
       b.word.store(Word::with_flags(w, (Word::flags(w) & ~kFlagBorrowed) | kFlagPersistent),
                    std::memory_order_release);
-      floor_live_bytes_ += b.len();
-      ++floor_live_count_;
+      totals_.floor_live_bytes += b.len();
+      ++totals_.floor_live_count;
     }
-    r = next;
-  }
+  });
 }
 
 void Region::drain_w() {
-  reserve_central_records(locked_);
+  central_records_.reserve(locked_);
   std::vector<uint32_t> recs;
   for (uint32_t i = 0; i < locked_; ++i) {
     Slot& s = slots_[i];
@@ -459,9 +405,9 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
   uint32_t long_lived = 0;
   for (uint32_t rec : hits)
     long_lived += (Word::flags(store_[rec].load_word()) & kFlagLongLived) != 0;
-  reserve_central_records(2 * ranges.size() + 2);
+  central_records_.reserve(2 * ranges.size() + 2);
   store_.reserve_long_lived(2 * long_lived + 2);
-  pinned_.reserve(pinned_.size() + ranges.size());
+  pinned_.reserve_more(ranges.size());
 
   if (hi > top_) {  // the bump space above the top becomes one more free block to cut
     const uint32_t r = central_free_record(top_, hi - top_);
@@ -501,7 +447,7 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
   auto settle = [&]() {
     if (block == kNil) return;
     make_live(&counted, block, store_[block].len(), 0, 0);
-    pinned_add(block);
+    pinned_.add(block);
     Block& lb = store_[block];
     // The zone's pin is no user pin: it stays out of cfg_.pin_tally (unclaim undoes it).
     lb.word.store(Word::with_owner(Word::with_pins(lb.load_word(), 1), kOwnerZone),
@@ -522,7 +468,7 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
       block = rec;
     } else {
       absorb(block, rec);
-      retire_central(rec);
+      central_records_.retire(rec);
     }
   }
   settle();
@@ -562,7 +508,7 @@ void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
 }
 
 uint64_t Region::window_high_water_w() const {
-  uint64_t hw = hw_base_;
+  uint64_t hw = totals_.hw_base;
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     hw = std::max({hw, slots_[i].c.high_water, slots_[i].c.epoch_high_water});
   }
@@ -574,24 +520,24 @@ uint64_t Region::window_high_water_w() const {
 // the peak (the maxima may come from different instants when threads free each other's
 // blocks). Live blocks also lie below the top, so the high water bounds it too.
 uint64_t Region::window_used_peak_w() const {
-  int64_t bound = static_cast<int64_t>(live_base_bytes_);
+  int64_t bound = static_cast<int64_t>(totals_.live_base_bytes);
   for (uint32_t i = 0; i < slots_.size(); ++i) bound += slots_[i].c.live_peak;
   if (bound < 0) return 0;
   return std::min(static_cast<uint64_t>(bound), window_high_water_w());
 }
 
 void Region::reset_peak_w() {
-  int64_t live = static_cast<int64_t>(live_base_bytes_);
+  int64_t live = static_cast<int64_t>(totals_.live_base_bytes);
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     SlotCounters& c = slots_[i].c;
     live += c.live_bytes;
     c.live_peak = c.live_bytes;
-    // The epoch's high water stays exact through epoch_hw_base_; the window restarts.
-    epoch_hw_base_ = std::max(epoch_hw_base_, c.epoch_high_water);
+    // The epoch's high water stays exact through totals_.epoch_hw_base; the window restarts.
+    totals_.epoch_hw_base = std::max(totals_.epoch_hw_base, c.epoch_high_water);
     c.high_water = c.epoch_high_water = 0;
   }
-  used_peak_ = live > 0 ? static_cast<uint64_t>(live) : 0;
-  hw_base_ = frontier_w();
+  totals_.used_peak = live > 0 ? static_cast<uint64_t>(live) : 0;
+  totals_.hw_base = frontier_w();
 }
 
 void Region::snapshot_w(RegionSnapshot* out) const {
@@ -600,11 +546,11 @@ void Region::snapshot_w(RegionSnapshot* out) const {
   s.top = frontier_w();
   s.floor = floor_;
   s.epoch = epoch();
-  int64_t live_bytes = static_cast<int64_t>(live_base_bytes_);
-  int64_t live_count = static_cast<int64_t>(live_base_count_);
+  int64_t live_bytes = static_cast<int64_t>(totals_.live_base_bytes);
+  int64_t live_count = static_cast<int64_t>(totals_.live_base_count);
   int64_t deferred = 0;
   SlotCounters& t = s.sum;
-  t = central_c_;
+  t = totals_.writer;
   for (uint32_t i = 0; i < locked_; ++i) {
     const Slot& sl = slots_[i];
     const SlotCounters& c = sl.c;
@@ -628,14 +574,14 @@ void Region::snapshot_w(RegionSnapshot* out) const {
     s.largest_free = std::max(s.largest_free, sl.index.largest(store_));
     if (static_cast<int32_t>(i) != top_slot_) s.slack_bytes += sl.span_end - sl.span_cur;
   }
-  t.epoch_high_water = std::max(t.epoch_high_water, epoch_hw_base_);
-  t.high_water = std::max(t.high_water, hw_base_);
+  t.epoch_high_water = std::max(t.epoch_high_water, totals_.epoch_hw_base);
+  t.high_water = std::max(t.high_water, totals_.hw_base);
   s.live_bytes = static_cast<uint64_t>(live_bytes);
-  s.used_peak = std::max({used_peak_, window_used_peak_w(), s.live_bytes});
+  s.used_peak = std::max({totals_.used_peak, window_used_peak_w(), s.live_bytes});
   s.live_count = static_cast<uint64_t>(live_count);
   s.deferred_frees = static_cast<uint64_t>(deferred);
   s.sum.deferred_frees = deferred;
-  s.floor_live_bytes = floor_live_bytes_;
+  s.floor_live_bytes = totals_.floor_live_bytes;
   s.free_count += central_index_.count() + floor_index_.count();
   s.free_bytes += central_index_.bytes() + floor_index_.bytes();
   s.largest_free =
@@ -644,7 +590,7 @@ void Region::snapshot_w(RegionSnapshot* out) const {
     s.pinned_bytes += store_[r].len();
     ++s.pinned_blocks;
   }
-  s.pin_retained_bytes = pin_retained_bytes_;
+  s.pin_retained_bytes = totals_.pin_retained_bytes;
   *out = s;
 }
 
