@@ -258,80 +258,96 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
   if (aligned > cfg_.capacity) return false;
   // A record for a bump, taken before any change (it may need host memory).
   uint32_t fresh = acquire_slot_record(s);
-  auto give_back_fresh = [&] {
-    store_[fresh].next = s.free_recs;
-    s.free_recs = fresh;
-  };
-  auto bump = [&] {
-    Block& b = store_[fresh];
-    b.offset.store(s.span_cur, std::memory_order_relaxed);
-    b.size.store(aligned, std::memory_order_relaxed);
-    map_.tag(s.span_cur, aligned, fresh);
-    s.note_cached();
-    bump_span(s, fresh, aligned, tag, out);
-  };
   bool drained = false;
   for (;;) {
     // The slot's own index first (a thread sharing the slot may have freed into it).
-    uint32_t r = s.index.find(store_, aligned);
+    const uint32_t r = s.index.find(store_, aligned);
     if (r != kNil) {
+      keep_spare(s, fresh);  // carve() takes the spare record from here
       s.index.remove(store_, r);
-      store_[fresh].next = s.free_recs;  // carve() takes the spare record from here
-      s.free_recs = fresh;
       carve(&s, r, aligned, s.id);
       hand_out(s, r, aligned, tag, 0, true, out);
       return true;
     }
     {
       Guard g(central_);
-      r = central_index_.find(store_, aligned);
-      if (r != kNil) {
-        if (store_[r].len() > aligned) central_records_.keep_one_at_hand();  // carve's
-        central_index_.remove(store_, r);
-        carve(nullptr, r, aligned, kOwnerCentral);
-        hand_out(s, r, aligned, tag, 0, true, out);
-        give_back_fresh();
+      if (take_from_central_index(s, aligned, tag, out)) {
+        keep_spare(s, fresh);
         return true;
       }
       if (s.span_end - s.span_cur >= aligned || take_span(s, aligned, may_ask_commit, out)) {
-        bump();
+        bump_with(s, fresh, aligned, tag, out);
         return true;
       }
       if (out->commit_to != 0) {
-        give_back_fresh();
+        keep_spare(s, fresh);
         return false;
       }
-      r = floor_index_.find(store_, aligned);
-      if (r != kNil) {
-        store_.reserve_long_lived(1);  // carve's record, before the block leaves the index
-        floor_index_.remove(store_, r);
-        carve(nullptr, r, aligned, kOwnerFloor);
-        hand_out(s, r, aligned, tag, kFlagBorrowed, true, out);
-        borrowed_.push(r);
-        give_back_fresh();
+      if (borrow_from_floor(s, aligned, tag, out)) {
+        keep_spare(s, fresh);
         return true;
       }
     }
-    if (drained) break;
     // Before declaring the region full, let every slot give back what it holds (its
     // cached free blocks coalesce with the central ones), when that can help at all.
-    uint64_t cached = 0;
-    for (uint32_t i = 0; i < slots_.size(); ++i) {
-      cached += slots_[i].cached_hint.load(std::memory_order_relaxed);
-    }
-    if (cached == 0) break;
+    if (drained || !slots_may_cache()) break;
     drained = true;
-    give_back_fresh();
-    leave(s);
-    {
-      WriterLock w(*this);
-      drain_w();
-    }
-    s.lock.lock();
+    keep_spare(s, fresh);
+    drain_from(s);
     fresh = acquire_slot_record(s);
   }
-  give_back_fresh();
+  keep_spare(s, fresh);
   return false;
+}
+
+// Under the central lock: a fit from the central index, carved to size.
+bool Region::take_from_central_index(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+  const uint32_t r = central_index_.find(store_, aligned);
+  if (r == kNil) return false;
+  if (store_[r].len() > aligned) central_records_.keep_one_at_hand();  // carve's
+  central_index_.remove(store_, r);
+  carve(nullptr, r, aligned, kOwnerCentral);
+  hand_out(s, r, aligned, tag, 0, true, out);
+  return true;
+}
+
+// Under the central lock: a fit from a hole below the floor, handed out as a borrowed
+// block (the next reset reclaims it).
+bool Region::borrow_from_floor(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+  const uint32_t r = floor_index_.find(store_, aligned);
+  if (r == kNil) return false;
+  store_.reserve_long_lived(1);  // carve's record, before the block leaves the index
+  floor_index_.remove(store_, r);
+  carve(nullptr, r, aligned, kOwnerFloor);
+  hand_out(s, r, aligned, tag, kFlagBorrowed, true, out);
+  borrowed_.push(r);
+  return true;
+}
+
+// Record `fresh` (s's) describes a block bumped at s.span_cur, which becomes live.
+void Region::bump_with(Slot& s, uint32_t fresh, uint64_t aligned, uint32_t tag, Placement* out) {
+  Block& b = store_[fresh];
+  b.offset.store(s.span_cur, std::memory_order_relaxed);
+  b.size.store(aligned, std::memory_order_relaxed);
+  map_.tag(s.span_cur, aligned, fresh);
+  s.note_cached();
+  bump_span(s, fresh, aligned, tag, out);
+}
+
+bool Region::slots_may_cache() const {
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].cached_hint.load(std::memory_order_relaxed) != 0) return true;
+  }
+  return false;
+}
+
+void Region::drain_from(Slot& s) {
+  leave(s);
+  {
+    WriterLock w(*this);
+    drain_w();
+  }
+  s.lock.lock();
 }
 
 // Under the central lock: gives the slot room for `need` more bytes at the top of the bump

@@ -272,7 +272,19 @@ class Region {
   void retire_record(Slot* s, uint32_t rec);
 
   // Blocks.
+  // alloc's every other case, in order: the slot's index, then under the central lock the
+  // central index, the slot's span (or a new one), a hole below the floor; once more after
+  // draining every slot; else full.
   bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out, bool may_ask_commit);
+  bool take_from_central_index(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  bool borrow_from_floor(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  void bump_with(Slot& s, uint32_t fresh, uint64_t aligned, uint32_t tag, Placement* out);
+  // Whether any slot may hold free blocks or span leftovers (a drain could help).
+  bool slots_may_cache() const;
+  // Leaves s, drains every slot under the writer lock, takes s again.
+  void drain_from(Slot& s);
+  // rec (s's, unused) waits on s's free records: the next acquire_slot_record takes it.
+  void keep_spare(Slot& s, uint32_t rec);
   uint32_t bump_record(Slot& s, uint64_t aligned);
   // Makes rec a live block of s's thread and describes it in *out.
   void hand_out(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags, bool reused,
@@ -308,6 +320,34 @@ class Region {
   uint64_t window_used_peak_w() const;
 
   // Writer helpers.
+  // reset_w's steps: the live bytes now; the pinned blocks above the floor (they survive),
+  // in address order (may throw); a slot's caches emptied, records retired and counters
+  // restarted; the survivors kept in records of the new epoch with holes between them (the
+  // top comes down to the highest end); the borrowed blocks reclaimed unless pinned.
+  struct Kept {
+    uint64_t bytes = 0, count = 0;
+  };
+  int64_t live_bytes_w() const;
+  std::vector<uint32_t> pinned_epoch_blocks_w() const;
+  void start_slot_epoch_w(Slot& s);
+  Kept keep_pinned_w(const std::vector<uint32_t>& survivors, bool fill_on);
+  Kept reclaim_borrowed_w(bool fill_on);
+  // set_floor_w's steps: is the offset a boundary; the blocks in [from, to) (may throw);
+  // raising the floor (each block made persistent) or lowering it (each joins the epoch).
+  Result check_floor_offset_w(uint64_t offset) const;
+  std::vector<uint32_t> blocks_between_w(uint64_t from, uint64_t to) const;
+  void raise_floor_w(uint64_t offset);
+  void make_persistent_w(uint32_t rec);
+  void lower_floor_w(uint64_t offset);
+  void join_epoch_w(uint32_t rec);
+  // claim_w's steps.
+  Claim check_claim_ranges(const std::vector<OffsetRange>& ranges) const;
+  bool free_central_blocks_under_w(const std::vector<OffsetRange>& ranges, uint64_t hi,
+                                   std::vector<uint32_t>* hits) const;
+  std::vector<uint32_t> cut_at_range_ends_w(const std::vector<uint32_t>& hits,
+                                            const std::vector<OffsetRange>& ranges);
+  void make_zone_blocks_w(const std::vector<uint32_t>& pieces,
+                          const std::vector<OffsetRange>& ranges);
   // Copies rec into `into` (a fresh record), retags it and leaves rec "moved" to it.
   void move_record(uint32_t rec, uint32_t into);
   void retire_slot_pages(Slot& s);

@@ -132,9 +132,7 @@ __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t align
   if (ZARENA_LIKELY(r != kNil)) {
     if (store_[r].len() > aligned && s.free_recs == kNil && s.page_left == 0) {
       // carve() needs a record; get the page now, before the block leaves the index.
-      const uint32_t spare = acquire_slot_record(s);
-      store_[spare].next = s.free_recs;
-      s.free_recs = spare;
+      keep_spare(s, acquire_slot_record(s));
     }
     s.index.remove(store_, r);
     carve(&s, r, aligned, s.id);
@@ -146,6 +144,11 @@ __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t align
     return true;
   }
   return alloc_slow(s, aligned, tag, out, /*may_ask_commit=*/true);
+}
+
+inline void Region::keep_spare(Slot& s, uint32_t rec) {
+  store_[rec].next = s.free_recs;
+  s.free_recs = rec;
 }
 
 __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint32_t rec) {

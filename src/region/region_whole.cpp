@@ -76,12 +76,48 @@ void Region::retire_slot_pages(Slot& s) {
 void Region::reset_w(uint64_t* reclaimed_bytes) {
   const uint64_t neu = epoch() + 1;
   const uint64_t old_frontier = frontier_w();
-  int64_t live_before = static_cast<int64_t>(totals_.live_base_bytes);
-  for (uint32_t i = 0; i < locked_; ++i) live_before += slots_[i].c.live_bytes;
+  const int64_t live_before = live_bytes_w();
   // The slots' live counters restart below: what they say about the peak is kept first.
   totals_.used_peak = std::max(totals_.used_peak, window_used_peak_w());
 
   // Everything that needs host memory first, so that nothing fails half-way.
+  const std::vector<uint32_t> survivors = pinned_epoch_blocks_w();
+  // Pages retired by the previous reset are free from now on (whatever happens next):
+  // recycle them first, so that the pages taken below come from them, not from a new
+  // segment.
+  central_records_.recycle_retired();
+  const CentralRecords::Pages fresh =
+      central_records_.take_pages(survivors.empty() ? 0 : 2 * survivors.size() + 1);
+
+  // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
+  for (uint32_t i = 0; i < locked_; ++i) start_slot_epoch_w(slots_[i]);
+  central_records_.start_epoch(fresh);
+  central_index_.clear();
+
+  epoch_.store(neu, std::memory_order_relaxed);
+  const bool fill_on = fill_on_.load(std::memory_order_relaxed);
+  const Kept pinned = keep_pinned_w(survivors, fill_on);
+  if (fill_on && old_frontier > top_) fill(top_, old_frontier - top_, nullptr);
+  const Kept borrowed = reclaim_borrowed_w(fill_on);
+
+  totals_.live_base_bytes = totals_.floor_live_bytes + pinned.bytes + borrowed.bytes;
+  totals_.live_base_count = totals_.floor_live_count + pinned.count + borrowed.count;
+  *reclaimed_bytes = live_before > static_cast<int64_t>(totals_.live_base_bytes)
+                         ? static_cast<uint64_t>(live_before) - totals_.live_base_bytes
+                         : 0;
+  totals_.pin_retained_bytes = (top_ - floor_) - pinned.bytes;
+  totals_.epoch_hw_base = top_;
+  maybe_lower_floor();
+  assert_sound_w("reset_w");
+}
+
+int64_t Region::live_bytes_w() const {
+  int64_t live = static_cast<int64_t>(totals_.live_base_bytes);
+  for (uint32_t i = 0; i < locked_; ++i) live += slots_[i].c.live_bytes;
+  return live;
+}
+
+std::vector<uint32_t> Region::pinned_epoch_blocks_w() const {
   std::vector<uint32_t> survivors;
   survivors.reserve(pinned_.size());
   for (uint32_t r : pinned_) {
@@ -91,108 +127,95 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   }
   std::sort(survivors.begin(), survivors.end(),
             [&](uint32_t a, uint32_t b) { return store_[a].off() < store_[b].off(); });
-  // Pages retired by the previous reset are free from now on (whatever happens next):
-  // recycle them first, so that the pages taken below come from them, not from a new
-  // segment.
-  central_records_.recycle_retired();
-  const CentralRecords::Pages fresh =
-      central_records_.take_pages(survivors.empty() ? 0 : 2 * survivors.size() + 1);
+  return survivors;
+}
 
-  // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
-  for (uint32_t i = 0; i < locked_; ++i) {
-    Slot& s = slots_[i];
-    s.index.clear();
-    s.span_cur = s.span_end = 0;
-    Block& slack = store_[s.slack_rec];
-    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
-                     std::memory_order_release);
-    retire_slot_pages(s);
-    s.c.live_bytes = 0;
-    s.c.live_peak = 0;
-    s.c.live_count = 0;
-    s.c.epoch_allocs = 0;
-    s.c.epoch_max_alloc = 0;
-    s.c.step_max_alloc = 0;
-    s.c.high_water = std::max(s.c.high_water, s.c.epoch_high_water);
-    s.c.epoch_high_water = 0;
-    s.top_rec = kNil;  // its page retires with the others
-    s.cached_hint.store(0, std::memory_order_relaxed);
-  }
-  central_records_.start_epoch(fresh);
-  central_index_.clear();
+void Region::start_slot_epoch_w(Slot& s) {
+  s.index.clear();
+  s.span_cur = s.span_end = 0;
+  Block& slack = store_[s.slack_rec];
+  slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+  retire_slot_pages(s);
+  s.c.live_bytes = 0;
+  s.c.live_peak = 0;
+  s.c.live_count = 0;
+  s.c.epoch_allocs = 0;
+  s.c.epoch_max_alloc = 0;
+  s.c.step_max_alloc = 0;
+  s.c.high_water = std::max(s.c.high_water, s.c.epoch_high_water);
+  s.c.epoch_high_water = 0;
+  s.top_rec = kNil;  // its page retires with the others
+  s.cached_hint.store(0, std::memory_order_relaxed);
+}
 
-  // Pinned blocks above the floor survive: copied into records of the new epoch. The top
-  // comes down to the end of the highest one; the unpinned space under it becomes holes.
-  epoch_.store(neu, std::memory_order_relaxed);
+// Pinned blocks above the floor survive: copied into records of the new epoch. The top
+// comes down to the end of the highest one; the unpinned space under it becomes holes.
+Region::Kept Region::keep_pinned_w(const std::vector<uint32_t>& survivors, bool fill_on) {
+  const uint64_t e = epoch();
   top_slot_ = -1;
   uint64_t prev_end = floor_;
-  uint64_t survivor_bytes = 0, survivor_count = 0;
-  const bool fill_on = fill_on_.load(std::memory_order_relaxed);
-  auto hole = [&](uint64_t off, uint64_t len) {
-    if (fill_on) fill(off, len, nullptr);
-    const uint32_t h = central_records_.acquire();
-    Block& b = store_[h];
-    b.offset.store(off, std::memory_order_relaxed);
-    b.size.store(len, std::memory_order_relaxed);
-    b.stamp.store(neu, std::memory_order_relaxed);
-    b.epoch.store(kNeverLive, std::memory_order_relaxed);
-    const uint64_t w = b.word.load(std::memory_order_relaxed);
-    b.word.store(Word::make(BlockState::kFree, 0, kOwnerCentral, 0, Word::gen(w) + 1),
-                 std::memory_order_release);
-    map_.tag(off, len, h);
-    central_index_.insert(store_, h);
-  };
+  Kept kept;
   for (uint32_t r : survivors) {
     const uint32_t n = central_records_.acquire();
     move_record(r, n);
     Block& b = store_[n];
-    b.stamp.store(neu, std::memory_order_relaxed);
+    b.stamp.store(e, std::memory_order_relaxed);
     const uint64_t bw = b.load_word();
     b.word.store(Word::with_owner(bw, Word::owner(bw) == kOwnerZone ? kOwnerZone : kOwnerCentral),
                  std::memory_order_release);  // kept
-    if (b.off() > prev_end) hole(prev_end, b.off() - prev_end);
+    if (b.off() > prev_end) {
+      if (fill_on) fill(prev_end, b.off() - prev_end, nullptr);
+      central_index_.insert(store_, central_free_record(prev_end, b.off() - prev_end));
+    }
     prev_end = b.end();
-    survivor_bytes += b.len();
-    ++survivor_count;
+    kept.bytes += b.len();
+    ++kept.count;
   }
-  if (fill_on && old_frontier > prev_end) fill(prev_end, old_frontier - prev_end, nullptr);
   top_ = prev_end;
   Block& top = store_[top_rec_];
   top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                  std::memory_order_release);
+  return kept;
+}
 
-  // Borrowed blocks (epoch blocks in holes below the floor) go back to the floor index,
-  // unless pinned.
-  uint64_t borrowed_bytes = 0, borrowed_count = 0;
+// Borrowed blocks (epoch blocks in holes below the floor) go back to the floor index,
+// unless pinned.
+Region::Kept Region::reclaim_borrowed_w(bool fill_on) {
+  const uint64_t e = epoch();
+  Kept kept;
   borrowed_.for_each([&](uint32_t r) {
     Block& b = store_[r];
     const uint64_t w = b.load_word();
     if (Word::pins(w) > 0) {
-      b.stamp.store(neu, std::memory_order_relaxed);
-      borrowed_bytes += b.len();
-      ++borrowed_count;
-    } else {
-      if (fill_on) fill(b.off(), b.len(), nullptr);
-      borrowed_.remove(r);
-      const uint64_t fw = free_word(w, kOwnerFloor);
-      b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed),
-                   std::memory_order_release);
-      release_central(r);
+      b.stamp.store(e, std::memory_order_relaxed);
+      kept.bytes += b.len();
+      ++kept.count;
+      return;
     }
+    if (fill_on) fill(b.off(), b.len(), nullptr);
+    borrowed_.remove(r);
+    const uint64_t fw = free_word(w, kOwnerFloor);
+    b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed), std::memory_order_release);
+    release_central(r);
   });
-
-  totals_.live_base_bytes = totals_.floor_live_bytes + survivor_bytes + borrowed_bytes;
-  totals_.live_base_count = totals_.floor_live_count + survivor_count + borrowed_count;
-  *reclaimed_bytes = live_before > static_cast<int64_t>(totals_.live_base_bytes)
-                         ? static_cast<uint64_t>(live_before) - totals_.live_base_bytes
-                         : 0;
-  totals_.pin_retained_bytes = (top_ - floor_) - survivor_bytes;
-  totals_.epoch_hw_base = top_;
-  maybe_lower_floor();
-  assert_sound_w("reset_w");
+  return kept;
 }
 
 Result Region::set_floor_w(uint64_t offset) {
+  Result valid = check_floor_offset_w(offset);
+  if (!valid.is_ok()) return valid;
+  if (offset >= floor_) {
+    raise_floor_w(offset);
+  } else {
+    lower_floor_w(offset);
+  }
+  keep_borrowed_below_floor();
+  assert_sound_w("set_floor_w");
+  return Result::ok();
+}
+
+Result Region::check_floor_offset_w(uint64_t offset) const {
   const uint64_t g = cfg_.granule;
   const uint64_t frontier = frontier_w();
   if (offset % g != 0 || offset > frontier) {
@@ -221,99 +244,101 @@ Result Region::set_floor_w(uint64_t offset) {
                         "floor offset " + std::to_string(offset) +
                             " is not a block boundary (it lies inside a block or unused span)");
   }
-  if (offset >= floor_) {
-    // Raising: spans entirely below the new floor give their leftovers up first, so that
-    // [floor, offset) holds only blocks.
-    central_records_.reserve(locked_);
-    for (uint32_t i = 0; i < locked_; ++i) {
-      Slot& s = slots_[i];
-      if (s.span_cur < s.span_end && s.span_end <= offset) close_span(s);
-    }
-    uint64_t count = 0;
-    walk_w(floor_, offset, [&](uint32_t, uint64_t) { ++count; });
-    store_.reserve_long_lived(static_cast<uint32_t>(count + 1));
-    std::vector<uint32_t> recs;
-    recs.reserve(count);
-    walk_w(floor_, offset, [&](uint32_t r, uint64_t) {
-      if (r != kNil) recs.push_back(r);
-    });
-    for (uint32_t r : recs) {
-      const uint64_t w = store_[r].load_word();
-      const BlockState st = Word::state(w);
-      const uint32_t n = store_.take_long_lived();
-      if (st == BlockState::kFree) {
-        const uint8_t owner = Word::owner(w);
-        if (owner == kOwnerCentral) {
-          central_index_.remove(store_, r);
-        } else if (owner < slots_.size()) {
-          slots_[owner].index.remove(store_, r);
-        }
-        move_record(r, n);
-        Block& b = store_[n];
-        const uint64_t bw = b.load_word();
-        b.word.store(
-            Word::with_flags(Word::with_owner(bw, kOwnerFloor), Word::flags(bw) | kFlagPersistent),
-            std::memory_order_release);
-        central_records_.retire_moved(r);
-        release_central(n);
-      } else {
-        move_record(r, n);
-        Block& b = store_[n];
-        b.word.store(Word::with_flags(b.load_word(), Word::flags(b.load_word()) | kFlagPersistent),
-                     std::memory_order_release);
-        // Live totals do not change; the floor's share does (the next reset keeps it).
-        totals_.floor_live_bytes += b.len();
-        ++totals_.floor_live_count;
-        central_records_.retire_moved(r);
-      }
-    }
-    floor_ = offset;
-    keep_borrowed_below_floor();
-    assert_sound_w("set_floor_w (raise)");
-    return Result::ok();
-  }
-  // Lowering: the blocks in [offset, floor) join the current epoch.
+  return Result::ok();
+}
+
+std::vector<uint32_t> Region::blocks_between_w(uint64_t from, uint64_t to) const {
   uint64_t count = 0;
-  walk_w(offset, floor_, [&](uint32_t, uint64_t) { ++count; });
-  central_records_.reserve(count + 1);
+  walk_w(from, to, [&](uint32_t, uint64_t) { ++count; });
   std::vector<uint32_t> recs;
   recs.reserve(count);
-  walk_w(offset, floor_, [&](uint32_t r, uint64_t) {
+  walk_w(from, to, [&](uint32_t r, uint64_t) {
     if (r != kNil) recs.push_back(r);
   });
-  const uint64_t e = epoch();
+  return recs;
+}
+
+// Raising: every block in [floor, offset) becomes persistent, in a long-lived record.
+void Region::raise_floor_w(uint64_t offset) {
+  // Spans entirely below the new floor give their leftovers up first, so that
+  // [floor, offset) holds only blocks.
+  central_records_.reserve(locked_);
+  for (uint32_t i = 0; i < locked_; ++i) {
+    Slot& s = slots_[i];
+    if (s.span_cur < s.span_end && s.span_end <= offset) close_span(s);
+  }
+  const std::vector<uint32_t> recs = blocks_between_w(floor_, offset);
+  store_.reserve_long_lived(static_cast<uint32_t>(recs.size() + 1));
+  for (uint32_t r : recs) make_persistent_w(r);
   floor_ = offset;
-  for (uint32_t r : recs) {
-    const uint64_t w = store_[r].load_word();
-    const uint8_t flags = Word::flags(w);
-    const uint32_t n = central_records_.acquire();
-    if (Word::state(w) == BlockState::kFree) {
-      floor_index_.remove(store_, r);
-      move_record(r, n);
-      Block& b = store_[n];
-      b.stamp.store(e, std::memory_order_relaxed);
-      const uint64_t bw = b.load_word();
-      b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerCentral),
-                                    Word::flags(bw) & (kFlagLongLived | kFlagReclaimed)),
-                   std::memory_order_release);
-      central_records_.retire_moved(r);
-      release_central(n);
-      continue;
+}
+
+void Region::make_persistent_w(uint32_t rec) {
+  const uint64_t w = store_[rec].load_word();
+  const uint32_t n = store_.take_long_lived();
+  if (Word::state(w) == BlockState::kFree) {
+    const uint8_t owner = Word::owner(w);
+    if (owner == kOwnerCentral) {
+      central_index_.remove(store_, rec);
+    } else if (owner < slots_.size()) {
+      slots_[owner].index.remove(store_, rec);
     }
-    if (flags & kFlagBorrowed) borrowed_.remove(r);
-    move_record(r, n);
+    move_record(rec, n);
+    Block& b = store_[n];
+    const uint64_t bw = b.load_word();
+    b.word.store(
+        Word::with_flags(Word::with_owner(bw, kOwnerFloor), Word::flags(bw) | kFlagPersistent),
+        std::memory_order_release);
+    central_records_.retire_moved(rec);
+    release_central(n);
+    return;
+  }
+  move_record(rec, n);
+  Block& b = store_[n];
+  b.word.store(Word::with_flags(b.load_word(), Word::flags(b.load_word()) | kFlagPersistent),
+               std::memory_order_release);
+  // Live totals do not change; the floor's share does (the next reset keeps it).
+  totals_.floor_live_bytes += b.len();
+  ++totals_.floor_live_count;
+  central_records_.retire_moved(rec);
+}
+
+// Lowering: the blocks in [offset, floor) join the current epoch.
+void Region::lower_floor_w(uint64_t offset) {
+  const std::vector<uint32_t> recs = blocks_between_w(offset, floor_);
+  central_records_.reserve(recs.size() + 1);
+  floor_ = offset;
+  for (uint32_t r : recs) join_epoch_w(r);
+}
+
+void Region::join_epoch_w(uint32_t rec) {
+  const uint64_t e = epoch();
+  const uint64_t w = store_[rec].load_word();
+  const uint8_t flags = Word::flags(w);
+  const uint32_t n = central_records_.acquire();
+  if (Word::state(w) == BlockState::kFree) {
+    floor_index_.remove(store_, rec);
+    move_record(rec, n);
     Block& b = store_[n];
     b.stamp.store(e, std::memory_order_relaxed);
-    b.word.store(Word::with_flags(b.load_word(), 0), std::memory_order_release);
-    if (flags & kFlagPersistent) {
-      totals_.floor_live_bytes -= b.len();
-      --totals_.floor_live_count;
-    }
-    central_records_.retire_moved(r);
+    const uint64_t bw = b.load_word();
+    b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerCentral),
+                                  Word::flags(bw) & (kFlagLongLived | kFlagReclaimed)),
+                 std::memory_order_release);
+    central_records_.retire_moved(rec);
+    release_central(n);
+    return;
   }
-  keep_borrowed_below_floor();
-  assert_sound_w("set_floor_w (lower)");
-  return Result::ok();
+  if (flags & kFlagBorrowed) borrowed_.remove(rec);
+  move_record(rec, n);
+  Block& b = store_[n];
+  b.stamp.store(e, std::memory_order_relaxed);
+  b.word.store(Word::with_flags(b.load_word(), 0), std::memory_order_release);
+  if (flags & kFlagPersistent) {
+    totals_.floor_live_bytes -= b.len();
+    --totals_.floor_live_count;
+  }
+  central_records_.retire_moved(rec);
 }
 
 // After a floor change every live block below the floor survives resets, the epoch blocks
@@ -353,16 +378,8 @@ void Region::drain_w() {
 
 Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to,
                               std::vector<FreeOutcome>* buried) {
-  const uint64_t g = cfg_.granule;
-  uint64_t prev = floor_;
-  for (const OffsetRange& r : ranges) {
-    if (r.size == 0 || r.offset % g != 0 || r.size % g != 0 || r.offset < prev ||
-        r.size > cfg_.capacity - std::min(r.offset, cfg_.capacity)) {
-      return r.offset < prev && r.offset < floor_ ? Claim::kChanged : Claim::kInvalid;
-    }
-    prev = r.offset + r.size;
-  }
-  if (ranges.empty() || locked_ == 0) return Claim::kInvalid;
+  const Claim valid = check_claim_ranges(ranges);
+  if (valid != Claim::kOk) return valid;
   const uint64_t hi = ranges.back().offset + ranges.back().size;
   if (hi > ceiling_) {
     *commit_to = hi;
@@ -376,8 +393,51 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
     for (const OffsetRange& r : ranges) before.push_back(history_at(slots_[0], r.offset, true));
   }
   drain_w();  // slots' free blocks and span leftovers join the central side
-  // Every range byte below the top must lie in a free central block of this epoch.
   std::vector<uint32_t> hits;
+  if (!free_central_blocks_under_w(ranges, hi, &hits)) return Claim::kChanged;
+
+  // Host memory first: records for every cut, the pinned set's room.
+  uint32_t long_lived = 0;
+  for (uint32_t rec : hits)
+    long_lived += (Word::flags(store_[rec].load_word()) & kFlagLongLived) != 0;
+  central_records_.reserve(2 * ranges.size() + 2);
+  store_.reserve_long_lived(2 * long_lived + 2);
+  pinned_.reserve_more(ranges.size());
+
+  if (hi > top_) {  // the bump space above the top becomes one more free block to cut
+    const uint32_t r = central_free_record(top_, hi - top_);
+    central_index_.insert(store_, r);
+    top_ = hi;
+    Block& top = store_[top_rec_];
+    top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+    hits.push_back(r);
+  }
+  make_zone_blocks_w(cut_at_range_ends_w(hits, ranges), ranges);
+  if (buried != nullptr) buried->swap(before);
+  assert_sound_w("claim_w");
+  return Claim::kOk;
+}
+
+Region::Claim Region::check_claim_ranges(const std::vector<OffsetRange>& ranges) const {
+  const uint64_t g = cfg_.granule;
+  uint64_t prev = floor_;
+  for (const OffsetRange& r : ranges) {
+    if (r.size == 0 || r.offset % g != 0 || r.size % g != 0 || r.offset < prev ||
+        r.size > cfg_.capacity - std::min(r.offset, cfg_.capacity)) {
+      return r.offset < prev && r.offset < floor_ ? Claim::kChanged : Claim::kInvalid;
+    }
+    prev = r.offset + r.size;
+  }
+  if (ranges.empty() || locked_ == 0) return Claim::kInvalid;
+  return Claim::kOk;
+}
+
+// Every range byte below the top must lie in a free central block of this epoch (the
+// slots were drained): *hits gets those blocks in address order; false when a range byte
+// is live or the layout there is not what it should be.
+bool Region::free_central_blocks_under_w(const std::vector<OffsetRange>& ranges, uint64_t hi,
+                                         std::vector<uint32_t>* hits) const {
   bool changed = false;
   size_t k = 0;
   const uint64_t e = epoch();
@@ -397,29 +457,15 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
       changed = true;
       return;
     }
-    hits.push_back(rec);
+    hits->push_back(rec);
   });
-  if (changed) return Claim::kChanged;
+  return !changed;
+}
 
-  // Host memory first: records for every cut, the pinned set's room.
-  uint32_t long_lived = 0;
-  for (uint32_t rec : hits)
-    long_lived += (Word::flags(store_[rec].load_word()) & kFlagLongLived) != 0;
-  central_records_.reserve(2 * ranges.size() + 2);
-  store_.reserve_long_lived(2 * long_lived + 2);
-  pinned_.reserve_more(ranges.size());
-
-  if (hi > top_) {  // the bump space above the top becomes one more free block to cut
-    const uint32_t r = central_free_record(top_, hi - top_);
-    central_index_.insert(store_, r);
-    top_ = hi;
-    Block& top = store_[top_rec_];
-    top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
-                   std::memory_order_release);
-    hits.push_back(r);
-  }
-  // Cut the hits at the ranges' ends: pieces in address order, each wholly inside one
-  // range or between ranges.
+// Cuts the hits (out of the central index now) at the ranges' ends: pieces in address
+// order, each wholly inside one range or between ranges.
+std::vector<uint32_t> Region::cut_at_range_ends_w(const std::vector<uint32_t>& hits,
+                                                  const std::vector<OffsetRange>& ranges) {
   std::vector<uint32_t> pieces;
   pieces.reserve(hits.size() + 2 * ranges.size());
   for (uint32_t rec : hits) {
@@ -439,8 +485,14 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
     }
     pieces.push_back(cur);
   }
-  // Each range becomes one live block (its pieces merged: free space below the top and
-  // the bump space above it are separate blocks until now), pinned once by the zone.
+  return pieces;
+}
+
+// Each range becomes one live block (its pieces merged: free space below the top and the
+// bump space above it are separate blocks until now), pinned once by the zone; the pieces
+// between ranges go back to the central index.
+void Region::make_zone_blocks_w(const std::vector<uint32_t>& pieces,
+                                const std::vector<OffsetRange>& ranges) {
   Slot& counted = slots_[0];  // claimed bytes count as live in some slot's counters
   size_t j = 0;
   uint32_t block = kNil;  // the block of range j, while its pieces come
@@ -472,9 +524,6 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
     }
   }
   settle();
-  if (buried != nullptr) buried->swap(before);
-  assert_sound_w("claim_w");
-  return Claim::kOk;
 }
 
 void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
