@@ -41,6 +41,8 @@ struct KeptCounts {
   uint64_t allocs = 0, max_request = 0, invalid_frees = 0, stale_frees = 0;
 };
 
+// Names: a method whose name ends in _w ("writer") runs with the region's writer lock held
+// (Region::WriterLock: every slot lock plus the central lock), as Region's _w methods do.
 class Arena final : private RegionHooks, private ZoneOps {
  public:
   // Resolves the backend (AUTO), reserves the region, logs "arena.config".

@@ -21,8 +21,7 @@
 //
 // Whole-arena operations (reset, floors, drain, snapshots, walks) run under every slot
 // lock plus the central lock (the caller takes them with WriterLock); they are O(slots)
-// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks). A
-// method whose name ends in _w ("writer") may be called only with the WriterLock held.
+// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks).
 //
 // Commits (expandable regions): the region hands out nothing at or above its ceiling, and
 // never waits for memory itself. An allocation that needs bump space above the ceiling
@@ -110,6 +109,9 @@ struct RegionSnapshot {
   SlotCounters sum;  // slot counters added up (maxima: the max)
 };
 
+// Names: a method whose name ends in _w ("writer") may be called only with WriterLock
+// held (every slot lock plus the central lock); floor_locked() and the other per-thread
+// methods need only the caller's slot lock (enter / leave).
 class Region {
  public:
   Region(const RegionConfig& cfg, RegionHooks* hooks);
