@@ -27,7 +27,11 @@
 
 namespace zarena_core {
 
-inline constexpr uint32_t kNil = 0xFFFFFFFFu;
+// A record index that names no record (an empty list, no neighbour, nothing absorbed
+// into); pages are named by their first record's index, so it also means "no page".
+inline constexpr uint32_t kNoRecord = 0xFFFFFFFFu;
+// Block::pin_pos of a block in no pinned set.
+inline constexpr uint32_t kNotPinned = 0xFFFFFFFFu;
 
 enum class BlockState : uint8_t {
   kUnused = 0,    // describes no block
@@ -97,13 +101,13 @@ struct Block {
   // live: the last epoch in which it is valid (its allocation epoch, raised by a reset
   // that kept it); free on the epoch side: the epoch in which it entered its index.
   std::atomic<uint64_t> stamp{0};
-  std::atomic<uint32_t> absorbed_into{kNil};  // kAbsorbed / kMoved: where it went
-  std::atomic<uint32_t> absorbed_gen{0};      // that record's gen right after
+  std::atomic<uint32_t> absorbed_into{kNoRecord};  // kAbsorbed / kMoved: where it went
+  std::atomic<uint32_t> absorbed_gen{0};           // that record's gen right after
   // Owner-guarded (the lock of whoever owns the block's current list or index):
-  uint32_t prev = kNil;  // free-index bin or list links
-  uint32_t next = kNil;  // also the free stacks of unused records
+  uint32_t prev = kNoRecord;  // free-index bin or list links
+  uint32_t next = kNoRecord;  // also the free stacks of unused records
   uint32_t tag = 0;
-  uint32_t pin_pos = kNil;  // index in the region's pinned list (central lock)
+  uint32_t pin_pos = kNotPinned;  // index in the region's pinned list (central lock)
 
   uint64_t load_word() const { return word.load(std::memory_order_acquire); }
   uint64_t off() const { return offset.load(std::memory_order_relaxed); }
@@ -143,9 +147,9 @@ class BlockStore {
   uint32_t& page_next(uint32_t first) {
     return segment_of(first)->page_next[(first & (kSegmentRecords - 1)) / kPageRecords];
   }
-  // Appends the pages first..last (linked) to the list *head..*tail (kNil: empty).
+  // Appends the pages first..last (linked) to the list *head..*tail (kNoRecord: empty).
   void append_pages(uint32_t* head, uint32_t* tail, uint32_t first, uint32_t last) {
-    if (*tail == kNil) {
+    if (*tail == kNoRecord) {
       *head = first;
     } else {
       page_next(*tail) = first;
@@ -185,9 +189,9 @@ class BlockStore {
   };
   std::unique_ptr<std::atomic<Segment*>[], FreeTable> segments_;
   uint32_t segment_count_ = 0;
-  uint32_t next_fresh_page_ = kNil;  // next unused page of the newest segment
-  uint32_t pages_free_head_ = kNil, pages_free_tail_ = kNil;
-  uint32_t long_free_ = kNil;
+  uint32_t next_fresh_page_ = kNoRecord;  // next unused page of the newest segment
+  uint32_t pages_free_head_ = kNoRecord, pages_free_tail_ = kNoRecord;
+  uint32_t long_free_ = kNoRecord;
   uint32_t long_free_count_ = 0;
 };
 
@@ -202,11 +206,11 @@ class BlockMap {
   BlockMap(const BlockMap&) = delete;
   BlockMap& operator=(const BlockMap&) = delete;
 
-  // The record tagged as starting at `offset`, or kNil.
+  // The record tagged as starting at `offset`, or kNoRecord.
   uint32_t at(uint64_t offset) const {
     return starts_[offset >> shift_].load(std::memory_order_relaxed) - 1;
   }
-  // The record tagged as ending at `offset` (its end == offset), or kNil.
+  // The record tagged as ending at `offset` (its end == offset), or kNoRecord.
   uint32_t ending_at(uint64_t offset) const {
     return ends_[offset >> shift_].load(std::memory_order_relaxed) - 1;
   }

@@ -11,7 +11,7 @@ bool long_lived(const Block& b) { return (Word::flags(b.load_word()) & kFlagLong
 }  // namespace
 
 uint32_t CentralRecords::acquire() {
-  if (free_ != kNil) {
+  if (free_ != kNoRecord) {
     const uint32_t r = free_;
     free_ = store_[r].next;
     store_.reinit(r, 0);
@@ -30,7 +30,7 @@ uint32_t CentralRecords::acquire() {
 }
 
 void CentralRecords::keep_one_at_hand() {
-  if (free_ == kNil && left_ == 0) push_free(acquire());
+  if (free_ == kNoRecord && left_ == 0) push_free(acquire());
 }
 
 void CentralRecords::reserve(uint64_t n) {
@@ -43,7 +43,7 @@ void CentralRecords::reserve(uint64_t n) {
 
 void CentralRecords::retire(uint32_t record) {
   const uint32_t out = quarantine_.push(record);
-  if (out == kNil) return;
+  if (out == kNoRecord) return;
   if (long_lived(store_[out])) {
     store_.give_long_lived(out);
   } else {
@@ -58,12 +58,12 @@ void CentralRecords::retire_moved(uint32_t record) {
 }
 
 void CentralRecords::retire_pages(uint32_t head, uint32_t tail) {
-  if (head != kNil) store_.append_pages(&retiring_head_, &retiring_tail_, head, tail);
+  if (head != kNoRecord) store_.append_pages(&retiring_head_, &retiring_tail_, head, tail);
 }
 
 void CentralRecords::recycle_retired() {
   store_.recycle_pages(retiring_head_, retiring_tail_);
-  retiring_head_ = retiring_tail_ = kNil;
+  retiring_head_ = retiring_tail_ = kNoRecord;
 }
 
 CentralRecords::Pages CentralRecords::take_pages(uint64_t records) {
@@ -77,24 +77,24 @@ CentralRecords::Pages CentralRecords::take_pages(uint64_t records) {
 
 void CentralRecords::start_epoch(Pages fresh) {
   retire_pages(page_head_, page_tail_);
-  free_ = kNil;
+  free_ = kNoRecord;
   quarantine_.drain([&](uint32_t r) {
     if (long_lived(store_[r])) store_.give_long_lived(r);
   });
-  for (uint32_t r = moved_long_prev_; r != kNil;) {
+  for (uint32_t r = moved_long_prev_; r != kNoRecord;) {
     const uint32_t next = store_[r].next;
     store_.give_long_lived(r);
     r = next;
   }
   moved_long_prev_ = moved_long_;
-  moved_long_ = kNil;
+  moved_long_ = kNoRecord;
   page_head_ = cursor_ = fresh.head;
   page_tail_ = fresh.tail;
-  left_ = fresh.head == kNil ? 0 : BlockStore::kPageRecords;
+  left_ = fresh.head == kNoRecord ? 0 : BlockStore::kPageRecords;
   // The pages are linked; the cursor walks only the first, so hand the rest out as free
   // records.
-  for (uint32_t p = fresh.head == kNil ? kNil : store_.page_next(fresh.head); p != kNil;
-       p = store_.page_next(p)) {
+  for (uint32_t p = fresh.head == kNoRecord ? kNoRecord : store_.page_next(fresh.head);
+       p != kNoRecord; p = store_.page_next(p)) {
     for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) push_free(p + k);
   }
 }

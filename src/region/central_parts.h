@@ -48,7 +48,7 @@ class CentralRecords {
   // Then (may throw, before any change): pages for at least `records` records of the new
   // epoch.
   struct Pages {
-    uint32_t head = kNil, tail = kNil;
+    uint32_t head = kNoRecord, tail = kNoRecord;
   };
   Pages take_pages(uint64_t records);
   // Last: the epoch's pages and records retire, and `fresh` serves the new epoch.
@@ -61,13 +61,14 @@ class CentralRecords {
   }
 
   BlockStore& store_;
-  uint32_t page_head_ = kNil, page_tail_ = kNil;  // pages taken in this epoch
-  uint32_t cursor_ = kNil, left_ = 0;             // the page being handed out
-  uint32_t free_ = kNil;                          // recycled records
+  uint32_t page_head_ = kNoRecord, page_tail_ = kNoRecord;  // pages taken in this epoch
+  uint32_t cursor_ = kNoRecord, left_ = 0;                  // the page being handed out
+  uint32_t free_ = kNoRecord;                               // recycled records
   Quarantine quarantine_;
-  uint32_t retiring_head_ = kNil, retiring_tail_ = kNil;  // pages retired by the last reset
+  uint32_t retiring_head_ = kNoRecord,
+           retiring_tail_ = kNoRecord;  // pages retired by the last reset
   // Long-lived records replaced by a move in this epoch, and in the one before.
-  uint32_t moved_long_ = kNil, moved_long_prev_ = kNil;
+  uint32_t moved_long_ = kNoRecord, moved_long_prev_ = kNoRecord;
 };
 
 // The region records with pins > 0 (a user's pins or a plan zone's): Block::pin_pos is
@@ -86,14 +87,14 @@ class PinnedSet {
     records_[pos] = last;
     store_[last].pin_pos = pos;
     records_.pop_back();
-    store_[record].pin_pos = kNil;
+    store_[record].pin_pos = kNotPinned;
   }
   // from's block now lives in record `into` (Region::move_record): its place follows.
   void moved(uint32_t from, uint32_t into) {
     Block& a = store_[from];
     store_[into].pin_pos = a.pin_pos;
-    if (a.pin_pos != kNil) records_[a.pin_pos] = into;
-    a.pin_pos = kNil;
+    if (a.pin_pos != kNotPinned) records_[a.pin_pos] = into;
+    a.pin_pos = kNotPinned;
   }
   // Room for n more (may throw; before changes).
   void reserve_more(size_t n) { records_.reserve(records_.size() + n); }
@@ -113,25 +114,25 @@ class BorrowedList {
   explicit BorrowedList(BlockStore& store) : store_(store) {}
   void push(uint32_t record) {
     Block& b = store_[record];
-    b.prev = kNil;
+    b.prev = kNoRecord;
     b.next = head_;
-    if (head_ != kNil) store_[head_].prev = record;
+    if (head_ != kNoRecord) store_[head_].prev = record;
     head_ = record;
   }
   void remove(uint32_t record) {
     Block& b = store_[record];
-    if (b.prev != kNil) {
+    if (b.prev != kNoRecord) {
       store_[b.prev].next = b.next;
     } else {
       head_ = b.next;
     }
-    if (b.next != kNil) store_[b.next].prev = b.prev;
-    b.prev = b.next = kNil;
+    if (b.next != kNoRecord) store_[b.next].prev = b.prev;
+    b.prev = b.next = kNoRecord;
   }
   // fn(record) for each; fn may remove the record it is given (and only that one).
   template <typename Fn>
   void for_each(Fn&& fn) const {
-    for (uint32_t r = head_; r != kNil;) {
+    for (uint32_t r = head_; r != kNoRecord;) {
       const uint32_t next = store_[r].next;
       fn(r);
       r = next;
@@ -140,7 +141,7 @@ class BorrowedList {
 
  private:
   BlockStore& store_;
-  uint32_t head_ = kNil;
+  uint32_t head_ = kNoRecord;
 };
 
 // What the region's statistics carry across slots and resets (the slots' counters hold

@@ -97,7 +97,7 @@ uint64_t Region::lower_ceiling(uint64_t keep) {
 // --- records --------------------------------------------------------------------------
 
 uint32_t Region::acquire_slot_record(Slot& s) {
-  if (s.free_recs != kNil) {
+  if (s.free_recs != kNoRecord) {
     const uint32_t r = s.free_recs;
     s.free_recs = store_[r].next;
     store_.reinit(r, 0);
@@ -130,7 +130,7 @@ void Region::retire_record(Slot* s, uint32_t rec) {
     return;
   }
   const uint32_t out = s->quarantine.push(rec);
-  if (out != kNil) {
+  if (out != kNoRecord) {
     store_[out].next = s->free_recs;
     s->free_recs = out;
   }
@@ -180,7 +180,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
     const Block& b = store_[r];
     const uint32_t into = b.absorbed_into.load(std::memory_order_relaxed);
     const uint32_t gen = b.absorbed_gen.load(std::memory_order_relaxed);
-    if (into == kNil) return FreeOutcome::kNotOwned;
+    if (into == kNoRecord) return FreeOutcome::kNotOwned;
     const uint64_t iw = store_[into].load_word();
     if (into == s.slack_rec) {
       // This slot's span (we hold its lock): free while the target is still unused.
@@ -222,7 +222,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
   uint64_t o = store_[r].end();
   for (uint32_t step = 0; step < 64 && o <= target; ++step) {
     const uint32_t q = map_.at(o);
-    if (q == kNil || store_[q].off() != o) return FreeOutcome::kNotOwned;
+    if (q == kNoRecord || store_[q].off() != o) return FreeOutcome::kNotOwned;
     const uint64_t qw = store_[q].load_word();
     const BlockState qs = Word::state(qw);
     const bool current = qs == BlockState::kFree
@@ -262,7 +262,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
   for (;;) {
     // The slot's own index first (a thread sharing the slot may have freed into it).
     const uint32_t r = s.index.find(store_, aligned);
-    if (r != kNil) {
+    if (r != kNoRecord) {
       keep_spare(s, fresh);  // carve() takes the spare record from here
       s.index.remove(store_, r);
       carve(&s, r, aligned, s.id);
@@ -303,7 +303,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
 // Under the central lock: a fit from the central index, carved to size.
 bool Region::take_from_central_index(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
   const uint32_t r = central_index_.find(store_, aligned);
-  if (r == kNil) return false;
+  if (r == kNoRecord) return false;
   if (store_[r].len() > aligned) central_records_.keep_one_at_hand();  // carve's
   central_index_.remove(store_, r);
   carve(nullptr, r, aligned, kOwnerCentral);
@@ -315,7 +315,7 @@ bool Region::take_from_central_index(Slot& s, uint64_t aligned, uint32_t tag, Pl
 // block (the next reset reclaims it).
 bool Region::borrow_from_floor(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
   const uint32_t r = floor_index_.find(store_, aligned);
-  if (r == kNil) return false;
+  if (r == kNoRecord) return false;
   store_.reserve_long_lived(1);  // carve's record, before the block leaves the index
   floor_index_.remove(store_, r);
   carve(nullptr, r, aligned, kOwnerFloor);
@@ -397,9 +397,9 @@ bool Region::take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* o
 // Under the central lock: the slot's span leftovers go back (to the bump space when the
 // span is the topmost one, else to the central index).
 void Region::close_span(Slot& s) {
-  if (s.top_rec != kNil) {
+  if (s.top_rec != kNoRecord) {
     retire_record(&s, s.top_rec);
-    s.top_rec = kNil;
+    s.top_rec = kNoRecord;
   }
   Block& slack = store_[s.slack_rec];
   slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
@@ -411,7 +411,7 @@ void Region::close_span(Slot& s) {
       // A central block may now end at the top: give it back too.
       if (top_ > 0) {
         const uint32_t p = map_.ending_at(top_);
-        if (p != kNil) {
+        if (p != kNoRecord) {
           const Block& pb = store_[p];
           const uint64_t pw = pb.load_word();
           if (Word::state(pw) == BlockState::kFree && Word::owner(pw) == kOwnerCentral &&
@@ -465,7 +465,7 @@ void Region::give_back_top(uint32_t rec) {
 void Region::maybe_lower_floor() {
   while (top_slot_ < 0 && top_ == floor_ && floor_ > 0) {
     const uint32_t p = map_.ending_at(floor_);
-    if (p == kNil) return;
+    if (p == kNoRecord) return;
     Block& b = store_[p];
     const uint64_t w = b.load_word();
     if (Word::state(w) != BlockState::kFree || Word::owner(w) != kOwnerFloor || b.end() != floor_) {
@@ -496,7 +496,7 @@ void Region::release_central(uint32_t rec) {
   const uint8_t owner = Word::owner(store_[rec].load_word());
   FreeIndex& index = owner == kOwnerFloor ? floor_index_ : central_index_;
   auto same = [&](uint32_t n) {
-    if (n == kNil) return false;
+    if (n == kNoRecord) return false;
     const Block& nb = store_[n];
     const uint64_t w = nb.load_word();
     return Word::state(w) == BlockState::kFree && Word::owner(w) == owner &&
@@ -540,7 +540,7 @@ void Region::release_kept(Slot& s, uint32_t rec) {
   release_central(rec);
   while (top_slot_ < 0 && top_ > floor_) {
     const uint32_t p = map_.ending_at(top_);
-    if (p == kNil) return;
+    if (p == kNoRecord) return;
     Block& pb = store_[p];
     const uint64_t pw = pb.load_word();
     if (Word::state(pw) != BlockState::kFree || Word::owner(pw) != s.id || pb.end() != top_ ||
@@ -625,7 +625,7 @@ Region::Within Region::live_block_containing(uint64_t offset, uint64_t max_granu
   };
   auto ends_at = [&](uint64_t o) {
     const uint32_t r = map_.ending_at(o);
-    if (r == kNil) return false;
+    if (r == kNoRecord) return false;
     const Block& b = store_[r];
     return b.end() == o && current(b, b.load_word());
   };
@@ -634,7 +634,7 @@ Region::Within Region::live_block_containing(uint64_t offset, uint64_t max_granu
   uint64_t o = (offset - 1) / g * g;
   for (uint64_t step = 0; step < max_granules; ++step, o -= g) {
     const uint32_t r = map_.at(o);
-    if (r != kNil) {
+    if (r != kNoRecord) {
       const Block& b = store_[r];
       const uint64_t w = b.load_word();
       if (b.off() == o && current(b, w)) {
@@ -659,7 +659,7 @@ bool Region::inside_live_block(uint64_t offset) const {
 
 PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally) {
   const uint32_t r = map_.at(offset);
-  if (r == kNil) return PinOutcome::kNotOwned;
+  if (r == kNoRecord) return PinOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
@@ -696,7 +696,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
                             bool tally) {
   *freed_size = 0;
   const uint32_t r = map_.at(offset);
-  if (r == kNil) return PinOutcome::kNotOwned;
+  if (r == kNoRecord) return PinOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
@@ -770,7 +770,7 @@ PinOutcome Region::pin_zone(Slot& s, uint64_t offset) {
 
 FreeOutcome Region::history_at(const Slot& s, uint64_t offset, bool central_held) const {
   const uint32_t r = map_.at(offset);
-  if (r == kNil) return FreeOutcome::kNotOwned;
+  if (r == kNoRecord) return FreeOutcome::kNotOwned;
   const Block& b = store_[r];
   const uint64_t w = b.load_word();
   if (b.off() != offset) return FreeOutcome::kNotOwned;

@@ -401,9 +401,9 @@ class Region {
 
   // --- under the central lock ------------------------------------------------------------
   uint64_t top_ = 0;
-  uint64_t ceiling_;         // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
-  int32_t top_slot_ = -1;    // the slot whose span ends at top_
-  uint32_t top_rec_ = kNil;  // stands for the bump space (absorb target of given-back blocks)
+  uint64_t ceiling_;              // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
+  int32_t top_slot_ = -1;         // the slot whose span ends at top_
+  uint32_t top_rec_ = kNoRecord;  // stands for the bump space (absorb target of given-back blocks)
   FreeIndex central_index_;
   FreeIndex floor_index_;
   CentralRecords central_records_{store_};  // records of the central side's blocks

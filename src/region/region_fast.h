@@ -112,8 +112,8 @@ __attribute__((always_inline)) inline void Region::bump_span(Slot& s, uint32_t r
 // still names it), else a fresh one.
 __attribute__((always_inline)) inline uint32_t Region::bump_record(Slot& s, uint64_t aligned) {
   uint32_t r = s.top_rec;
-  if (r != kNil && store_[r].off() == s.span_cur) {
-    s.top_rec = kNil;
+  if (r != kNoRecord && store_[r].off() == s.span_cur) {
+    s.top_rec = kNoRecord;
     store_[r].size.store(aligned, std::memory_order_relaxed);
     map_.set_end(s.span_cur + aligned, r);
     return r;
@@ -129,8 +129,8 @@ __attribute__((always_inline)) inline uint32_t Region::bump_record(Slot& s, uint
 __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t aligned, uint32_t tag,
                                                          Placement* out) {
   uint32_t r = s.index.find(store_, aligned);
-  if (ZARENA_LIKELY(r != kNil)) {
-    if (store_[r].len() > aligned && s.free_recs == kNil && s.page_left == 0) {
+  if (ZARENA_LIKELY(r != kNoRecord)) {
+    if (store_[r].len() > aligned && s.free_recs == kNoRecord && s.page_left == 0) {
       // carve() needs a record; get the page now, before the block leaves the index.
       keep_spare(s, acquire_slot_record(s));
     }
@@ -154,7 +154,7 @@ inline void Region::keep_spare(Slot& s, uint32_t rec) {
 __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint32_t rec) {
   const uint64_t e = epoch();
   auto mine = [&](uint32_t n) {
-    if (n == kNil) return false;
+    if (n == kNoRecord) return false;
     const Block& nb = store_[n];
     const uint64_t w = nb.load_word();
     return Word::state(w) == BlockState::kFree && Word::owner(w) == s.id &&
@@ -182,7 +182,7 @@ __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint
                  std::memory_order_release);
     // Kept for the next bump at this offset (the common alloc/free/alloc of one size at
     // the top) rather than sent through the quarantine.
-    if (s.top_rec != kNil) retire_record(&s, s.top_rec);
+    if (s.top_rec != kNoRecord) retire_record(&s, s.top_rec);
     s.top_rec = rec;
     s.note_cached();
     return;
@@ -211,7 +211,7 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
                                                                uint64_t want_epoch,
                                                                uint64_t* size) {
   const uint32_t r = map_.at(offset);
-  if (r == kNil) return FreeOutcome::kNotOwned;
+  if (r == kNoRecord) return FreeOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {

@@ -33,8 +33,8 @@ void Region::walk_w(uint64_t from, uint64_t to, Fn&& fn) const {
       continue;
     }
     const uint32_t r = map_.at(o);
-    if (r == kNil || store_[r].off() != o || store_[r].len() == 0) {
-      fn(kNil, o);
+    if (r == kNoRecord || store_[r].off() != o || store_[r].len() == 0) {
+      fn(kNoRecord, o);
       return;
     }
     const uint64_t next = store_[r].end();
@@ -67,9 +67,9 @@ void Region::move_record(uint32_t rec, uint32_t into) {
 
 void Region::retire_slot_pages(Slot& s) {
   central_records_.retire_pages(s.page_head, s.page_tail);
-  s.page_head = s.page_tail = s.page_cursor = kNil;
+  s.page_head = s.page_tail = s.page_cursor = kNoRecord;
   s.page_left = 0;
-  s.free_recs = kNil;
+  s.free_recs = kNoRecord;
   s.quarantine.clear();
 }
 
@@ -145,7 +145,7 @@ void Region::start_slot_epoch_w(Slot& s) {
   s.c.step_max_alloc = 0;
   s.c.high_water = std::max(s.c.high_water, s.c.epoch_high_water);
   s.c.epoch_high_water = 0;
-  s.top_rec = kNil;  // its page retires with the others
+  s.top_rec = kNoRecord;  // its page retires with the others
   s.cached_hint.store(0, std::memory_order_relaxed);
 }
 
@@ -225,7 +225,7 @@ Result Region::check_floor_offset_w(uint64_t offset) const {
                             ") between 0 and the top (" + std::to_string(frontier) + ")");
   }
   auto valid = [&](uint32_t r) {
-    if (r == kNil) return false;
+    if (r == kNoRecord) return false;
     const uint64_t w = store_[r].load_word();
     const BlockState st = Word::state(w);
     if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, store_[r]);
@@ -253,7 +253,7 @@ std::vector<uint32_t> Region::blocks_between_w(uint64_t from, uint64_t to) const
   std::vector<uint32_t> recs;
   recs.reserve(count);
   walk_w(from, to, [&](uint32_t r, uint64_t) {
-    if (r != kNil) recs.push_back(r);
+    if (r != kNoRecord) recs.push_back(r);
   });
   return recs;
 }
@@ -443,7 +443,7 @@ bool Region::free_central_blocks_under_w(const std::vector<OffsetRange>& ranges,
   const uint64_t e = epoch();
   walk_w(floor_, std::min(top_, hi), [&](uint32_t rec, uint64_t o) {
     if (changed) return;
-    if (rec == kNil) {
+    if (rec == kNoRecord) {
       changed = true;
       return;
     }
@@ -495,16 +495,16 @@ void Region::make_zone_blocks_w(const std::vector<uint32_t>& pieces,
                                 const std::vector<OffsetRange>& ranges) {
   Slot& counted = slots_[0];  // claimed bytes count as live in some slot's counters
   size_t j = 0;
-  uint32_t block = kNil;  // the block of range j, while its pieces come
+  uint32_t block = kNoRecord;  // the block of range j, while its pieces come
   auto settle = [&]() {
-    if (block == kNil) return;
+    if (block == kNoRecord) return;
     make_live(&counted, block, store_[block].len(), 0, 0);
     pinned_.add(block);
     Block& lb = store_[block];
     // The zone's pin is no user pin: it stays out of cfg_.pin_tally (unclaim undoes it).
     lb.word.store(Word::with_owner(Word::with_pins(lb.load_word(), 1), kOwnerZone),
                   std::memory_order_release);
-    block = kNil;
+    block = kNoRecord;
   };
   for (uint32_t rec : pieces) {
     const uint64_t off = store_[rec].off();
@@ -516,7 +516,7 @@ void Region::make_zone_blocks_w(const std::vector<uint32_t>& pieces,
       central_index_.insert(store_, rec);  // between ranges: stays free
       continue;
     }
-    if (block == kNil) {
+    if (block == kNoRecord) {
       block = rec;
     } else {
       absorb(block, rec);
@@ -529,7 +529,7 @@ void Region::make_zone_blocks_w(const std::vector<uint32_t>& pieces,
 void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
   for (const OffsetRange& r : ranges) {
     const uint32_t rec = map_.at(r.offset);
-    if (rec == kNil) continue;
+    if (rec == kNoRecord) continue;
     Block& b = store_[rec];
     uint64_t w = b.load_word();
     // Only the zone's own block (one a range: claim_w, pin_zone) goes back.
@@ -646,7 +646,7 @@ void Region::snapshot_w(RegionSnapshot* out) const {
 void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
   test_points::hit(test_points::Point::kRegionWalk);
   walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
-    if (r == kNil) return;
+    if (r == kNoRecord) return;
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
     const BlockState st = Word::state(w);
@@ -666,7 +666,7 @@ void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
 
 void Region::tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const {
   walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
-    if (r == kNil) return;
+    if (r == kNoRecord) return;
     const Block& b = store_[r];
     if (b.tag == 0 || b.epoch.load(std::memory_order_relaxed) != epoch) return;
     const BlockState st = Word::state(b.load_word());
@@ -681,14 +681,14 @@ std::string Region::check_invariants_w() const {
   uint64_t live_bytes = 0, live_count = 0;
   uint64_t free_central = 0, free_floor = 0;
   std::vector<uint64_t> free_slot(slots_.size(), 0);
-  uint32_t prev = kNil;
+  uint32_t prev = kNoRecord;
   uint64_t prev_end = 0;
   auto fail = [&](const std::string& what, uint64_t at) {
     if (err.empty()) err = what + " at offset " + std::to_string(at);
   };
   walk_w(0, frontier, [&](uint32_t r, uint64_t o) {
     if (!err.empty()) return;
-    if (r == kNil) return fail("no block record (gap or broken tag)", o);
+    if (r == kNoRecord) return fail("no block record (gap or broken tag)", o);
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
     const uint64_t size = b.len();
@@ -727,7 +727,7 @@ std::string Region::check_invariants_w() const {
           return fail("free block with no owner", o);
         }
       }
-      if (prev != kNil && prev_end == o) {
+      if (prev != kNoRecord && prev_end == o) {
         const uint64_t pw = store_[prev].load_word();
         if (Word::state(pw) == BlockState::kFree && Word::owner(pw) == owner)
           return fail("uncoalesced free neighbours", o);
@@ -767,7 +767,7 @@ void Region::assert_sound_w(const char* after) {
 
 std::string Region::describe_w(uint64_t offset) const {
   auto rec = [&](uint32_t r) {
-    if (r == kNil) return std::string("none");
+    if (r == kNoRecord) return std::string("none");
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
     return "#" + std::to_string(r) + "{off " + std::to_string(b.off()) + " len " +
@@ -781,11 +781,11 @@ std::string Region::describe_w(uint64_t offset) const {
   };
   std::string out = "start " + rec(map_.at(offset)) + " end " + rec(map_.ending_at(offset));
   const uint32_t r = map_.at(offset);
-  if (r != kNil) {
+  if (r != kNoRecord) {
     uint32_t x = r;
     for (int i = 0; i < 8; ++i) {
       const uint32_t into = store_[x].absorbed_into.load();
-      if (into == kNil) break;
+      if (into == kNoRecord) break;
       out += " -> " + rec(into);
       x = into;
     }

@@ -45,9 +45,9 @@ struct SlotCounters {
 class Quarantine {
  public:
   static constexpr uint32_t kSize = 1024;
-  // Pushes rec; returns the record that falls out (kNil while not full).
+  // Pushes rec; returns the record that falls out (kNoRecord while not full).
   uint32_t push(uint32_t rec) {
-    uint32_t out = kNil;
+    uint32_t out = kNoRecord;
     if (count_ == kSize) {
       out = ring_[head_];
       head_ = (head_ + 1) % kSize;
@@ -82,13 +82,13 @@ struct alignas(64) Slot {
   // the block just below span_cur) has something to be "absorbed into" (its gen moves
   // whenever the slack is consumed).
   uint64_t span_cur = 0, span_end = 0;
-  uint32_t slack_rec = kNil;
+  uint32_t slack_rec = kNoRecord;
   FreeIndex index;  // free blocks of the current epoch this slot owns
   // Records of the current epoch: pages taken this epoch, the page being handed out,
   // recycled records, and the quarantine in front of them.
-  uint32_t page_head = kNil, page_tail = kNil;
-  uint32_t page_cursor = kNil, page_left = 0;
-  uint32_t free_recs = kNil;
+  uint32_t page_head = kNoRecord, page_tail = kNoRecord;
+  uint32_t page_cursor = kNoRecord, page_left = 0;
+  uint32_t free_recs = kNoRecord;
   Quarantine quarantine;
   SlotCounters c;
   // Nonzero when this slot may hold free blocks or span leftovers (note_cached); read
@@ -104,7 +104,7 @@ struct alignas(64) Slot {
   }
   // A record handed back to the span (the block just below span_cur was freed), kept for
   // the next bump at the same offset instead of going through the quarantine.
-  uint32_t top_rec = kNil;
+  uint32_t top_rec = kNoRecord;
 };
 
 class SlotSet {
@@ -117,7 +117,7 @@ class SlotSet {
   // The calling thread's slot (not locked).
   Slot& mine() {
     uint32_t n = t_thread_number;
-    if (ZARENA_UNLIKELY(n == kNil)) n = number_this_thread();
+    if (ZARENA_UNLIKELY(n == kUnnumbered)) n = number_this_thread();
     return *slots_[n & mask_];
   }
 
@@ -125,7 +125,7 @@ class SlotSet {
   // use it to tell which threads a learned step came from.
   static uint32_t thread_number() {
     const uint32_t n = t_thread_number;
-    return ZARENA_UNLIKELY(n == kNil) ? number_this_thread() : n;
+    return ZARENA_UNLIKELY(n == kUnnumbered) ? number_this_thread() : n;
   }
 
   // Slots [0, active()) have been used; the others hold nothing. A slot becomes active
@@ -141,7 +141,8 @@ class SlotSet {
 
  private:
   // Threads are numbered as they first call in (inline: the hot path reads it).
-  static inline thread_local uint32_t t_thread_number = kNil;
+  static constexpr uint32_t kUnnumbered = ~0u;  // this thread has not called in yet
+  static inline thread_local uint32_t t_thread_number = kUnnumbered;
   static uint32_t number_this_thread();
 
   uint32_t count_, mask_;
