@@ -97,10 +97,12 @@ struct Block {
   std::atomic<uint64_t> word{0};
   std::atomic<uint64_t> offset{0};
   std::atomic<uint64_t> size{0};
-  std::atomic<uint64_t> epoch{0};  // live: the epoch it was handed out in
-  // live: the last epoch in which it is valid (its allocation epoch, raised by a reset
-  // that kept it); free on the epoch side: the epoch in which it entered its index.
-  std::atomic<uint64_t> stamp{0};
+  std::atomic<uint64_t> alloc_epoch{0};  // live: the epoch it was handed out in
+  // The epoch whose layout the record describes: live, the last epoch in which it is valid
+  // (its alloc_epoch, raised by a reset that kept it); free on the epoch side, the epoch
+  // in which it entered its index. A record whose layout_epoch is not the region's epoch
+  // (and that is not persistent or below the floor) is history.
+  std::atomic<uint64_t> layout_epoch{0};
   std::atomic<uint32_t> absorbed_into{kNoRecord};  // kAbsorbed / kMoved: where it went
   std::atomic<uint32_t> absorbed_gen{0};           // that record's gen right after
   // Owner-guarded (the lock of whoever owns the block's current list or index):

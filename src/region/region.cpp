@@ -154,13 +154,13 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
   // proves nothing now. The caller's pointer is from an earlier epoch.
   const bool long_lived = (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
   if ((Word::flags(w) & kFlagReclaimed) ||
-      (!long_lived && store_[rec].stamp.load(std::memory_order_relaxed) != e)) {
+      (!long_lived && store_[rec].layout_epoch.load(std::memory_order_relaxed) != e)) {
     return FreeOutcome::kStale;
   }
   // Free space that was never a block here (a reset's hole, a split's remainder): still
   // free, the pointer is from an earlier epoch; merged into a block live now, it is that
   // block's interior (not owned).
-  const bool never_live = store_[rec].epoch.load(std::memory_order_relaxed) == kNeverLive;
+  const bool never_live = store_[rec].alloc_epoch.load(std::memory_order_relaxed) == kNeverLive;
   const FreeOutcome freed = never_live ? FreeOutcome::kStale : FreeOutcome::kDoubleFree;
   if (Word::state(w) == BlockState::kFree) return freed;
   auto covering = [&](uint32_t r, uint64_t rw) -> int {  // 1 free, 0 live, -1 unknown
@@ -212,9 +212,10 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
     return FreeOutcome::kNotOwned;
   }
   // A record of an earlier epoch (the chain left the floor's history): no proof either way.
-  const bool now = rs == BlockState::kFree ? (Word::owner(rw) == kOwnerFloor ||
-                                              store_[r].stamp.load(std::memory_order_relaxed) == e)
-                                           : is_current(rw, store_[r]);
+  const bool now = rs == BlockState::kFree
+                       ? (Word::owner(rw) == kOwnerFloor ||
+                          store_[r].layout_epoch.load(std::memory_order_relaxed) == e)
+                       : is_current(rw, store_[r]);
   if (!now) return FreeOutcome::kNotOwned;
   const int c = covering(r, rw);
   if (c >= 0) return c == 1 ? freed : FreeOutcome::kNotOwned;
@@ -227,7 +228,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
     const BlockState qs = Word::state(qw);
     const bool current = qs == BlockState::kFree
                              ? (Word::owner(qw) == kOwnerFloor ||
-                                store_[q].stamp.load(std::memory_order_relaxed) == e)
+                                store_[q].layout_epoch.load(std::memory_order_relaxed) == e)
                              : is_current(qw, store_[q]);
     if (!current) return FreeOutcome::kNotOwned;
     const int cq = covering(q, qw);
@@ -415,7 +416,7 @@ void Region::close_span(Slot& s) {
           const Block& pb = store_[p];
           const uint64_t pw = pb.load_word();
           if (Word::state(pw) == BlockState::kFree && Word::owner(pw) == kOwnerCentral &&
-              pb.end() == top_ && pb.stamp.load(std::memory_order_relaxed) == epoch()) {
+              pb.end() == top_ && pb.layout_epoch.load(std::memory_order_relaxed) == epoch()) {
             central_index_.remove(store_, p);
             give_back_top(p);
           }
@@ -436,8 +437,8 @@ uint32_t Region::central_free_record(uint64_t offset, uint64_t size) {
   Block& b = store_[r];
   b.offset.store(offset, std::memory_order_relaxed);
   b.size.store(size, std::memory_order_relaxed);
-  b.stamp.store(epoch(), std::memory_order_relaxed);
-  b.epoch.store(kNeverLive, std::memory_order_relaxed);
+  b.layout_epoch.store(epoch(), std::memory_order_relaxed);
+  b.alloc_epoch.store(kNeverLive, std::memory_order_relaxed);
   const uint64_t w = b.word.load(std::memory_order_relaxed);
   b.word.store(Word::make(BlockState::kFree, Word::flags(w) & kFlagLongLived, kOwnerCentral, 0,
                           Word::gen(w) + 1),
@@ -500,7 +501,7 @@ void Region::release_central(uint32_t rec) {
     const Block& nb = store_[n];
     const uint64_t w = nb.load_word();
     return Word::state(w) == BlockState::kFree && Word::owner(w) == owner &&
-           (owner == kOwnerFloor || nb.stamp.load(std::memory_order_relaxed) == e);
+           (owner == kOwnerFloor || nb.layout_epoch.load(std::memory_order_relaxed) == e);
   };
   const uint64_t off = store_[rec].off();
   if (off > 0) {
@@ -526,7 +527,7 @@ void Region::release_central(uint32_t rec) {
       central_records_.retire(n);
     }
   }
-  b.stamp.store(e, std::memory_order_relaxed);
+  b.layout_epoch.store(e, std::memory_order_relaxed);
   index.insert(store_, rec);
   if (owner == kOwnerFloor) maybe_lower_floor();
 }
@@ -544,7 +545,7 @@ void Region::release_kept(Slot& s, uint32_t rec) {
     Block& pb = store_[p];
     const uint64_t pw = pb.load_word();
     if (Word::state(pw) != BlockState::kFree || Word::owner(pw) != s.id || pb.end() != top_ ||
-        pb.stamp.load(std::memory_order_relaxed) != epoch()) {
+        pb.layout_epoch.load(std::memory_order_relaxed) != epoch()) {
       return;
     }
     s.index.remove(store_, p);
@@ -619,7 +620,7 @@ Region::Within Region::live_block_containing(uint64_t offset, uint64_t max_granu
     const BlockState st = Word::state(w);
     if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, b);
     if (st == BlockState::kFree) {
-      return Word::owner(w) == kOwnerFloor || b.stamp.load(std::memory_order_relaxed) == e;
+      return Word::owner(w) == kOwnerFloor || b.layout_epoch.load(std::memory_order_relaxed) == e;
     }
     return false;
   };

@@ -54,7 +54,7 @@
 
 namespace zarena_core {
 
-// Block::epoch of a record that was never handed out at its offset (free space that a
+// Block::alloc_epoch of a record that was never handed out at its offset (free space that a
 // reset, a split or a span leftover created): a free of that address predates it.
 inline constexpr uint64_t kNeverLive = ~0ull;
 

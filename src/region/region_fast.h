@@ -21,7 +21,7 @@ inline bool cas(Block& b, uint64_t& expected, uint64_t desired) {
 
 inline bool Region::is_current(uint64_t w, const Block& b) const {
   return (Word::flags(w) & kFlagPersistent) != 0 ||
-         b.stamp.load(std::memory_order_relaxed) == epoch_.load(std::memory_order_relaxed);
+         b.layout_epoch.load(std::memory_order_relaxed) == epoch_.load(std::memory_order_relaxed);
 }
 
 __attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t rec,
@@ -29,8 +29,8 @@ __attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t r
                                                              uint8_t flags) {
   Block& b = store_[rec];
   const uint64_t e = epoch_.load(std::memory_order_relaxed);
-  b.epoch.store(e, std::memory_order_relaxed);
-  b.stamp.store(e, std::memory_order_relaxed);
+  b.alloc_epoch.store(e, std::memory_order_relaxed);
+  b.layout_epoch.store(e, std::memory_order_relaxed);
   b.tag = tag;
   const uint64_t w = b.word.load(std::memory_order_relaxed);
   const uint8_t storage = Word::flags(w) & kFlagLongLived;
@@ -54,8 +54,8 @@ inline void Region::carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner) {
   Block& rest = store_[q];
   rest.offset.store(b.off() + size, std::memory_order_relaxed);
   rest.size.store(b.len() - size, std::memory_order_relaxed);
-  rest.stamp.store(epoch_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  rest.epoch.store(kNeverLive, std::memory_order_relaxed);
+  rest.layout_epoch.store(epoch_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  rest.alloc_epoch.store(kNeverLive, std::memory_order_relaxed);
   const uint64_t qw = rest.word.load(std::memory_order_relaxed);
   const uint8_t side = owner == kOwnerFloor ? kFlagPersistent : 0;
   rest.word.store(Word::make(BlockState::kFree, (Word::flags(qw) & kFlagLongLived) | side, owner, 0,
@@ -158,7 +158,7 @@ __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint
     const Block& nb = store_[n];
     const uint64_t w = nb.load_word();
     return Word::state(w) == BlockState::kFree && Word::owner(w) == s.id &&
-           nb.stamp.load(std::memory_order_relaxed) == e;
+           nb.layout_epoch.load(std::memory_order_relaxed) == e;
   };
   const uint64_t off = store_[rec].off();
   if (off > 0) {
@@ -195,7 +195,7 @@ __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint
       retire_record(&s, n);
     }
   }
-  b.stamp.store(e, std::memory_order_relaxed);
+  b.layout_epoch.store(e, std::memory_order_relaxed);
   s.index.insert(store_, rec);
   s.note_cached();
   if (s.index.bytes() > cfg_.slot_budget) flush_slot(s, cfg_.slot_budget / 2);
@@ -220,7 +220,7 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
     // An epoch-checked free names one incarnation: any other block at this address
     // (live, freed or merged away) is not the caller's, whatever state it is in.
     if (want_epoch != kAnyEpoch && st != BlockState::kUnused &&
-        b.epoch.load(std::memory_order_relaxed) != want_epoch) {
+        b.alloc_epoch.load(std::memory_order_relaxed) != want_epoch) {
       return FreeOutcome::kStale;
     }
     switch (st) {

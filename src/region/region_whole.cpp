@@ -48,8 +48,8 @@ void Region::move_record(uint32_t rec, uint32_t into) {
   Block& n = store_[into];
   n.offset.store(a.off(), std::memory_order_relaxed);
   n.size.store(a.len(), std::memory_order_relaxed);
-  n.epoch.store(a.epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  n.stamp.store(a.stamp.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  n.alloc_epoch.store(a.alloc_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  n.layout_epoch.store(a.layout_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
   n.tag = a.tag;
   pinned_.moved(rec, into);
   const uint64_t aw = a.word.load(std::memory_order_relaxed);
@@ -160,7 +160,7 @@ Region::Kept Region::keep_pinned_w(const std::vector<uint32_t>& survivors, bool 
     const uint32_t n = central_records_.acquire();
     move_record(r, n);
     Block& b = store_[n];
-    b.stamp.store(e, std::memory_order_relaxed);
+    b.layout_epoch.store(e, std::memory_order_relaxed);
     const uint64_t bw = b.load_word();
     b.word.store(Word::with_owner(bw, Word::owner(bw) == kOwnerZone ? kOwnerZone : kOwnerCentral),
                  std::memory_order_release);  // kept
@@ -188,7 +188,7 @@ Region::Kept Region::reclaim_borrowed_w(bool fill_on) {
     Block& b = store_[r];
     const uint64_t w = b.load_word();
     if (Word::pins(w) > 0) {
-      b.stamp.store(e, std::memory_order_relaxed);
+      b.layout_epoch.store(e, std::memory_order_relaxed);
       kept.bytes += b.len();
       ++kept.count;
       return;
@@ -231,7 +231,7 @@ Result Region::check_floor_offset_w(uint64_t offset) const {
     if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, store_[r]);
     if (st == BlockState::kFree) {
       return Word::owner(w) == kOwnerFloor ||
-             store_[r].stamp.load(std::memory_order_relaxed) == epoch();
+             store_[r].layout_epoch.load(std::memory_order_relaxed) == epoch();
     }
     return false;
   };
@@ -320,7 +320,7 @@ void Region::join_epoch_w(uint32_t rec) {
     floor_index_.remove(store_, rec);
     move_record(rec, n);
     Block& b = store_[n];
-    b.stamp.store(e, std::memory_order_relaxed);
+    b.layout_epoch.store(e, std::memory_order_relaxed);
     const uint64_t bw = b.load_word();
     b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerCentral),
                                   Word::flags(bw) & (kFlagLongLived | kFlagReclaimed)),
@@ -332,7 +332,7 @@ void Region::join_epoch_w(uint32_t rec) {
   if (flags & kFlagBorrowed) borrowed_.remove(rec);
   move_record(rec, n);
   Block& b = store_[n];
-  b.stamp.store(e, std::memory_order_relaxed);
+  b.layout_epoch.store(e, std::memory_order_relaxed);
   b.word.store(Word::with_flags(b.load_word(), 0), std::memory_order_release);
   if (flags & kFlagPersistent) {
     totals_.floor_live_bytes -= b.len();
@@ -453,7 +453,7 @@ bool Region::free_central_blocks_under_w(const std::vector<OffsetRange>& ranges,
     if (k == ranges.size() || ranges[k].offset >= end) return;  // no range touches it
     const uint64_t w = b.load_word();
     if (Word::state(w) != BlockState::kFree || Word::owner(w) != kOwnerCentral ||
-        b.stamp.load(std::memory_order_relaxed) != e) {
+        b.layout_epoch.load(std::memory_order_relaxed) != e) {
       changed = true;
       return;
     }
@@ -547,7 +547,7 @@ void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
       }
     }
     if (w == 0) continue;
-    b.epoch.store(kNeverLive, std::memory_order_relaxed);
+    b.alloc_epoch.store(kNeverLive, std::memory_order_relaxed);
     uint64_t freed = 0, size = 0;
     // Freed while pinned, then unpinned: the free takes effect at the unpin.
     (void)free(s, r.offset, kAnyEpoch, &size);
@@ -654,7 +654,7 @@ void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
     LiveBlock v;
     v.ptr = base + b.off();
     v.size = b.len();
-    v.epoch = b.epoch.load(std::memory_order_relaxed);
+    v.epoch = b.alloc_epoch.load(std::memory_order_relaxed);
     v.pins = Word::pins(w);
     v.tag = b.tag;
     v.persistent = (Word::flags(w) & kFlagPersistent) != 0;
@@ -668,7 +668,7 @@ void Region::tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>*
   walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
     if (r == kNoRecord) return;
     const Block& b = store_[r];
-    if (b.tag == 0 || b.epoch.load(std::memory_order_relaxed) != epoch) return;
+    if (b.tag == 0 || b.alloc_epoch.load(std::memory_order_relaxed) != epoch) return;
     const BlockState st = Word::state(b.load_word());
     if (st == BlockState::kLive || st == BlockState::kDeferred) (*bytes)[b.tag] += b.len();
   });
@@ -717,7 +717,7 @@ std::string Region::check_invariants_w() const {
       if (owner == kOwnerFloor) {
         ++free_floor;
       } else {
-        if (b.stamp.load(std::memory_order_relaxed) != epoch())
+        if (b.layout_epoch.load(std::memory_order_relaxed) != epoch())
           return fail("free block of a past epoch in the layout", o);
         if (owner == kOwnerCentral) {
           ++free_central;
@@ -774,8 +774,8 @@ std::string Region::describe_w(uint64_t offset) const {
            std::to_string(b.len()) + " state " + std::to_string(static_cast<int>(Word::state(w))) +
            " flags " + std::to_string(Word::flags(w)) + " owner " + std::to_string(Word::owner(w)) +
            " pins " + std::to_string(Word::pins(w)) + " gen " + std::to_string(Word::gen(w)) +
-           " epoch " + std::to_string(static_cast<int64_t>(b.epoch.load())) + " stamp " +
-           std::to_string(b.stamp.load()) + " into " +
+           " alloc_epoch " + std::to_string(static_cast<int64_t>(b.alloc_epoch.load())) +
+           " layout_epoch " + std::to_string(b.layout_epoch.load()) + " into " +
            std::to_string(static_cast<int32_t>(b.absorbed_into.load())) + "@" +
            std::to_string(b.absorbed_gen.load()) + "}";
   };
