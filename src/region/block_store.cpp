@@ -75,14 +75,14 @@ uint32_t BlockStore::take_long_lived() {
   return r;
 }
 
-void BlockStore::give_long_lived(uint32_t rec) {
-  (*this)[rec].next = long_free_;
-  long_free_ = rec;
+void BlockStore::give_long_lived(uint32_t record) {
+  (*this)[record].next = long_free_;
+  long_free_ = record;
   ++long_free_count_;
 }
 
-void BlockStore::reinit(uint32_t rec, uint8_t flags) {
-  Block& b = (*this)[rec];
+void BlockStore::reinit(uint32_t record, uint8_t flags) {
+  Block& b = (*this)[record];
   const uint64_t w = b.word.load(std::memory_order_relaxed);
   b.word.store(Word::make(BlockState::kUnused, flags, kOwnerNone, 0, Word::gen(w) + 1),
                std::memory_order_release);

@@ -139,7 +139,7 @@ class BlockStore {
   __attribute__((always_inline)) Block& operator[](uint32_t i) const {
     return segments_[i >> kSegmentShift]
         .load(std::memory_order_relaxed)
-        ->recs[i & (kSegmentRecords - 1)];
+        ->records[i & (kSegmentRecords - 1)];
   }
 
   // A page of kPageRecords fresh records (index of its first record); pages retired two
@@ -165,10 +165,10 @@ class BlockStore {
   // need no host memory (call it before a change that must not fail half-way).
   uint32_t take_long_lived();
   void reserve_long_lived(uint32_t n);
-  void give_long_lived(uint32_t rec);
+  void give_long_lived(uint32_t record);
 
   // Marks a record as describing nothing new: state unused, gen advanced, links cleared.
-  void reinit(uint32_t rec, uint8_t flags);
+  void reinit(uint32_t record, uint8_t flags);
 
   uint64_t records_allocated() const {
     return static_cast<uint64_t>(segment_count_) << kSegmentShift;
@@ -176,7 +176,7 @@ class BlockStore {
 
  private:
   struct Segment {
-    Block recs[kSegmentRecords];
+    Block records[kSegmentRecords];
     uint32_t page_next[kPagesPerSegment];
   };
   Segment* segment_of(uint32_t i) const {
@@ -216,16 +216,16 @@ class BlockMap {
   uint32_t ending_at(uint64_t offset) const {
     return ends_[offset >> shift_].load(std::memory_order_relaxed) - 1;
   }
-  void set_start(uint64_t offset, uint32_t rec) {
-    starts_[offset >> shift_].store(rec + 1, std::memory_order_relaxed);
+  void set_start(uint64_t offset, uint32_t record) {
+    starts_[offset >> shift_].store(record + 1, std::memory_order_relaxed);
   }
-  void set_end(uint64_t end, uint32_t rec) {
-    ends_[end >> shift_].store(rec + 1, std::memory_order_relaxed);
+  void set_end(uint64_t end, uint32_t record) {
+    ends_[end >> shift_].store(record + 1, std::memory_order_relaxed);
   }
   // Both tags of the block [offset, offset + size).
-  void tag(uint64_t offset, uint64_t size, uint32_t rec) {
-    set_start(offset, rec);
-    set_end(offset + size, rec);
+  void tag(uint64_t offset, uint64_t size, uint32_t record) {
+    set_start(offset, record);
+    set_end(offset + size, record);
   }
   uint64_t granule() const { return granule_; }
 

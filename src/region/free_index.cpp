@@ -25,8 +25,8 @@ void FreeIndex::mapping(uint64_t units, int* fl, int* sl) const {
   *sl = static_cast<int>((units >> (lg - kSecondLevelLog2)) - kSecondLevels);
 }
 
-void FreeIndex::insert(BlockStore& store, uint32_t rec) {
-  Block& b = store[rec];
+void FreeIndex::insert(BlockStore& store, uint32_t record) {
+  Block& b = store[record];
   int fl, sl;
   mapping(b.len() >> granule_shift_, &fl, &sl);
   // A bin whose bitmap bit is clear is empty whatever its (stale) head says: clear()
@@ -34,8 +34,8 @@ void FreeIndex::insert(BlockStore& store, uint32_t rec) {
   const uint32_t head = (sl_bitmap_[fl] >> sl) & 1u ? heads_[fl][sl] : kNoRecord;
   b.prev = kNoRecord;
   b.next = head;
-  if (head != kNoRecord) store[head].prev = rec;
-  heads_[fl][sl] = rec;
+  if (head != kNoRecord) store[head].prev = record;
+  heads_[fl][sl] = record;
   fl_bitmap_ |= (1ull << fl);
   sl_bitmap_[fl] |= (1u << sl);
   ++count_;
@@ -43,8 +43,8 @@ void FreeIndex::insert(BlockStore& store, uint32_t rec) {
   publish();
 }
 
-void FreeIndex::remove(BlockStore& store, uint32_t rec) {
-  Block& b = store[rec];
+void FreeIndex::remove(BlockStore& store, uint32_t record) {
+  Block& b = store[record];
   int fl, sl;
   mapping(b.len() >> granule_shift_, &fl, &sl);
   if (b.prev != kNoRecord) {

@@ -16,8 +16,8 @@ class FreeIndex {
   // granule: every block size is a multiple of it (the arena's alignment).
   explicit FreeIndex(uint64_t granule);
 
-  void insert(BlockStore& store, uint32_t rec);
-  void remove(BlockStore& store, uint32_t rec);
+  void insert(BlockStore& store, uint32_t record);
+  void remove(BlockStore& store, uint32_t record);
   // A free block of at least `size` bytes (a multiple of the granule), or kNoRecord. Tries
   // the head of the exact size class first, then the first class that guarantees a
   // fit. Does not remove it.
@@ -34,7 +34,7 @@ class FreeIndex {
   uint64_t bytes() const { return bytes_; }
   // Largest block: scans the highest non-empty bin (not for the hot path).
   uint64_t largest(const BlockStore& store) const;
-  // Calls fn(rec) for every block (not for the hot path; fn must not change the index).
+  // Calls fn(record) for every block (not for the hot path; fn must not change the index).
   template <typename Fn>
   void for_each(const BlockStore& store, Fn&& fn) const {
     uint64_t map = fl_bitmap_;

@@ -44,12 +44,13 @@ Region::Region(const RegionConfig& cfg, RegionHooks* hooks)
   if (cfg_.slot_budget == 0) {
     cfg_.slot_budget = std::max(kMinSlotBudget, cfg_.capacity / (uint64_t{8} * slots_.size()));
   }
-  top_rec_ = store_.take_long_lived();
-  store_[top_rec_].word.store(Word::make(BlockState::kFree, kFlagLongLived, kOwnerNone, 0, 1));
+  bump_space_record_ = store_.take_long_lived();
+  store_[bump_space_record_].word.store(
+      Word::make(BlockState::kFree, kFlagLongLived, kOwnerNone, 0, 1));
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     const uint32_t r = store_.take_long_lived();
     store_[r].word.store(Word::make(BlockState::kFree, kFlagLongLived, kOwnerNone, 0, 1));
-    slots_[i].slack_rec = r;
+    slots_[i].slack_record = r;
   }
 }
 
@@ -97,9 +98,9 @@ uint64_t Region::lower_ceiling(uint64_t keep) {
 // --- records --------------------------------------------------------------------------
 
 uint32_t Region::acquire_slot_record(Slot& s) {
-  if (s.free_recs != kNoRecord) {
-    const uint32_t r = s.free_recs;
-    s.free_recs = store_[r].next;
+  if (s.free_records != kNoRecord) {
+    const uint32_t r = s.free_records;
+    s.free_records = store_[r].next;
     store_.reinit(r, 0);
     return r;
   }
@@ -124,15 +125,15 @@ uint32_t Region::acquire_record_like(Slot* s, uint32_t model) {
   return s != nullptr ? acquire_slot_record(*s) : central_records_.acquire();
 }
 
-void Region::retire_record(Slot* s, uint32_t rec) {
+void Region::retire_record(Slot* s, uint32_t record) {
   if (s == nullptr) {
-    central_records_.retire(rec);
+    central_records_.retire(record);
     return;
   }
-  const uint32_t out = s->quarantine.push(rec);
+  const uint32_t out = s->quarantine.push(record);
   if (out != kNoRecord) {
-    store_[out].next = s->free_recs;
-    s->free_recs = out;
+    store_[out].next = s->free_records;
+    s->free_records = out;
   }
 }
 
@@ -145,22 +146,22 @@ void Region::retire_record(Slot* s, uint32_t rec) {
 // pointer is not the start of a block. Where that cannot be proven cheaply (the bytes went
 // back to bump space that has since been bumped into again), the answer is "not owned":
 // never an error that would be wrong to act on, and no state changes either way.
-FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
+FreeOutcome Region::classify_dead(const Slot& s, uint32_t record, uint64_t w,
                                   bool central_held) const {
-  const uint64_t target = store_[rec].off();
+  const uint64_t target = store_[record].off();
   const uint64_t e = epoch();
   // A block a reset reclaimed, or any record of an earlier epoch: a reset emptied every
   // index since, so its bytes may lie inside a block handed out later, and its history
   // proves nothing now. The caller's pointer is from an earlier epoch.
   const bool long_lived = (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
   if ((Word::flags(w) & kFlagReclaimed) ||
-      (!long_lived && store_[rec].layout_epoch.load(std::memory_order_relaxed) != e)) {
+      (!long_lived && store_[record].layout_epoch.load(std::memory_order_relaxed) != e)) {
     return FreeOutcome::kStale;
   }
   // Free space that was never a block here (a reset's hole, a split's remainder): still
   // free, the pointer is from an earlier epoch; merged into a block live now, it is that
   // block's interior (not owned).
-  const bool never_live = store_[rec].alloc_epoch.load(std::memory_order_relaxed) == kNeverLive;
+  const bool never_live = store_[record].alloc_epoch.load(std::memory_order_relaxed) == kNeverLive;
   const FreeOutcome freed = never_live ? FreeOutcome::kStale : FreeOutcome::kDoubleFree;
   if (Word::state(w) == BlockState::kFree) return freed;
   auto covering = [&](uint32_t r, uint64_t rw) -> int {  // 1 free, 0 live, -1 unknown
@@ -171,7 +172,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
     if (st == BlockState::kLive || st == BlockState::kDeferred) return 0;
     return -1;
   };
-  uint32_t r = rec;
+  uint32_t r = record;
   uint64_t cw = w;
   for (uint32_t hop = 0;; ++hop) {
     const BlockState cs = Word::state(cw);
@@ -182,17 +183,17 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
     const uint32_t gen = b.absorbed_gen.load(std::memory_order_relaxed);
     if (into == kNoRecord) return FreeOutcome::kNotOwned;
     const uint64_t iw = store_[into].load_word();
-    if (into == s.slack_rec) {
+    if (into == s.slack_record) {
       // This slot's span (we hold its lock): free while the target is still unused.
       return target >= s.span_cur && target < s.span_end ? freed : FreeOutcome::kNotOwned;
     }
-    bool pseudo = into == top_rec_;
-    for (uint32_t i = 0; !pseudo && i < slots_.size(); ++i) pseudo = slots_[i].slack_rec == into;
+    bool pseudo = into == bump_space_record_;
+    for (uint32_t i = 0; !pseudo && i < slots_.size(); ++i) pseudo = slots_[i].slack_record == into;
     if (pseudo) {
       // The bump space or another slot's span: free as long as nothing was bumped since
       // (and, for the bump space, the target still lies above the top).
       bool unused = Word::gen(iw) == gen;
-      if (unused && into == top_rec_) {
+      if (unused && into == bump_space_record_) {
         if (central_held) {
           unused = target >= top_;
         } else {
@@ -358,7 +359,7 @@ void Region::drain_from(Slot& s) {
 // else the caller is asked to commit (out->commit_to) or told the region is full.
 bool Region::take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out) {
   const uint64_t cap = cfg_.capacity;
-  Block& top = store_[top_rec_];
+  Block& top = store_[bump_space_record_];
   auto below_ceiling = [&](uint64_t* end, uint64_t least) {
     if (*end <= ceiling_) return true;
     if (may_ask_commit) {
@@ -398,11 +399,11 @@ bool Region::take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* o
 // Under the central lock: the slot's span leftovers go back (to the bump space when the
 // span is the topmost one, else to the central index).
 void Region::close_span(Slot& s) {
-  if (s.top_rec != kNoRecord) {
-    retire_record(&s, s.top_rec);
-    s.top_rec = kNoRecord;
+  if (s.span_top_record != kNoRecord) {
+    retire_record(&s, s.span_top_record);
+    s.span_top_record = kNoRecord;
   }
-  Block& slack = store_[s.slack_rec];
+  Block& slack = store_[s.slack_record];
   slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
   if (s.span_cur < s.span_end) {
@@ -447,16 +448,16 @@ uint32_t Region::central_free_record(uint64_t offset, uint64_t size) {
   return r;
 }
 
-// Under the central lock: rec (kFree, ending at top_, nothing above) becomes bump space.
-void Region::give_back_top(uint32_t rec) {
-  Block& b = store_[rec];
+// Under the central lock: record (kFree, ending at top_, nothing above) becomes bump space.
+void Region::give_back_top(uint32_t record) {
+  Block& b = store_[record];
   top_ = b.off();
-  const uint64_t tw = store_[top_rec_].load_word();
-  b.absorbed_into.store(top_rec_, std::memory_order_relaxed);
+  const uint64_t tw = store_[bump_space_record_].load_word();
+  b.absorbed_into.store(bump_space_record_, std::memory_order_relaxed);
   b.absorbed_gen.store(Word::gen(tw), std::memory_order_relaxed);
   b.word.store(Word::with_state(b.word.load(std::memory_order_relaxed), BlockState::kAbsorbed),
                std::memory_order_release);
-  central_records_.retire(rec);
+  central_records_.retire(record);
   maybe_lower_floor();
 }
 
@@ -492,9 +493,9 @@ void Region::flush_slot(Slot& s, uint64_t target_bytes) {
   }
 }
 
-void Region::release_central(uint32_t rec) {
+void Region::release_central(uint32_t record) {
   const uint64_t e = epoch();
-  const uint8_t owner = Word::owner(store_[rec].load_word());
+  const uint8_t owner = Word::owner(store_[record].load_word());
   FreeIndex& index = owner == kOwnerFloor ? floor_index_ : central_index_;
   auto same = [&](uint32_t n) {
     if (n == kNoRecord) return false;
@@ -503,42 +504,42 @@ void Region::release_central(uint32_t rec) {
     return Word::state(w) == BlockState::kFree && Word::owner(w) == owner &&
            (owner == kOwnerFloor || nb.layout_epoch.load(std::memory_order_relaxed) == e);
   };
-  const uint64_t off = store_[rec].off();
+  const uint64_t off = store_[record].off();
   if (off > 0) {
     const uint32_t p = map_.ending_at(off);
-    if (p != rec && same(p) && store_[p].end() == off) {
+    if (p != record && same(p) && store_[p].end() == off) {
       index.remove(store_, p);
-      absorb(p, rec);
-      central_records_.retire(rec);
-      rec = p;
+      absorb(p, record);
+      central_records_.retire(record);
+      record = p;
     }
   }
-  Block& b = store_[rec];
+  Block& b = store_[record];
   const uint64_t end = b.end();
   if (owner == kOwnerCentral && end == top_ && top_slot_ < 0) {
-    give_back_top(rec);
+    give_back_top(record);
     return;
   }
   if (end < cfg_.capacity) {
     const uint32_t n = map_.at(end);
-    if (n != rec && same(n) && store_[n].off() == end) {
+    if (n != record && same(n) && store_[n].off() == end) {
       index.remove(store_, n);
-      absorb(rec, n);
+      absorb(record, n);
       central_records_.retire(n);
     }
   }
   b.layout_epoch.store(e, std::memory_order_relaxed);
-  index.insert(store_, rec);
+  index.insert(store_, record);
   if (owner == kOwnerFloor) maybe_lower_floor();
 }
 
-void Region::release_kept(Slot& s, uint32_t rec) {
-  Block& b = store_[rec];
+void Region::release_kept(Slot& s, uint32_t record) {
+  Block& b = store_[record];
   // s's span starting right above it is empty (the block is no part of it): closed, so
   // that the top comes down to the block's end first.
   if (top_slot_ == static_cast<int32_t>(s.id) && s.span_cur == b.end()) close_span(s);
   b.word.store(Word::with_owner(b.load_word(), kOwnerCentral), std::memory_order_release);
-  release_central(rec);
+  release_central(record);
   while (top_slot_ < 0 && top_ > floor_) {
     const uint32_t p = map_.ending_at(top_);
     if (p == kNoRecord) return;
@@ -556,9 +557,9 @@ void Region::release_kept(Slot& s, uint32_t rec) {
 
 // Under the central lock: a block below the floor (weights, or a borrowed epoch block) was
 // freed; it is kFree with no owner yet ("in transit", so no neighbour merges it early).
-void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size) {
+void Region::finish_floor_free(Slot& s, uint32_t record, uint8_t flags, uint64_t size) {
   if (flags & kFlagBorrowed) {
-    borrowed_.remove(rec);
+    borrowed_.remove(record);
   } else {
     totals_.floor_live_bytes -= size;
     --totals_.floor_live_count;
@@ -566,10 +567,10 @@ void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t si
     // span back so that the floor can come down.
     if (top_slot_ == static_cast<int32_t>(s.id) && s.span_cur == floor_) close_span(s);
   }
-  Block& b = store_[rec];
+  Block& b = store_[record];
   b.word.store(Word::with_owner(b.word.load(std::memory_order_relaxed), kOwnerFloor),
                std::memory_order_release);
-  release_central(rec);
+  release_central(record);
 }
 
 // --- pins --------------------------------------------------------------------------------

@@ -271,7 +271,7 @@ class Region {
   uint32_t acquire_slot_record(Slot& s);                  // an epoch record for a block owned by s
   uint32_t acquire_record_like(Slot* s, uint32_t model);  // same storage class as model
   // Absorbed/moved: through s's quarantine (null: the central side's, central lock held).
-  void retire_record(Slot* s, uint32_t rec);
+  void retire_record(Slot* s, uint32_t record);
 
   // Blocks.
   // alloc's every other case, in order: the slot's index, then under the central lock the
@@ -285,21 +285,22 @@ class Region {
   bool slots_may_cache() const;
   // Leaves s, drains every slot under the writer lock, takes s again.
   void drain_from(Slot& s);
-  // rec (s's, unused) waits on s's free records: the next acquire_slot_record takes it.
-  void keep_spare(Slot& s, uint32_t rec);
+  // record (s's, unused) waits on s's free records: the next acquire_slot_record takes it.
+  void keep_spare(Slot& s, uint32_t record);
   uint32_t bump_record(Slot& s, uint64_t aligned);
-  // Makes rec a live block of s's thread and describes it in *out.
-  void hand_out(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags, bool reused,
-                Placement* out);
-  // rec (at s.span_cur, tagged) becomes live: the span moves past it.
-  void bump_span(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, Placement* out);
-  void make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags);
-  // Shrinks free block rec (already out of its index) to `size`; the rest goes back to
-  // rec's side, owned as `owner`.
-  void carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner);
+  // Makes record a live block of s's thread and describes it in *out.
+  void hand_out(Slot& s, uint32_t record, uint64_t aligned, uint32_t tag, uint8_t flags,
+                bool reused, Placement* out);
+  // record (at s.span_cur, tagged) becomes live: the span moves past it.
+  void bump_span(Slot& s, uint32_t record, uint64_t aligned, uint32_t tag, Placement* out);
+  void make_live(Slot* s, uint32_t record, uint64_t aligned, uint32_t tag, uint8_t flags);
+  // Shrinks free block record (already out of its index) to `size`; the rest goes back to
+  // record's side, owned as `owner`.
+  void carve(Slot* s, uint32_t record, uint64_t size, uint8_t owner);
   void absorb(uint32_t keep, uint32_t gone);  // gone (just above keep) merges into keep
-  void release_to_slot(Slot& s, uint32_t rec);
-  void release_central(uint32_t rec);  // under the central lock; rec is kFree with its owner set
+  void release_to_slot(Slot& s, uint32_t record);
+  void release_central(
+      uint32_t record);  // under the central lock; record is kFree with its owner set
   void flush_slot(Slot& s, uint64_t target_bytes);  // central lock taken inside
   // Under the central lock. false: no room, or (out->commit_to set, when may_ask_commit)
   // no room below the ceiling.
@@ -308,13 +309,13 @@ class Region {
   // Under the central lock: a fresh central record for free space [offset, offset + size)
   // of this epoch, in the block map, in no index yet.
   uint32_t central_free_record(uint64_t offset, uint64_t size);
-  void give_back_top(uint32_t rec);  // rec ends at top_, nothing above: top_ comes down
+  void give_back_top(uint32_t record);  // record ends at top_, nothing above: top_ comes down
   void maybe_lower_floor();
   void fill(uint64_t offset, uint64_t bytes, Slot* s);
   bool is_current(uint64_t w, const Block& b) const;
   // A free of a block that is no longer live: double, stale or not a block start.
   // central_held: the caller holds the central lock (a writer).
-  FreeOutcome classify_dead(const Slot& s, uint32_t rec, uint64_t w,
+  FreeOutcome classify_dead(const Slot& s, uint32_t record, uint64_t w,
                             bool central_held = false) const;
   // The peaks of the current window: the highest block end since the last peak reset,
   // and the used-bytes peak the slots' maxima allow (clamped by that high water).
@@ -339,9 +340,9 @@ class Region {
   Result check_floor_offset_w(uint64_t offset) const;
   std::vector<uint32_t> blocks_between_w(uint64_t from, uint64_t to) const;
   void raise_floor_w(uint64_t offset);
-  void make_persistent_w(uint32_t rec);
+  void make_persistent_w(uint32_t record);
   void lower_floor_w(uint64_t offset);
-  void join_epoch_w(uint32_t rec);
+  void join_epoch_w(uint32_t record);
   // claim_w's steps.
   Claim check_claim_ranges(const std::vector<OffsetRange>& ranges) const;
   bool free_central_blocks_under_w(const std::vector<OffsetRange>& ranges, uint64_t hi,
@@ -350,8 +351,8 @@ class Region {
                                             const std::vector<OffsetRange>& ranges);
   void make_zone_blocks_w(const std::vector<uint32_t>& pieces,
                           const std::vector<OffsetRange>& ranges);
-  // Copies rec into `into` (a fresh record), retags it and leaves rec "moved" to it.
-  void move_record(uint32_t rec, uint32_t into);
+  // Copies record into `into` (a fresh record), retags it and leaves record "moved" to it.
+  void move_record(uint32_t record, uint32_t into);
   void retire_slot_pages(Slot& s);
   void keep_borrowed_below_floor();
   // Where a block freed by slot s goes: the slot, or (below the floor) the floor index.
@@ -373,16 +374,16 @@ class Region {
   // back to the bump space with them; s's free blocks that then end at the top follow, as
   // they would at s's span. So freeing the topmost block lowers the top also after a reset
   // that kept pinned blocks (the top then lies in no span).
-  void release_kept(Slot& s, uint32_t rec);
+  void release_kept(Slot& s, uint32_t record);
   // pin / unpin of the block that starts at offset and whose end lies above `inside`.
   // tally false: the pin transition is left out of cfg_.pin_tally (a plan's zone).
   PinOutcome pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally = true);
   PinOutcome unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size,
                       bool tally = true);
   uint64_t free_word(uint64_t w, uint8_t owner) const;
-  void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
+  void finish_floor_free(Slot& s, uint32_t record, uint8_t flags, uint64_t size);
   template <typename Fn>
-  void walk_w(uint64_t from, uint64_t to, Fn&& fn) const;  // fn(rec) per block; spans skipped
+  void walk_w(uint64_t from, uint64_t to, Fn&& fn) const;  // fn(record) per block; spans skipped
   // Debug builds (checks.h): aborts, naming `after`, when check_invariants_w finds the
   // layout unsound (sampled: debug_checks_); release builds: nothing.
   void assert_sound_w(const char* after);
@@ -401,9 +402,10 @@ class Region {
 
   // --- under the central lock ------------------------------------------------------------
   uint64_t top_ = 0;
-  uint64_t ceiling_;              // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
-  int32_t top_slot_ = -1;         // the slot whose span ends at top_
-  uint32_t top_rec_ = kNoRecord;  // stands for the bump space (absorb target of given-back blocks)
+  uint64_t ceiling_;       // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
+  int32_t top_slot_ = -1;  // the slot whose span ends at top_
+  uint32_t bump_space_record_ =
+      kNoRecord;  // stands for the bump space (absorb target of given-back blocks)
   FreeIndex central_index_;
   FreeIndex floor_index_;
   CentralRecords central_records_{store_};  // records of the central side's blocks

@@ -43,15 +43,15 @@ void Region::walk_w(uint64_t from, uint64_t to, Fn&& fn) const {
   }
 }
 
-void Region::move_record(uint32_t rec, uint32_t into) {
-  Block& a = store_[rec];
+void Region::move_record(uint32_t record, uint32_t into) {
+  Block& a = store_[record];
   Block& n = store_[into];
   n.offset.store(a.off(), std::memory_order_relaxed);
   n.size.store(a.len(), std::memory_order_relaxed);
   n.alloc_epoch.store(a.alloc_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
   n.layout_epoch.store(a.layout_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
   n.tag = a.tag;
-  pinned_.moved(rec, into);
+  pinned_.moved(record, into);
   const uint64_t aw = a.word.load(std::memory_order_relaxed);
   const uint64_t nw = n.word.load(std::memory_order_relaxed);
   const uint64_t w = Word::make(Word::state(aw),
@@ -69,7 +69,7 @@ void Region::retire_slot_pages(Slot& s) {
   central_records_.retire_pages(s.page_head, s.page_tail);
   s.page_head = s.page_tail = s.page_cursor = kNoRecord;
   s.page_left = 0;
-  s.free_recs = kNoRecord;
+  s.free_records = kNoRecord;
   s.quarantine.clear();
 }
 
@@ -133,7 +133,7 @@ std::vector<uint32_t> Region::pinned_epoch_blocks_w() const {
 void Region::start_slot_epoch_w(Slot& s) {
   s.index.clear();
   s.span_cur = s.span_end = 0;
-  Block& slack = store_[s.slack_rec];
+  Block& slack = store_[s.slack_record];
   slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
   retire_slot_pages(s);
@@ -145,7 +145,7 @@ void Region::start_slot_epoch_w(Slot& s) {
   s.c.step_max_alloc = 0;
   s.c.high_water = std::max(s.c.high_water, s.c.epoch_high_water);
   s.c.epoch_high_water = 0;
-  s.top_rec = kNoRecord;  // its page retires with the others
+  s.span_top_record = kNoRecord;  // its page retires with the others
   s.cached_hint.store(0, std::memory_order_relaxed);
 }
 
@@ -173,7 +173,7 @@ Region::Kept Region::keep_pinned_w(const std::vector<uint32_t>& survivors, bool 
     ++kept.count;
   }
   top_ = prev_end;
-  Block& top = store_[top_rec_];
+  Block& top = store_[bump_space_record_];
   top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                  std::memory_order_release);
   return kept;
@@ -250,12 +250,12 @@ Result Region::check_floor_offset_w(uint64_t offset) const {
 std::vector<uint32_t> Region::blocks_between_w(uint64_t from, uint64_t to) const {
   uint64_t count = 0;
   walk_w(from, to, [&](uint32_t, uint64_t) { ++count; });
-  std::vector<uint32_t> recs;
-  recs.reserve(count);
+  std::vector<uint32_t> records;
+  records.reserve(count);
   walk_w(from, to, [&](uint32_t r, uint64_t) {
-    if (r != kNoRecord) recs.push_back(r);
+    if (r != kNoRecord) records.push_back(r);
   });
-  return recs;
+  return records;
 }
 
 // Raising: every block in [floor, offset) becomes persistent, in a long-lived record.
@@ -267,70 +267,70 @@ void Region::raise_floor_w(uint64_t offset) {
     Slot& s = slots_[i];
     if (s.span_cur < s.span_end && s.span_end <= offset) close_span(s);
   }
-  const std::vector<uint32_t> recs = blocks_between_w(floor_, offset);
-  store_.reserve_long_lived(static_cast<uint32_t>(recs.size() + 1));
-  for (uint32_t r : recs) make_persistent_w(r);
+  const std::vector<uint32_t> records = blocks_between_w(floor_, offset);
+  store_.reserve_long_lived(static_cast<uint32_t>(records.size() + 1));
+  for (uint32_t r : records) make_persistent_w(r);
   floor_ = offset;
 }
 
-void Region::make_persistent_w(uint32_t rec) {
-  const uint64_t w = store_[rec].load_word();
+void Region::make_persistent_w(uint32_t record) {
+  const uint64_t w = store_[record].load_word();
   const uint32_t n = store_.take_long_lived();
   if (Word::state(w) == BlockState::kFree) {
     const uint8_t owner = Word::owner(w);
     if (owner == kOwnerCentral) {
-      central_index_.remove(store_, rec);
+      central_index_.remove(store_, record);
     } else if (owner < slots_.size()) {
-      slots_[owner].index.remove(store_, rec);
+      slots_[owner].index.remove(store_, record);
     }
-    move_record(rec, n);
+    move_record(record, n);
     Block& b = store_[n];
     const uint64_t bw = b.load_word();
     b.word.store(
         Word::with_flags(Word::with_owner(bw, kOwnerFloor), Word::flags(bw) | kFlagPersistent),
         std::memory_order_release);
-    central_records_.retire_moved(rec);
+    central_records_.retire_moved(record);
     release_central(n);
     return;
   }
-  move_record(rec, n);
+  move_record(record, n);
   Block& b = store_[n];
   b.word.store(Word::with_flags(b.load_word(), Word::flags(b.load_word()) | kFlagPersistent),
                std::memory_order_release);
   // Live totals do not change; the floor's share does (the next reset keeps it).
   totals_.floor_live_bytes += b.len();
   ++totals_.floor_live_count;
-  central_records_.retire_moved(rec);
+  central_records_.retire_moved(record);
 }
 
 // Lowering: the blocks in [offset, floor) join the current epoch.
 void Region::lower_floor_w(uint64_t offset) {
-  const std::vector<uint32_t> recs = blocks_between_w(offset, floor_);
-  central_records_.reserve(recs.size() + 1);
+  const std::vector<uint32_t> records = blocks_between_w(offset, floor_);
+  central_records_.reserve(records.size() + 1);
   floor_ = offset;
-  for (uint32_t r : recs) join_epoch_w(r);
+  for (uint32_t r : records) join_epoch_w(r);
 }
 
-void Region::join_epoch_w(uint32_t rec) {
+void Region::join_epoch_w(uint32_t record) {
   const uint64_t e = epoch();
-  const uint64_t w = store_[rec].load_word();
+  const uint64_t w = store_[record].load_word();
   const uint8_t flags = Word::flags(w);
   const uint32_t n = central_records_.acquire();
   if (Word::state(w) == BlockState::kFree) {
-    floor_index_.remove(store_, rec);
-    move_record(rec, n);
+    floor_index_.remove(store_, record);
+    move_record(record, n);
     Block& b = store_[n];
     b.layout_epoch.store(e, std::memory_order_relaxed);
     const uint64_t bw = b.load_word();
     b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerCentral),
                                   Word::flags(bw) & (kFlagLongLived | kFlagReclaimed)),
                  std::memory_order_release);
-    central_records_.retire_moved(rec);
+    central_records_.retire_moved(record);
     release_central(n);
     return;
   }
-  if (flags & kFlagBorrowed) borrowed_.remove(rec);
-  move_record(rec, n);
+  if (flags & kFlagBorrowed) borrowed_.remove(record);
+  move_record(record, n);
   Block& b = store_[n];
   b.layout_epoch.store(e, std::memory_order_relaxed);
   b.word.store(Word::with_flags(b.load_word(), 0), std::memory_order_release);
@@ -338,7 +338,7 @@ void Region::join_epoch_w(uint32_t rec) {
     totals_.floor_live_bytes -= b.len();
     --totals_.floor_live_count;
   }
-  central_records_.retire_moved(rec);
+  central_records_.retire_moved(record);
 }
 
 // After a floor change every live block below the floor survives resets, the epoch blocks
@@ -359,12 +359,12 @@ void Region::keep_borrowed_below_floor() {
 
 void Region::drain_w() {
   central_records_.reserve(locked_);
-  std::vector<uint32_t> recs;
+  std::vector<uint32_t> records;
   for (uint32_t i = 0; i < locked_; ++i) {
     Slot& s = slots_[i];
-    recs.clear();
-    s.index.for_each(store_, [&](uint32_t r) { recs.push_back(r); });
-    for (uint32_t r : recs) {
+    records.clear();
+    s.index.for_each(store_, [&](uint32_t r) { records.push_back(r); });
+    for (uint32_t r : records) {
       s.index.remove(store_, r);
       Block& b = store_[r];
       b.word.store(Word::with_owner(b.load_word(), kOwnerCentral), std::memory_order_release);
@@ -398,8 +398,8 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
 
   // Host memory first: records for every cut, the pinned set's room.
   uint32_t long_lived = 0;
-  for (uint32_t rec : hits)
-    long_lived += (Word::flags(store_[rec].load_word()) & kFlagLongLived) != 0;
+  for (uint32_t record : hits)
+    long_lived += (Word::flags(store_[record].load_word()) & kFlagLongLived) != 0;
   central_records_.reserve(2 * ranges.size() + 2);
   store_.reserve_long_lived(2 * long_lived + 2);
   pinned_.reserve_more(ranges.size());
@@ -408,7 +408,7 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
     const uint32_t r = central_free_record(top_, hi - top_);
     central_index_.insert(store_, r);
     top_ = hi;
-    Block& top = store_[top_rec_];
+    Block& top = store_[bump_space_record_];
     top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
     hits.push_back(r);
@@ -441,13 +441,13 @@ bool Region::free_central_blocks_under_w(const std::vector<OffsetRange>& ranges,
   bool changed = false;
   size_t k = 0;
   const uint64_t e = epoch();
-  walk_w(floor_, std::min(top_, hi), [&](uint32_t rec, uint64_t o) {
+  walk_w(floor_, std::min(top_, hi), [&](uint32_t record, uint64_t o) {
     if (changed) return;
-    if (rec == kNoRecord) {
+    if (record == kNoRecord) {
       changed = true;
       return;
     }
-    const Block& b = store_[rec];
+    const Block& b = store_[record];
     const uint64_t end = b.end();
     while (k < ranges.size() && ranges[k].offset + ranges[k].size <= o) ++k;
     if (k == ranges.size() || ranges[k].offset >= end) return;  // no range touches it
@@ -457,7 +457,7 @@ bool Region::free_central_blocks_under_w(const std::vector<OffsetRange>& ranges,
       changed = true;
       return;
     }
-    hits->push_back(rec);
+    hits->push_back(record);
   });
   return !changed;
 }
@@ -468,9 +468,9 @@ std::vector<uint32_t> Region::cut_at_range_ends_w(const std::vector<uint32_t>& h
                                                   const std::vector<OffsetRange>& ranges) {
   std::vector<uint32_t> pieces;
   pieces.reserve(hits.size() + 2 * ranges.size());
-  for (uint32_t rec : hits) {
-    central_index_.remove(store_, rec);
-    uint32_t cur = rec;
+  for (uint32_t record : hits) {
+    central_index_.remove(store_, record);
+    uint32_t cur = record;
     for (const OffsetRange& r : ranges) {
       if (r.offset >= store_[cur].end()) break;
       for (uint64_t cut : {r.offset, r.offset + r.size}) {
@@ -506,21 +506,21 @@ void Region::make_zone_blocks_w(const std::vector<uint32_t>& pieces,
                   std::memory_order_release);
     block = kNoRecord;
   };
-  for (uint32_t rec : pieces) {
-    const uint64_t off = store_[rec].off();
+  for (uint32_t record : pieces) {
+    const uint64_t off = store_[record].off();
     while (j < ranges.size() && ranges[j].offset + ranges[j].size <= off) {
       settle();
       ++j;
     }
     if (j == ranges.size() || ranges[j].offset > off) {
-      central_index_.insert(store_, rec);  // between ranges: stays free
+      central_index_.insert(store_, record);  // between ranges: stays free
       continue;
     }
     if (block == kNoRecord) {
-      block = rec;
+      block = record;
     } else {
-      absorb(block, rec);
-      central_records_.retire(rec);
+      absorb(block, record);
+      central_records_.retire(record);
     }
   }
   settle();
@@ -528,9 +528,9 @@ void Region::make_zone_blocks_w(const std::vector<uint32_t>& pieces,
 
 void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
   for (const OffsetRange& r : ranges) {
-    const uint32_t rec = map_.at(r.offset);
-    if (rec == kNoRecord) continue;
-    Block& b = store_[rec];
+    const uint32_t record = map_.at(r.offset);
+    if (record == kNoRecord) continue;
+    Block& b = store_[record];
     uint64_t w = b.load_word();
     // Only the zone's own block (one a range: claim_w, pin_zone) goes back.
     for (;;) {
@@ -766,7 +766,7 @@ void Region::assert_sound_w(const char* after) {
 }
 
 std::string Region::describe_w(uint64_t offset) const {
-  auto rec = [&](uint32_t r) {
+  auto record = [&](uint32_t r) {
     if (r == kNoRecord) return std::string("none");
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
@@ -779,14 +779,14 @@ std::string Region::describe_w(uint64_t offset) const {
            std::to_string(static_cast<int32_t>(b.absorbed_into.load())) + "@" +
            std::to_string(b.absorbed_gen.load()) + "}";
   };
-  std::string out = "start " + rec(map_.at(offset)) + " end " + rec(map_.ending_at(offset));
+  std::string out = "start " + record(map_.at(offset)) + " end " + record(map_.ending_at(offset));
   const uint32_t r = map_.at(offset);
   if (r != kNoRecord) {
     uint32_t x = r;
     for (int i = 0; i < 8; ++i) {
       const uint32_t into = store_[x].absorbed_into.load();
       if (into == kNoRecord) break;
-      out += " -> " + rec(into);
+      out += " -> " + record(into);
       x = into;
     }
   }

@@ -45,15 +45,15 @@ struct SlotCounters {
 class Quarantine {
  public:
   static constexpr uint32_t kSize = 1024;
-  // Pushes rec; returns the record that falls out (kNoRecord while not full).
-  uint32_t push(uint32_t rec) {
+  // Pushes record; returns the record that falls out (kNoRecord while not full).
+  uint32_t push(uint32_t record) {
     uint32_t out = kNoRecord;
     if (count_ == kSize) {
       out = ring_[head_];
       head_ = (head_ + 1) % kSize;
       --count_;
     }
-    ring_[(head_ + count_) % kSize] = rec;
+    ring_[(head_ + count_) % kSize] = record;
     ++count_;
     return out;
   }
@@ -77,18 +77,18 @@ struct alignas(64) Slot {
 
   SpinLock lock;
   uint8_t id = 0;
-  // The span: [span_cur, span_end) is this slot's to bump into. slack_rec is a record
+  // The span: [span_cur, span_end) is this slot's to bump into. slack_record is a record
   // that stands for the span's unused part, so that a block given back to it (freeing
   // the block just below span_cur) has something to be "absorbed into" (its gen moves
   // whenever the slack is consumed).
   uint64_t span_cur = 0, span_end = 0;
-  uint32_t slack_rec = kNoRecord;
+  uint32_t slack_record = kNoRecord;
   FreeIndex index;  // free blocks of the current epoch this slot owns
   // Records of the current epoch: pages taken this epoch, the page being handed out,
   // recycled records, and the quarantine in front of them.
   uint32_t page_head = kNoRecord, page_tail = kNoRecord;
   uint32_t page_cursor = kNoRecord, page_left = 0;
-  uint32_t free_recs = kNoRecord;
+  uint32_t free_records = kNoRecord;
   Quarantine quarantine;
   SlotCounters c;
   // Nonzero when this slot may hold free blocks or span leftovers (note_cached); read
@@ -104,7 +104,7 @@ struct alignas(64) Slot {
   }
   // A record handed back to the span (the block just below span_cur was freed), kept for
   // the next bump at the same offset instead of going through the quarantine.
-  uint32_t top_rec = kNoRecord;
+  uint32_t span_top_record = kNoRecord;
 };
 
 class SlotSet {
