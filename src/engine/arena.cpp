@@ -646,8 +646,8 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
 // zarena.h promises for interior pointers. Not for a free that names an earlier epoch:
 // its caller's block is of that epoch, whatever lies there now.
 template <typename Inside>
-FreeOutcome Arena::interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
-                               Inside&& inside) {
+FreeOutcome Arena::not_owned_if_interior(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
+                                         Inside&& inside) {
   if (o != FreeOutcome::kStale && o != FreeOutcome::kDoubleFree) return o;
   if (want_epoch != kAnyEpoch && want_epoch < epoch) return o;
   return inside() ? FreeOutcome::kNotOwned : o;
@@ -749,7 +749,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   uint64_t size = 0;
   FreeOutcome o = overflow_.free(ptr, want_epoch, epoch, &block, &size);
   if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
-  o = interior_or(o, want_epoch, epoch, [&] { return overflow_.inside_live_block(ptr); });
+  o = not_owned_if_interior(o, want_epoch, epoch, [&] { return overflow_.inside_live_block(ptr); });
   if (trace_ != nullptr) {
     trace_->on_free(zarena_trace::TraceAddr::pointer(ptr),
                     o == FreeOutcome::kOk || o == FreeOutcome::kDeferred

@@ -231,8 +231,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   bool commit_round(int round, uint64_t to, uint64_t least, std::string* failure);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   template <typename Inside>
-  static FreeOutcome interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
-                                 Inside&& inside);
+  static FreeOutcome not_owned_if_interior(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
+                                           Inside&& inside);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   zarena_trace::TraceAddr pin_trace_addr(bool in_region, uint64_t start_offset, void* start) const;
   // false: the device was reset (device_lost): the blocks and those waiting were
