@@ -191,12 +191,11 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
                rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes : kDefaultCommitChunk),
       overflow_(*backend_, policy, rc.cfg.alignment, rc.cfg.overflow_limit_bytes,
                 rc.cfg.overflow_slow_ns, &pin_tally_),
-      poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
-      poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
+      poison_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0, rc.cfg.poison_word),
       diag_(rc.cfg.capacity_bytes, rc.log_source(), (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0),
       plans_((rc.cfg.flags & ZARENA_FLAG_NO_PLAN) == 0, rc.cfg.alignment) {
   scope_stream_.store(rc.cfg.stream, std::memory_order_relaxed);
-  region_.set_fill_enabled(poison_on_.load());
+  region_.set_fill_enabled(poison_.on());
 }
 
 Arena::~Arena() = default;
@@ -231,19 +230,18 @@ FaultInjectingBackend* Arena::fault_injector() {
 // --- hooks the region calls under its locks ------------------------------------------
 
 RegionHooks::Fill Arena::fill_policy() noexcept {
-  if (!poison_on_.load(std::memory_order_relaxed)) return Fill::kOff;
-  // A fill now would be recorded into the user's graph (or break its capture): skip it.
+  if (!poison_.on()) return Fill::kOff;
+  // A fill now would be recorded into the user's graph (or break its capture): skip it
+  // (the region counts it).
   if (capturing()) {
-    poison_skip_queued_.store(true, std::memory_order_relaxed);
-    fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
+    note_poison_skipped(0);
     return Fill::kSkip;
   }
   return Fill::kNow;
 }
 
 void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
-  const Result r =
-      backend_->fill32(base_ + offset, bytes, poison_word_.load(std::memory_order_relaxed));
+  const Result r = backend_->fill32(base_ + offset, bytes, poison_.word());
   if (!r.is_ok()) queue_warning(QueuedWarnings::kPoisonFailed, r.message);
 }
 
@@ -266,8 +264,8 @@ bool Arena::capturing() {
 
 Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
   Arena* a = static_cast<Arena*>(ctx);
-  a->overflow_fills_.fetch_add(1, std::memory_order_relaxed);
-  Result r = a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_word_.load());
+  a->poison_.count_overflow_fill();
+  Result r = a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_.word());
   if (!r.is_ok()) a->queue_warning(QueuedWarnings::kPoisonFailed, r.message);
   return r;
 }
@@ -285,10 +283,10 @@ bool Arena::give_back(std::vector<OverflowBlock>& blocks) {
     // The capture the arena's stream is in: its own allocation nodes are freed into it.
     uint64_t capture_id = 0;
     if (cap && !blocks.empty()) (void)backend_->capture_id(&capture_id);
-    const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
+    const bool poison = poison_.on() && !cap;
     // Blocks of the program's allocator go back to it at once, capture or not: their fill
     // is skipped during a capture (the others wait, and are filled when they go back).
-    if (cap && poison_on_.load(std::memory_order_relaxed)) {
+    if (cap && poison_.on()) {
       const auto custom = std::count_if(blocks.begin(), blocks.end(), [](const OverflowBlock& b) {
         return b.route == OverflowRoute::kCustom;
       });
@@ -386,20 +384,12 @@ void Arena::emit_queued_warnings() {
     fast_path_flags_.fetch_and(~kWarningsQueued, std::memory_order_relaxed);
   }
   if (warnings_.any()) emit_backend_warnings();
-  if (poison_skip_queued_.load(std::memory_order_relaxed) &&
-      poison_skip_queued_.exchange(false, std::memory_order_relaxed)) {
-    // A capture scope begun since the last warning is another capture: warn again.
-    const uint64_t scope = capture_scope_generation();
-    if (poison_warned_scope_.exchange(scope, std::memory_order_relaxed) != scope)
-      poison_skip_warned_.store(false, std::memory_order_relaxed);
-    if (!poison_skip_warned_.exchange(true, std::memory_order_relaxed) &&
-        log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(log_events::kPoisonSkipped, source_);
-      rec.message(
-          "a poison fill was skipped because a CUDA graph capture is active (a fill would be "
-          "recorded into the graph); freed blocks are not poisoned until the capture ends");
-      log_emit(rec);
-    }
+  if (poison_.take_skip_warning(capture_scope_generation()) && log_enabled(ZARENA_LOG_WARN)) {
+    LogRecord rec(log_events::kPoisonSkipped, source_);
+    rec.message(
+        "a poison fill was skipped because a CUDA graph capture is active (a fill would be "
+        "recorded into the graph); freed blocks are not poisoned until the capture ends");
+    log_emit(rec);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "diagnosis/arena_diagnosis.h"
 #include "diagnosis/diagnostics.h"
 #include "engine/expandable.h"
+#include "engine/poison.h"
 #include "engine/queued_warnings.h"
 #include "engine/snapshot.h"
 #include "log/log.h"
@@ -222,8 +223,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   void release_zone(const Zone& zone, UnderLock unpublish) noexcept override;
   void under_lock(UnderLock fn) noexcept override;
   RegionNow region_now_w() const;
-  // A poison fill skipped because a capture runs: counted (stats.poison_skipped) and told
-  // once per capture (emit_queued_warnings).
+  // Poison fills skipped because a capture runs: n counted (stats.poison_skipped; 0: the
+  // region counted them) and told once per capture (emit_queued_warnings).
   void note_poison_skipped(uint64_t n) noexcept;
   // Expandable: commits [0, to) ([0, least) at the least) for the region's `round`-th miss
   // above its ceiling; false when it may not (too many rounds) or could not (*failure says
@@ -321,15 +322,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   std::atomic<bool> capture_flag_{false};
   // The arena's stream as capture scopes name it (set_stream keeps it current).
   std::atomic<void*> scope_stream_{nullptr};
-  std::atomic<bool> poison_on_;
-  std::atomic<uint32_t> poison_word_;
-  std::atomic<bool> poison_skip_queued_{false};   // a fill was skipped: warn once per capture
-  std::atomic<bool> poison_skip_warned_{false};   // once per capture (the flag's clearing re-arms)
-  std::atomic<uint64_t> poison_warned_scope_{0};  // capture_scope_generation() at that warning
-  std::atomic<uint64_t> overflow_fills_{0};       // overflow blocks poisoned before going back
-  std::atomic<uint64_t> poison_skips_{0};         // fills the arena skipped during a capture
-  std::atomic<bool> device_lost_logged_{false};   // "arena.device_reset" is out
-  QueuedWarnings warnings_;                       // backend failures met under locks
+  Poison poison_;                                // on, word, fills, the skip warning
+  std::atomic<bool> device_lost_logged_{false};  // "arena.device_reset" is out
+  QueuedWarnings warnings_;                      // backend failures met under locks
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};
@@ -344,7 +339,6 @@ class Arena final : private RegionHooks, private ZoneOps {
   // Step plans: on unless ZARENA_FLAG_NO_PLAN (and never with a trace: the trace records
   // what the dynamic engine does, for replay). They own the zone (StepPlans::zone_w).
   StepPlans plans_;
-  std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free or reset
 
   // Graph-stable steps: the captures and graphs (plan/graph_steps.h); graph_mu_ serialises
   // the calls that freeze and thaw the plans' zone.

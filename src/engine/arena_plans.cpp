@@ -48,8 +48,7 @@ bool Arena::alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noe
 }
 
 void Arena::note_poison_skipped(uint64_t n) noexcept {
-  poison_skips_.fetch_add(n, std::memory_order_relaxed);
-  poison_skip_queued_.store(true, std::memory_order_relaxed);
+  poison_.note_skipped(n);
   fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
 }
 
@@ -62,9 +61,9 @@ void Arena::poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t wa
     note_poison_skipped(1);
     return;
   }
-  const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
+  const Result r = backend_->fill32(ptr, n, poison_.word());
   if (r.is_ok()) {
-    plan_fills_.fetch_add(1, std::memory_order_relaxed);
+    poison_.count_plan_fills(1);
   } else {
     queue_warning(QueuedWarnings::kPoisonFailed, r.message);
   }
@@ -72,7 +71,7 @@ void Arena::poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t wa
 
 void Arena::poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept {
   const bool cap = capturing();
-  const uint32_t word = poison_word_.load(std::memory_order_relaxed);
+  const uint32_t word = poison_.word();
   uint64_t fills = 0, skips = 0;
   plans_.for_each_reclaimed(ended_epoch, [&](uintptr_t p, uint64_t size) {
     if (cap) {
@@ -86,7 +85,7 @@ void Arena::poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept {
       queue_warning(QueuedWarnings::kPoisonFailed, r.message);
     }
   });
-  plan_fills_.fetch_add(fills, std::memory_order_relaxed);
+  poison_.count_plan_fills(fills);
   if (skips != 0) note_poison_skipped(skips);
 }
 
@@ -95,7 +94,7 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
   // Traced: the key is taken before the free, which may hand the space to the plan's next
   // instance at once (plan_trace.cpp).
   const uint64_t key = trace_key();
-  if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, false, want_epoch);
+  if (poison_.on()) poison_planned(run, ptr, false, want_epoch);
   uint64_t size = 0;
   const FreeOutcome o = run.free(p, want_epoch, &size);
   if (ZARENA_LIKELY(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred)) {
@@ -179,7 +178,7 @@ PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offse
   if (run != nullptr) {
     if (pin) return run->pin(p, &pin_tally_);
     // The last unpin of a block freed while pinned frees it: poison first, as for a free.
-    if (poison_on_.load(std::memory_order_relaxed)) poison_planned(*run, ptr, true, kAnyEpoch);
+    if (poison_.on()) poison_planned(*run, ptr, true, kAnyEpoch);
     return run->unpin(p, freed, &pin_tally_);
   }
   const FreeOutcome h = refine_refusal(s, From::kRegion, ptr, FreeOutcome::kZone, kAnyEpoch);
