@@ -21,6 +21,22 @@ PinOutcome pin_outcome_of_dead(FreeOutcome o) {
                                        : PinOutcome::kNotOwned;
 }
 
+// Whether record b (word w) describes a block of the current layout, epoch e being the
+// region's (the caller's slot lock keeps it): a live block valid in this epoch (or
+// persistent), or a free block in an index now. Records of earlier epochs, absorbed or
+// moved ones, are history.
+bool in_layout(const Block& b, uint64_t w, uint64_t e) {
+  const BlockState st = Word::state(w);
+  if (st == BlockState::kLive || st == BlockState::kDeferred) {
+    return (Word::flags(w) & kFlagPersistent) != 0 ||
+           b.layout_epoch.load(std::memory_order_relaxed) == e;
+  }
+  if (st == BlockState::kFree) {
+    return Word::owner(w) == kOwnerFloor || b.layout_epoch.load(std::memory_order_relaxed) == e;
+  }
+  return false;
+}
+
 bool cas(Block& b, uint64_t& expected, uint64_t desired) {
   return b.word.compare_exchange_weak(expected, desired, std::memory_order_acq_rel,
                                       std::memory_order_acquire);
@@ -213,11 +229,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t record, uint64_t w,
     return FreeOutcome::kNotOwned;
   }
   // A record of an earlier epoch (the chain left the floor's history): no proof either way.
-  const bool now = rs == BlockState::kFree
-                       ? (Word::owner(rw) == kOwnerFloor ||
-                          store_[r].layout_epoch.load(std::memory_order_relaxed) == e)
-                       : is_current(rw, store_[r]);
-  if (!now) return FreeOutcome::kNotOwned;
+  if (!in_layout(store_[r], rw, e)) return FreeOutcome::kNotOwned;
   const int c = covering(r, rw);
   if (c >= 0) return c == 1 ? freed : FreeOutcome::kNotOwned;
   // The record shrank (it was carved): the target is in one of the blocks after it.
@@ -617,14 +629,7 @@ Region::Within Region::live_block_containing(uint64_t offset, uint64_t max_granu
   }
   const uint64_t g = map_.granule();
   const uint64_t e = epoch();
-  auto current = [&](const Block& b, uint64_t w) {
-    const BlockState st = Word::state(w);
-    if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, b);
-    if (st == BlockState::kFree) {
-      return Word::owner(w) == kOwnerFloor || b.layout_epoch.load(std::memory_order_relaxed) == e;
-    }
-    return false;
-  };
+  auto current = [&](const Block& b, uint64_t w) { return in_layout(b, w, e); };
   auto ends_at = [&](uint64_t o) {
     const uint32_t r = map_.ending_at(o);
     if (r == kNoRecord) return false;
