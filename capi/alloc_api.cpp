@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/checks.h"
 #include "engine/tags.h"
 #include "handle.h"
 
@@ -22,7 +23,7 @@ uint64_t epoch_arg(uint64_t epoch) {
 zarena_status alloc_one(Arena* arena, uint64_t size, uint32_t tag, zarena_block* out) {
   zarena_block b;
   const Status st = arena->alloc(size, tag, &b);
-  if (__builtin_expect(st == Status::kOk, 1)) *out = b;
+  if (ZARENA_LIKELY(st == Status::kOk)) *out = b;
   return static_cast<zarena_status>(st);
 }
 
@@ -49,7 +50,7 @@ zarena_status free_items(Arena* arena, const zarena_free_item* items, size_t n,
     const zarena_status st =
         static_cast<zarena_status>(arena->free(items[i].ptr, epoch_arg(items[i].epoch)));
     if (statuses != nullptr) statuses[i] = st;
-    if (__builtin_expect(st != ZARENA_OK, 0))
+    if (ZARENA_UNLIKELY(st != ZARENA_OK))
       return free_items_after_failure(arena, items, n, statuses, i, st);
   }
   return ZARENA_OK;
@@ -68,7 +69,7 @@ zarena_status zarena_alloc(zarena* a, uint64_t size, void** out_ptr) {
   // Arena::alloc is noexcept: it reports every failure (host memory included) as a status.
   zarena_block b;
   const Status st = arena->alloc(size, 0, &b);
-  if (__builtin_expect(st == Status::kOk, 1)) *out_ptr = b.ptr;
+  if (ZARENA_LIKELY(st == Status::kOk)) *out_ptr = b.ptr;
   return static_cast<zarena_status>(st);
 }
 

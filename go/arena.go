@@ -91,7 +91,7 @@ type Arena struct {
 	kept           keptIndex
 	keptShardBytes uint64
 	keptMaxBlock   uint64
-	ovf            overflowState // the overflow route's Go side (overflow.go)
+	overflow       overflowState // the overflow route's Go side (overflow.go)
 }
 
 // New creates an arena from cfg (see Config for what zero fields mean).
@@ -128,9 +128,9 @@ func newArena(cfg Config, shards int) (*Arena, error) {
 			a.name = "zarena"
 		}
 	}
-	a.ovf.diagnoseSync = c.flags&C.ZARENA_FLAG_DIAGNOSE_SYNC != 0
+	a.overflow.diagnoseSync = c.flags&C.ZARENA_FLAG_DIAGNOSE_SYNC != 0
 	a.initShards(shards)
-	a.initKept(a.ovf.diagnoseSync)
+	a.initKept(a.overflow.diagnoseSync)
 	runtime.SetFinalizer(a, (*Arena).leaked)
 	return a, nil
 }
@@ -204,11 +204,11 @@ func callError(status C.zarena_status, msg *C.char) error {
 // ErrOutOfMemory (with the verdict in Error.Verdict when the library gave one),
 // ErrCaptureUnsafe, ErrBackend, ErrClosed.
 func (a *Arena) Alloc(n uint64) (DevicePtr, error) {
-	var here byte // in the caller's frame: it names the caller's shard (see home)
-	return a.alloc(uintptr(unsafe.Pointer(&here)), n)
+	var frame byte // in the caller's frame: it names the caller's shard (see home)
+	return a.alloc(uintptr(unsafe.Pointer(&frame)), n)
 }
 
-func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
+func (a *Arena) alloc(frame uintptr, n uint64) (DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
 	}
@@ -217,15 +217,15 @@ func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 		case planServed:
 			return p, nil
 		case planUnplanned:
-			b, err := a.allocCross(here, n, 0, "Alloc", 1)
+			b, err := a.allocCross(frame, n, 0, "Alloc", 1)
 			return b.Ptr, err
 		}
 	}
-	if a.ovf.diagnoseSync { // the block's flags say whether it overflowed
-		b, err := a.allocCross(here, n, 0, "Alloc", 0)
+	if a.overflow.diagnoseSync { // the block's flags say whether it overflowed
+		b, err := a.allocCross(frame, n, 0, "Alloc", 0)
 		return b.Ptr, err
 	}
-	i := a.home(here)
+	i := a.home(frame)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)
@@ -236,11 +236,11 @@ func (a *Arena) alloc(here uintptr, n uint64) (DevicePtr, error) {
 	}
 	r := C.shim_alloc(a.h, s.buf, C.size_t(s.n), C.uint64_t(n))
 	if s.n > 0 {
-		a.applied(s, r.qfailed)
+		a.applied(s, r.queued_failed)
 	}
 	a.keptCrossed(s)
 	s.mu.Unlock()
-	if r.status != C.ZARENA_OK || r.qfailed != 0 {
+	if r.status != C.ZARENA_OK || r.queued_failed != 0 {
 		return 0, a.allocFailed(r.status, r.err)
 	}
 	return DevicePtr(r.ptr), nil
@@ -256,18 +256,18 @@ func (a *Arena) allocFailed(status C.zarena_status, msg *C.char) error {
 // AllocBlock is Alloc returning the whole Block: pointer, epoch (FreeBlock checks it),
 // size, flags, from the same single cgo call.
 func (a *Arena) AllocBlock(n uint64) (Block, error) {
-	var here byte
-	return a.allocBlock(uintptr(unsafe.Pointer(&here)), n, 0, "AllocBlock")
+	var frame byte
+	return a.allocBlock(uintptr(unsafe.Pointer(&frame)), n, 0, "AllocBlock")
 }
 
 // AllocTagged is AllocBlock with a tag (RegisterTag): kept with the block, shown in
 // live-block dumps and traces.
 func (a *Arena) AllocTagged(n uint64, tag Tag) (Block, error) {
-	var here byte
-	return a.allocBlock(uintptr(unsafe.Pointer(&here)), n, tag, "AllocTagged")
+	var frame byte
+	return a.allocBlock(uintptr(unsafe.Pointer(&frame)), n, tag, "AllocTagged")
 }
 
-func (a *Arena) allocBlock(here uintptr, n uint64, tag Tag, op string) (Block, error) {
+func (a *Arena) allocBlock(frame uintptr, n uint64, tag Tag, op string) (Block, error) {
 	unplanned := C.int(0)
 	if a.plan.Load() != nil { // under a step plan: served here when planned (plan.go)
 		switch p, epoch, r := a.allocPlanned(n, tag); r {
@@ -278,24 +278,24 @@ func (a *Arena) allocBlock(here uintptr, n uint64, tag Tag, op string) (Block, e
 			unplanned = 1
 		}
 	}
-	return a.allocCross(here, n, tag, op, unplanned)
+	return a.allocCross(frame, n, tag, op, unplanned)
 }
 
 // allocCross is an allocation's crossing (after the frees queued on the caller's shard);
 // unplanned: the plan left the request to the library, which must not ask the plan again.
-func (a *Arena) allocCross(here uintptr, n uint64, tag Tag, op string, unplanned C.int) (Block, error) {
-	s := a.lockHome(here)
+func (a *Arena) allocCross(frame uintptr, n uint64, tag Tag, op string, unplanned C.int) (Block, error) {
+	s := a.lockHome(frame)
 	if a.h == 0 {
 		s.mu.Unlock()
 		return Block{}, errClosed(op)
 	}
 	r := C.shim_alloc_block(a.h, s.buf, C.size_t(s.n), C.uint64_t(n), C.uint32_t(tag), unplanned)
 	if s.n > 0 {
-		a.applied(s, r.qfailed)
+		a.applied(s, r.queued_failed)
 	}
 	a.keptCrossed(s)
 	s.mu.Unlock()
-	if r.status != C.ZARENA_OK || r.qfailed != 0 {
+	if r.status != C.ZARENA_OK || r.queued_failed != 0 {
 		if err := a.allocFailed(r.status, r.err); err != nil {
 			return Block{}, err
 		}
@@ -319,8 +319,8 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 	if len(sizes) == 0 {
 		return nil
 	}
-	var here byte
-	s := a.lockHome(uintptr(unsafe.Pointer(&here)))
+	var frame byte
+	s := a.lockHome(uintptr(unsafe.Pointer(&frame)))
 	if a.h == 0 {
 		s.mu.Unlock()
 		return errClosed("AllocBatch")
@@ -330,10 +330,10 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 		(*C.uint64_t)(unsafe.Pointer(&sizes[0])), C.size_t(len(sizes)), C.uint32_t(tag),
 		(*C.zarena_block)(unsafe.Pointer(&blocks[0])))
 	if s.n > 0 {
-		a.applied(s, C.uint32_t(r.qfailed))
+		a.applied(s, C.uint32_t(r.queued_failed))
 	}
 	s.mu.Unlock()
-	if a.ovf.diagnoseSync {
+	if a.overflow.diagnoseSync {
 		for i := range sizes {
 			a.overflowed(blocks[i].Flags)
 		}
@@ -351,8 +351,8 @@ func (a *Arena) AllocBatch(sizes []uint64, tag Tag, blocks []Block) error {
 // ("go.free_failed") and kept for FreeErrors; FreeNow reports at once. Safe from
 // finalizers and from any number of goroutines.
 func (a *Arena) Free(p DevicePtr) error {
-	var here byte // in the caller's frame: it names the caller's shard (see home)
-	return a.queueFree(uintptr(unsafe.Pointer(&here)), p, AnyEpoch, false)
+	var frame byte // in the caller's frame: it names the caller's shard (see home)
+	return a.queueFree(uintptr(unsafe.Pointer(&frame)), p, AnyEpoch, false)
 }
 
 // FreeBlock is Free of b.Ptr, checked against b.Epoch when applied: a block of another
@@ -361,8 +361,8 @@ func (a *Arena) Free(p DevicePtr) error {
 // The free for finalizers that may run long after a reset; a finalizer that kept only the
 // pointer and the epoch passes Block{Ptr: p, Epoch: epoch}.
 func (a *Arena) FreeBlock(b Block) error {
-	var here byte
-	return a.queueFree(uintptr(unsafe.Pointer(&here)), b.Ptr, b.Epoch, false)
+	var frame byte
+	return a.queueFree(uintptr(unsafe.Pointer(&frame)), b.Ptr, b.Epoch, false)
 }
 
 // FreeNow frees p at once, after every queued free, and returns its status: nil,

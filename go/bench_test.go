@@ -393,9 +393,9 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 					}
 					_ = a.Free(p)
 				}
-				var here byte // in the frame Alloc and Free are inlined into: their home
+				var frame byte // in the frame Alloc and Free are inlined into: their home
 				mu.Lock()
-				homes[a.home(uintptr(unsafe.Pointer(&here)))] = true
+				homes[a.home(uintptr(unsafe.Pointer(&frame)))] = true
 				mu.Unlock()
 				return nil
 			})

@@ -119,10 +119,10 @@ func (a *Arena) initShards(n int) {
 // shardProbes is how many shards a call tries before it waits for its own.
 const shardProbes = 4
 
-// home is the index of the calling goroutine's shard, named by here, an address on its
+// home is the index of the calling goroutine's shard, named by frame, an address on its
 // stack, 2 KiB at a time (the smallest goroutine stack): goroutines never share a bucket,
 // and calls of one goroutine from one place, at about the same depth, see the same one.
-// The exported methods take here from a local of their own and are small enough to be
+// The exported methods take frame from a local of their own and are small enough to be
 // inlined, so it lies in their caller's frame: an Alloc and a Free made from one function
 // (or from functions at one depth) find the same shard, and the Alloc applies the frees
 // the goroutine just queued. The bucket's higher bits are folded in, so stacks a multiple
@@ -132,16 +132,16 @@ const shardProbes = 4
 //	if !s.mu.TryLock() {
 //		s = a.lockBusy(i)
 //	}
-func (a *Arena) home(here uintptr) uint32 {
-	b := uint32(here >> 11)
+func (a *Arena) home(frame uintptr) uint32 {
+	b := uint32(frame >> 11)
 	return (b ^ b>>a.shift) & a.mask
 }
 
-// lockHome locks the caller's shard, or one beside it when that one is held; here is an
+// lockHome locks the caller's shard, or one beside it when that one is held; frame is an
 // address in the caller's frame. Alloc and Free inline the same steps: the call costs on
 // their fast path.
-func (a *Arena) lockHome(here uintptr) *shard {
-	i := a.home(here)
+func (a *Arena) lockHome(frame uintptr) *shard {
+	i := a.home(frame)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)
@@ -168,9 +168,9 @@ func (a *Arena) lockBusy(i uint32) *shard {
 	return s
 }
 
-// queueFree is Free and FreeBlock; here is an address in their caller's frame (see home);
+// queueFree is Free and FreeBlock; frame is an address in their caller's frame (see home);
 // lane: a Lane's, which may keep the block (lane_cache.go).
-func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64, lane bool) error {
+func (a *Arena) queueFree(frame uintptr, p DevicePtr, epoch uint64, lane bool) error {
 	// Under a step plan, the plain free of a planned block is done here (plan.go).
 	if a.plan.Load() != nil && a.freePlanned(p, epoch) {
 		return nil
@@ -182,12 +182,12 @@ func (a *Arena) queueFree(here uintptr, p DevicePtr, epoch uint64, lane bool) er
 			return err
 		}
 	}
-	return a.queueFreeUntracked(here, p, epoch)
+	return a.queueFreeUntracked(frame, p, epoch)
 }
 
 // queueFreeUntracked is queueFree of a block no Lane tracks (or no longer).
-func (a *Arena) queueFreeUntracked(here uintptr, p DevicePtr, epoch uint64) error {
-	i := a.home(here)
+func (a *Arena) queueFreeUntracked(frame uintptr, p DevicePtr, epoch uint64) error {
+	i := a.home(frame)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)

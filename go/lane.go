@@ -37,8 +37,8 @@ package zarena
 // any number of goroutines (they then share its shard and its kept blocks); it is a value,
 // cheap to copy, valid as long as its Arena.
 type Lane struct {
-	a    *Arena
-	here uintptr // an address that home maps to the Lane's shard
+	a     *Arena
+	frame uintptr // an address that home maps to the Lane's shard
 }
 
 // Lane returns a new Lane of a.
@@ -49,36 +49,36 @@ func (a *Arena) Lane() Lane {
 	}
 	i := uintptr(a.lanes.Add(1)-1) & uintptr(a.mask)
 	// home(i << 11) is i: no higher bits to fold in below len(shards) buckets.
-	return Lane{a: a, here: i << 11}
+	return Lane{a: a, frame: i << 11}
 }
 
 // Alloc is Arena.Alloc on the Lane's shard, served from a block the shard keeps when one of
 // the size is there (no cgo call).
-func (l Lane) Alloc(n uint64) (DevicePtr, error) { return l.a.allocKept(l.here, n) }
+func (l Lane) Alloc(n uint64) (DevicePtr, error) { return l.a.allocKept(l.frame, n) }
 
 // AllocBlock is Arena.AllocBlock on the Lane's shard, served like Alloc (a kept block comes
 // back with BlockReused).
 func (l Lane) AllocBlock(n uint64) (Block, error) {
-	return l.a.allocBlockKept(l.here, n, "AllocBlock")
+	return l.a.allocBlockKept(l.frame, n, "AllocBlock")
 }
 
 // AllocTagged is Arena.AllocTagged on the Lane's shard (tag 0: AllocBlock; tagged blocks
 // are never kept).
 func (l Lane) AllocTagged(n uint64, tag Tag) (Block, error) {
 	if tag == 0 {
-		return l.a.allocBlockKept(l.here, n, "AllocTagged")
+		return l.a.allocBlockKept(l.frame, n, "AllocTagged")
 	}
-	return l.a.allocBlock(l.here, n, tag, "AllocTagged")
+	return l.a.allocBlock(l.frame, n, tag, "AllocTagged")
 }
 
 // Free is Arena.Free on the Lane's shard, which keeps the block when the Lane handed it
 // out (see Lane). Its error is ErrClosed, or a *FreeError at once for a free the binding
 // can judge (a block kept already: ErrDoubleFree).
-func (l Lane) Free(p DevicePtr) error { return l.a.freeKept(l.here, p, AnyEpoch) }
+func (l Lane) Free(p DevicePtr) error { return l.a.freeKept(l.frame, p, AnyEpoch) }
 
 // FreeBlock is Free checked against b.Epoch (a tracked block of another epoch: ErrStale at
 // once).
-func (l Lane) FreeBlock(b Block) error { return l.a.freeKept(l.here, b.Ptr, b.Epoch) }
+func (l Lane) FreeBlock(b Block) error { return l.a.freeKept(l.frame, b.Ptr, b.Epoch) }
 
 // Arena is the Lane's arena.
 func (l Lane) Arena() *Arena { return l.a }

@@ -226,35 +226,35 @@ func (a *Arena) keptReady(s *shard) bool {
 
 // allocKept is a Lane's Alloc: a block the shard keeps when one of the size is there, else
 // the crossing (under the same lock), whose block is then tracked.
-func (a *Arena) allocKept(here uintptr, n uint64) (DevicePtr, error) {
-	p, _, s := a.popKept(here, n)
+func (a *Arena) allocKept(frame uintptr, n uint64) (DevicePtr, error) {
+	p, _, s := a.popKept(frame, n)
 	if p != 0 {
 		return p, nil
 	}
-	b, err := a.allocKeptSlow(s, here, n, false, "Alloc")
+	b, err := a.allocKeptSlow(s, frame, n, false, "Alloc")
 	return b.Ptr, err
 }
 
 // allocBlockKept is a Lane's AllocBlock (and AllocTagged with no tag).
-func (a *Arena) allocBlockKept(here uintptr, n uint64, op string) (Block, error) {
-	p, epoch, s := a.popKept(here, n)
+func (a *Arena) allocBlockKept(frame uintptr, n uint64, op string) (Block, error) {
+	p, epoch, s := a.popKept(frame, n)
 	if p != 0 {
 		return Block{Ptr: p, Epoch: epoch, Size: (n + a.align - 1) &^ (a.align - 1),
 			Flags: BlockReused}, nil
 	}
-	return a.allocKeptSlow(s, here, n, true, op)
+	return a.allocKeptSlow(s, frame, n, true, op)
 }
 
 // popKept hands out a block of n bytes that the caller's shard keeps, with the epoch (read
 // under the shard's lock: no reset meanwhile); else it returns 0 and the caller's shard,
 // locked (nil: none locked, n is not for keeping). Small, and apart from the crossing's code,
 // so that the common case sets up no large frame.
-func (a *Arena) popKept(here uintptr, n uint64) (DevicePtr, uint64, *shard) {
+func (a *Arena) popKept(frame uintptr, n uint64) (DevicePtr, uint64, *shard) {
 	if !a.keepNow.Load() || n-1 >= maxRequest {
 		return 0, 0, nil
 	}
 	aligned := (n + a.align - 1) &^ (a.align - 1)
-	i := a.home(here)
+	i := a.home(frame)
 	s := &a.shards[i]
 	if !s.mu.TryLock() {
 		s = a.lockBusy(i)
@@ -296,12 +296,12 @@ func (a *Arena) popKept(here uintptr, n uint64) (DevicePtr, uint64, *shard) {
 
 // allocKeptSlow is a Lane's crossing (block: AllocBlock's, with the whole block), on s,
 // locked by popKept (nil: the request is not for keeping; the Arena's path serves it).
-func (a *Arena) allocKeptSlow(s *shard, here uintptr, n uint64, block bool, op string) (Block, error) {
+func (a *Arena) allocKeptSlow(s *shard, frame uintptr, n uint64, block bool, op string) (Block, error) {
 	if s == nil {
 		if block {
-			return a.allocBlock(here, n, 0, op)
+			return a.allocBlock(frame, n, 0, op)
 		}
-		p, err := a.alloc(here, n)
+		p, err := a.alloc(frame, n)
 		return Block{Ptr: p}, err
 	}
 	aligned := (n + a.align - 1) &^ (a.align - 1)
@@ -311,33 +311,33 @@ func (a *Arena) allocKeptSlow(s *shard, here uintptr, n uint64, block bool, op s
 	}
 	var b Block
 	var status C.zarena_status
-	var qfailed C.uint32_t
+	var queuedFailed C.uint32_t
 	var msg *C.char
 	if block {
 		r := C.shim_alloc_block(a.h, s.buf, C.size_t(s.n), C.uint64_t(n), 0, 0)
-		status, qfailed, msg = r.status, r.qfailed, r.err
+		status, queuedFailed, msg = r.status, r.queued_failed, r.err
 		b = Block{Ptr: DevicePtr(r.ptr), Epoch: uint64(r.epoch), Size: uint64(r.size),
 			Flags: BlockFlags(r.flags), Tag: Tag(r.tag)}
 	} else {
 		r := C.shim_alloc(a.h, s.buf, C.size_t(s.n), C.uint64_t(n))
-		status, qfailed, msg = r.status, r.qfailed, r.err
+		status, queuedFailed, msg = r.status, r.queued_failed, r.err
 		b = Block{Ptr: DevicePtr(r.ptr)}
 	}
 	if s.n > 0 {
-		a.applied(s, qfailed)
+		a.applied(s, queuedFailed)
 	}
 	if status == C.ZARENA_OK && a.keepable(uintptr(b.Ptr), aligned) && a.keptReady(s) {
 		a.kept.insert(uintptr(b.Ptr), s.idx, aligned>>a.kept.shift)
 	}
 	s.mu.Unlock()
-	if status != C.ZARENA_OK || qfailed != 0 {
+	if status != C.ZARENA_OK || queuedFailed != 0 {
 		err := a.allocFailed(status, msg)
 		if err != nil && status == C.ZARENA_E_OUT_OF_MEMORY && a.giveBackKept() {
 			// Once more, with the kept blocks back in the region.
 			if block {
-				return a.allocBlock(here, n, 0, op)
+				return a.allocBlock(frame, n, 0, op)
 			}
-			p, err := a.alloc(here, n)
+			p, err := a.alloc(frame, n)
 			return Block{Ptr: p}, err
 		}
 		if err != nil {
@@ -355,14 +355,14 @@ func (a *Arena) allocKeptSlow(s *shard, here uintptr, n uint64, block bool, op s
 
 // freeKept is a Lane's Free and FreeBlock: the plain case (a tracked block, named with this
 // epoch or none, room to keep it) in a small function; everything else through queueFree.
-func (a *Arena) freeKept(here uintptr, p DevicePtr, epoch uint64) error {
+func (a *Arena) freeKept(frame uintptr, p DevicePtr, epoch uint64) error {
 	switch a.pushKept(p, epoch) {
 	case keptDone:
 		return nil
 	case keptToLibrary:
-		return a.queueFreeUntracked(here, p, epoch)
+		return a.queueFreeUntracked(frame, p, epoch)
 	}
-	return a.queueFree(here, p, epoch, true)
+	return a.queueFree(frame, p, epoch, true)
 }
 
 // pushKept's outcomes.

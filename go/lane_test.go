@@ -10,7 +10,7 @@ import (
 func TestLanesTakeTheShardsInTurn(t *testing.T) {
 	a := newHostShards(t, Config{CapacityBytes: miB}, 8)
 	for k := 0; k < 20; k++ {
-		if got := a.home(a.Lane().here); got != uint32(k%8) {
+		if got := a.home(a.Lane().frame); got != uint32(k%8) {
 			t.Fatalf("lane %d: shard %d, want %d", k, got, k%8)
 		}
 	}

@@ -87,8 +87,8 @@ func (a *Arena) SetOverflowPolicy(p OverflowPolicy) error {
 // OverflowPolicy is the policy in force (OverflowDefault resolved), or OverflowDefault
 // once the arena is closed.
 func (a *Arena) OverflowPolicy() OverflowPolicy {
-	var here byte
-	s := a.lockHome(uintptr(unsafe.Pointer(&here)))
+	var frame byte
+	s := a.lockHome(uintptr(unsafe.Pointer(&frame)))
 	defer s.mu.Unlock()
 	if a.h == 0 {
 		return OverflowDefault
@@ -114,7 +114,7 @@ func (a *Arena) SetOverflowAllocator(alloc OverflowAllocator, name string) error
 	err := a.whole("SetOverflowAllocator", func(ah C.uintptr_t) C.shim_result {
 		r := C.shim_set_overflow_allocator(ah, C.uintptr_t(h), cname)
 		if r.status == C.ZARENA_OK {
-			a.ovf.hook, h = h, a.ovf.hook // the old one is deleted below
+			a.overflow.hook, h = h, a.overflow.hook // the old one is deleted below
 		}
 		return r
 	})
@@ -127,9 +127,9 @@ func (a *Arena) SetOverflowAllocator(alloc OverflowAllocator, name string) error
 // releaseOverflowLocked forgets the Go allocator once the arena is destroyed (every shard
 // locked): the library gave every block back to it during the destroy.
 func (a *Arena) releaseOverflowLocked() {
-	if a.ovf.hook != 0 {
-		a.ovf.hook.Delete()
-		a.ovf.hook = 0
+	if a.overflow.hook != 0 {
+		a.overflow.hook.Delete()
+		a.overflow.hook = 0
 	}
 }
 
@@ -138,7 +138,7 @@ func (a *Arena) releaseOverflowLocked() {
 // logger before the allocation returns (the binding's own queue is flushed, not the
 // library's reporter: the record did not go through it).
 func (a *Arena) overflowed(flags BlockFlags) {
-	if a.ovf.diagnoseSync && flags&BlockOverflow != 0 {
+	if a.overflow.diagnoseSync && flags&BlockOverflow != 0 {
 		C.zarena_go_logq_flush()
 	}
 }

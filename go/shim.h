@@ -210,7 +210,7 @@ static inline zarena_status shim_free_then_alloc(uintptr_t a, uintptr_t q, size_
 /* Alloc's: the pointer only (a smaller result is a cheaper crossing). */
 typedef struct {
   zarena_status status;
-  uint32_t qfailed; /* queued frees applied first that failed */
+  uint32_t queued_failed; /* queued frees applied first that failed */
   char* err;
   uintptr_t ptr;
 } shim_ptr_result;
@@ -218,7 +218,7 @@ typedef struct {
 static inline shim_ptr_result shim_alloc(uintptr_t a, uintptr_t q, size_t n, uint64_t size) {
   shim_ptr_result r;
   zarena_block b;
-  r.status = shim_free_then_alloc(a, q, n, size, 0, &b, &r.qfailed);
+  r.status = shim_free_then_alloc(a, q, n, size, 0, &b, &r.queued_failed);
   r.err = shim_last_error(r.status);
   r.ptr = r.status == ZARENA_OK ? (uintptr_t)b.ptr : 0;
   return r;
@@ -227,7 +227,7 @@ static inline shim_ptr_result shim_alloc(uintptr_t a, uintptr_t q, size_t n, uin
 /* AllocBlock's and AllocTagged's: the whole block. */
 typedef struct {
   zarena_status status;
-  uint32_t qfailed;
+  uint32_t queued_failed;
   char* err;
   uintptr_t ptr;
   uint64_t epoch;
@@ -244,10 +244,10 @@ static inline shim_block_result shim_alloc_block(uintptr_t a, uintptr_t q, size_
   zarena_block b;
   memset(&b, 0, sizeof b);
   if (unplanned) {
-    r.qfailed = shim_apply(a, q, n);
+    r.queued_failed = shim_apply(a, q, n);
     r.status = zarena_plan_alloc_unplanned((zarena*)a, size, tag, &b);
   } else {
-    r.status = shim_free_then_alloc(a, q, n, size, tag, &b, &r.qfailed);
+    r.status = shim_free_then_alloc(a, q, n, size, tag, &b, &r.queued_failed);
   }
   r.err = shim_last_error(r.status);
   r.ptr = (uintptr_t)b.ptr;
@@ -260,7 +260,7 @@ static inline shim_block_result shim_alloc_block(uintptr_t a, uintptr_t q, size_
 
 typedef struct {
   zarena_status status;
-  uint32_t qfailed;
+  uint32_t queued_failed;
   char* err;
 } shim_batch_result;
 
@@ -270,7 +270,7 @@ static inline shim_batch_result shim_alloc_batch(uintptr_t a, uintptr_t q, size_
                                                  const uint64_t* sizes, size_t count, uint32_t tag,
                                                  zarena_block* out) {
   shim_batch_result r;
-  r.qfailed = shim_apply(a, q, n);
+  r.queued_failed = shim_apply(a, q, n);
   r.status = zarena_alloc_batch((zarena*)a, sizes, count, tag, out, NULL);
   r.err = shim_last_error(r.status);
   return r;

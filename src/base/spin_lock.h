@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/checks.h"
+
 namespace zarena_core {
 
 // One round of a waiter's backoff: a pause instruction for the first 64 rounds, then a
@@ -17,7 +19,7 @@ void spin_wait(uint32_t round) noexcept;
 class SpinLock {
  public:
   void lock() noexcept {
-    if (__builtin_expect(!held_.exchange(true, std::memory_order_acquire), 1)) return;
+    if (ZARENA_LIKELY(!held_.exchange(true, std::memory_order_acquire))) return;
     lock_slow();
   }
   bool try_lock() noexcept {

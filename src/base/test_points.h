@@ -6,6 +6,8 @@
 
 #include <atomic>
 
+#include "base/checks.h"
+
 namespace zarena_core::test_points {
 
 enum class Point {
@@ -31,7 +33,7 @@ inline void set(Hook hook, void* ctx) {
 
 inline void hit(Point p) {
   const Hook h = g_hook.load(std::memory_order_acquire);
-  if (__builtin_expect(h != nullptr, 0)) h(p, g_ctx.load(std::memory_order_relaxed));
+  if (ZARENA_UNLIKELY(h != nullptr)) h(p, g_ctx.load(std::memory_order_relaxed));
 }
 
 }  // namespace zarena_core::test_points

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/checks.h"
 #include "base/last_error.h"
 #include "config/config_records.h"
 #include "diagnosis/diagnostics.h"
@@ -190,12 +191,11 @@ Arena::Arena(const ResolvedConfig& rc, std::unique_ptr<Backend> backend, const R
                rc.cfg.commit_chunk_bytes != 0 ? rc.cfg.commit_chunk_bytes : kDefaultCommitChunk),
       overflow_(*backend_, policy, rc.cfg.alignment, rc.cfg.overflow_limit_bytes,
                 rc.cfg.overflow_slow_ns, &pin_tally_),
-      poison_on_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0),
-      poison_word_(rc.cfg.poison_word != 0 ? rc.cfg.poison_word : kDefaultPoisonWord),
+      poison_((rc.cfg.flags & ZARENA_FLAG_POISON) != 0, rc.cfg.poison_word),
       diag_(rc.cfg.capacity_bytes, rc.log_source(), (rc.cfg.flags & ZARENA_FLAG_NO_RESETS) != 0),
       plans_((rc.cfg.flags & ZARENA_FLAG_NO_PLAN) == 0, rc.cfg.alignment) {
   scope_stream_.store(rc.cfg.stream, std::memory_order_relaxed);
-  region_.set_fill_enabled(poison_on_.load());
+  region_.set_fill_enabled(poison_.on());
 }
 
 Arena::~Arena() = default;
@@ -230,19 +230,18 @@ FaultInjectingBackend* Arena::fault_injector() {
 // --- hooks the region calls under its locks ------------------------------------------
 
 RegionHooks::Fill Arena::fill_policy() noexcept {
-  if (!poison_on_.load(std::memory_order_relaxed)) return Fill::kOff;
-  // A fill now would be recorded into the user's graph (or break its capture): skip it.
+  if (!poison_.on()) return Fill::kOff;
+  // A fill now would be recorded into the user's graph (or break its capture): skip it
+  // (the region counts it).
   if (capturing()) {
-    poison_skip_queued_.store(true, std::memory_order_relaxed);
-    fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
+    note_poison_skipped(0);
     return Fill::kSkip;
   }
   return Fill::kNow;
 }
 
 void Arena::fill(uint64_t offset, uint64_t bytes) noexcept {
-  const Result r =
-      backend_->fill32(base_ + offset, bytes, poison_word_.load(std::memory_order_relaxed));
+  const Result r = backend_->fill32(base_ + offset, bytes, poison_.word());
   if (!r.is_ok()) queue_warning(QueuedWarnings::kPoisonFailed, r.message);
 }
 
@@ -265,8 +264,8 @@ bool Arena::capturing() {
 
 Result Arena::fill_overflow(void* ctx, void* ptr, uint64_t bytes) {
   Arena* a = static_cast<Arena*>(ctx);
-  a->overflow_fills_.fetch_add(1, std::memory_order_relaxed);
-  Result r = a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_word_.load());
+  a->poison_.count_overflow_fill();
+  Result r = a->backend_->fill32(ptr, bytes & ~uint64_t{3}, a->poison_.word());
   if (!r.is_ok()) a->queue_warning(QueuedWarnings::kPoisonFailed, r.message);
   return r;
 }
@@ -284,10 +283,10 @@ bool Arena::give_back(std::vector<OverflowBlock>& blocks) {
     // The capture the arena's stream is in: its own allocation nodes are freed into it.
     uint64_t capture_id = 0;
     if (cap && !blocks.empty()) (void)backend_->capture_id(&capture_id);
-    const bool poison = poison_on_.load(std::memory_order_relaxed) && !cap;
+    const bool poison = poison_.on() && !cap;
     // Blocks of the program's allocator go back to it at once, capture or not: their fill
     // is skipped during a capture (the others wait, and are filled when they go back).
-    if (cap && poison_on_.load(std::memory_order_relaxed)) {
+    if (cap && poison_.on()) {
       const auto custom = std::count_if(blocks.begin(), blocks.end(), [](const OverflowBlock& b) {
         return b.route == OverflowRoute::kCustom;
       });
@@ -385,20 +384,12 @@ void Arena::emit_queued_warnings() {
     fast_path_flags_.fetch_and(~kWarningsQueued, std::memory_order_relaxed);
   }
   if (warnings_.any()) emit_backend_warnings();
-  if (poison_skip_queued_.load(std::memory_order_relaxed) &&
-      poison_skip_queued_.exchange(false, std::memory_order_relaxed)) {
-    // A capture scope begun since the last warning is another capture: warn again.
-    const uint64_t scope = capture_scope_generation();
-    if (poison_warned_scope_.exchange(scope, std::memory_order_relaxed) != scope)
-      poison_skip_warned_.store(false, std::memory_order_relaxed);
-    if (!poison_skip_warned_.exchange(true, std::memory_order_relaxed) &&
-        log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(log_events::kPoisonSkipped, source_);
-      rec.message(
-          "a poison fill was skipped because a CUDA graph capture is active (a fill would be "
-          "recorded into the graph); freed blocks are not poisoned until the capture ends");
-      log_emit(rec);
-    }
+  if (poison_.take_skip_warning(capture_scope_generation()) && log_enabled(ZARENA_LOG_WARN)) {
+    LogRecord rec(log_events::kPoisonSkipped, source_);
+    rec.message(
+        "a poison fill was skipped because a CUDA graph capture is active (a fill would be "
+        "recorded into the graph); freed blocks are not poisoned until the capture ends");
+    log_emit(rec);
   }
 }
 
@@ -428,11 +419,11 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
   if (size > s.c.step_max_alloc) s.c.step_max_alloc = size;
   const uint64_t epoch = region_.epoch();
   const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
-  if (__builtin_expect(flags & kTracing, 0)) {
+  if (ZARENA_UNLIKELY(flags & kTracing)) {
     trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
   }
   region_.leave(s);
-  if (__builtin_expect(plans_.learning(), 0)) {
+  if (ZARENA_UNLIKELY(plans_.learning())) {
     plans_.learn_alloc(reinterpret_cast<uintptr_t>(base_ + p.offset), aligned, tag,
                        Region::thread_number(), epoch);
   }
@@ -444,7 +435,7 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
   // One load and two compares: the diagnosis sees the opening of each epoch, every request
   // while the cadence detector runs, and the ones that carry an epoch past earlier peaks.
   const uint64_t end = p.offset + p.size;
-  if (__builtin_expect(diag_.wants_alloc(end, nth), 0)) diagnose_alloc(aligned, end, nth, s.id);
+  if (ZARENA_UNLIKELY(diag_.wants_alloc(end, nth))) diagnose_alloc(aligned, end, nth, s.id);
   return Status::kOk;
 }
 
@@ -464,25 +455,24 @@ __attribute__((always_inline)) inline Status Arena::alloc_dynamic(uint64_t size,
         Status::kOutOfMemory,
         fmt::format("out of host memory for the block records of arena '{}'", source_.name));
   }
-  if (__builtin_expect(ok, 1)) return served(s, p, size, aligned, tag, out);
+  if (ZARENA_LIKELY(ok)) return served(s, p, size, aligned, tag, out);
   return alloc_missed(s, p, size, aligned, tag, out);
 }
 
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
-  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
+  if (ZARENA_UNLIKELY(size - 1 >= kMaxRequest)) return alloc_zero_or_oversized(size, tag, out);
   const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
-  if (__builtin_expect(plans_.engaged() ||
-                           (fast_path_flags_.load(std::memory_order_relaxed) & kGraphCapture),
-                       0)) {
+  if (ZARENA_UNLIKELY(plans_.engaged() ||
+                      (fast_path_flags_.load(std::memory_order_relaxed) & kGraphCapture))) {
     return alloc_under_plan(size, aligned, tag, out);  // a jump: no frame set up here
   }
   return alloc_dynamic(size, aligned, tag, out);
 }
 
 Status Arena::alloc_unplanned(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
-  if (__builtin_expect(size - 1 >= kMaxRequest, 0)) return alloc_zero_or_oversized(size, tag, out);
+  if (ZARENA_UNLIKELY(size - 1 >= kMaxRequest)) return alloc_zero_or_oversized(size, tag, out);
   // [graphs] During a graph capture only the plan serves (engine/arena_graphs.cpp).
-  if (__builtin_expect(graphs_.capturing(), 0)) return graph_refuse(size, tag);
+  if (ZARENA_UNLIKELY(graphs_.capturing())) return graph_refuse(size, tag);
   return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out);
 }
 
@@ -646,8 +636,8 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
 // zarena.h promises for interior pointers. Not for a free that names an earlier epoch:
 // its caller's block is of that epoch, whatever lies there now.
 template <typename Inside>
-FreeOutcome Arena::interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
-                               Inside&& inside) {
+FreeOutcome Arena::not_owned_if_interior(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
+                                         Inside&& inside) {
   if (o != FreeOutcome::kStale && o != FreeOutcome::kDoubleFree) return o;
   if (want_epoch != kAnyEpoch && want_epoch < epoch) return o;
   return inside() ? FreeOutcome::kNotOwned : o;
@@ -661,7 +651,7 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
     Slot& s = region_.enter();
     // The key is taken before the free, which may hand the space to other slots.
     const uint64_t key =
-        __builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)
+        ZARENA_UNLIKELY(fast_path_flags_.load(std::memory_order_relaxed) & kTracing)
             ? trace_->slot_free_key(s.id, off)
             : 0;
     uint64_t size = 0;
@@ -672,7 +662,7 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
       region_.leave(s);
       return fail_with(Status::kOutOfMemory, "out of host memory freeing a block");
     }
-    if (__builtin_expect(o != FreeOutcome::kOk && o != FreeOutcome::kDeferred, 0)) {
+    if (ZARENA_UNLIKELY(o != FreeOutcome::kOk && o != FreeOutcome::kDeferred)) {
       // A piece of the plan's zone: the plan answers, when it holds the zone.
       if (o == FreeOutcome::kZone) {
         if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(ptr))) {
@@ -684,7 +674,7 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
     }
     // Loaded after the free: the free may have queued a note (a poison fill skipped).
     const uint32_t flags = fast_path_flags_.load(std::memory_order_relaxed);
-    if (__builtin_expect(flags & kTracing, 0)) {
+    if (ZARENA_UNLIKELY(flags & kTracing)) {
       trace_->slot_free(s.id, key, off,
                         o == FreeOutcome::kOk || o == FreeOutcome::kDeferred
                             ? ZARENA_OK
@@ -692,13 +682,13 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
                         o == FreeOutcome::kOk ? size : 0, want_epoch != kAnyEpoch,
                         want_epoch == kAnyEpoch ? 0 : want_epoch);
     }
-    if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
+    if (ZARENA_LIKELY(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred)) {
       region_.leave(s);
-      if (__builtin_expect(flags & kWarningsQueued, 0)) emit_queued_warnings();
-      if (__builtin_expect(plans_.learning(), 0)) {
+      if (ZARENA_UNLIKELY(flags & kWarningsQueued)) emit_queued_warnings();
+      if (ZARENA_UNLIKELY(plans_.learning())) {
         plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
       }
-      if (__builtin_expect(diag_.wants_free(), 0)) diag_.on_free(size, s.id);
+      if (ZARENA_UNLIKELY(diag_.wants_free())) diag_.on_free(size, s.id);
       return Status::kOk;
     }
     return free_refused(s, o, ptr, want_epoch);
@@ -716,8 +706,8 @@ Status Arena::free_with_zone(void* ptr, uint64_t want_epoch) noexcept {
 
 Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
-  if (__builtin_expect(p >= base_ && p < base_ + capacity_, 1)) {
-    if (__builtin_expect(plans_.has_zone(), 0)) return free_with_zone(ptr, want_epoch);
+  if (ZARENA_LIKELY(p >= base_ && p < base_ + capacity_)) {
+    if (ZARENA_UNLIKELY(plans_.has_zone())) return free_with_zone(ptr, want_epoch);
     return free_region(ptr, want_epoch);
   }
   if (ptr == nullptr) return Status::kOk;
@@ -749,7 +739,7 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   uint64_t size = 0;
   FreeOutcome o = overflow_.free(ptr, want_epoch, epoch, &block, &size);
   if (o == FreeOutcome::kNotOwned && want_epoch < epoch) o = FreeOutcome::kStale;
-  o = interior_or(o, want_epoch, epoch, [&] { return overflow_.inside_live_block(ptr); });
+  o = not_owned_if_interior(o, want_epoch, epoch, [&] { return overflow_.inside_live_block(ptr); });
   if (trace_ != nullptr) {
     trace_->on_free(zarena_trace::TraceAddr::pointer(ptr),
                     o == FreeOutcome::kOk || o == FreeOutcome::kDeferred

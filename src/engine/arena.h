@@ -17,12 +17,14 @@
 
 #include "backend/backend.h"
 #include "backend/backend_faults.h"
+#include "base/checks.h"
 #include "base/spin_lock.h"
 #include "base/status.h"
 #include "config/config.h"
 #include "diagnosis/arena_diagnosis.h"
 #include "diagnosis/diagnostics.h"
 #include "engine/expandable.h"
+#include "engine/poison.h"
 #include "engine/queued_warnings.h"
 #include "engine/snapshot.h"
 #include "log/log.h"
@@ -40,6 +42,8 @@ struct KeptCounts {
   uint64_t allocs = 0, max_request = 0, invalid_frees = 0, stale_frees = 0;
 };
 
+// Names: a method whose name ends in _w ("writer") runs with the region's writer lock held
+// (Region::WriterLock: every slot lock plus the central lock), as Region's _w methods do.
 class Arena final : private RegionHooks, private ZoneOps {
  public:
   // Resolves the backend (AUTO), reserves the region, logs "arena.config".
@@ -171,7 +175,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   // The trace of the planned paths (plan_trace.cpp): a key of its own when tracing (0 when
   // not), taken before a planned free or unpin, and the records.
   uint64_t trace_key() noexcept {
-    return __builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)
+    return ZARENA_UNLIKELY(fast_path_flags_.load(std::memory_order_relaxed) & kTracing)
                ? trace_->take_key()
                : 0;
   }
@@ -224,8 +228,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   void release_zone(const Zone& zone, UnderLock unpublish) noexcept override;
   void under_lock(UnderLock fn) noexcept override;
   RegionNow region_now_w() const;
-  // A poison fill skipped because a capture runs: counted (stats.poison_skipped) and told
-  // once per capture (emit_queued_warnings).
+  // Poison fills skipped because a capture runs: n counted (stats.poison_skipped; 0: the
+  // region counted them) and told once per capture (emit_queued_warnings).
   void note_poison_skipped(uint64_t n) noexcept;
   // Expandable: commits [0, to) ([0, least) at the least) for the region's `round`-th miss
   // above its ceiling; false when it may not (too many rounds) or could not (*failure says
@@ -233,8 +237,8 @@ class Arena final : private RegionHooks, private ZoneOps {
   bool commit_round(int round, uint64_t to, uint64_t least, std::string* failure);
   static Status status_of(FreeOutcome o, uint64_t want_epoch, uint64_t epoch);
   template <typename Inside>
-  static FreeOutcome interior_or(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
-                                 Inside&& inside);
+  static FreeOutcome not_owned_if_interior(FreeOutcome o, uint64_t want_epoch, uint64_t epoch,
+                                           Inside&& inside);
   Result pin_error(PinOutcome o, void* ptr, const char* what);
   zarena_trace::TraceAddr pin_trace_addr(bool in_region, uint64_t start_offset, void* start) const;
   // false: the device was reset (device_lost): the blocks and those waiting were
@@ -323,15 +327,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   std::atomic<bool> capture_flag_{false};
   // The arena's stream as capture scopes name it (set_stream keeps it current).
   std::atomic<void*> scope_stream_{nullptr};
-  std::atomic<bool> poison_on_;
-  std::atomic<uint32_t> poison_word_;
-  std::atomic<bool> poison_skip_queued_{false};   // a fill was skipped: warn once per capture
-  std::atomic<bool> poison_skip_warned_{false};   // once per capture (the flag's clearing re-arms)
-  std::atomic<uint64_t> poison_warned_scope_{0};  // capture_scope_generation() at that warning
-  std::atomic<uint64_t> overflow_fills_{0};       // overflow blocks poisoned before going back
-  std::atomic<uint64_t> poison_skips_{0};         // fills the arena skipped during a capture
-  std::atomic<bool> device_lost_logged_{false};   // "arena.device_reset" is out
-  QueuedWarnings warnings_;                       // backend failures met under locks
+  Poison poison_;                                // on, word, fills, the skip warning
+  std::atomic<bool> device_lost_logged_{false};  // "arena.device_reset" is out
+  QueuedWarnings warnings_;                      // backend failures met under locks
 
   // Counters that belong to no slot.
   std::atomic<uint64_t> resets_{0};
@@ -346,7 +344,6 @@ class Arena final : private RegionHooks, private ZoneOps {
   // Step plans: on unless ZARENA_FLAG_NO_PLAN (and never with a trace: the trace records
   // what the dynamic engine does, for replay). They own the zone (StepPlans::zone_w).
   StepPlans plans_;
-  std::atomic<uint64_t> plan_fills_{0};  // planned blocks poisoned at their free or reset
 
   // Graph-stable steps: the captures and graphs (plan/graph_steps.h); graph_mu_ serialises
   // the calls that freeze and thaw the plans' zone.

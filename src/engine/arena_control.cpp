@@ -48,7 +48,7 @@ Result Arena::reset() {
       // Planned blocks of the ended epoch are dead from here on, with the region's, and
       // poisoned with them.
       plans_.on_reset_locked(region_.epoch());
-      if (poison_on_.load(std::memory_order_relaxed)) poison_reclaimed_planned_w(ended);
+      if (poison_.on()) poison_reclaimed_planned_w(ended);
     }
     overflow_.reclaim(region_.epoch(), &doomed);
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
@@ -161,13 +161,13 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->commit_failures = commits_.commit_failures();
   out->steps = diag_.steps();
   out->epoch_steps = diag_.epoch_steps();
-  out->overflow_fills = overflow_fills_.load(std::memory_order_relaxed);
+  out->overflow_fills = poison_.overflow_fills();
   plans_.stats(&out->plan);
   out->plan.steps += graphs_.counts().replays;     // [graphs] a replay is a step served whole
   out->plan_zone_block = plans_.zone_w().bytes();  // zone changes take the writer lock too
   out->plan_zone_blocks = plans_.zone_w().pieces.size();
-  out->plan_fills = plan_fills_.load(std::memory_order_relaxed);
-  out->poison_skips = poison_skips_.load(std::memory_order_relaxed);
+  out->plan_fills = poison_.plan_fills();
+  out->poison_skips = poison_.skips();
   out->pinned_peak = pin_tally_.peak();  // no pin is in flight under the writer lock
   out->tag_bytes.clear();
   if (tags_epoch == kNoTags) return;
@@ -237,7 +237,7 @@ void Arena::set_capture_active(bool active) {
   capture_flag_.store(active, std::memory_order_relaxed);
   if (trace_ != nullptr) trace_->on_capture(active);
   if (!active) {
-    poison_skip_warned_.store(false, std::memory_order_relaxed);
+    poison_.rearm_skip_warning();
     std::vector<OverflowBlock> none;
     (void)give_back(none);  // frees deferred during the capture go back now
     release_deferred();     // and arenas destroyed during it
@@ -261,8 +261,7 @@ Result Arena::set_stream(void* stream) {
 }
 
 void Arena::set_poison(bool enabled, uint32_t word) {
-  poison_word_.store(word != 0 ? word : kDefaultPoisonWord, std::memory_order_relaxed);
-  poison_on_.store(enabled, std::memory_order_relaxed);
+  poison_.set(enabled, word);
   region_.set_fill_enabled(enabled);
 }
 

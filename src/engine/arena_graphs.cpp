@@ -150,7 +150,7 @@ Result Arena::graph_capture_end(bool keep, uint32_t* id) {
   if (!graphs_.holds_zone()) plans_.set_zone_frozen(false);
   // As at zarena_set_capture_active(a, 0): what the capture deferred goes back now.
   if (!capture_declared()) {
-    poison_skip_warned_.store(false, std::memory_order_relaxed);
+    poison_.rearm_skip_warning();
     std::vector<OverflowBlock> none;
     give_back(none);
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/checks.h"
 #include "base/human_bytes.h"
 #include "base/last_error.h"
 #include "base/test_points.h"
@@ -24,8 +25,8 @@ const char* miss_text(uint64_t reason) { return plan_protocol::miss_reason(reaso
 
 Status Arena::alloc_under_plan(uint64_t size, uint64_t aligned, uint32_t tag,
                                zarena_block* out) noexcept {
-  if (__builtin_expect(alloc_planned(aligned, tag, out), 1)) {
-    if (__builtin_expect(fast_path_flags_.load(std::memory_order_relaxed) & kTracing, 0)) {
+  if (ZARENA_LIKELY(alloc_planned(aligned, tag, out))) {
+    if (ZARENA_UNLIKELY(fast_path_flags_.load(std::memory_order_relaxed) & kTracing)) {
       trace_planned_alloc(size, aligned, tag, *out);  // plan_trace.cpp
     }
     return Status::kOk;
@@ -47,8 +48,7 @@ bool Arena::alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noe
 }
 
 void Arena::note_poison_skipped(uint64_t n) noexcept {
-  poison_skips_.fetch_add(n, std::memory_order_relaxed);
-  poison_skip_queued_.store(true, std::memory_order_relaxed);
+  poison_.note_skipped(n);
   fast_path_flags_.fetch_or(kWarningsQueued, std::memory_order_relaxed);
 }
 
@@ -61,9 +61,9 @@ void Arena::poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t wa
     note_poison_skipped(1);
     return;
   }
-  const Result r = backend_->fill32(ptr, n, poison_word_.load(std::memory_order_relaxed));
+  const Result r = backend_->fill32(ptr, n, poison_.word());
   if (r.is_ok()) {
-    plan_fills_.fetch_add(1, std::memory_order_relaxed);
+    poison_.count_plan_fills(1);
   } else {
     queue_warning(QueuedWarnings::kPoisonFailed, r.message);
   }
@@ -71,7 +71,7 @@ void Arena::poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t wa
 
 void Arena::poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept {
   const bool cap = capturing();
-  const uint32_t word = poison_word_.load(std::memory_order_relaxed);
+  const uint32_t word = poison_.word();
   uint64_t fills = 0, skips = 0;
   plans_.for_each_reclaimed(ended_epoch, [&](uintptr_t p, uint64_t size) {
     if (cap) {
@@ -85,7 +85,7 @@ void Arena::poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept {
       queue_warning(QueuedWarnings::kPoisonFailed, r.message);
     }
   });
-  plan_fills_.fetch_add(fills, std::memory_order_relaxed);
+  poison_.count_plan_fills(fills);
   if (skips != 0) note_poison_skipped(skips);
 }
 
@@ -94,11 +94,11 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
   // Traced: the key is taken before the free, which may hand the space to the plan's next
   // instance at once (plan_trace.cpp).
   const uint64_t key = trace_key();
-  if (poison_on_.load(std::memory_order_relaxed)) poison_planned(run, ptr, false, want_epoch);
+  if (poison_.on()) poison_planned(run, ptr, false, want_epoch);
   uint64_t size = 0;
   const FreeOutcome o = run.free(p, want_epoch, &size);
-  if (__builtin_expect(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred, 1)) {
-    if (__builtin_expect(key != 0, 0)) {
+  if (ZARENA_LIKELY(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred)) {
+    if (ZARENA_UNLIKELY(key != 0)) {
       trace_planned_free(key, ptr, Status::kOk, o == FreeOutcome::kOk ? size : 0, want_epoch);
     }
     if (fast_path_flags_.load(std::memory_order_relaxed) & kWarningsQueued) {
@@ -154,8 +154,8 @@ FreeOutcome Arena::refine_refusal(Slot& s, From from, const void* ptr, FreeOutco
   return o;
 }
 
-PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset,
-                             uint64_t* freed, bool* planned) noexcept {
+PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset, uint64_t* freed,
+                             bool* planned) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   PlanRun* run = plans_.zone_of(p);
   PinOutcome o = PinOutcome::kZone;
@@ -178,7 +178,7 @@ PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offse
   if (run != nullptr) {
     if (pin) return run->pin(p, &pin_tally_);
     // The last unpin of a block freed while pinned frees it: poison first, as for a free.
-    if (poison_on_.load(std::memory_order_relaxed)) poison_planned(*run, ptr, true, kAnyEpoch);
+    if (poison_.on()) poison_planned(*run, ptr, true, kAnyEpoch);
     return run->unpin(p, freed, &pin_tally_);
   }
   const FreeOutcome h = refine_refusal(s, From::kRegion, ptr, FreeOutcome::kZone, kAnyEpoch);
@@ -193,7 +193,7 @@ void Arena::plan_boundary() {
   plans_.on_boundary(*this, &events);
   if (events.engaged) trim_after_engage();
   graphs_.after_boundary(plans_.view());  // [graphs] counts the steps served whole
-  emit_queued_warnings();  // a poison fill of a zone given back
+  emit_queued_warnings();                 // a poison fill of a zone given back
   log_plan_events(events);
 }
 
@@ -250,14 +250,16 @@ void Arena::log_plan_events(const PlanEvents& e) {
   if ((e.no_room || !e.failure.empty()) && log_enabled(ZARENA_LOG_WARN)) {
     LogRecord rec(log_events::kPlanFailed, source_);
     if (e.no_room) {
-      rec.message(fmt::format("a learned step plan needs {} in one piece and the region has "
-                              "no such room; the steps stay dynamic",
-                              human_bytes(e.peak_bytes)));
+      rec.message(
+          fmt::format("a learned step plan needs {} in one piece and the region has "
+                      "no such room; the steps stay dynamic",
+                      human_bytes(e.peak_bytes)));
     } else if (e.budget) {
-      rec.message(fmt::format("the step plans this arena made hold {} of host memory, the most "
-                              "an arena keeps ({}): no new plan is learned, the ones made keep "
-                              "serving the steps they fit",
-                              human_bytes(e.host_bytes), human_bytes(e.host_budget)));
+      rec.message(
+          fmt::format("the step plans this arena made hold {} of host memory, the most "
+                      "an arena keeps ({}): no new plan is learned, the ones made keep "
+                      "serving the steps they fit",
+                      human_bytes(e.host_bytes), human_bytes(e.host_budget)));
     } else {
       rec.message(
           fmt::format("a step could not be planned ({}); the steps stay dynamic", e.failure));

@@ -97,25 +97,25 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
   while ((uint64_t{1} << hint_bits) < 2 * d) ++hint_bits;
   hint_mask_ = (uint64_t{1} << hint_bits) - 1;
   hint_shift_ = 64 - hint_bits;
-  hints_.reset(new Hint[hint_mask_ + 1]);
+  offset_hints_.reset(new OffsetHint[hint_mask_ + 1]);
   std::vector<uint32_t> hint_of(d);
   for (uint64_t k = 0; k < d; ++k) {
     uint64_t h = hint_slot(distinct[k]);
-    while (hints_[h].off != kNoOffset) h = (h + 1) & hint_mask_;
-    hints_[h].off = distinct[k];
+    while (offset_hints_[h].off != kNoOffset) h = (h + 1) & hint_mask_;
+    offset_hints_[h].off = distinct[k];
     hint_of[k] = static_cast<uint32_t>(h);
   }
-  inst_.reset(new Inst[inst]);
+  instance_info_.reset(new InstanceInfo[inst]);
   for (uint64_t id = 0; id < inst; ++id) {
     const bool planned = l.item_planned[id % n] != 0;
     if (planned) max_size_ = std::max(max_size_, l.item_size[id % n]);
-    inst_[id] = Inst{planned ? l.offset[id] : 0,
-                     l.item_size[id % n],
-                     l.item_tag[id % n],
-                     l.check_begin[id],
-                     l.check_begin[id + 1],
-                     dindex[id],
-                     planned ? hint_of[dindex[id]] : 0};
+    instance_info_[id] = InstanceInfo{planned ? l.offset[id] : 0,
+                                      l.item_size[id % n],
+                                      l.item_tag[id % n],
+                                      l.check_begin[id],
+                                      l.check_begin[id + 1],
+                                      dindex[id],
+                                      planned ? hint_of[dindex[id]] : 0};
   }
 
   uint64_t* ctl = at<uint64_t>(base, w_ctl);
@@ -148,8 +148,9 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
   view_.hits = &ctl[3];
   view_.miss_index = &ctl[4];
   view_.miss_reason = &ctl[5];
-  host_bytes_ = sizeof(*this) + (c.words + 8) * 8 + inst * sizeof(Inst) +
-                (hint_mask_ + 1) * sizeof(Hint) + l.obstacles.size() * sizeof(plan::ByteRange);
+  host_bytes_ = sizeof(*this) + (c.words + 8) * 8 + inst * sizeof(InstanceInfo) +
+                (hint_mask_ + 1) * sizeof(OffsetHint) +
+                l.obstacles.size() * sizeof(plan::ByteRange);
 }
 
 PlanRun::~PlanRun() = default;
@@ -200,7 +201,7 @@ PlanRun::Alloc PlanRun::alloc_slow(uint64_t size, uint32_t tag, Block* out, bool
   }
   const uint64_t id = ((st >> 1) & 1) * view_.n + i;
   const uint64_t e = cur_epoch();
-  if (!clear(id, inst_[id], e)) {
+  if (!clear(id, instance_info_[id], e)) {
     deviate_locked(ZARENA_PLAN_MISS_LATE, i);
     unlock();
     return Alloc::kDeviation;
@@ -228,7 +229,7 @@ uint64_t PlanRun::live_size(uintptr_t p, bool last_unpin, uint64_t want_epoch) c
   const bool frees = last_unpin
                          ? plan_word::state(w) == plan_word::kDeferred && plan_word::pins(w) == 1
                          : plan_word::state(w) == plan_word::kLive && plan_word::pins(w) == 0;
-  return frees ? inst_[id].size : 0;
+  return frees ? instance_info_[id].size : 0;
 }
 
 FreeOutcome PlanRun::free_slow(uint32_t id, uint64_t want_epoch, uint64_t* size) noexcept {
@@ -249,7 +250,7 @@ FreeOutcome PlanRun::free_slow(uint32_t id, uint64_t want_epoch, uint64_t* size)
                                                  : (w & ~plan_word::kState) | plan_word::kFreed;
     if (__atomic_compare_exchange_n(&view_.words[id], &w, want, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
-      *size = inst_[id].size;
+      *size = instance_info_[id].size;
       return plan_word::pins(w) > 0 ? FreeOutcome::kDeferred : FreeOutcome::kOk;
     }
   }
@@ -269,7 +270,8 @@ uint32_t PlanRun::live_containing(uint64_t off) const noexcept {
     if (off - start >= max_size_) break;
     const uint32_t id = __atomic_load_n(&view_.dlast[it - first], __ATOMIC_ACQUIRE);
     if (id == kNone) continue;
-    if (off - start < inst_[id].size && plan_word::is_live(load(&view_.words[id]), e)) return id;
+    if (off - start < instance_info_[id].size && plan_word::is_live(load(&view_.words[id]), e))
+      return id;
   }
   return kNone;
 }
@@ -313,7 +315,7 @@ PinOutcome PlanRun::pin(uintptr_t p, PinTally* tally) noexcept {
     if (plan_word::state(w) == plan_word::kDeferred) return PinOutcome::kFreed;
     if (plan_word::pins(w) == plan_word::kMaxPins) return PinOutcome::kTooMany;
     const bool first = plan_word::pins(w) == 0;
-    const uint64_t size = inst_[id].size;
+    const uint64_t size = instance_info_[id].size;
     test_points::hit(test_points::Point::kPlanPinChecked);
     if (first && tally != nullptr) tally->add(size);
     if (__atomic_compare_exchange_n(&view_.words[id], &w, w + plan_word::kPinOne, false,
@@ -346,11 +348,11 @@ PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally) no
                                     __ATOMIC_ACQUIRE)) {
       if (last) {
         test_points::hit(test_points::Point::kPlanUnpinned);
-        __atomic_fetch_sub(&pinned_bytes_, inst_[id].size, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&pinned_bytes_, instance_info_[id].size, __ATOMIC_RELAXED);
         __atomic_fetch_sub(&pinned_, 1, __ATOMIC_RELAXED);
-        if (tally != nullptr) tally->sub(inst_[id].size);
+        if (tally != nullptr) tally->sub(instance_info_[id].size);
       }
-      if (completes) *freed_size = inst_[id].size;
+      if (completes) *freed_size = instance_info_[id].size;
       return PinOutcome::kOk;
     }
   }
@@ -422,7 +424,7 @@ void PlanRun::totals(Totals* out) noexcept {
   for (uint64_t id = 0; id < inst; ++id) {
     const uint64_t w = load(&view_.words[id]);
     if (plan_word::is_live(w, e)) {
-      out->live_bytes += inst_[id].size;
+      out->live_bytes += instance_info_[id].size;
       ++out->live_count;
       if (plan_word::state(w) == plan_word::kDeferred) ++out->deferred;
     }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/checks.h"
 #include "base/outcomes.h"
 #include "base/pin_tally.h"
 #include "plan/plan.h"
@@ -115,19 +116,18 @@ class PlanRun {
   Alloc alloc(uint64_t size, uint32_t tag, Block* out) noexcept {
     if ((load(view_.state) & ZARENA_PLAN_ENGAGED) == 0) return Alloc::kLibrary;
     uint32_t expected = 0;
-    if (__builtin_expect(!__atomic_compare_exchange_n(lock_, &expected, 1u, false, __ATOMIC_ACQUIRE,
-                                                      __ATOMIC_RELAXED),
-                         0)) {
+    if (ZARENA_UNLIKELY(!__atomic_compare_exchange_n(lock_, &expected, 1u, false, __ATOMIC_ACQUIRE,
+                                                     __ATOMIC_RELAXED))) {
       return alloc_slow(size, tag, out, false);
     }
     const uint64_t st = load(view_.state);
     const uint32_t i = *view_.cursor;
     const uint64_t e = cur_epoch();
-    if (__builtin_expect((st & ZARENA_PLAN_ENGAGED) != 0 && i < view_.n, 1)) {
+    if (ZARENA_LIKELY((st & ZARENA_PLAN_ENGAGED) != 0 && i < view_.n)) {
       const uint64_t id = ((st >> 1) & 1) * view_.n + i;
-      const Inst& x = inst_[id];
-      if (__builtin_expect(
-              x.size == size && x.tag == tag && x.dindex != kNoInstance && clear(id, x, e), 1)) {
+      const InstanceInfo& x = instance_info_[id];
+      if (ZARENA_LIKELY(x.size == size && x.tag == tag && x.dindex != kNoInstance &&
+                        clear(id, x, e))) {
         return hand_out_and_unlock(id, i, e, out);
       }
     }
@@ -139,17 +139,15 @@ class PlanRun {
   // compare-and-swap; everything else goes to free_slow.
   FreeOutcome free(uintptr_t p, uint64_t want_epoch, uint64_t* size) noexcept {
     const uint32_t id = hinted_instance(p - view_.zone);
-    if (__builtin_expect(id != kNoInstance && want_epoch == ZARENA_ANY_EPOCH, 1)) {
+    if (ZARENA_LIKELY(id != kNoInstance && want_epoch == ZARENA_ANY_EPOCH)) {
       uint64_t w = load(&view_.words[id]);
-      if (__builtin_expect(
-              (w & (plan_word::kState | plan_word::kPersistent | plan_word::kPinMask)) ==
-                      plan_word::kLive &&
-                  plan_word::epoch(w) == (cur_epoch() & plan_word::kEpochMask) &&
-                  __atomic_compare_exchange_n(&view_.words[id], &w,
-                                              (w & ~plan_word::kState) | plan_word::kFreed, false,
-                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE),
-              1)) {
-        *size = inst_[id].size;
+      if (ZARENA_LIKELY((w & (plan_word::kState | plan_word::kPersistent | plan_word::kPinMask)) ==
+                            plan_word::kLive &&
+                        plan_word::epoch(w) == (cur_epoch() & plan_word::kEpochMask) &&
+                        __atomic_compare_exchange_n(&view_.words[id], &w,
+                                                    (w & ~plan_word::kState) | plan_word::kFreed,
+                                                    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))) {
+        *size = instance_info_[id].size;
         return FreeOutcome::kOk;
       }
     }
@@ -224,7 +222,7 @@ class PlanRun {
       const uint64_t w = load(&view_.words[id]);
       if (plan_word::held(w) && (w & (plan_word::kPersistent | plan_word::kPinMask)) == 0 &&
           plan_word::epoch(w) == (ended & plan_word::kEpochMask)) {
-        fn(view_.zone + inst_[id].offset, inst_[id].size);
+        fn(view_.zone + instance_info_[id].offset, instance_info_[id].size);
       }
     }
   }
@@ -250,20 +248,20 @@ class PlanRun {
   static constexpr uint32_t kNoInstance = ~0u;
   // What the serve paths read of one instance, in one record (the view's arrays, which
   // bindings read, say the same).
-  struct Inst {
+  struct InstanceInfo {
     uint64_t offset;
     uint64_t size;  // its item's rounded size
     uint32_t tag;
     uint32_t check_begin, check_end;  // its check list: check_list[begin, end)
     uint32_t dindex;                  // its offset's index in doffset; kNoInstance: not planned
-    uint32_t hint;                    // its offset's slot in hints_
+    uint32_t offset_hint;             // its offset's slot in offset_hints_
   };
   // The free's way from an offset to an instance: an open-addressed table of the distinct
   // offsets, each with the instance this library last handed out there. Only a hint (a
   // binding's allocations do not update it): the free trusts it only when that instance
   // is live, and then it is the block at the offset (two live instances never share a
   // start); otherwise instance_at (the view's buckets and dlast) decides.
-  struct Hint {
+  struct OffsetHint {
     uint64_t off = kNoOffset;
     uint32_t id = kNoInstance;
   };
@@ -273,7 +271,7 @@ class PlanRun {
   }
   uint32_t hinted_instance(uint64_t off) const noexcept {
     for (uint64_t h = hint_slot(off);; h = (h + 1) & hint_mask_) {
-      const Hint& x = hints_[h];
+      const OffsetHint& x = offset_hints_[h];
       if (x.off == off) return __atomic_load_n(&x.id, __ATOMIC_RELAXED);
       if (x.off == kNoOffset) return kNoInstance;
     }
@@ -283,7 +281,7 @@ class PlanRun {
   void lock() noexcept;
   void unlock() noexcept { __atomic_store_n(lock_, 0u, __ATOMIC_RELEASE); }
   // Every instance sharing id's space (its check list, and id's own word) is dead.
-  bool clear(uint64_t id, const Inst& x, uint64_t e) const noexcept {
+  bool clear(uint64_t id, const InstanceInfo& x, uint64_t e) const noexcept {
     if (plan_word::is_live(load(&view_.words[id]), e)) return false;
     for (uint32_t k = x.check_begin; k < x.check_end; ++k) {
       if (plan_word::is_live(load(&view_.words[view_.check_list[k]]), e)) return false;
@@ -293,11 +291,11 @@ class PlanRun {
   // Instance id (allocation i) found clear under the lock: stamps it live in epoch e,
   // moves the cursor, counts the hit, releases the lock.
   Alloc hand_out_and_unlock(uint64_t id, uint32_t i, uint64_t e, Block* out) noexcept {
-    const Inst& x = inst_[id];
+    const InstanceInfo& x = instance_info_[id];
     __atomic_store_n(&view_.born[id], e, __ATOMIC_RELAXED);
     __atomic_store_n(&view_.words[id], plan_word::live_word(e), __ATOMIC_RELEASE);
     __atomic_store_n(&view_.dlast[x.dindex], static_cast<uint32_t>(id), __ATOMIC_RELEASE);
-    __atomic_store_n(&hints_[x.hint].id, static_cast<uint32_t>(id), __ATOMIC_RELAXED);
+    __atomic_store_n(&offset_hints_[x.offset_hint].id, static_cast<uint32_t>(id), __ATOMIC_RELAXED);
     __atomic_store_n(view_.cursor, i + 1, __ATOMIC_RELAXED);
     __atomic_store_n(view_.hits, *view_.hits + 1, __ATOMIC_RELAXED);
     unlock();
@@ -313,7 +311,7 @@ class PlanRun {
   // The instance whose block starts at zone offset `off` now, or kNoInstance when none can.
   uint32_t instance_at(uint64_t off) const noexcept {
     const uint64_t b = off >> view_.bucket_shift;
-    if (__builtin_expect(b >= view_.buckets, 0)) return kNoInstance;
+    if (ZARENA_UNLIKELY(b >= view_.buckets)) return kNoInstance;
     for (uint32_t d = view_.bucket[b], end = view_.bucket[b + 1]; d < end; ++d) {
       const uint64_t o = view_.doffset[d];
       if (o == off) return __atomic_load_n(&view_.dlast[d], __ATOMIC_ACQUIRE);
@@ -331,9 +329,10 @@ class PlanRun {
   void deviate_locked(uint64_t reason, uint64_t index) noexcept;
 
   zarena_plan_view view_{};
-  std::unique_ptr<uint64_t[]> mem_;  // every array, 8-byte aligned
-  std::unique_ptr<Inst[]> inst_;     // [period*n]
-  std::unique_ptr<Hint[]> hints_;    // [hint_mask_ + 1], a power of two, at most half full
+  std::unique_ptr<uint64_t[]> mem_;                // every array, 8-byte aligned
+  std::unique_ptr<InstanceInfo[]> instance_info_;  // [period*n]
+  std::unique_ptr<OffsetHint[]>
+      offset_hints_;  // [hint_mask_ + 1], a power of two, at most half full
   uint64_t hint_mask_ = 0;
   uint32_t hint_shift_ = 64;
   uint32_t* lock_ = nullptr;

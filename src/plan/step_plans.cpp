@@ -65,7 +65,7 @@ void StepPlans::learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag, uint3
     const uint64_t n = learner_.on_alloc(ptr, aligned, tag, thread, epoch);
     const uint64_t most =
         boundary_seen_.load(std::memory_order_relaxed) ? kMaxStepItems : kMaxFirstStepItems;
-    if (__builtin_expect(n > most, 0) && !step_too_long_.exchange(true)) {
+    if (ZARENA_UNLIKELY(n > most) && !step_too_long_.exchange(true)) {
       // No plan for so long a step: stop recording it; the next boundary starts over.
       learning_.store(false, std::memory_order_relaxed);
       learner_.clear();

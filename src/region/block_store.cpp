@@ -26,36 +26,36 @@ BlockStore::~BlockStore() {
 uint32_t BlockStore::new_segment() {
   if (segment_count_ >= kMaxSegments) throw std::bad_alloc();
   auto* s = new Segment();
-  for (uint32_t& n : s->page_next) n = kNil;
+  for (uint32_t& n : s->page_next) n = kNoRecord;
   segments_[segment_count_].store(s, std::memory_order_release);
   return segment_count_++ << kSegmentShift;
 }
 
 uint32_t BlockStore::take_page() {
-  if (pages_free_head_ != kNil) {
+  if (pages_free_head_ != kNoRecord) {
     const uint32_t p = pages_free_head_;
     pages_free_head_ = page_next(p);
-    if (pages_free_head_ == kNil) pages_free_tail_ = kNil;
-    page_next(p) = kNil;
+    if (pages_free_head_ == kNoRecord) pages_free_tail_ = kNoRecord;
+    page_next(p) = kNoRecord;
     return p;
   }
-  if (next_fresh_page_ == kNil) next_fresh_page_ = new_segment();
+  if (next_fresh_page_ == kNoRecord) next_fresh_page_ = new_segment();
   const uint32_t p = next_fresh_page_;
   next_fresh_page_ += kPageRecords;
-  if ((next_fresh_page_ & (kSegmentRecords - 1)) == 0) next_fresh_page_ = kNil;
-  page_next(p) = kNil;
+  if ((next_fresh_page_ & (kSegmentRecords - 1)) == 0) next_fresh_page_ = kNoRecord;
+  page_next(p) = kNoRecord;
   return p;
 }
 
 void BlockStore::recycle_pages(uint32_t head, uint32_t tail) {
-  if (head == kNil) return;
-  if (pages_free_tail_ == kNil) {
+  if (head == kNoRecord) return;
+  if (pages_free_tail_ == kNoRecord) {
     pages_free_head_ = head;
   } else {
     page_next(pages_free_tail_) = head;
   }
   pages_free_tail_ = tail;
-  page_next(tail) = kNil;
+  page_next(tail) = kNoRecord;
 }
 
 void BlockStore::reserve_long_lived(uint32_t n) {
@@ -75,21 +75,21 @@ uint32_t BlockStore::take_long_lived() {
   return r;
 }
 
-void BlockStore::give_long_lived(uint32_t rec) {
-  (*this)[rec].next = long_free_;
-  long_free_ = rec;
+void BlockStore::give_long_lived(uint32_t record) {
+  (*this)[record].next = long_free_;
+  long_free_ = record;
   ++long_free_count_;
 }
 
-void BlockStore::reinit(uint32_t rec, uint8_t flags) {
-  Block& b = (*this)[rec];
+void BlockStore::reinit(uint32_t record, uint8_t flags) {
+  Block& b = (*this)[record];
   const uint64_t w = b.word.load(std::memory_order_relaxed);
   b.word.store(Word::make(BlockState::kUnused, flags, kOwnerNone, 0, Word::gen(w) + 1),
                std::memory_order_release);
-  b.absorbed_into.store(kNil, std::memory_order_relaxed);
-  b.prev = b.next = kNil;
+  b.absorbed_into.store(kNoRecord, std::memory_order_relaxed);
+  b.prev = b.next = kNoRecord;
   b.tag = 0;
-  b.pin_pos = kNil;
+  b.pin_pos = kNotPinned;
 }
 
 BlockMap::BlockMap(uint64_t capacity, uint64_t granule)

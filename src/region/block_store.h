@@ -27,7 +27,11 @@
 
 namespace zarena_core {
 
-inline constexpr uint32_t kNil = 0xFFFFFFFFu;
+// A record index that names no record (an empty list, no neighbour, nothing absorbed
+// into); pages are named by their first record's index, so it also means "no page".
+inline constexpr uint32_t kNoRecord = 0xFFFFFFFFu;
+// Block::pin_pos of a block in no pinned set.
+inline constexpr uint32_t kNotPinned = 0xFFFFFFFFu;
 
 enum class BlockState : uint8_t {
   kUnused = 0,    // describes no block
@@ -93,17 +97,19 @@ struct Block {
   std::atomic<uint64_t> word{0};
   std::atomic<uint64_t> offset{0};
   std::atomic<uint64_t> size{0};
-  std::atomic<uint64_t> epoch{0};  // live: the epoch it was handed out in
-  // live: the last epoch in which it is valid (its allocation epoch, raised by a reset
-  // that kept it); free on the epoch side: the epoch in which it entered its index.
-  std::atomic<uint64_t> stamp{0};
-  std::atomic<uint32_t> absorbed_into{kNil};  // kAbsorbed / kMoved: where it went
-  std::atomic<uint32_t> absorbed_gen{0};      // that record's gen right after
+  std::atomic<uint64_t> alloc_epoch{0};  // live: the epoch it was handed out in
+  // The epoch whose layout the record describes: live, the last epoch in which it is valid
+  // (its alloc_epoch, raised by a reset that kept it); free on the epoch side, the epoch
+  // in which it entered its index. A record whose layout_epoch is not the region's epoch
+  // (and that is not persistent or below the floor) is history.
+  std::atomic<uint64_t> layout_epoch{0};
+  std::atomic<uint32_t> absorbed_into{kNoRecord};  // kAbsorbed / kMoved: where it went
+  std::atomic<uint32_t> absorbed_gen{0};           // that record's gen right after
   // Owner-guarded (the lock of whoever owns the block's current list or index):
-  uint32_t prev = kNil;  // free-index bin or list links
-  uint32_t next = kNil;  // also the free stacks of unused records
+  uint32_t prev = kNoRecord;  // free-index bin or list links
+  uint32_t next = kNoRecord;  // also the free stacks of unused records
   uint32_t tag = 0;
-  uint32_t pin_pos = kNil;  // index in the region's pinned list (central lock)
+  uint32_t pin_pos = kNotPinned;  // index in the region's pinned list (central lock)
 
   uint64_t load_word() const { return word.load(std::memory_order_acquire); }
   uint64_t off() const { return offset.load(std::memory_order_relaxed); }
@@ -133,7 +139,7 @@ class BlockStore {
   __attribute__((always_inline)) Block& operator[](uint32_t i) const {
     return segments_[i >> kSegmentShift]
         .load(std::memory_order_relaxed)
-        ->recs[i & (kSegmentRecords - 1)];
+        ->records[i & (kSegmentRecords - 1)];
   }
 
   // A page of kPageRecords fresh records (index of its first record); pages retired two
@@ -143,9 +149,9 @@ class BlockStore {
   uint32_t& page_next(uint32_t first) {
     return segment_of(first)->page_next[(first & (kSegmentRecords - 1)) / kPageRecords];
   }
-  // Appends the pages first..last (linked) to the list *head..*tail (kNil: empty).
+  // Appends the pages first..last (linked) to the list *head..*tail (kNoRecord: empty).
   void append_pages(uint32_t* head, uint32_t* tail, uint32_t first, uint32_t last) {
-    if (*tail == kNil) {
+    if (*tail == kNoRecord) {
       *head = first;
     } else {
       page_next(*tail) = first;
@@ -159,10 +165,10 @@ class BlockStore {
   // need no host memory (call it before a change that must not fail half-way).
   uint32_t take_long_lived();
   void reserve_long_lived(uint32_t n);
-  void give_long_lived(uint32_t rec);
+  void give_long_lived(uint32_t record);
 
   // Marks a record as describing nothing new: state unused, gen advanced, links cleared.
-  void reinit(uint32_t rec, uint8_t flags);
+  void reinit(uint32_t record, uint8_t flags);
 
   uint64_t records_allocated() const {
     return static_cast<uint64_t>(segment_count_) << kSegmentShift;
@@ -170,7 +176,7 @@ class BlockStore {
 
  private:
   struct Segment {
-    Block recs[kSegmentRecords];
+    Block records[kSegmentRecords];
     uint32_t page_next[kPagesPerSegment];
   };
   Segment* segment_of(uint32_t i) const {
@@ -185,9 +191,9 @@ class BlockStore {
   };
   std::unique_ptr<std::atomic<Segment*>[], FreeTable> segments_;
   uint32_t segment_count_ = 0;
-  uint32_t next_fresh_page_ = kNil;  // next unused page of the newest segment
-  uint32_t pages_free_head_ = kNil, pages_free_tail_ = kNil;
-  uint32_t long_free_ = kNil;
+  uint32_t next_fresh_page_ = kNoRecord;  // next unused page of the newest segment
+  uint32_t pages_free_head_ = kNoRecord, pages_free_tail_ = kNoRecord;
+  uint32_t long_free_ = kNoRecord;
   uint32_t long_free_count_ = 0;
 };
 
@@ -202,24 +208,24 @@ class BlockMap {
   BlockMap(const BlockMap&) = delete;
   BlockMap& operator=(const BlockMap&) = delete;
 
-  // The record tagged as starting at `offset`, or kNil.
+  // The record tagged as starting at `offset`, or kNoRecord.
   uint32_t at(uint64_t offset) const {
     return starts_[offset >> shift_].load(std::memory_order_relaxed) - 1;
   }
-  // The record tagged as ending at `offset` (its end == offset), or kNil.
+  // The record tagged as ending at `offset` (its end == offset), or kNoRecord.
   uint32_t ending_at(uint64_t offset) const {
     return ends_[offset >> shift_].load(std::memory_order_relaxed) - 1;
   }
-  void set_start(uint64_t offset, uint32_t rec) {
-    starts_[offset >> shift_].store(rec + 1, std::memory_order_relaxed);
+  void set_start(uint64_t offset, uint32_t record) {
+    starts_[offset >> shift_].store(record + 1, std::memory_order_relaxed);
   }
-  void set_end(uint64_t end, uint32_t rec) {
-    ends_[end >> shift_].store(rec + 1, std::memory_order_relaxed);
+  void set_end(uint64_t end, uint32_t record) {
+    ends_[end >> shift_].store(record + 1, std::memory_order_relaxed);
   }
   // Both tags of the block [offset, offset + size).
-  void tag(uint64_t offset, uint64_t size, uint32_t rec) {
-    set_start(offset, rec);
-    set_end(offset + size, rec);
+  void tag(uint64_t offset, uint64_t size, uint32_t record) {
+    set_start(offset, record);
+    set_end(offset + size, record);
   }
   uint64_t granule() const { return granule_; }
 

@@ -8,7 +8,7 @@ int log2_floor(uint64_t v) { return 63 - __builtin_clzll(v); }
 
 FreeIndex::FreeIndex(uint64_t granule) : granule_shift_(log2_floor(granule)) {
   for (auto& row : heads_) {
-    for (auto& h : row) h = kNil;
+    for (auto& h : row) h = kNoRecord;
   }
 }
 
@@ -25,17 +25,17 @@ void FreeIndex::mapping(uint64_t units, int* fl, int* sl) const {
   *sl = static_cast<int>((units >> (lg - kSecondLevelLog2)) - kSecondLevels);
 }
 
-void FreeIndex::insert(BlockStore& store, uint32_t rec) {
-  Block& b = store[rec];
+void FreeIndex::insert(BlockStore& store, uint32_t record) {
+  Block& b = store[record];
   int fl, sl;
   mapping(b.len() >> granule_shift_, &fl, &sl);
   // A bin whose bitmap bit is clear is empty whatever its (stale) head says: clear()
   // drops only the bitmaps.
-  const uint32_t head = (sl_bitmap_[fl] >> sl) & 1u ? heads_[fl][sl] : kNil;
-  b.prev = kNil;
+  const uint32_t head = (sl_bitmap_[fl] >> sl) & 1u ? heads_[fl][sl] : kNoRecord;
+  b.prev = kNoRecord;
   b.next = head;
-  if (head != kNil) store[head].prev = rec;
-  heads_[fl][sl] = rec;
+  if (head != kNoRecord) store[head].prev = record;
+  heads_[fl][sl] = record;
   fl_bitmap_ |= (1ull << fl);
   sl_bitmap_[fl] |= (1u << sl);
   ++count_;
@@ -43,28 +43,28 @@ void FreeIndex::insert(BlockStore& store, uint32_t rec) {
   publish();
 }
 
-void FreeIndex::remove(BlockStore& store, uint32_t rec) {
-  Block& b = store[rec];
+void FreeIndex::remove(BlockStore& store, uint32_t record) {
+  Block& b = store[record];
   int fl, sl;
   mapping(b.len() >> granule_shift_, &fl, &sl);
-  if (b.prev != kNil) {
+  if (b.prev != kNoRecord) {
     store[b.prev].next = b.next;
   } else {
     heads_[fl][sl] = b.next;
   }
-  if (b.next != kNil) store[b.next].prev = b.prev;
-  if (heads_[fl][sl] == kNil) {
+  if (b.next != kNoRecord) store[b.next].prev = b.prev;
+  if (heads_[fl][sl] == kNoRecord) {
     sl_bitmap_[fl] &= ~(1u << sl);
     if (sl_bitmap_[fl] == 0) fl_bitmap_ &= ~(1ull << fl);
   }
-  b.prev = b.next = kNil;
+  b.prev = b.next = kNoRecord;
   --count_;
   bytes_ -= b.len();
   publish();
 }
 
 uint32_t FreeIndex::find(const BlockStore& store, uint64_t size) const {
-  if (count_ == 0) return kNil;
+  if (count_ == 0) return kNoRecord;
   uint64_t units = size >> granule_shift_;
   int fl, sl;
   mapping(units, &fl, &sl);
@@ -77,10 +77,10 @@ uint32_t FreeIndex::find(const BlockStore& store, uint64_t size) const {
   if (units >= static_cast<uint64_t>(kSecondLevels)) {
     const int lg = log2_floor(units);
     const uint64_t step = 1ull << (lg - kSecondLevelLog2);
-    if (units > ~0ull - step) return kNil;
+    if (units > ~0ull - step) return kNoRecord;
     units += step - 1;
     mapping(units, &fl, &sl);
-    if (fl >= kFirstLevels) return kNil;
+    if (fl >= kFirstLevels) return kNoRecord;
   } else {
     // Class 0 is exact; the next sub-bin is the first guaranteed fit.
     sl += 1;
@@ -91,9 +91,9 @@ uint32_t FreeIndex::find(const BlockStore& store, uint64_t size) const {
   }
   uint32_t sl_map = (sl < kSecondLevels) ? (sl_bitmap_[fl] & (~0u << sl)) : 0;
   if (sl_map == 0) {
-    if (fl + 1 >= kFirstLevels) return kNil;
+    if (fl + 1 >= kFirstLevels) return kNoRecord;
     const uint64_t fl_map = fl_bitmap_ & (~0ull << (fl + 1));
-    if (fl_map == 0) return kNil;
+    if (fl_map == 0) return kNoRecord;
     fl = __builtin_ctzll(fl_map);
     sl_map = sl_bitmap_[fl];
   }
@@ -121,7 +121,7 @@ bool FreeIndex::may_fit(uint64_t size) const {
 }
 
 uint32_t FreeIndex::any_largest() const {
-  if (fl_bitmap_ == 0) return kNil;
+  if (fl_bitmap_ == 0) return kNoRecord;
   const int fl = log2_floor(fl_bitmap_);
   const int sl = 31 - __builtin_clz(sl_bitmap_[fl]);
   return heads_[fl][sl];
@@ -132,7 +132,7 @@ uint64_t FreeIndex::largest(const BlockStore& store) const {
   const int fl = log2_floor(fl_bitmap_);
   const int sl = 31 - __builtin_clz(sl_bitmap_[fl]);
   uint64_t best = 0;
-  for (uint32_t r = heads_[fl][sl]; r != kNil; r = store[r].next) {
+  for (uint32_t r = heads_[fl][sl]; r != kNoRecord; r = store[r].next) {
     if (store[r].len() > best) best = store[r].len();
   }
   return best;

@@ -16,16 +16,16 @@ class FreeIndex {
   // granule: every block size is a multiple of it (the arena's alignment).
   explicit FreeIndex(uint64_t granule);
 
-  void insert(BlockStore& store, uint32_t rec);
-  void remove(BlockStore& store, uint32_t rec);
-  // A free block of at least `size` bytes (a multiple of the granule), or kNil. Tries
+  void insert(BlockStore& store, uint32_t record);
+  void remove(BlockStore& store, uint32_t record);
+  // A free block of at least `size` bytes (a multiple of the granule), or kNoRecord. Tries
   // the head of the exact size class first, then the first class that guarantees a
   // fit. Does not remove it.
   uint32_t find(const BlockStore& store, uint64_t size) const;
   // True when a block of `size` may be here: a hint readable without the owner's lock
   // (the first-level bitmap is mirrored into an atomic), used to skip taking a lock.
   bool may_fit(uint64_t size) const;
-  // Any block of the highest non-empty class (for flushing the largest first), or kNil.
+  // Any block of the highest non-empty class (for flushing the largest first), or kNoRecord.
   uint32_t any_largest() const;
   // Forgets every block in O(1); the records stay with the caller.
   void clear();
@@ -34,7 +34,7 @@ class FreeIndex {
   uint64_t bytes() const { return bytes_; }
   // Largest block: scans the highest non-empty bin (not for the hot path).
   uint64_t largest(const BlockStore& store) const;
-  // Calls fn(rec) for every block (not for the hot path; fn must not change the index).
+  // Calls fn(record) for every block (not for the hot path; fn must not change the index).
   template <typename Fn>
   void for_each(const BlockStore& store, Fn&& fn) const {
     uint64_t map = fl_bitmap_;
@@ -45,7 +45,7 @@ class FreeIndex {
       while (sm != 0) {
         const int sl = __builtin_ctz(sm);
         sm &= sm - 1;
-        for (uint32_t r = heads_[fl][sl]; r != kNil;) {
+        for (uint32_t r = heads_[fl][sl]; r != kNoRecord;) {
           const uint32_t next = store[r].next;
           fn(r);
           r = next;

@@ -21,6 +21,22 @@ PinOutcome pin_outcome_of_dead(FreeOutcome o) {
                                        : PinOutcome::kNotOwned;
 }
 
+// Whether record b (word w) describes a block of the current layout, epoch e being the
+// region's (the caller's slot lock keeps it): a live block valid in this epoch (or
+// persistent), or a free block in an index now. Records of earlier epochs, absorbed or
+// moved ones, are history.
+bool in_layout(const Block& b, uint64_t w, uint64_t e) {
+  const BlockState st = Word::state(w);
+  if (st == BlockState::kLive || st == BlockState::kDeferred) {
+    return (Word::flags(w) & kFlagPersistent) != 0 ||
+           b.layout_epoch.load(std::memory_order_relaxed) == e;
+  }
+  if (st == BlockState::kFree) {
+    return Word::owner(w) == kOwnerFloor || b.layout_epoch.load(std::memory_order_relaxed) == e;
+  }
+  return false;
+}
+
 bool cas(Block& b, uint64_t& expected, uint64_t desired) {
   return b.word.compare_exchange_weak(expected, desired, std::memory_order_acq_rel,
                                       std::memory_order_acquire);
@@ -44,12 +60,13 @@ Region::Region(const RegionConfig& cfg, RegionHooks* hooks)
   if (cfg_.slot_budget == 0) {
     cfg_.slot_budget = std::max(kMinSlotBudget, cfg_.capacity / (uint64_t{8} * slots_.size()));
   }
-  top_rec_ = store_.take_long_lived();
-  store_[top_rec_].word.store(Word::make(BlockState::kFree, kFlagLongLived, kOwnerNone, 0, 1));
+  bump_space_record_ = store_.take_long_lived();
+  store_[bump_space_record_].word.store(
+      Word::make(BlockState::kFree, kFlagLongLived, kOwnerNone, 0, 1));
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     const uint32_t r = store_.take_long_lived();
     store_[r].word.store(Word::make(BlockState::kFree, kFlagLongLived, kOwnerNone, 0, 1));
-    slots_[i].slack_rec = r;
+    slots_[i].slack_record = r;
   }
 }
 
@@ -97,9 +114,9 @@ uint64_t Region::lower_ceiling(uint64_t keep) {
 // --- records --------------------------------------------------------------------------
 
 uint32_t Region::acquire_slot_record(Slot& s) {
-  if (s.free_recs != kNil) {
-    const uint32_t r = s.free_recs;
-    s.free_recs = store_[r].next;
+  if (s.free_records != kNoRecord) {
+    const uint32_t r = s.free_records;
+    s.free_records = store_[r].next;
     store_.reinit(r, 0);
     return r;
   }
@@ -119,59 +136,21 @@ uint32_t Region::acquire_slot_record(Slot& s) {
   return r;
 }
 
-uint32_t Region::acquire_central_record() {
-  if (central_free_recs_ != kNil) {
-    const uint32_t r = central_free_recs_;
-    central_free_recs_ = store_[r].next;
-    store_.reinit(r, 0);
-    return r;
-  }
-  if (central_left_ == 0) {
-    const uint32_t p = store_.take_page();
-    store_.append_pages(&central_page_head_, &central_page_tail_, p, p);
-    central_cursor_ = p;
-    central_left_ = BlockStore::kPageRecords;
-  }
-  const uint32_t r = central_cursor_++;
-  --central_left_;
-  store_.reinit(r, 0);
-  return r;
-}
-
 uint32_t Region::acquire_record_like(Slot* s, uint32_t model) {
   if (Word::flags(store_[model].load_word()) & kFlagLongLived) return store_.take_long_lived();
-  return s != nullptr ? acquire_slot_record(*s) : acquire_central_record();
+  return s != nullptr ? acquire_slot_record(*s) : central_records_.acquire();
 }
 
-void Region::retire_record(Slot* s, uint32_t rec) {
+void Region::retire_record(Slot* s, uint32_t record) {
   if (s == nullptr) {
-    retire_central(rec);
+    central_records_.retire(record);
     return;
   }
-  const uint32_t out = s->quarantine.push(rec);
-  if (out != kNil) {
-    store_[out].next = s->free_recs;
-    s->free_recs = out;
+  const uint32_t out = s->quarantine.push(record);
+  if (out != kNoRecord) {
+    store_[out].next = s->free_records;
+    s->free_records = out;
   }
-}
-
-void Region::retire_central(uint32_t rec) {
-  const uint32_t out = central_q_.push(rec);
-  if (out == kNil) return;
-  if (Word::flags(store_[out].load_word()) & kFlagLongLived) {
-    store_.give_long_lived(out);
-  } else {
-    store_[out].next = central_free_recs_;
-    central_free_recs_ = out;
-  }
-}
-
-void Region::retire_moved(uint32_t rec) {
-  // Epoch records go with their page; long-lived ones wait on a list until the reset after
-  // next.
-  if (!(Word::flags(store_[rec].load_word()) & kFlagLongLived)) return;
-  store_[rec].next = moved_long_;
-  moved_long_ = rec;
 }
 
 // --- blocks ---------------------------------------------------------------------------
@@ -183,22 +162,22 @@ void Region::retire_moved(uint32_t rec) {
 // pointer is not the start of a block. Where that cannot be proven cheaply (the bytes went
 // back to bump space that has since been bumped into again), the answer is "not owned":
 // never an error that would be wrong to act on, and no state changes either way.
-FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
+FreeOutcome Region::classify_dead(const Slot& s, uint32_t record, uint64_t w,
                                   bool central_held) const {
-  const uint64_t target = store_[rec].off();
+  const uint64_t target = store_[record].off();
   const uint64_t e = epoch();
   // A block a reset reclaimed, or any record of an earlier epoch: a reset emptied every
   // index since, so its bytes may lie inside a block handed out later, and its history
   // proves nothing now. The caller's pointer is from an earlier epoch.
   const bool long_lived = (Word::flags(w) & kFlagPersistent) != 0 || Word::owner(w) == kOwnerFloor;
   if ((Word::flags(w) & kFlagReclaimed) ||
-      (!long_lived && store_[rec].stamp.load(std::memory_order_relaxed) != e)) {
+      (!long_lived && store_[record].layout_epoch.load(std::memory_order_relaxed) != e)) {
     return FreeOutcome::kStale;
   }
   // Free space that was never a block here (a reset's hole, a split's remainder): still
   // free, the pointer is from an earlier epoch; merged into a block live now, it is that
   // block's interior (not owned).
-  const bool never_live = store_[rec].epoch.load(std::memory_order_relaxed) == kNeverLive;
+  const bool never_live = store_[record].alloc_epoch.load(std::memory_order_relaxed) == kNeverLive;
   const FreeOutcome freed = never_live ? FreeOutcome::kStale : FreeOutcome::kDoubleFree;
   if (Word::state(w) == BlockState::kFree) return freed;
   auto covering = [&](uint32_t r, uint64_t rw) -> int {  // 1 free, 0 live, -1 unknown
@@ -209,7 +188,7 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
     if (st == BlockState::kLive || st == BlockState::kDeferred) return 0;
     return -1;
   };
-  uint32_t r = rec;
+  uint32_t r = record;
   uint64_t cw = w;
   for (uint32_t hop = 0;; ++hop) {
     const BlockState cs = Word::state(cw);
@@ -218,19 +197,19 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
     const Block& b = store_[r];
     const uint32_t into = b.absorbed_into.load(std::memory_order_relaxed);
     const uint32_t gen = b.absorbed_gen.load(std::memory_order_relaxed);
-    if (into == kNil) return FreeOutcome::kNotOwned;
+    if (into == kNoRecord) return FreeOutcome::kNotOwned;
     const uint64_t iw = store_[into].load_word();
-    if (into == s.slack_rec) {
+    if (into == s.slack_record) {
       // This slot's span (we hold its lock): free while the target is still unused.
       return target >= s.span_cur && target < s.span_end ? freed : FreeOutcome::kNotOwned;
     }
-    bool pseudo = into == top_rec_;
-    for (uint32_t i = 0; !pseudo && i < slots_.size(); ++i) pseudo = slots_[i].slack_rec == into;
+    bool pseudo = into == bump_space_record_;
+    for (uint32_t i = 0; !pseudo && i < slots_.size(); ++i) pseudo = slots_[i].slack_record == into;
     if (pseudo) {
       // The bump space or another slot's span: free as long as nothing was bumped since
       // (and, for the bump space, the target still lies above the top).
       bool unused = Word::gen(iw) == gen;
-      if (unused && into == top_rec_) {
+      if (unused && into == bump_space_record_) {
         if (central_held) {
           unused = target >= top_;
         } else {
@@ -250,22 +229,19 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t rec, uint64_t w,
     return FreeOutcome::kNotOwned;
   }
   // A record of an earlier epoch (the chain left the floor's history): no proof either way.
-  const bool now = rs == BlockState::kFree ? (Word::owner(rw) == kOwnerFloor ||
-                                              store_[r].stamp.load(std::memory_order_relaxed) == e)
-                                           : is_current(rw, store_[r]);
-  if (!now) return FreeOutcome::kNotOwned;
+  if (!in_layout(store_[r], rw, e)) return FreeOutcome::kNotOwned;
   const int c = covering(r, rw);
   if (c >= 0) return c == 1 ? freed : FreeOutcome::kNotOwned;
   // The record shrank (it was carved): the target is in one of the blocks after it.
   uint64_t o = store_[r].end();
   for (uint32_t step = 0; step < 64 && o <= target; ++step) {
     const uint32_t q = map_.at(o);
-    if (q == kNil || store_[q].off() != o) return FreeOutcome::kNotOwned;
+    if (q == kNoRecord || store_[q].off() != o) return FreeOutcome::kNotOwned;
     const uint64_t qw = store_[q].load_word();
     const BlockState qs = Word::state(qw);
     const bool current = qs == BlockState::kFree
                              ? (Word::owner(qw) == kOwnerFloor ||
-                                store_[q].stamp.load(std::memory_order_relaxed) == e)
+                                store_[q].layout_epoch.load(std::memory_order_relaxed) == e)
                              : is_current(qw, store_[q]);
     if (!current) return FreeOutcome::kNotOwned;
     const int cq = covering(q, qw);
@@ -281,10 +257,10 @@ void Region::fill(uint64_t offset, uint64_t bytes, Slot* s) {
       return;
     case RegionHooks::Fill::kNow:
       hooks_->fill(offset, bytes);
-      ++(s != nullptr ? s->c : central_c_).poison_fills;
+      ++(s != nullptr ? s->c : totals_.writer).poison_fills;
       return;
     case RegionHooks::Fill::kSkip:
-      ++(s != nullptr ? s->c : central_c_).poison_skipped;
+      ++(s != nullptr ? s->c : totals_.writer).poison_skipped;
       return;
   }
 }
@@ -296,84 +272,96 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
   if (aligned > cfg_.capacity) return false;
   // A record for a bump, taken before any change (it may need host memory).
   uint32_t fresh = acquire_slot_record(s);
-  auto give_back_fresh = [&] {
-    store_[fresh].next = s.free_recs;
-    s.free_recs = fresh;
-  };
-  auto bump = [&] {
-    Block& b = store_[fresh];
-    b.offset.store(s.span_cur, std::memory_order_relaxed);
-    b.size.store(aligned, std::memory_order_relaxed);
-    map_.tag(s.span_cur, aligned, fresh);
-    s.note_cached();
-    bump_span(s, fresh, aligned, tag, out);
-  };
   bool drained = false;
   for (;;) {
     // The slot's own index first (a thread sharing the slot may have freed into it).
-    uint32_t r = s.index.find(store_, aligned);
-    if (r != kNil) {
+    const uint32_t r = s.index.find(store_, aligned);
+    if (r != kNoRecord) {
+      keep_spare(s, fresh);  // carve() takes the spare record from here
       s.index.remove(store_, r);
-      store_[fresh].next = s.free_recs;  // carve() takes the spare record from here
-      s.free_recs = fresh;
       carve(&s, r, aligned, s.id);
       hand_out(s, r, aligned, tag, 0, true, out);
       return true;
     }
     {
       Guard g(central_);
-      r = central_index_.find(store_, aligned);
-      if (r != kNil) {
-        if (store_[r].len() > aligned && central_free_recs_ == kNil && central_left_ == 0) {
-          const uint32_t spare = acquire_central_record();
-          store_[spare].next = central_free_recs_;
-          central_free_recs_ = spare;
-        }
-        central_index_.remove(store_, r);
-        carve(nullptr, r, aligned, kOwnerCentral);
-        hand_out(s, r, aligned, tag, 0, true, out);
-        give_back_fresh();
+      if (take_from_central_index(s, aligned, tag, out)) {
+        keep_spare(s, fresh);
         return true;
       }
       if (s.span_end - s.span_cur >= aligned || take_span(s, aligned, may_ask_commit, out)) {
-        bump();
+        bump_with(s, fresh, aligned, tag, out);
         return true;
       }
       if (out->commit_to != 0) {
-        give_back_fresh();
+        keep_spare(s, fresh);
         return false;
       }
-      r = floor_index_.find(store_, aligned);
-      if (r != kNil) {
-        store_.reserve_long_lived(1);  // carve's record, before the block leaves the index
-        floor_index_.remove(store_, r);
-        carve(nullptr, r, aligned, kOwnerFloor);
-        hand_out(s, r, aligned, tag, kFlagBorrowed, true, out);
-        borrowed_push(r);
-        give_back_fresh();
+      if (borrow_from_floor(s, aligned, tag, out)) {
+        keep_spare(s, fresh);
         return true;
       }
     }
-    if (drained) break;
     // Before declaring the region full, let every slot give back what it holds (its
     // cached free blocks coalesce with the central ones), when that can help at all.
-    uint64_t cached = 0;
-    for (uint32_t i = 0; i < slots_.size(); ++i) {
-      cached += slots_[i].cached_hint.load(std::memory_order_relaxed);
-    }
-    if (cached == 0) break;
+    if (drained || !slots_may_cache()) break;
     drained = true;
-    give_back_fresh();
-    leave(s);
-    {
-      WriterLock w(*this);
-      drain_w();
-    }
-    s.lock.lock();
+    keep_spare(s, fresh);
+    drain_from(s);
     fresh = acquire_slot_record(s);
   }
-  give_back_fresh();
+  keep_spare(s, fresh);
   return false;
+}
+
+// Under the central lock: a fit from the central index, carved to size.
+bool Region::take_from_central_index(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+  const uint32_t r = central_index_.find(store_, aligned);
+  if (r == kNoRecord) return false;
+  if (store_[r].len() > aligned) central_records_.keep_one_at_hand();  // carve's
+  central_index_.remove(store_, r);
+  carve(nullptr, r, aligned, kOwnerCentral);
+  hand_out(s, r, aligned, tag, 0, true, out);
+  return true;
+}
+
+// Under the central lock: a fit from a hole below the floor, handed out as a borrowed
+// block (the next reset reclaims it).
+bool Region::borrow_from_floor(Slot& s, uint64_t aligned, uint32_t tag, Placement* out) {
+  const uint32_t r = floor_index_.find(store_, aligned);
+  if (r == kNoRecord) return false;
+  store_.reserve_long_lived(1);  // carve's record, before the block leaves the index
+  floor_index_.remove(store_, r);
+  carve(nullptr, r, aligned, kOwnerFloor);
+  hand_out(s, r, aligned, tag, kFlagBorrowed, true, out);
+  borrowed_.push(r);
+  return true;
+}
+
+// Record `fresh` (s's) describes a block bumped at s.span_cur, which becomes live.
+void Region::bump_with(Slot& s, uint32_t fresh, uint64_t aligned, uint32_t tag, Placement* out) {
+  Block& b = store_[fresh];
+  b.offset.store(s.span_cur, std::memory_order_relaxed);
+  b.size.store(aligned, std::memory_order_relaxed);
+  map_.tag(s.span_cur, aligned, fresh);
+  s.note_cached();
+  bump_span(s, fresh, aligned, tag, out);
+}
+
+bool Region::slots_may_cache() const {
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].cached_hint.load(std::memory_order_relaxed) != 0) return true;
+  }
+  return false;
+}
+
+void Region::drain_from(Slot& s) {
+  leave(s);
+  {
+    WriterLock w(*this);
+    drain_w();
+  }
+  s.lock.lock();
 }
 
 // Under the central lock: gives the slot room for `need` more bytes at the top of the bump
@@ -383,7 +371,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
 // else the caller is asked to commit (out->commit_to) or told the region is full.
 bool Region::take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* out) {
   const uint64_t cap = cfg_.capacity;
-  Block& top = store_[top_rec_];
+  Block& top = store_[bump_space_record_];
   auto below_ceiling = [&](uint64_t* end, uint64_t least) {
     if (*end <= ceiling_) return true;
     if (may_ask_commit) {
@@ -423,11 +411,11 @@ bool Region::take_span(Slot& s, uint64_t need, bool may_ask_commit, Placement* o
 // Under the central lock: the slot's span leftovers go back (to the bump space when the
 // span is the topmost one, else to the central index).
 void Region::close_span(Slot& s) {
-  if (s.top_rec != kNil) {
-    retire_record(&s, s.top_rec);
-    s.top_rec = kNil;
+  if (s.span_top_record != kNoRecord) {
+    retire_record(&s, s.span_top_record);
+    s.span_top_record = kNoRecord;
   }
-  Block& slack = store_[s.slack_rec];
+  Block& slack = store_[s.slack_record];
   slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
   if (s.span_cur < s.span_end) {
@@ -437,11 +425,11 @@ void Region::close_span(Slot& s) {
       // A central block may now end at the top: give it back too.
       if (top_ > 0) {
         const uint32_t p = map_.ending_at(top_);
-        if (p != kNil) {
+        if (p != kNoRecord) {
           const Block& pb = store_[p];
           const uint64_t pw = pb.load_word();
           if (Word::state(pw) == BlockState::kFree && Word::owner(pw) == kOwnerCentral &&
-              pb.end() == top_ && pb.stamp.load(std::memory_order_relaxed) == epoch()) {
+              pb.end() == top_ && pb.layout_epoch.load(std::memory_order_relaxed) == epoch()) {
             central_index_.remove(store_, p);
             give_back_top(p);
           }
@@ -458,12 +446,12 @@ void Region::close_span(Slot& s) {
 }
 
 uint32_t Region::central_free_record(uint64_t offset, uint64_t size) {
-  const uint32_t r = acquire_central_record();
+  const uint32_t r = central_records_.acquire();
   Block& b = store_[r];
   b.offset.store(offset, std::memory_order_relaxed);
   b.size.store(size, std::memory_order_relaxed);
-  b.stamp.store(epoch(), std::memory_order_relaxed);
-  b.epoch.store(kNeverLive, std::memory_order_relaxed);
+  b.layout_epoch.store(epoch(), std::memory_order_relaxed);
+  b.alloc_epoch.store(kNeverLive, std::memory_order_relaxed);
   const uint64_t w = b.word.load(std::memory_order_relaxed);
   b.word.store(Word::make(BlockState::kFree, Word::flags(w) & kFlagLongLived, kOwnerCentral, 0,
                           Word::gen(w) + 1),
@@ -472,16 +460,16 @@ uint32_t Region::central_free_record(uint64_t offset, uint64_t size) {
   return r;
 }
 
-// Under the central lock: rec (kFree, ending at top_, nothing above) becomes bump space.
-void Region::give_back_top(uint32_t rec) {
-  Block& b = store_[rec];
+// Under the central lock: record (kFree, ending at top_, nothing above) becomes bump space.
+void Region::give_back_top(uint32_t record) {
+  Block& b = store_[record];
   top_ = b.off();
-  const uint64_t tw = store_[top_rec_].load_word();
-  b.absorbed_into.store(top_rec_, std::memory_order_relaxed);
+  const uint64_t tw = store_[bump_space_record_].load_word();
+  b.absorbed_into.store(bump_space_record_, std::memory_order_relaxed);
   b.absorbed_gen.store(Word::gen(tw), std::memory_order_relaxed);
   b.word.store(Word::with_state(b.word.load(std::memory_order_relaxed), BlockState::kAbsorbed),
                std::memory_order_release);
-  retire_central(rec);
+  central_records_.retire(record);
   maybe_lower_floor();
 }
 
@@ -491,7 +479,7 @@ void Region::give_back_top(uint32_t rec) {
 void Region::maybe_lower_floor() {
   while (top_slot_ < 0 && top_ == floor_ && floor_ > 0) {
     const uint32_t p = map_.ending_at(floor_);
-    if (p == kNil) return;
+    if (p == kNoRecord) return;
     Block& b = store_[p];
     const uint64_t w = b.load_word();
     if (Word::state(w) != BlockState::kFree || Word::owner(w) != kOwnerFloor || b.end() != floor_) {
@@ -517,60 +505,60 @@ void Region::flush_slot(Slot& s, uint64_t target_bytes) {
   }
 }
 
-void Region::release_central(uint32_t rec) {
+void Region::release_central(uint32_t record) {
   const uint64_t e = epoch();
-  const uint8_t owner = Word::owner(store_[rec].load_word());
+  const uint8_t owner = Word::owner(store_[record].load_word());
   FreeIndex& index = owner == kOwnerFloor ? floor_index_ : central_index_;
   auto same = [&](uint32_t n) {
-    if (n == kNil) return false;
+    if (n == kNoRecord) return false;
     const Block& nb = store_[n];
     const uint64_t w = nb.load_word();
     return Word::state(w) == BlockState::kFree && Word::owner(w) == owner &&
-           (owner == kOwnerFloor || nb.stamp.load(std::memory_order_relaxed) == e);
+           (owner == kOwnerFloor || nb.layout_epoch.load(std::memory_order_relaxed) == e);
   };
-  const uint64_t off = store_[rec].off();
+  const uint64_t off = store_[record].off();
   if (off > 0) {
     const uint32_t p = map_.ending_at(off);
-    if (p != rec && same(p) && store_[p].end() == off) {
+    if (p != record && same(p) && store_[p].end() == off) {
       index.remove(store_, p);
-      absorb(p, rec);
-      retire_central(rec);
-      rec = p;
+      absorb(p, record);
+      central_records_.retire(record);
+      record = p;
     }
   }
-  Block& b = store_[rec];
+  Block& b = store_[record];
   const uint64_t end = b.end();
   if (owner == kOwnerCentral && end == top_ && top_slot_ < 0) {
-    give_back_top(rec);
+    give_back_top(record);
     return;
   }
   if (end < cfg_.capacity) {
     const uint32_t n = map_.at(end);
-    if (n != rec && same(n) && store_[n].off() == end) {
+    if (n != record && same(n) && store_[n].off() == end) {
       index.remove(store_, n);
-      absorb(rec, n);
-      retire_central(n);
+      absorb(record, n);
+      central_records_.retire(n);
     }
   }
-  b.stamp.store(e, std::memory_order_relaxed);
-  index.insert(store_, rec);
+  b.layout_epoch.store(e, std::memory_order_relaxed);
+  index.insert(store_, record);
   if (owner == kOwnerFloor) maybe_lower_floor();
 }
 
-void Region::release_kept(Slot& s, uint32_t rec) {
-  Block& b = store_[rec];
+void Region::release_kept(Slot& s, uint32_t record) {
+  Block& b = store_[record];
   // s's span starting right above it is empty (the block is no part of it): closed, so
   // that the top comes down to the block's end first.
   if (top_slot_ == static_cast<int32_t>(s.id) && s.span_cur == b.end()) close_span(s);
   b.word.store(Word::with_owner(b.load_word(), kOwnerCentral), std::memory_order_release);
-  release_central(rec);
+  release_central(record);
   while (top_slot_ < 0 && top_ > floor_) {
     const uint32_t p = map_.ending_at(top_);
-    if (p == kNil) return;
+    if (p == kNoRecord) return;
     Block& pb = store_[p];
     const uint64_t pw = pb.load_word();
     if (Word::state(pw) != BlockState::kFree || Word::owner(pw) != s.id || pb.end() != top_ ||
-        pb.stamp.load(std::memory_order_relaxed) != epoch()) {
+        pb.layout_epoch.load(std::memory_order_relaxed) != epoch()) {
       return;
     }
     s.index.remove(store_, p);
@@ -581,20 +569,20 @@ void Region::release_kept(Slot& s, uint32_t rec) {
 
 // Under the central lock: a block below the floor (weights, or a borrowed epoch block) was
 // freed; it is kFree with no owner yet ("in transit", so no neighbour merges it early).
-void Region::finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size) {
+void Region::finish_floor_free(Slot& s, uint32_t record, uint8_t flags, uint64_t size) {
   if (flags & kFlagBorrowed) {
-    borrowed_remove(rec);
+    borrowed_.remove(record);
   } else {
-    floor_live_bytes_ -= size;
-    --floor_live_count_;
+    totals_.floor_live_bytes -= size;
+    --totals_.floor_live_count;
     // Freeing weights with nothing above the floor but this slot's empty span: give the
     // span back so that the floor can come down.
     if (top_slot_ == static_cast<int32_t>(s.id) && s.span_cur == floor_) close_span(s);
   }
-  Block& b = store_[rec];
+  Block& b = store_[record];
   b.word.store(Word::with_owner(b.word.load(std::memory_order_relaxed), kOwnerFloor),
                std::memory_order_release);
-  release_central(rec);
+  release_central(record);
 }
 
 // --- pins --------------------------------------------------------------------------------
@@ -641,17 +629,10 @@ Region::Within Region::live_block_containing(uint64_t offset, uint64_t max_granu
   }
   const uint64_t g = map_.granule();
   const uint64_t e = epoch();
-  auto current = [&](const Block& b, uint64_t w) {
-    const BlockState st = Word::state(w);
-    if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, b);
-    if (st == BlockState::kFree) {
-      return Word::owner(w) == kOwnerFloor || b.stamp.load(std::memory_order_relaxed) == e;
-    }
-    return false;
-  };
+  auto current = [&](const Block& b, uint64_t w) { return in_layout(b, w, e); };
   auto ends_at = [&](uint64_t o) {
     const uint32_t r = map_.ending_at(o);
-    if (r == kNil) return false;
+    if (r == kNoRecord) return false;
     const Block& b = store_[r];
     return b.end() == o && current(b, b.load_word());
   };
@@ -660,7 +641,7 @@ Region::Within Region::live_block_containing(uint64_t offset, uint64_t max_granu
   uint64_t o = (offset - 1) / g * g;
   for (uint64_t step = 0; step < max_granules; ++step, o -= g) {
     const uint32_t r = map_.at(o);
-    if (r != kNil) {
+    if (r != kNoRecord) {
       const Block& b = store_[r];
       const uint64_t w = b.load_word();
       if (b.off() == o && current(b, w)) {
@@ -685,7 +666,7 @@ bool Region::inside_live_block(uint64_t offset) const {
 
 PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally) {
   const uint32_t r = map_.at(offset);
-  if (r == kNil) return PinOutcome::kNotOwned;
+  if (r == kNoRecord) return PinOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
@@ -708,9 +689,9 @@ PinOutcome Region::pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally)
     Guard g(central_);
     w = b.load_word();
     if (Word::state(w) != BlockState::kLive || Word::pins(w) != 0) continue;
-    pinned_add(r);  // may throw: nothing changed yet
+    pinned_.add(r);  // may throw: nothing changed yet
     if (!b.word.compare_exchange_strong(w, Word::with_pins(w, 1), std::memory_order_acq_rel)) {
-      pinned_remove(r);
+      pinned_.remove(r);
       continue;
     }
     if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->add(b.len());
@@ -722,7 +703,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
                             bool tally) {
   *freed_size = 0;
   const uint32_t r = map_.at(offset);
-  if (r == kNil) return PinOutcome::kNotOwned;
+  if (r == kNoRecord) return PinOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
@@ -751,7 +732,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
       if (!b.word.compare_exchange_strong(w, Word::with_pins(w, 0), std::memory_order_acq_rel)) {
         continue;
       }
-      pinned_remove(r);
+      pinned_.remove(r);
       if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(b.len());
       return PinOutcome::kOk;
     }
@@ -761,7 +742,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
     const bool central_side = goes_central(w);
     const uint64_t nw = Word::with_pins(free_word(w, central_side ? kOwnerNone : s.id), 0);
     if (!b.word.compare_exchange_strong(w, nw, std::memory_order_acq_rel)) continue;
-    pinned_remove(r);
+    pinned_.remove(r);
     const uint64_t size = b.len();
     if (tally && cfg_.pin_tally != nullptr) cfg_.pin_tally->sub(size);
     *freed_size = size;
@@ -796,7 +777,7 @@ PinOutcome Region::pin_zone(Slot& s, uint64_t offset) {
 
 FreeOutcome Region::history_at(const Slot& s, uint64_t offset, bool central_held) const {
   const uint32_t r = map_.at(offset);
-  if (r == kNil) return FreeOutcome::kNotOwned;
+  if (r == kNoRecord) return FreeOutcome::kNotOwned;
   const Block& b = store_[r];
   const uint64_t w = b.load_word();
   if (b.off() != offset) return FreeOutcome::kNotOwned;
@@ -822,46 +803,9 @@ void Region::pinned_offsets_w(std::vector<uint64_t>* out) const {
 }
 
 void Region::borrowed_unpinned_offsets_w(std::vector<uint64_t>* out) const {
-  for (uint32_t r = borrowed_head_; r != kNil; r = store_[r].next) {
+  borrowed_.for_each([&](uint32_t r) {
     if (Word::pins(store_[r].load_word()) == 0) out->push_back(store_[r].off());
-  }
-}
-
-void Region::borrowed_push(uint32_t rec) {
-  Block& b = store_[rec];
-  b.prev = kNil;
-  b.next = borrowed_head_;
-  if (borrowed_head_ != kNil) store_[borrowed_head_].prev = rec;
-  borrowed_head_ = rec;
-}
-
-void Region::borrowed_remove(uint32_t rec) {
-  Block& b = store_[rec];
-  if (b.prev != kNil) {
-    store_[b.prev].next = b.next;
-  } else {
-    borrowed_head_ = b.next;
-  }
-  if (b.next != kNil) store_[b.next].prev = b.prev;
-  b.prev = b.next = kNil;
-}
-
-}  // namespace zarena_core
-
-namespace zarena_core {
-
-void Region::pinned_add(uint32_t rec) {
-  pinned_.push_back(rec);
-  store_[rec].pin_pos = static_cast<uint32_t>(pinned_.size() - 1);
-}
-
-void Region::pinned_remove(uint32_t rec) {
-  const uint32_t pos = store_[rec].pin_pos;
-  const uint32_t last = pinned_.back();
-  pinned_[pos] = last;
-  store_[last].pin_pos = pos;
-  pinned_.pop_back();
-  store_[rec].pin_pos = kNil;
+  });
 }
 
 }  // namespace zarena_core

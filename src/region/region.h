@@ -21,8 +21,7 @@
 //
 // Whole-arena operations (reset, floors, drain, snapshots, walks) run under every slot
 // lock plus the central lock (the caller takes them with WriterLock); they are O(slots)
-// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks). A
-// method whose name ends in _w ("writer") may be called only with the WriterLock held.
+// plus what they touch: a reset is O(slots + pins + borrowed blocks), not O(blocks).
 //
 // Commits (expandable regions): the region hands out nothing at or above its ceiling, and
 // never waits for memory itself. An allocation that needs bump space above the ceiling
@@ -41,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/checks.h"
 #include "base/live_block.h"
 #include "base/outcomes.h"
 #include "base/pin_tally.h"
@@ -48,12 +48,13 @@
 #include "base/status.h"
 #include "region/block_store.h"
 #include "region/central_lock.h"
+#include "region/central_parts.h"
 #include "region/free_index.h"
 #include "region/slots.h"
 
 namespace zarena_core {
 
-// Block::epoch of a record that was never handed out at its offset (free space that a
+// Block::alloc_epoch of a record that was never handed out at its offset (free space that a
 // reset, a split or a span leftover created): a free of that address predates it.
 inline constexpr uint64_t kNeverLive = ~0ull;
 
@@ -108,6 +109,9 @@ struct RegionSnapshot {
   SlotCounters sum;  // slot counters added up (maxima: the max)
 };
 
+// Names: a method whose name ends in _w ("writer") may be called only with WriterLock
+// held (every slot lock plus the central lock); floor_locked() and the other per-thread
+// methods need only the caller's slot lock (enter / leave).
 class Region {
  public:
   Region(const RegionConfig& cfg, RegionHooks* hooks);
@@ -119,7 +123,7 @@ class Region {
   Slot& enter() {
     Slot& s = slots_.mine();
     s.lock.lock();
-    if (__builtin_expect(s.id >= slots_.active(), 0)) activate(s);
+    if (ZARENA_UNLIKELY(s.id >= slots_.active())) activate(s);
     return s;
   }
   void leave(Slot& s) { s.lock.unlock(); }
@@ -240,7 +244,8 @@ class Region {
   // Gives claimed ranges back: each block is unpinned and freed, as zarena_unpin and
   // zarena_free would (under the caller's slot lock).
   void unclaim(Slot& s, const std::vector<OffsetRange>& ranges);
-  // Layout invariants ("" when sound). O(blocks): for tests.
+  // Layout invariants ("" when sound). O(blocks): for tests, and in debug builds after
+  // every writer operation that changes the layout (assert_sound_w).
   std::string check_invariants_w() const;
   // What the maps and records say about an offset (for test failure messages).
   std::string describe_w(uint64_t offset) const;
@@ -264,27 +269,38 @@ class Region {
 
   // Records.
   uint32_t acquire_slot_record(Slot& s);                  // an epoch record for a block owned by s
-  uint32_t acquire_central_record();                      // an epoch record for a central block
   uint32_t acquire_record_like(Slot* s, uint32_t model);  // same storage class as model
-  void retire_record(Slot* s, uint32_t rec);              // absorbed/moved: through a quarantine
-  void retire_central(uint32_t rec);
-  void retire_moved(uint32_t rec);  // writer: a record replaced by move_record
+  // Absorbed/moved: through s's quarantine (null: the central side's, central lock held).
+  void retire_record(Slot* s, uint32_t record);
 
   // Blocks.
+  // alloc's every other case, in order: the slot's index, then under the central lock the
+  // central index, the slot's span (or a new one), a hole below the floor; once more after
+  // draining every slot; else full.
   bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out, bool may_ask_commit);
+  bool take_from_central_index(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  bool borrow_from_floor(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  void bump_with(Slot& s, uint32_t fresh, uint64_t aligned, uint32_t tag, Placement* out);
+  // Whether any slot may hold free blocks or span leftovers (a drain could help).
+  bool slots_may_cache() const;
+  // Leaves s, drains every slot under the writer lock, takes s again.
+  void drain_from(Slot& s);
+  // record (s's, unused) waits on s's free records: the next acquire_slot_record takes it.
+  void keep_spare(Slot& s, uint32_t record);
   uint32_t bump_record(Slot& s, uint64_t aligned);
-  // Makes rec a live block of s's thread and describes it in *out.
-  void hand_out(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags, bool reused,
-                Placement* out);
-  // rec (at s.span_cur, tagged) becomes live: the span moves past it.
-  void bump_span(Slot& s, uint32_t rec, uint64_t aligned, uint32_t tag, Placement* out);
-  void make_live(Slot* s, uint32_t rec, uint64_t aligned, uint32_t tag, uint8_t flags);
-  // Shrinks free block rec (already out of its index) to `size`; the rest goes back to
-  // rec's side, owned as `owner`.
-  void carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner);
+  // Makes record a live block of s's thread and describes it in *out.
+  void hand_out(Slot& s, uint32_t record, uint64_t aligned, uint32_t tag, uint8_t flags,
+                bool reused, Placement* out);
+  // record (at s.span_cur, tagged) becomes live: the span moves past it.
+  void bump_span(Slot& s, uint32_t record, uint64_t aligned, uint32_t tag, Placement* out);
+  void make_live(Slot* s, uint32_t record, uint64_t aligned, uint32_t tag, uint8_t flags);
+  // Shrinks free block record (already out of its index) to `size`; the rest goes back to
+  // record's side, owned as `owner`.
+  void carve(Slot* s, uint32_t record, uint64_t size, uint8_t owner);
   void absorb(uint32_t keep, uint32_t gone);  // gone (just above keep) merges into keep
-  void release_to_slot(Slot& s, uint32_t rec);
-  void release_central(uint32_t rec);  // under the central lock; rec is kFree with its owner set
+  void release_to_slot(Slot& s, uint32_t record);
+  void release_central(
+      uint32_t record);  // under the central lock; record is kFree with its owner set
   void flush_slot(Slot& s, uint64_t target_bytes);  // central lock taken inside
   // Under the central lock. false: no room, or (out->commit_to set, when may_ask_commit)
   // no room below the ceiling.
@@ -293,13 +309,13 @@ class Region {
   // Under the central lock: a fresh central record for free space [offset, offset + size)
   // of this epoch, in the block map, in no index yet.
   uint32_t central_free_record(uint64_t offset, uint64_t size);
-  void give_back_top(uint32_t rec);  // rec ends at top_, nothing above: top_ comes down
+  void give_back_top(uint32_t record);  // record ends at top_, nothing above: top_ comes down
   void maybe_lower_floor();
   void fill(uint64_t offset, uint64_t bytes, Slot* s);
   bool is_current(uint64_t w, const Block& b) const;
   // A free of a block that is no longer live: double, stale or not a block start.
   // central_held: the caller holds the central lock (a writer).
-  FreeOutcome classify_dead(const Slot& s, uint32_t rec, uint64_t w,
+  FreeOutcome classify_dead(const Slot& s, uint32_t record, uint64_t w,
                             bool central_held = false) const;
   // The peaks of the current window: the highest block end since the last peak reset,
   // and the used-bytes peak the slots' maxima allow (clamped by that high water).
@@ -307,17 +323,38 @@ class Region {
   uint64_t window_used_peak_w() const;
 
   // Writer helpers.
-  // Copies rec into `into` (a fresh record), retags it and leaves rec "moved" to it.
-  void move_record(uint32_t rec, uint32_t into);
+  // reset_w's steps: the live bytes now; the pinned blocks above the floor (they survive),
+  // in address order (may throw); a slot's caches emptied, records retired and counters
+  // restarted; the survivors kept in records of the new epoch with holes between them (the
+  // top comes down to the highest end); the borrowed blocks reclaimed unless pinned.
+  struct Kept {
+    uint64_t bytes = 0, count = 0;
+  };
+  int64_t live_bytes_w() const;
+  std::vector<uint32_t> pinned_epoch_blocks_w() const;
+  void start_slot_epoch_w(Slot& s);
+  Kept keep_pinned_w(const std::vector<uint32_t>& survivors, bool fill_on);
+  Kept reclaim_borrowed_w(bool fill_on);
+  // set_floor_w's steps: is the offset a boundary; the blocks in [from, to) (may throw);
+  // raising the floor (each block made persistent) or lowering it (each joins the epoch).
+  Result check_floor_offset_w(uint64_t offset) const;
+  std::vector<uint32_t> blocks_between_w(uint64_t from, uint64_t to) const;
+  void raise_floor_w(uint64_t offset);
+  void make_persistent_w(uint32_t record);
+  void lower_floor_w(uint64_t offset);
+  void join_epoch_w(uint32_t record);
+  // claim_w's steps.
+  Claim check_claim_ranges(const std::vector<OffsetRange>& ranges) const;
+  bool free_central_blocks_under_w(const std::vector<OffsetRange>& ranges, uint64_t hi,
+                                   std::vector<uint32_t>* hits) const;
+  std::vector<uint32_t> cut_at_range_ends_w(const std::vector<uint32_t>& hits,
+                                            const std::vector<OffsetRange>& ranges);
+  void make_zone_blocks_w(const std::vector<uint32_t>& pieces,
+                          const std::vector<OffsetRange>& ranges);
+  // Copies record into `into` (a fresh record), retags it and leaves record "moved" to it.
+  void move_record(uint32_t record, uint32_t into);
   void retire_slot_pages(Slot& s);
   void keep_borrowed_below_floor();
-  // Puts at least n records on the central free list (may throw; before changes).
-  void reserve_central_records(uint64_t n);
-  void retire_central_pages();
-  void borrowed_push(uint32_t rec);
-  void borrowed_remove(uint32_t rec);
-  void pinned_add(uint32_t rec);  // may throw; call before the change it records
-  void pinned_remove(uint32_t rec);
   // Where a block freed by slot s goes: the slot, or (below the floor) the floor index.
   static bool goes_to_floor(uint8_t flags) {
     return (flags & (kFlagPersistent | kFlagBorrowed)) != 0;
@@ -337,16 +374,19 @@ class Region {
   // back to the bump space with them; s's free blocks that then end at the top follow, as
   // they would at s's span. So freeing the topmost block lowers the top also after a reset
   // that kept pinned blocks (the top then lies in no span).
-  void release_kept(Slot& s, uint32_t rec);
+  void release_kept(Slot& s, uint32_t record);
   // pin / unpin of the block that starts at offset and whose end lies above `inside`.
   // tally false: the pin transition is left out of cfg_.pin_tally (a plan's zone).
   PinOutcome pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally = true);
   PinOutcome unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t* freed_size,
                       bool tally = true);
   uint64_t free_word(uint64_t w, uint8_t owner) const;
-  void finish_floor_free(Slot& s, uint32_t rec, uint8_t flags, uint64_t size);
+  void finish_floor_free(Slot& s, uint32_t record, uint8_t flags, uint64_t size);
   template <typename Fn>
-  void walk_w(uint64_t from, uint64_t to, Fn&& fn) const;  // fn(rec) per block; spans skipped
+  void walk_w(uint64_t from, uint64_t to, Fn&& fn) const;  // fn(record) per block; spans skipped
+  // Debug builds (checks.h): aborts, naming `after`, when check_invariants_w finds the
+  // layout unsound (sampled: debug_checks_); release builds: nothing.
+  void assert_sound_w(const char* after);
 
   RegionConfig cfg_;
   RegionHooks* hooks_;
@@ -362,28 +402,17 @@ class Region {
 
   // --- under the central lock ------------------------------------------------------------
   uint64_t top_ = 0;
-  uint64_t ceiling_;         // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
-  int32_t top_slot_ = -1;    // the slot whose span ends at top_
-  uint32_t top_rec_ = kNil;  // stands for the bump space (absorb target of given-back blocks)
+  uint64_t ceiling_;       // RegionConfig::ceiling, then raise_ceiling / lower_ceiling
+  int32_t top_slot_ = -1;  // the slot whose span ends at top_
+  uint32_t bump_space_record_ =
+      kNoRecord;  // stands for the bump space (absorb target of given-back blocks)
   FreeIndex central_index_;
   FreeIndex floor_index_;
-  uint32_t central_page_head_ = kNil, central_page_tail_ = kNil;
-  uint32_t central_cursor_ = kNil, central_left_ = 0;
-  uint32_t central_free_recs_ = kNil;
-  Quarantine central_q_;
-  uint32_t retiring_head_ = kNil, retiring_tail_ = kNil;  // pages retired by the last reset
-  // Long-lived records replaced by a move (floor changes) in this epoch, and in the one
-  // before: given back two resets after, like pages, so their pointers keep their history.
-  uint32_t moved_long_ = kNil, moved_long_prev_ = kNil;
-  uint32_t borrowed_head_ = kNil;
-  std::vector<uint32_t> pinned_;  // region records with pins > 0 (Block::pin_pos: position)
-  uint64_t floor_live_bytes_ = 0, floor_live_count_ = 0;  // persistent live blocks
-  uint64_t live_base_bytes_ = 0, live_base_count_ = 0;    // live at the last reset
-  uint64_t pin_retained_bytes_ = 0;
-  uint64_t epoch_hw_base_ = 0;  // the top right after the last reset
-  uint64_t hw_base_ = 0;        // the top at the last peak reset
-  uint64_t used_peak_ = 0;      // used-bytes peak folded in at resets and peak resets
-  SlotCounters central_c_;      // counters of writer operations (poison at reset)
+  CentralRecords central_records_{store_};  // records of the central side's blocks
+  PinnedSet pinned_{store_};                // blocks with pins > 0
+  BorrowedList borrowed_{store_};           // epoch blocks in holes below the floor
+  RegionTotals totals_;                     // what the statistics carry across resets
+  DebugSampler debug_checks_;               // which writer operations assert_sound_w checks after
 };
 
 }  // namespace zarena_core

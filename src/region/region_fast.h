@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/checks.h"
+
 namespace zarena_core {
 
 namespace region_detail {
@@ -19,16 +21,16 @@ inline bool cas(Block& b, uint64_t& expected, uint64_t desired) {
 
 inline bool Region::is_current(uint64_t w, const Block& b) const {
   return (Word::flags(w) & kFlagPersistent) != 0 ||
-         b.stamp.load(std::memory_order_relaxed) == epoch_.load(std::memory_order_relaxed);
+         b.layout_epoch.load(std::memory_order_relaxed) == epoch_.load(std::memory_order_relaxed);
 }
 
-__attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t rec,
+__attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t record,
                                                              uint64_t aligned, uint32_t tag,
                                                              uint8_t flags) {
-  Block& b = store_[rec];
+  Block& b = store_[record];
   const uint64_t e = epoch_.load(std::memory_order_relaxed);
-  b.epoch.store(e, std::memory_order_relaxed);
-  b.stamp.store(e, std::memory_order_relaxed);
+  b.alloc_epoch.store(e, std::memory_order_relaxed);
+  b.layout_epoch.store(e, std::memory_order_relaxed);
   b.tag = tag;
   const uint64_t w = b.word.load(std::memory_order_relaxed);
   const uint8_t storage = Word::flags(w) & kFlagLongLived;
@@ -43,17 +45,17 @@ __attribute__((always_inline)) inline void Region::make_live(Slot* s, uint32_t r
   }
 }
 
-inline void Region::carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner) {
-  Block& b = store_[rec];
+inline void Region::carve(Slot* s, uint32_t record, uint64_t size, uint8_t owner) {
+  Block& b = store_[record];
   if (b.len() == size) return;
   // The caller made sure a record is at hand: acquiring may throw, so it happens before
   // the block left its index (see alloc / alloc_slow).
-  const uint32_t q = acquire_record_like(s, rec);
+  const uint32_t q = acquire_record_like(s, record);
   Block& rest = store_[q];
   rest.offset.store(b.off() + size, std::memory_order_relaxed);
   rest.size.store(b.len() - size, std::memory_order_relaxed);
-  rest.stamp.store(epoch_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  rest.epoch.store(kNeverLive, std::memory_order_relaxed);
+  rest.layout_epoch.store(epoch_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  rest.alloc_epoch.store(kNeverLive, std::memory_order_relaxed);
   const uint64_t qw = rest.word.load(std::memory_order_relaxed);
   const uint8_t side = owner == kOwnerFloor ? kFlagPersistent : 0;
   rest.word.store(Word::make(BlockState::kFree, (Word::flags(qw) & kFlagLongLived) | side, owner, 0,
@@ -62,7 +64,7 @@ inline void Region::carve(Slot* s, uint32_t rec, uint64_t size, uint8_t owner) {
   b.size.store(size, std::memory_order_relaxed);
   b.word.store(Word::next_gen(b.word.load(std::memory_order_relaxed)), std::memory_order_release);
   map_.tag(rest.off(), rest.len(), q);
-  map_.set_end(b.off() + size, rec);
+  map_.set_end(b.off() + size, record);
   if (owner == kOwnerFloor) {
     floor_index_.insert(store_, q);
   } else if (owner == kOwnerCentral) {
@@ -87,31 +89,32 @@ inline void Region::absorb(uint32_t keep, uint32_t gone) {
                std::memory_order_release);
 }
 
-__attribute__((always_inline)) inline void Region::hand_out(Slot& s, uint32_t rec, uint64_t aligned,
-                                                            uint32_t tag, uint8_t flags,
-                                                            bool reused, Placement* out) {
-  make_live(&s, rec, aligned, tag, flags);
-  out->offset = store_[rec].off();
+__attribute__((always_inline)) inline void Region::hand_out(Slot& s, uint32_t record,
+                                                            uint64_t aligned, uint32_t tag,
+                                                            uint8_t flags, bool reused,
+                                                            Placement* out) {
+  make_live(&s, record, aligned, tag, flags);
+  out->offset = store_[record].off();
   out->size = aligned;
   out->reused = reused;
 }
 
-__attribute__((always_inline)) inline void Region::bump_span(Slot& s, uint32_t rec,
+__attribute__((always_inline)) inline void Region::bump_span(Slot& s, uint32_t record,
                                                              uint64_t aligned, uint32_t tag,
                                                              Placement* out) {
   s.span_cur += aligned;
-  Block& slack = store_[s.slack_rec];
+  Block& slack = store_[s.slack_record];
   slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
-  hand_out(s, rec, aligned, tag, 0, false, out);
+  hand_out(s, record, aligned, tag, 0, false, out);
 }
 
 // The record for a block bumped at s.span_cur: the record handed back there (its start tag
 // still names it), else a fresh one.
 __attribute__((always_inline)) inline uint32_t Region::bump_record(Slot& s, uint64_t aligned) {
-  uint32_t r = s.top_rec;
-  if (r != kNil && store_[r].off() == s.span_cur) {
-    s.top_rec = kNil;
+  uint32_t r = s.span_top_record;
+  if (r != kNoRecord && store_[r].off() == s.span_cur) {
+    s.span_top_record = kNoRecord;
     store_[r].size.store(aligned, std::memory_order_relaxed);
     map_.set_end(s.span_cur + aligned, r);
     return r;
@@ -127,12 +130,10 @@ __attribute__((always_inline)) inline uint32_t Region::bump_record(Slot& s, uint
 __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t aligned, uint32_t tag,
                                                          Placement* out) {
   uint32_t r = s.index.find(store_, aligned);
-  if (__builtin_expect(r != kNil, 1)) {
-    if (store_[r].len() > aligned && s.free_recs == kNil && s.page_left == 0) {
+  if (ZARENA_LIKELY(r != kNoRecord)) {
+    if (store_[r].len() > aligned && s.free_records == kNoRecord && s.page_left == 0) {
       // carve() needs a record; get the page now, before the block leaves the index.
-      const uint32_t spare = acquire_slot_record(s);
-      store_[spare].next = s.free_recs;
-      s.free_recs = spare;
+      keep_spare(s, acquire_slot_record(s));
     }
     s.index.remove(store_, r);
     carve(&s, r, aligned, s.id);
@@ -146,52 +147,57 @@ __attribute__((always_inline)) inline bool Region::alloc(Slot& s, uint64_t align
   return alloc_slow(s, aligned, tag, out, /*may_ask_commit=*/true);
 }
 
-__attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint32_t rec) {
+inline void Region::keep_spare(Slot& s, uint32_t record) {
+  store_[record].next = s.free_records;
+  s.free_records = record;
+}
+
+__attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint32_t record) {
   const uint64_t e = epoch();
   auto mine = [&](uint32_t n) {
-    if (n == kNil) return false;
+    if (n == kNoRecord) return false;
     const Block& nb = store_[n];
     const uint64_t w = nb.load_word();
     return Word::state(w) == BlockState::kFree && Word::owner(w) == s.id &&
-           nb.stamp.load(std::memory_order_relaxed) == e;
+           nb.layout_epoch.load(std::memory_order_relaxed) == e;
   };
-  const uint64_t off = store_[rec].off();
+  const uint64_t off = store_[record].off();
   if (off > 0) {
     const uint32_t p = map_.ending_at(off);
-    if (p != rec && mine(p) && store_[p].end() == off) {
+    if (p != record && mine(p) && store_[p].end() == off) {
       s.index.remove(store_, p);
-      absorb(p, rec);
-      retire_record(&s, rec);
-      rec = p;
+      absorb(p, record);
+      retire_record(&s, record);
+      record = p;
     }
   }
-  Block& b = store_[rec];
+  Block& b = store_[record];
   const uint64_t end = b.end();
   if (end == s.span_cur && s.span_cur != 0) {
     // The block just below the span's unused part: hand it back to the span.
     s.span_cur = b.off();
-    const uint64_t sw = store_[s.slack_rec].load_word();
-    b.absorbed_into.store(s.slack_rec, std::memory_order_relaxed);
+    const uint64_t sw = store_[s.slack_record].load_word();
+    b.absorbed_into.store(s.slack_record, std::memory_order_relaxed);
     b.absorbed_gen.store(Word::gen(sw), std::memory_order_relaxed);
     b.word.store(Word::with_state(b.word.load(std::memory_order_relaxed), BlockState::kAbsorbed),
                  std::memory_order_release);
     // Kept for the next bump at this offset (the common alloc/free/alloc of one size at
     // the top) rather than sent through the quarantine.
-    if (s.top_rec != kNil) retire_record(&s, s.top_rec);
-    s.top_rec = rec;
+    if (s.span_top_record != kNoRecord) retire_record(&s, s.span_top_record);
+    s.span_top_record = record;
     s.note_cached();
     return;
   }
   if (end < cfg_.capacity) {
     const uint32_t n = map_.at(end);
-    if (n != rec && mine(n) && store_[n].off() == end) {
+    if (n != record && mine(n) && store_[n].off() == end) {
       s.index.remove(store_, n);
-      absorb(rec, n);
+      absorb(record, n);
       retire_record(&s, n);
     }
   }
-  b.stamp.store(e, std::memory_order_relaxed);
-  s.index.insert(store_, rec);
+  b.layout_epoch.store(e, std::memory_order_relaxed);
+  s.index.insert(store_, record);
   s.note_cached();
   if (s.index.bytes() > cfg_.slot_budget) flush_slot(s, cfg_.slot_budget / 2);
 }
@@ -206,7 +212,7 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
                                                                uint64_t want_epoch,
                                                                uint64_t* size) {
   const uint32_t r = map_.at(offset);
-  if (r == kNil) return FreeOutcome::kNotOwned;
+  if (r == kNoRecord) return FreeOutcome::kNotOwned;
   Block& b = store_[r];
   uint64_t w = b.load_word();
   for (;;) {
@@ -215,7 +221,7 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
     // An epoch-checked free names one incarnation: any other block at this address
     // (live, freed or merged away) is not the caller's, whatever state it is in.
     if (want_epoch != kAnyEpoch && st != BlockState::kUnused &&
-        b.epoch.load(std::memory_order_relaxed) != want_epoch) {
+        b.alloc_epoch.load(std::memory_order_relaxed) != want_epoch) {
       return FreeOutcome::kStale;
     }
     switch (st) {
@@ -244,8 +250,8 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
   *size = b.len();
   s.c.live_bytes -= static_cast<int64_t>(*size);
   --s.c.live_count;
-  if (__builtin_expect(fill_on_.load(std::memory_order_relaxed), 0)) fill(offset, *size, &s);
-  if (__builtin_expect(!goes_central(w), 1)) {
+  if (ZARENA_UNLIKELY(fill_on_.load(std::memory_order_relaxed))) fill(offset, *size, &s);
+  if (ZARENA_LIKELY(!goes_central(w))) {
     release_to_slot(s, r);
     return FreeOutcome::kOk;
   }

@@ -10,12 +10,6 @@
 
 namespace zarena_core {
 
-namespace {
-constexpr uint32_t pages_for(uint64_t records) {
-  return static_cast<uint32_t>((records + BlockStore::kPageRecords - 1) / BlockStore::kPageRecords);
-}
-}  // namespace
-
 uint64_t Region::frontier_w() const {
   return top_slot_ >= 0 ? slots_[static_cast<uint32_t>(top_slot_)].span_cur : top_;
 }
@@ -39,8 +33,8 @@ void Region::walk_w(uint64_t from, uint64_t to, Fn&& fn) const {
       continue;
     }
     const uint32_t r = map_.at(o);
-    if (r == kNil || store_[r].off() != o || store_[r].len() == 0) {
-      fn(kNil, o);
+    if (r == kNoRecord || store_[r].off() != o || store_[r].len() == 0) {
+      fn(kNoRecord, o);
       return;
     }
     const uint64_t next = store_[r].end();
@@ -49,17 +43,15 @@ void Region::walk_w(uint64_t from, uint64_t to, Fn&& fn) const {
   }
 }
 
-void Region::move_record(uint32_t rec, uint32_t into) {
-  Block& a = store_[rec];
+void Region::move_record(uint32_t record, uint32_t into) {
+  Block& a = store_[record];
   Block& n = store_[into];
   n.offset.store(a.off(), std::memory_order_relaxed);
   n.size.store(a.len(), std::memory_order_relaxed);
-  n.epoch.store(a.epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  n.stamp.store(a.stamp.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  n.alloc_epoch.store(a.alloc_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  n.layout_epoch.store(a.layout_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
   n.tag = a.tag;
-  n.pin_pos = a.pin_pos;
-  if (a.pin_pos != kNil) pinned_[a.pin_pos] = into;
-  a.pin_pos = kNil;
+  pinned_.moved(record, into);
   const uint64_t aw = a.word.load(std::memory_order_relaxed);
   const uint64_t nw = n.word.load(std::memory_order_relaxed);
   const uint64_t w = Word::make(Word::state(aw),
@@ -74,35 +66,58 @@ void Region::move_record(uint32_t rec, uint32_t into) {
 }
 
 void Region::retire_slot_pages(Slot& s) {
-  if (s.page_head != kNil) {
-    store_.append_pages(&retiring_head_, &retiring_tail_, s.page_head, s.page_tail);
-  }
-  s.page_head = s.page_tail = s.page_cursor = kNil;
+  central_records_.retire_pages(s.page_head, s.page_tail);
+  s.page_head = s.page_tail = s.page_cursor = kNoRecord;
   s.page_left = 0;
-  s.free_recs = kNil;
+  s.free_records = kNoRecord;
   s.quarantine.clear();
-}
-
-void Region::reserve_central_records(uint64_t n) {
-  for (uint32_t i = pages_for(n); i > 0; --i) {
-    const uint32_t p = store_.take_page();
-    store_.append_pages(&central_page_head_, &central_page_tail_, p, p);
-    for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) {
-      store_[p + k].next = central_free_recs_;
-      central_free_recs_ = p + k;
-    }
-  }
 }
 
 void Region::reset_w(uint64_t* reclaimed_bytes) {
   const uint64_t neu = epoch() + 1;
   const uint64_t old_frontier = frontier_w();
-  int64_t live_before = static_cast<int64_t>(live_base_bytes_);
-  for (uint32_t i = 0; i < locked_; ++i) live_before += slots_[i].c.live_bytes;
+  const int64_t live_before = live_bytes_w();
   // The slots' live counters restart below: what they say about the peak is kept first.
-  used_peak_ = std::max(used_peak_, window_used_peak_w());
+  totals_.used_peak = std::max(totals_.used_peak, window_used_peak_w());
 
   // Everything that needs host memory first, so that nothing fails half-way.
+  const std::vector<uint32_t> survivors = pinned_epoch_blocks_w();
+  // Pages retired by the previous reset are free from now on (whatever happens next):
+  // recycle them first, so that the pages taken below come from them, not from a new
+  // segment.
+  central_records_.recycle_retired();
+  const CentralRecords::Pages fresh =
+      central_records_.take_pages(survivors.empty() ? 0 : 2 * survivors.size() + 1);
+
+  // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
+  for (uint32_t i = 0; i < locked_; ++i) start_slot_epoch_w(slots_[i]);
+  central_records_.start_epoch(fresh);
+  central_index_.clear();
+
+  epoch_.store(neu, std::memory_order_relaxed);
+  const bool fill_on = fill_on_.load(std::memory_order_relaxed);
+  const Kept pinned = keep_pinned_w(survivors, fill_on);
+  if (fill_on && old_frontier > top_) fill(top_, old_frontier - top_, nullptr);
+  const Kept borrowed = reclaim_borrowed_w(fill_on);
+
+  totals_.live_base_bytes = totals_.floor_live_bytes + pinned.bytes + borrowed.bytes;
+  totals_.live_base_count = totals_.floor_live_count + pinned.count + borrowed.count;
+  *reclaimed_bytes = live_before > static_cast<int64_t>(totals_.live_base_bytes)
+                         ? static_cast<uint64_t>(live_before) - totals_.live_base_bytes
+                         : 0;
+  totals_.pin_retained_bytes = (top_ - floor_) - pinned.bytes;
+  totals_.epoch_hw_base = top_;
+  maybe_lower_floor();
+  assert_sound_w("reset_w");
+}
+
+int64_t Region::live_bytes_w() const {
+  int64_t live = static_cast<int64_t>(totals_.live_base_bytes);
+  for (uint32_t i = 0; i < locked_; ++i) live += slots_[i].c.live_bytes;
+  return live;
+}
+
+std::vector<uint32_t> Region::pinned_epoch_blocks_w() const {
   std::vector<uint32_t> survivors;
   survivors.reserve(pinned_.size());
   for (uint32_t r : pinned_) {
@@ -112,138 +127,95 @@ void Region::reset_w(uint64_t* reclaimed_bytes) {
   }
   std::sort(survivors.begin(), survivors.end(),
             [&](uint32_t a, uint32_t b) { return store_[a].off() < store_[b].off(); });
-  // Pages retired by the previous reset are free from now on (whatever happens next):
-  // recycle them first, so that the pages taken below come from them, not from a new
-  // segment.
-  store_.recycle_pages(retiring_head_, retiring_tail_);
-  retiring_head_ = retiring_tail_ = kNil;
-  uint32_t fresh_head = kNil, fresh_tail = kNil;
-  for (uint32_t i = survivors.empty() ? 0 : pages_for(2 * survivors.size() + 1); i > 0; --i) {
-    const uint32_t p = store_.take_page();
-    store_.append_pages(&fresh_head, &fresh_tail, p, p);
-  }
+  return survivors;
+}
 
-  // Retire the epoch's records: they wait one epoch (so its pointers still read "stale").
-  for (uint32_t i = 0; i < locked_; ++i) {
-    Slot& s = slots_[i];
-    s.index.clear();
-    s.span_cur = s.span_end = 0;
-    Block& slack = store_[s.slack_rec];
-    slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
-                     std::memory_order_release);
-    retire_slot_pages(s);
-    s.c.live_bytes = 0;
-    s.c.live_peak = 0;
-    s.c.live_count = 0;
-    s.c.epoch_allocs = 0;
-    s.c.epoch_max_alloc = 0;
-    s.c.step_max_alloc = 0;
-    s.c.high_water = std::max(s.c.high_water, s.c.epoch_high_water);
-    s.c.epoch_high_water = 0;
-    s.top_rec = kNil;  // its page retires with the others
-    s.cached_hint.store(0, std::memory_order_relaxed);
-  }
-  if (central_page_head_ != kNil) {
-    store_.append_pages(&retiring_head_, &retiring_tail_, central_page_head_, central_page_tail_);
-  }
-  central_index_.clear();
-  central_free_recs_ = kNil;
-  central_q_.drain([&](uint32_t r) {
-    if (Word::flags(store_[r].load_word()) & kFlagLongLived) store_.give_long_lived(r);
-  });
-  for (uint32_t r = moved_long_prev_; r != kNil;) {
-    const uint32_t next = store_[r].next;
-    store_.give_long_lived(r);
-    r = next;
-  }
-  moved_long_prev_ = moved_long_;
-  moved_long_ = kNil;
-  central_page_head_ = central_cursor_ = fresh_head;
-  central_page_tail_ = fresh_tail;
-  central_left_ = fresh_head == kNil ? 0 : BlockStore::kPageRecords;
-  // The pages are linked; the cursor walks only the first, so hand the rest out as free
-  // records.
-  for (uint32_t p = fresh_head == kNil ? kNil : store_.page_next(fresh_head); p != kNil;
-       p = store_.page_next(p)) {
-    for (uint32_t k = 0; k < BlockStore::kPageRecords; ++k) {
-      store_[p + k].next = central_free_recs_;
-      central_free_recs_ = p + k;
-    }
-  }
+void Region::start_slot_epoch_w(Slot& s) {
+  s.index.clear();
+  s.span_cur = s.span_end = 0;
+  Block& slack = store_[s.slack_record];
+  slack.word.store(Word::next_gen(slack.word.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+  retire_slot_pages(s);
+  s.c.live_bytes = 0;
+  s.c.live_peak = 0;
+  s.c.live_count = 0;
+  s.c.epoch_allocs = 0;
+  s.c.epoch_max_alloc = 0;
+  s.c.step_max_alloc = 0;
+  s.c.high_water = std::max(s.c.high_water, s.c.epoch_high_water);
+  s.c.epoch_high_water = 0;
+  s.span_top_record = kNoRecord;  // its page retires with the others
+  s.cached_hint.store(0, std::memory_order_relaxed);
+}
 
-  // Pinned blocks above the floor survive: copied into records of the new epoch. The top
-  // comes down to the end of the highest one; the unpinned space under it becomes holes.
-  epoch_.store(neu, std::memory_order_relaxed);
+// Pinned blocks above the floor survive: copied into records of the new epoch. The top
+// comes down to the end of the highest one; the unpinned space under it becomes holes.
+Region::Kept Region::keep_pinned_w(const std::vector<uint32_t>& survivors, bool fill_on) {
+  const uint64_t e = epoch();
   top_slot_ = -1;
   uint64_t prev_end = floor_;
-  uint64_t survivor_bytes = 0, survivor_count = 0;
-  const bool fill_on = fill_on_.load(std::memory_order_relaxed);
-  auto hole = [&](uint64_t off, uint64_t len) {
-    if (fill_on) fill(off, len, nullptr);
-    const uint32_t h = acquire_central_record();
-    Block& b = store_[h];
-    b.offset.store(off, std::memory_order_relaxed);
-    b.size.store(len, std::memory_order_relaxed);
-    b.stamp.store(neu, std::memory_order_relaxed);
-    b.epoch.store(kNeverLive, std::memory_order_relaxed);
-    const uint64_t w = b.word.load(std::memory_order_relaxed);
-    b.word.store(Word::make(BlockState::kFree, 0, kOwnerCentral, 0, Word::gen(w) + 1),
-                 std::memory_order_release);
-    map_.tag(off, len, h);
-    central_index_.insert(store_, h);
-  };
+  Kept kept;
   for (uint32_t r : survivors) {
-    const uint32_t n = acquire_central_record();
+    const uint32_t n = central_records_.acquire();
     move_record(r, n);
     Block& b = store_[n];
-    b.stamp.store(neu, std::memory_order_relaxed);
+    b.layout_epoch.store(e, std::memory_order_relaxed);
     const uint64_t bw = b.load_word();
     b.word.store(Word::with_owner(bw, Word::owner(bw) == kOwnerZone ? kOwnerZone : kOwnerCentral),
                  std::memory_order_release);  // kept
-    if (b.off() > prev_end) hole(prev_end, b.off() - prev_end);
+    if (b.off() > prev_end) {
+      if (fill_on) fill(prev_end, b.off() - prev_end, nullptr);
+      central_index_.insert(store_, central_free_record(prev_end, b.off() - prev_end));
+    }
     prev_end = b.end();
-    survivor_bytes += b.len();
-    ++survivor_count;
+    kept.bytes += b.len();
+    ++kept.count;
   }
-  if (fill_on && old_frontier > prev_end) fill(prev_end, old_frontier - prev_end, nullptr);
   top_ = prev_end;
-  Block& top = store_[top_rec_];
+  Block& top = store_[bump_space_record_];
   top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                  std::memory_order_release);
+  return kept;
+}
 
-  // Borrowed blocks (epoch blocks in holes below the floor) go back to the floor index,
-  // unless pinned.
-  uint64_t borrowed_bytes = 0, borrowed_count = 0;
-  for (uint32_t r = borrowed_head_; r != kNil;) {
+// Borrowed blocks (epoch blocks in holes below the floor) go back to the floor index,
+// unless pinned.
+Region::Kept Region::reclaim_borrowed_w(bool fill_on) {
+  const uint64_t e = epoch();
+  Kept kept;
+  borrowed_.for_each([&](uint32_t r) {
     Block& b = store_[r];
-    const uint32_t next = b.next;
     const uint64_t w = b.load_word();
     if (Word::pins(w) > 0) {
-      b.stamp.store(neu, std::memory_order_relaxed);
-      borrowed_bytes += b.len();
-      ++borrowed_count;
-    } else {
-      if (fill_on) fill(b.off(), b.len(), nullptr);
-      borrowed_remove(r);
-      const uint64_t fw = free_word(w, kOwnerFloor);
-      b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed),
-                   std::memory_order_release);
-      release_central(r);
+      b.layout_epoch.store(e, std::memory_order_relaxed);
+      kept.bytes += b.len();
+      ++kept.count;
+      return;
     }
-    r = next;
-  }
-
-  live_base_bytes_ = floor_live_bytes_ + survivor_bytes + borrowed_bytes;
-  live_base_count_ = floor_live_count_ + survivor_count + borrowed_count;
-  *reclaimed_bytes = live_before > static_cast<int64_t>(live_base_bytes_)
-                         ? static_cast<uint64_t>(live_before) - live_base_bytes_
-                         : 0;
-  pin_retained_bytes_ = (top_ - floor_) - survivor_bytes;
-  epoch_hw_base_ = top_;
-  maybe_lower_floor();
+    if (fill_on) fill(b.off(), b.len(), nullptr);
+    borrowed_.remove(r);
+    const uint64_t fw = free_word(w, kOwnerFloor);
+    b.word.store(Word::with_flags(fw, Word::flags(fw) | kFlagReclaimed), std::memory_order_release);
+    release_central(r);
+  });
+  return kept;
 }
 
 Result Region::set_floor_w(uint64_t offset) {
+  Result valid = check_floor_offset_w(offset);
+  if (!valid.is_ok()) return valid;
+  if (offset >= floor_) {
+    raise_floor_w(offset);
+  } else {
+    lower_floor_w(offset);
+  }
+  keep_borrowed_below_floor();
+  assert_sound_w("set_floor_w");
+  return Result::ok();
+}
+
+Result Region::check_floor_offset_w(uint64_t offset) const {
   const uint64_t g = cfg_.granule;
   const uint64_t frontier = frontier_w();
   if (offset % g != 0 || offset > frontier) {
@@ -253,13 +225,13 @@ Result Region::set_floor_w(uint64_t offset) {
                             ") between 0 and the top (" + std::to_string(frontier) + ")");
   }
   auto valid = [&](uint32_t r) {
-    if (r == kNil) return false;
+    if (r == kNoRecord) return false;
     const uint64_t w = store_[r].load_word();
     const BlockState st = Word::state(w);
     if (st == BlockState::kLive || st == BlockState::kDeferred) return is_current(w, store_[r]);
     if (st == BlockState::kFree) {
       return Word::owner(w) == kOwnerFloor ||
-             store_[r].stamp.load(std::memory_order_relaxed) == epoch();
+             store_[r].layout_epoch.load(std::memory_order_relaxed) == epoch();
     }
     return false;
   };
@@ -272,125 +244,127 @@ Result Region::set_floor_w(uint64_t offset) {
                         "floor offset " + std::to_string(offset) +
                             " is not a block boundary (it lies inside a block or unused span)");
   }
-  if (offset >= floor_) {
-    // Raising: spans entirely below the new floor give their leftovers up first, so that
-    // [floor, offset) holds only blocks.
-    reserve_central_records(locked_);
-    for (uint32_t i = 0; i < locked_; ++i) {
-      Slot& s = slots_[i];
-      if (s.span_cur < s.span_end && s.span_end <= offset) close_span(s);
-    }
-    uint64_t count = 0;
-    walk_w(floor_, offset, [&](uint32_t, uint64_t) { ++count; });
-    store_.reserve_long_lived(static_cast<uint32_t>(count + 1));
-    std::vector<uint32_t> recs;
-    recs.reserve(count);
-    walk_w(floor_, offset, [&](uint32_t r, uint64_t) {
-      if (r != kNil) recs.push_back(r);
-    });
-    for (uint32_t r : recs) {
-      const uint64_t w = store_[r].load_word();
-      const BlockState st = Word::state(w);
-      const uint32_t n = store_.take_long_lived();
-      if (st == BlockState::kFree) {
-        const uint8_t owner = Word::owner(w);
-        if (owner == kOwnerCentral) {
-          central_index_.remove(store_, r);
-        } else if (owner < slots_.size()) {
-          slots_[owner].index.remove(store_, r);
-        }
-        move_record(r, n);
-        Block& b = store_[n];
-        const uint64_t bw = b.load_word();
-        b.word.store(
-            Word::with_flags(Word::with_owner(bw, kOwnerFloor), Word::flags(bw) | kFlagPersistent),
-            std::memory_order_release);
-        retire_moved(r);
-        release_central(n);
-      } else {
-        move_record(r, n);
-        Block& b = store_[n];
-        b.word.store(Word::with_flags(b.load_word(), Word::flags(b.load_word()) | kFlagPersistent),
-                     std::memory_order_release);
-        // Live totals do not change; the floor's share does (the next reset keeps it).
-        floor_live_bytes_ += b.len();
-        ++floor_live_count_;
-        retire_moved(r);
-      }
-    }
-    floor_ = offset;
-    keep_borrowed_below_floor();
-    return Result::ok();
-  }
-  // Lowering: the blocks in [offset, floor) join the current epoch.
-  uint64_t count = 0;
-  walk_w(offset, floor_, [&](uint32_t, uint64_t) { ++count; });
-  reserve_central_records(count + 1);
-  std::vector<uint32_t> recs;
-  recs.reserve(count);
-  walk_w(offset, floor_, [&](uint32_t r, uint64_t) {
-    if (r != kNil) recs.push_back(r);
-  });
-  const uint64_t e = epoch();
-  floor_ = offset;
-  for (uint32_t r : recs) {
-    const uint64_t w = store_[r].load_word();
-    const uint8_t flags = Word::flags(w);
-    const uint32_t n = acquire_central_record();
-    if (Word::state(w) == BlockState::kFree) {
-      floor_index_.remove(store_, r);
-      move_record(r, n);
-      Block& b = store_[n];
-      b.stamp.store(e, std::memory_order_relaxed);
-      const uint64_t bw = b.load_word();
-      b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerCentral),
-                                    Word::flags(bw) & (kFlagLongLived | kFlagReclaimed)),
-                   std::memory_order_release);
-      retire_moved(r);
-      release_central(n);
-      continue;
-    }
-    if (flags & kFlagBorrowed) borrowed_remove(r);
-    move_record(r, n);
-    Block& b = store_[n];
-    b.stamp.store(e, std::memory_order_relaxed);
-    b.word.store(Word::with_flags(b.load_word(), 0), std::memory_order_release);
-    if (flags & kFlagPersistent) {
-      floor_live_bytes_ -= b.len();
-      --floor_live_count_;
-    }
-    retire_moved(r);
-  }
-  keep_borrowed_below_floor();
   return Result::ok();
+}
+
+std::vector<uint32_t> Region::blocks_between_w(uint64_t from, uint64_t to) const {
+  uint64_t count = 0;
+  walk_w(from, to, [&](uint32_t, uint64_t) { ++count; });
+  std::vector<uint32_t> records;
+  records.reserve(count);
+  walk_w(from, to, [&](uint32_t r, uint64_t) {
+    if (r != kNoRecord) records.push_back(r);
+  });
+  return records;
+}
+
+// Raising: every block in [floor, offset) becomes persistent, in a long-lived record.
+void Region::raise_floor_w(uint64_t offset) {
+  // Spans entirely below the new floor give their leftovers up first, so that
+  // [floor, offset) holds only blocks.
+  central_records_.reserve(locked_);
+  for (uint32_t i = 0; i < locked_; ++i) {
+    Slot& s = slots_[i];
+    if (s.span_cur < s.span_end && s.span_end <= offset) close_span(s);
+  }
+  const std::vector<uint32_t> records = blocks_between_w(floor_, offset);
+  store_.reserve_long_lived(static_cast<uint32_t>(records.size() + 1));
+  for (uint32_t r : records) make_persistent_w(r);
+  floor_ = offset;
+}
+
+void Region::make_persistent_w(uint32_t record) {
+  const uint64_t w = store_[record].load_word();
+  const uint32_t n = store_.take_long_lived();
+  if (Word::state(w) == BlockState::kFree) {
+    const uint8_t owner = Word::owner(w);
+    if (owner == kOwnerCentral) {
+      central_index_.remove(store_, record);
+    } else if (owner < slots_.size()) {
+      slots_[owner].index.remove(store_, record);
+    }
+    move_record(record, n);
+    Block& b = store_[n];
+    const uint64_t bw = b.load_word();
+    b.word.store(
+        Word::with_flags(Word::with_owner(bw, kOwnerFloor), Word::flags(bw) | kFlagPersistent),
+        std::memory_order_release);
+    central_records_.retire_moved(record);
+    release_central(n);
+    return;
+  }
+  move_record(record, n);
+  Block& b = store_[n];
+  b.word.store(Word::with_flags(b.load_word(), Word::flags(b.load_word()) | kFlagPersistent),
+               std::memory_order_release);
+  // Live totals do not change; the floor's share does (the next reset keeps it).
+  totals_.floor_live_bytes += b.len();
+  ++totals_.floor_live_count;
+  central_records_.retire_moved(record);
+}
+
+// Lowering: the blocks in [offset, floor) join the current epoch.
+void Region::lower_floor_w(uint64_t offset) {
+  const std::vector<uint32_t> records = blocks_between_w(offset, floor_);
+  central_records_.reserve(records.size() + 1);
+  floor_ = offset;
+  for (uint32_t r : records) join_epoch_w(r);
+}
+
+void Region::join_epoch_w(uint32_t record) {
+  const uint64_t e = epoch();
+  const uint64_t w = store_[record].load_word();
+  const uint8_t flags = Word::flags(w);
+  const uint32_t n = central_records_.acquire();
+  if (Word::state(w) == BlockState::kFree) {
+    floor_index_.remove(store_, record);
+    move_record(record, n);
+    Block& b = store_[n];
+    b.layout_epoch.store(e, std::memory_order_relaxed);
+    const uint64_t bw = b.load_word();
+    b.word.store(Word::with_flags(Word::with_owner(bw, kOwnerCentral),
+                                  Word::flags(bw) & (kFlagLongLived | kFlagReclaimed)),
+                 std::memory_order_release);
+    central_records_.retire_moved(record);
+    release_central(n);
+    return;
+  }
+  if (flags & kFlagBorrowed) borrowed_.remove(record);
+  move_record(record, n);
+  Block& b = store_[n];
+  b.layout_epoch.store(e, std::memory_order_relaxed);
+  b.word.store(Word::with_flags(b.load_word(), 0), std::memory_order_release);
+  if (flags & kFlagPersistent) {
+    totals_.floor_live_bytes -= b.len();
+    --totals_.floor_live_count;
+  }
+  central_records_.retire_moved(record);
 }
 
 // After a floor change every live block below the floor survives resets, the epoch blocks
 // borrowed from holes there included.
 void Region::keep_borrowed_below_floor() {
-  for (uint32_t r = borrowed_head_; r != kNil;) {
+  borrowed_.for_each([&](uint32_t r) {
     Block& b = store_[r];
-    const uint32_t next = b.next;
     if (b.off() < floor_) {
-      borrowed_remove(r);
+      borrowed_.remove(r);
       const uint64_t w = b.load_word();
       b.word.store(Word::with_flags(w, (Word::flags(w) & ~kFlagBorrowed) | kFlagPersistent),
                    std::memory_order_release);
-      floor_live_bytes_ += b.len();
-      ++floor_live_count_;
+      totals_.floor_live_bytes += b.len();
+      ++totals_.floor_live_count;
     }
-    r = next;
-  }
+  });
 }
 
 void Region::drain_w() {
-  reserve_central_records(locked_);
-  std::vector<uint32_t> recs;
+  central_records_.reserve(locked_);
+  std::vector<uint32_t> records;
   for (uint32_t i = 0; i < locked_; ++i) {
     Slot& s = slots_[i];
-    recs.clear();
-    s.index.for_each(store_, [&](uint32_t r) { recs.push_back(r); });
-    for (uint32_t r : recs) {
+    records.clear();
+    s.index.for_each(store_, [&](uint32_t r) { records.push_back(r); });
+    for (uint32_t r : records) {
       s.index.remove(store_, r);
       Block& b = store_[r];
       b.word.store(Word::with_owner(b.load_word(), kOwnerCentral), std::memory_order_release);
@@ -399,20 +373,13 @@ void Region::drain_w() {
     close_span(s);
     s.cached_hint.store(0, std::memory_order_relaxed);
   }
+  assert_sound_w("drain_w");
 }
 
 Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to,
                               std::vector<FreeOutcome>* buried) {
-  const uint64_t g = cfg_.granule;
-  uint64_t prev = floor_;
-  for (const OffsetRange& r : ranges) {
-    if (r.size == 0 || r.offset % g != 0 || r.size % g != 0 || r.offset < prev ||
-        r.size > cfg_.capacity - std::min(r.offset, cfg_.capacity)) {
-      return r.offset < prev && r.offset < floor_ ? Claim::kChanged : Claim::kInvalid;
-    }
-    prev = r.offset + r.size;
-  }
-  if (ranges.empty() || locked_ == 0) return Claim::kInvalid;
+  const Claim valid = check_claim_ranges(ranges);
+  if (valid != Claim::kOk) return valid;
   const uint64_t hi = ranges.back().offset + ranges.back().size;
   if (hi > ceiling_) {
     *commit_to = hi;
@@ -426,55 +393,84 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
     for (const OffsetRange& r : ranges) before.push_back(history_at(slots_[0], r.offset, true));
   }
   drain_w();  // slots' free blocks and span leftovers join the central side
-  // Every range byte below the top must lie in a free central block of this epoch.
   std::vector<uint32_t> hits;
-  bool changed = false;
-  size_t k = 0;
-  const uint64_t e = epoch();
-  walk_w(floor_, std::min(top_, hi), [&](uint32_t rec, uint64_t o) {
-    if (changed) return;
-    if (rec == kNil) {
-      changed = true;
-      return;
-    }
-    const Block& b = store_[rec];
-    const uint64_t end = b.end();
-    while (k < ranges.size() && ranges[k].offset + ranges[k].size <= o) ++k;
-    if (k == ranges.size() || ranges[k].offset >= end) return;  // no range touches it
-    const uint64_t w = b.load_word();
-    if (Word::state(w) != BlockState::kFree || Word::owner(w) != kOwnerCentral ||
-        b.stamp.load(std::memory_order_relaxed) != e) {
-      changed = true;
-      return;
-    }
-    hits.push_back(rec);
-  });
-  if (changed) return Claim::kChanged;
+  if (!free_central_blocks_under_w(ranges, hi, &hits)) return Claim::kChanged;
 
   // Host memory first: records for every cut, the pinned set's room.
   uint32_t long_lived = 0;
-  for (uint32_t rec : hits)
-    long_lived += (Word::flags(store_[rec].load_word()) & kFlagLongLived) != 0;
-  reserve_central_records(2 * ranges.size() + 2);
+  for (uint32_t record : hits)
+    long_lived += (Word::flags(store_[record].load_word()) & kFlagLongLived) != 0;
+  central_records_.reserve(2 * ranges.size() + 2);
   store_.reserve_long_lived(2 * long_lived + 2);
-  pinned_.reserve(pinned_.size() + ranges.size());
+  pinned_.reserve_more(ranges.size());
 
   if (hi > top_) {  // the bump space above the top becomes one more free block to cut
     const uint32_t r = central_free_record(top_, hi - top_);
     central_index_.insert(store_, r);
     top_ = hi;
-    Block& top = store_[top_rec_];
+    Block& top = store_[bump_space_record_];
     top.word.store(Word::next_gen(top.word.load(std::memory_order_relaxed)),
                    std::memory_order_release);
     hits.push_back(r);
   }
-  // Cut the hits at the ranges' ends: pieces in address order, each wholly inside one
-  // range or between ranges.
+  make_zone_blocks_w(cut_at_range_ends_w(hits, ranges), ranges);
+  if (buried != nullptr) buried->swap(before);
+  assert_sound_w("claim_w");
+  return Claim::kOk;
+}
+
+Region::Claim Region::check_claim_ranges(const std::vector<OffsetRange>& ranges) const {
+  const uint64_t g = cfg_.granule;
+  uint64_t prev = floor_;
+  for (const OffsetRange& r : ranges) {
+    if (r.size == 0 || r.offset % g != 0 || r.size % g != 0 || r.offset < prev ||
+        r.size > cfg_.capacity - std::min(r.offset, cfg_.capacity)) {
+      return r.offset < prev && r.offset < floor_ ? Claim::kChanged : Claim::kInvalid;
+    }
+    prev = r.offset + r.size;
+  }
+  if (ranges.empty() || locked_ == 0) return Claim::kInvalid;
+  return Claim::kOk;
+}
+
+// Every range byte below the top must lie in a free central block of this epoch (the
+// slots were drained): *hits gets those blocks in address order; false when a range byte
+// is live or the layout there is not what it should be.
+bool Region::free_central_blocks_under_w(const std::vector<OffsetRange>& ranges, uint64_t hi,
+                                         std::vector<uint32_t>* hits) const {
+  bool changed = false;
+  size_t k = 0;
+  const uint64_t e = epoch();
+  walk_w(floor_, std::min(top_, hi), [&](uint32_t record, uint64_t o) {
+    if (changed) return;
+    if (record == kNoRecord) {
+      changed = true;
+      return;
+    }
+    const Block& b = store_[record];
+    const uint64_t end = b.end();
+    while (k < ranges.size() && ranges[k].offset + ranges[k].size <= o) ++k;
+    if (k == ranges.size() || ranges[k].offset >= end) return;  // no range touches it
+    const uint64_t w = b.load_word();
+    if (Word::state(w) != BlockState::kFree || Word::owner(w) != kOwnerCentral ||
+        b.layout_epoch.load(std::memory_order_relaxed) != e) {
+      changed = true;
+      return;
+    }
+    hits->push_back(record);
+  });
+  return !changed;
+}
+
+// Cuts the hits (out of the central index now) at the ranges' ends: pieces in address
+// order, each wholly inside one range or between ranges.
+std::vector<uint32_t> Region::cut_at_range_ends_w(const std::vector<uint32_t>& hits,
+                                                  const std::vector<OffsetRange>& ranges) {
   std::vector<uint32_t> pieces;
   pieces.reserve(hits.size() + 2 * ranges.size());
-  for (uint32_t rec : hits) {
-    central_index_.remove(store_, rec);
-    uint32_t cur = rec;
+  for (uint32_t record : hits) {
+    central_index_.remove(store_, record);
+    uint32_t cur = record;
     for (const OffsetRange& r : ranges) {
       if (r.offset >= store_[cur].end()) break;
       for (uint64_t cut : {r.offset, r.offset + r.size}) {
@@ -489,48 +485,52 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
     }
     pieces.push_back(cur);
   }
-  // Each range becomes one live block (its pieces merged: free space below the top and
-  // the bump space above it are separate blocks until now), pinned once by the zone.
+  return pieces;
+}
+
+// Each range becomes one live block (its pieces merged: free space below the top and the
+// bump space above it are separate blocks until now), pinned once by the zone; the pieces
+// between ranges go back to the central index.
+void Region::make_zone_blocks_w(const std::vector<uint32_t>& pieces,
+                                const std::vector<OffsetRange>& ranges) {
   Slot& counted = slots_[0];  // claimed bytes count as live in some slot's counters
   size_t j = 0;
-  uint32_t block = kNil;  // the block of range j, while its pieces come
+  uint32_t block = kNoRecord;  // the block of range j, while its pieces come
   auto settle = [&]() {
-    if (block == kNil) return;
+    if (block == kNoRecord) return;
     make_live(&counted, block, store_[block].len(), 0, 0);
-    pinned_add(block);
+    pinned_.add(block);
     Block& lb = store_[block];
     // The zone's pin is no user pin: it stays out of cfg_.pin_tally (unclaim undoes it).
     lb.word.store(Word::with_owner(Word::with_pins(lb.load_word(), 1), kOwnerZone),
                   std::memory_order_release);
-    block = kNil;
+    block = kNoRecord;
   };
-  for (uint32_t rec : pieces) {
-    const uint64_t off = store_[rec].off();
+  for (uint32_t record : pieces) {
+    const uint64_t off = store_[record].off();
     while (j < ranges.size() && ranges[j].offset + ranges[j].size <= off) {
       settle();
       ++j;
     }
     if (j == ranges.size() || ranges[j].offset > off) {
-      central_index_.insert(store_, rec);  // between ranges: stays free
+      central_index_.insert(store_, record);  // between ranges: stays free
       continue;
     }
-    if (block == kNil) {
-      block = rec;
+    if (block == kNoRecord) {
+      block = record;
     } else {
-      absorb(block, rec);
-      retire_central(rec);
+      absorb(block, record);
+      central_records_.retire(record);
     }
   }
   settle();
-  if (buried != nullptr) buried->swap(before);
-  return Claim::kOk;
 }
 
 void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
   for (const OffsetRange& r : ranges) {
-    const uint32_t rec = map_.at(r.offset);
-    if (rec == kNil) continue;
-    Block& b = store_[rec];
+    const uint32_t record = map_.at(r.offset);
+    if (record == kNoRecord) continue;
+    Block& b = store_[record];
     uint64_t w = b.load_word();
     // Only the zone's own block (one a range: claim_w, pin_zone) goes back.
     for (;;) {
@@ -547,7 +547,7 @@ void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
       }
     }
     if (w == 0) continue;
-    b.epoch.store(kNeverLive, std::memory_order_relaxed);
+    b.alloc_epoch.store(kNeverLive, std::memory_order_relaxed);
     uint64_t freed = 0, size = 0;
     // Freed while pinned, then unpinned: the free takes effect at the unpin.
     (void)free(s, r.offset, kAnyEpoch, &size);
@@ -557,7 +557,7 @@ void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
 }
 
 uint64_t Region::window_high_water_w() const {
-  uint64_t hw = hw_base_;
+  uint64_t hw = totals_.hw_base;
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     hw = std::max({hw, slots_[i].c.high_water, slots_[i].c.epoch_high_water});
   }
@@ -569,24 +569,24 @@ uint64_t Region::window_high_water_w() const {
 // the peak (the maxima may come from different instants when threads free each other's
 // blocks). Live blocks also lie below the top, so the high water bounds it too.
 uint64_t Region::window_used_peak_w() const {
-  int64_t bound = static_cast<int64_t>(live_base_bytes_);
+  int64_t bound = static_cast<int64_t>(totals_.live_base_bytes);
   for (uint32_t i = 0; i < slots_.size(); ++i) bound += slots_[i].c.live_peak;
   if (bound < 0) return 0;
   return std::min(static_cast<uint64_t>(bound), window_high_water_w());
 }
 
 void Region::reset_peak_w() {
-  int64_t live = static_cast<int64_t>(live_base_bytes_);
+  int64_t live = static_cast<int64_t>(totals_.live_base_bytes);
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     SlotCounters& c = slots_[i].c;
     live += c.live_bytes;
     c.live_peak = c.live_bytes;
-    // The epoch's high water stays exact through epoch_hw_base_; the window restarts.
-    epoch_hw_base_ = std::max(epoch_hw_base_, c.epoch_high_water);
+    // The epoch's high water stays exact through totals_.epoch_hw_base; the window restarts.
+    totals_.epoch_hw_base = std::max(totals_.epoch_hw_base, c.epoch_high_water);
     c.high_water = c.epoch_high_water = 0;
   }
-  used_peak_ = live > 0 ? static_cast<uint64_t>(live) : 0;
-  hw_base_ = frontier_w();
+  totals_.used_peak = live > 0 ? static_cast<uint64_t>(live) : 0;
+  totals_.hw_base = frontier_w();
 }
 
 void Region::snapshot_w(RegionSnapshot* out) const {
@@ -595,11 +595,11 @@ void Region::snapshot_w(RegionSnapshot* out) const {
   s.top = frontier_w();
   s.floor = floor_;
   s.epoch = epoch();
-  int64_t live_bytes = static_cast<int64_t>(live_base_bytes_);
-  int64_t live_count = static_cast<int64_t>(live_base_count_);
+  int64_t live_bytes = static_cast<int64_t>(totals_.live_base_bytes);
+  int64_t live_count = static_cast<int64_t>(totals_.live_base_count);
   int64_t deferred = 0;
   SlotCounters& t = s.sum;
-  t = central_c_;
+  t = totals_.writer;
   for (uint32_t i = 0; i < locked_; ++i) {
     const Slot& sl = slots_[i];
     const SlotCounters& c = sl.c;
@@ -623,14 +623,14 @@ void Region::snapshot_w(RegionSnapshot* out) const {
     s.largest_free = std::max(s.largest_free, sl.index.largest(store_));
     if (static_cast<int32_t>(i) != top_slot_) s.slack_bytes += sl.span_end - sl.span_cur;
   }
-  t.epoch_high_water = std::max(t.epoch_high_water, epoch_hw_base_);
-  t.high_water = std::max(t.high_water, hw_base_);
+  t.epoch_high_water = std::max(t.epoch_high_water, totals_.epoch_hw_base);
+  t.high_water = std::max(t.high_water, totals_.hw_base);
   s.live_bytes = static_cast<uint64_t>(live_bytes);
-  s.used_peak = std::max({used_peak_, window_used_peak_w(), s.live_bytes});
+  s.used_peak = std::max({totals_.used_peak, window_used_peak_w(), s.live_bytes});
   s.live_count = static_cast<uint64_t>(live_count);
   s.deferred_frees = static_cast<uint64_t>(deferred);
   s.sum.deferred_frees = deferred;
-  s.floor_live_bytes = floor_live_bytes_;
+  s.floor_live_bytes = totals_.floor_live_bytes;
   s.free_count += central_index_.count() + floor_index_.count();
   s.free_bytes += central_index_.bytes() + floor_index_.bytes();
   s.largest_free =
@@ -639,14 +639,14 @@ void Region::snapshot_w(RegionSnapshot* out) const {
     s.pinned_bytes += store_[r].len();
     ++s.pinned_blocks;
   }
-  s.pin_retained_bytes = pin_retained_bytes_;
+  s.pin_retained_bytes = totals_.pin_retained_bytes;
   *out = s;
 }
 
 void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
   test_points::hit(test_points::Point::kRegionWalk);
   walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
-    if (r == kNil) return;
+    if (r == kNoRecord) return;
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
     const BlockState st = Word::state(w);
@@ -654,7 +654,7 @@ void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
     LiveBlock v;
     v.ptr = base + b.off();
     v.size = b.len();
-    v.epoch = b.epoch.load(std::memory_order_relaxed);
+    v.epoch = b.alloc_epoch.load(std::memory_order_relaxed);
     v.pins = Word::pins(w);
     v.tag = b.tag;
     v.persistent = (Word::flags(w) & kFlagPersistent) != 0;
@@ -666,9 +666,9 @@ void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
 
 void Region::tag_bytes_w(uint64_t epoch, std::unordered_map<uint32_t, uint64_t>* bytes) const {
   walk_w(0, frontier_w(), [&](uint32_t r, uint64_t) {
-    if (r == kNil) return;
+    if (r == kNoRecord) return;
     const Block& b = store_[r];
-    if (b.tag == 0 || b.epoch.load(std::memory_order_relaxed) != epoch) return;
+    if (b.tag == 0 || b.alloc_epoch.load(std::memory_order_relaxed) != epoch) return;
     const BlockState st = Word::state(b.load_word());
     if (st == BlockState::kLive || st == BlockState::kDeferred) (*bytes)[b.tag] += b.len();
   });
@@ -681,14 +681,14 @@ std::string Region::check_invariants_w() const {
   uint64_t live_bytes = 0, live_count = 0;
   uint64_t free_central = 0, free_floor = 0;
   std::vector<uint64_t> free_slot(slots_.size(), 0);
-  uint32_t prev = kNil;
+  uint32_t prev = kNoRecord;
   uint64_t prev_end = 0;
   auto fail = [&](const std::string& what, uint64_t at) {
     if (err.empty()) err = what + " at offset " + std::to_string(at);
   };
   walk_w(0, frontier, [&](uint32_t r, uint64_t o) {
     if (!err.empty()) return;
-    if (r == kNil) return fail("no block record (gap or broken tag)", o);
+    if (r == kNoRecord) return fail("no block record (gap or broken tag)", o);
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
     const uint64_t size = b.len();
@@ -717,7 +717,7 @@ std::string Region::check_invariants_w() const {
       if (owner == kOwnerFloor) {
         ++free_floor;
       } else {
-        if (b.stamp.load(std::memory_order_relaxed) != epoch())
+        if (b.layout_epoch.load(std::memory_order_relaxed) != epoch())
           return fail("free block of a past epoch in the layout", o);
         if (owner == kOwnerCentral) {
           ++free_central;
@@ -727,7 +727,7 @@ std::string Region::check_invariants_w() const {
           return fail("free block with no owner", o);
         }
       }
-      if (prev != kNil && prev_end == o) {
+      if (prev != kNoRecord && prev_end == o) {
         const uint64_t pw = store_[prev].load_word();
         if (Word::state(pw) == BlockState::kFree && Word::owner(pw) == owner)
           return fail("uncoalesced free neighbours", o);
@@ -755,28 +755,38 @@ std::string Region::check_invariants_w() const {
   return "";
 }
 
+void Region::assert_sound_w(const char* after) {
+  if constexpr (kDebugChecks) {
+    if (!debug_checks_.take()) return;
+    const std::string err = check_invariants_w();
+    ZARENA_ASSERT_MSG(err.empty(), (std::string(after) + ": " + err).c_str());
+  } else {
+    (void)after;
+  }
+}
+
 std::string Region::describe_w(uint64_t offset) const {
-  auto rec = [&](uint32_t r) {
-    if (r == kNil) return std::string("none");
+  auto record = [&](uint32_t r) {
+    if (r == kNoRecord) return std::string("none");
     const Block& b = store_[r];
     const uint64_t w = b.load_word();
     return "#" + std::to_string(r) + "{off " + std::to_string(b.off()) + " len " +
            std::to_string(b.len()) + " state " + std::to_string(static_cast<int>(Word::state(w))) +
            " flags " + std::to_string(Word::flags(w)) + " owner " + std::to_string(Word::owner(w)) +
            " pins " + std::to_string(Word::pins(w)) + " gen " + std::to_string(Word::gen(w)) +
-           " epoch " + std::to_string(static_cast<int64_t>(b.epoch.load())) + " stamp " +
-           std::to_string(b.stamp.load()) + " into " +
+           " alloc_epoch " + std::to_string(static_cast<int64_t>(b.alloc_epoch.load())) +
+           " layout_epoch " + std::to_string(b.layout_epoch.load()) + " into " +
            std::to_string(static_cast<int32_t>(b.absorbed_into.load())) + "@" +
            std::to_string(b.absorbed_gen.load()) + "}";
   };
-  std::string out = "start " + rec(map_.at(offset)) + " end " + rec(map_.ending_at(offset));
+  std::string out = "start " + record(map_.at(offset)) + " end " + record(map_.ending_at(offset));
   const uint32_t r = map_.at(offset);
-  if (r != kNil) {
+  if (r != kNoRecord) {
     uint32_t x = r;
     for (int i = 0; i < 8; ++i) {
       const uint32_t into = store_[x].absorbed_into.load();
-      if (into == kNil) break;
-      out += " -> " + rec(into);
+      if (into == kNoRecord) break;
+      out += " -> " + record(into);
       x = into;
     }
   }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/checks.h"
 #include "base/spin_lock.h"
 #include "region/block_store.h"
 #include "region/free_index.h"
@@ -44,15 +45,15 @@ struct SlotCounters {
 class Quarantine {
  public:
   static constexpr uint32_t kSize = 1024;
-  // Pushes rec; returns the record that falls out (kNil while not full).
-  uint32_t push(uint32_t rec) {
-    uint32_t out = kNil;
+  // Pushes record; returns the record that falls out (kNoRecord while not full).
+  uint32_t push(uint32_t record) {
+    uint32_t out = kNoRecord;
     if (count_ == kSize) {
       out = ring_[head_];
       head_ = (head_ + 1) % kSize;
       --count_;
     }
-    ring_[(head_ + count_) % kSize] = rec;
+    ring_[(head_ + count_) % kSize] = record;
     ++count_;
     return out;
   }
@@ -76,18 +77,18 @@ struct alignas(64) Slot {
 
   SpinLock lock;
   uint8_t id = 0;
-  // The span: [span_cur, span_end) is this slot's to bump into. slack_rec is a record
+  // The span: [span_cur, span_end) is this slot's to bump into. slack_record is a record
   // that stands for the span's unused part, so that a block given back to it (freeing
   // the block just below span_cur) has something to be "absorbed into" (its gen moves
   // whenever the slack is consumed).
   uint64_t span_cur = 0, span_end = 0;
-  uint32_t slack_rec = kNil;
+  uint32_t slack_record = kNoRecord;
   FreeIndex index;  // free blocks of the current epoch this slot owns
   // Records of the current epoch: pages taken this epoch, the page being handed out,
   // recycled records, and the quarantine in front of them.
-  uint32_t page_head = kNil, page_tail = kNil;
-  uint32_t page_cursor = kNil, page_left = 0;
-  uint32_t free_recs = kNil;
+  uint32_t page_head = kNoRecord, page_tail = kNoRecord;
+  uint32_t page_cursor = kNoRecord, page_left = 0;
+  uint32_t free_records = kNoRecord;
   Quarantine quarantine;
   SlotCounters c;
   // Nonzero when this slot may hold free blocks or span leftovers (note_cached); read
@@ -97,13 +98,13 @@ struct alignas(64) Slot {
   // The slot may now hold free blocks or span leftovers (a drain would find something).
   // Set by the paths that give the slot space; cleared only by drains and resets.
   void note_cached() {
-    if (__builtin_expect(cached_hint.load(std::memory_order_relaxed) == 0, 0)) {
+    if (ZARENA_UNLIKELY(cached_hint.load(std::memory_order_relaxed) == 0)) {
       cached_hint.store(1, std::memory_order_relaxed);
     }
   }
   // A record handed back to the span (the block just below span_cur was freed), kept for
   // the next bump at the same offset instead of going through the quarantine.
-  uint32_t top_rec = kNil;
+  uint32_t span_top_record = kNoRecord;
 };
 
 class SlotSet {
@@ -116,7 +117,7 @@ class SlotSet {
   // The calling thread's slot (not locked).
   Slot& mine() {
     uint32_t n = t_thread_number;
-    if (__builtin_expect(n == kNil, 0)) n = number_this_thread();
+    if (ZARENA_UNLIKELY(n == kUnnumbered)) n = number_this_thread();
     return *slots_[n & mask_];
   }
 
@@ -124,7 +125,7 @@ class SlotSet {
   // use it to tell which threads a learned step came from.
   static uint32_t thread_number() {
     const uint32_t n = t_thread_number;
-    return __builtin_expect(n == kNil, 0) ? number_this_thread() : n;
+    return ZARENA_UNLIKELY(n == kUnnumbered) ? number_this_thread() : n;
   }
 
   // Slots [0, active()) have been used; the others hold nothing. A slot becomes active
@@ -140,7 +141,8 @@ class SlotSet {
 
  private:
   // Threads are numbered as they first call in (inline: the hot path reads it).
-  static inline thread_local uint32_t t_thread_number = kNil;
+  static constexpr uint32_t kUnnumbered = ~0u;  // this thread has not called in yet
+  static inline thread_local uint32_t t_thread_number = kUnnumbered;
   static uint32_t number_this_thread();
 
   uint32_t count_, mask_;

@@ -55,6 +55,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/checks.h"
 #include "base/status.h"
 #include "trace/trace_format.h"
 
@@ -151,7 +152,7 @@ class Tracer {
     // allocated, or this slot freed it since (a double free, ordered in this lane after
     // the first): no other slot can have seen it, reading the counter is enough.
     const bool mine = o.offset == offset && o.g == g;
-    if (__builtin_expect(mine, 1)) return lane_key(g, slot);
+    if (ZARENA_LIKELY(mine)) return lane_key(g, slot);
     return take_key();
   }
   // The free of region offset `offset`, keyed by slot_free_key; arguments as on_free's.
@@ -159,7 +160,7 @@ class Tracer {
                                                 int32_t status, uint64_t freed_bytes,
                                                 bool epoch_checked, uint64_t epoch_arg) {
     Lane& l = lanes_[slot];
-    if (__builtin_expect(epoch_checked, 0)) {
+    if (ZARENA_UNLIKELY(epoch_checked)) {
       LaneFreeAtRecord* r = lane_space<LaneFreeAtRecord>(l, key);
       fill_free(&r->f, l, offset, status, freed_bytes, sizeof(LaneFreeAtRecord));
       r->epoch_arg = epoch_arg;
@@ -284,7 +285,7 @@ class Tracer {
   // sees an old tracer's buffer), attach_thread() otherwise.
   ThreadBuffer* local_buffer() {
     TlsSlot& s = tls_slots_[id_ & (kTlsSlots - 1)];
-    if (__builtin_expect(s.tracer_id == id_, 1)) return s.buffer;
+    if (ZARENA_LIKELY(s.tracer_id == id_)) return s.buffer;
     return attach_thread();
   }
 
@@ -345,7 +346,7 @@ class Tracer {
   __attribute__((always_inline)) R* lane_space(Lane& l, uint64_t key) {
     const uint64_t now = now_ns();
     size_t pos = l.buf.committed.load(std::memory_order_relaxed);
-    if (__builtin_expect(key != l.key || now != l.time_ns || pos + sizeof(R) > l.buf.cap, 0)) {
+    if (ZARENA_UNLIKELY(key != l.key || now != l.time_ns || pos + sizeof(R) > l.buf.cap)) {
       pos = lane_marks(l, pos, sizeof(R), key, now);
     }
     char* p = l.buf.data + pos;
@@ -399,8 +400,8 @@ class Tracer {
   // multiple of 8) with `key` and copies it into the calling thread's buffer.
   void append(void* record, size_t bytes, Kind kind, uint32_t aux, uint64_t key) {
     ThreadBuffer* b = local_buffer();
-    if (__builtin_expect(b == nullptr, 0)) return drop_unbuffered();
-    if (__builtin_expect(b->pos + bytes > b->cap, 0)) rotate(b);
+    if (ZARENA_UNLIKELY(b == nullptr)) return drop_unbuffered();
+    if (ZARENA_UNLIKELY(b->pos + bytes > b->cap)) rotate(b);
     RecordHeader* h = static_cast<RecordHeader*>(record);
     stamp(h, key, kind, bytes, aux, b->thread);
     h->time_ns = now_ns();
