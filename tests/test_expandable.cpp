@@ -305,8 +305,9 @@ TEST_F(Expandable, AGrowthOfManyChunksGoesBackDownToTheTop) {
 // arena that never resets (zarena.torch's; trim_keep_bytes 0) grew to a larger first step,
 // and once the plan engages only the zone and the live blocks stay committed, rounded up
 // to the chunk. The planned steps' blocks are written whole (uncommitted host memory is
-// PROT_NONE, so a block in decommitted space kills the test), and a step that deviates
-// commits again for what the dynamic engine serves.
+// PROT_NONE, so a block in decommitted space kills the test), a step that deviates
+// commits again for what the dynamic engine serves, which stays when the plan is taken up
+// again in its zone and goes back when a new layout claims its zone.
 TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   constexpr uint64_t kBlock = 512 * kKiB;
   constexpr int kPerStep = 8;  // 4 MiB live at the step's peak
@@ -325,10 +326,10 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   }
   for (void* p : big) ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
   ASSERT_GE(stats_of(g).committed_bytes, 26 * kMiB);
-  auto step = [&](int extra_mib, unsigned char v) {
+  auto step = [&](int extra_mib, unsigned char v, int count = 0) {  // 0: kPerStep blocks
     ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
     std::vector<void*> blocks;
-    for (int i = 0; i < kPerStep; ++i) {
+    for (int i = 0; i < (count != 0 ? count : kPerStep); ++i) {
       void* p = nullptr;
       ASSERT_EQ(zarena_alloc(g, kBlock, &p), ZARENA_OK) << zarena_last_error();
       std::memset(p, v, kBlock);
@@ -368,12 +369,22 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   // A step that deviates: the dynamic engine commits again for its 8 MiB.
   ASSERT_NO_FATAL_FAILURE(step(8, 0x50));
   EXPECT_GE(stats_of(g).committed_bytes, need + 8 * kMiB);
-  // Learned again, the plan is taken up again and what the deviation committed goes back.
+  // Learned again, the plan is taken up again in its zone, and what the deviation committed
+  // stays (a program that deviates now and then would commit and decommit each time).
+  const uint64_t hits = stats_of(g).plan_hits;
   for (int k = 0; k < 6; ++k)
     ASSERT_NO_FATAL_FAILURE(step(0, static_cast<unsigned char>(0x60 + k)));
   s = stats_of(g);
+  EXPECT_GT(s.plan_hits, hits) << "taken up again";
+  EXPECT_EQ(s.trim_events, trims);
+  EXPECT_GE(s.committed_bytes, need + 8 * kMiB);
+  // Another step (6 blocks), laid out anew: its zone claimed now, the rest goes back.
+  for (int k = 0; k < 6; ++k)
+    ASSERT_NO_FATAL_FAILURE(step(0, static_cast<unsigned char>(0x70 + k), 6));
+  s = stats_of(g);
   EXPECT_GT(s.trim_events, trims);
-  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk);
+  EXPECT_EQ(s.plans_learned, 2u);
+  EXPECT_LE(s.committed_bytes, (2 * kMiB + s.plan_zone_bytes + kChunk - 1) / kChunk * kChunk);
   EXPECT_TRUE(holds(params, 2 * kMiB, 0x11));
   EXPECT_EQ(s.commit_failures, 0u);
 }
@@ -381,8 +392,10 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
 // The trims at engaging boundaries race another thread that writes its own live blocks,
 // trims (zarena_trim) and reads stats the whole time: no live block is ever decommitted
 // under it (a write there would kill the test: PROT_NONE), the committed end never falls
-// below the top, and the planned steps keep their bytes. The main thread's steps deviate
-// every fifth step (an extra 6 MiB allocation), so plans engage, and trim, again and again.
+// below the top, and the planned steps keep their bytes. The main thread's step changes
+// its shape every tenth step (5 or 6 blocks: a new layout, whose zone is claimed, and a
+// trim) and deviates at the eighth of each ten (an extra 6 MiB allocation, which the
+// plan taken up again keeps), so plans engage again and again.
 TEST_F(Expandable, EngagingTrimsRaceWritesTrimsAndStats) {
   Arena g(expandable(64 * kMiB, ZARENA_OVERFLOW_REFUSE));
   ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
@@ -413,20 +426,21 @@ TEST_F(Expandable, EngagingTrimsRaceWritesTrimsAndStats) {
   for (int step = 0; step < 40; ++step) {
     ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
     std::vector<void*> blocks;
-    for (int i = 0; i < 6; ++i) {
+    const int count = (step / 10) % 2 == 0 ? 6 : 5;
+    for (int i = 0; i < count; ++i) {
       void* p = nullptr;
       ASSERT_EQ(zarena_alloc(g, 512 * kKiB, &p), ZARENA_OK) << zarena_last_error();
       std::memset(p, step + i, 512 * kKiB);
       blocks.push_back(p);
     }
-    if (step % 5 == 4) {
+    if (step % 10 == 7) {
       void* p = nullptr;
       ASSERT_EQ(zarena_alloc(g, 6 * kMiB, &p), ZARENA_OK) << zarena_last_error();
       std::memset(p, 0x77, 6 * kMiB);
       blocks.push_back(p);
     }
     for (size_t i = 0; i < blocks.size(); ++i) {
-      if (i < 6) {
+      if (i < static_cast<size_t>(count)) {
         ASSERT_TRUE(holds(blocks[i], 512 * kKiB, static_cast<unsigned char>(step + i)));
       }
       ASSERT_EQ(zarena_free(g, blocks[i]), ZARENA_OK);
@@ -438,7 +452,8 @@ TEST_F(Expandable, EngagingTrimsRaceWritesTrimsAndStats) {
   EXPECT_EQ(below_top.load(), 0u) << "the committed end fell below the top";
   EXPECT_GT(rounds.load(), 0u);
   EXPECT_GT(s.plan_hits, 0u) << "plans served, or the test proves nothing";
-  EXPECT_GE(s.trim_events, 2u);
+  EXPECT_GE(s.plans_learned, 3u) << "zones claimed again and again";
+  EXPECT_GE(s.trim_events, 1u);  // the first one's; the rest race the other thread's trims
   EXPECT_EQ(s.commit_failures, 0u);
 }
 

@@ -208,10 +208,12 @@ class Arena final : private RegionHooks, private ZoneOps {
   // A step ended (zarena_step_begin, a reset): the plans' boundary and the records of what
   // happened (no lock held).
   void plan_boundary();
-  // Expandable: a plan engaged at this boundary, so the next steps need the zone and the
-  // live blocks, not the learning steps' high water: what is committed above
-  // max(trim_keep_bytes, the top) goes back, as a reset's trim (no region lock held,
-  // never during a capture or after a device reset; trim_keep_bytes 0 included).
+  // Expandable: a plan engaged at this boundary in a zone claimed now, so the next steps
+  // need the zone and the live blocks, not the learning steps' high water: what is
+  // committed above max(trim_keep_bytes, the top) goes back, as a reset's trim (no region
+  // lock held, never during a capture or after a device reset; trim_keep_bytes 0
+  // included). Not when a deviation's plan is taken up again in its zone: a program that
+  // deviates now and then would commit and decommit at each deviation.
   void trim_after_engage();
   // Under the writer lock, during a reset while the plans learn: what the reset kept, in
   // O(pins + borrowed blocks), for the learner (learn_reset, after the lock).

@@ -191,7 +191,7 @@ void Arena::plan_boundary() {
   if (!plans_.enabled()) return;
   PlanEvents events;
   plans_.on_boundary(*this, &events);
-  if (events.engaged) trim_after_engage();
+  if (events.zone_claimed) trim_after_engage();
   graphs_.after_boundary(plans_.view());  // [graphs] counts the steps served whole
   emit_queued_warnings();                 // a poison fill of a zone given back
   log_plan_events(events);

@@ -336,6 +336,7 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
   pending_.reset();
   zone_items_ = std::move(pending_items_);
   events->engaged = true;
+  events->zone_claimed = true;
   stop_learning();
 }
 

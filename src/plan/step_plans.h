@@ -104,6 +104,7 @@ class ZoneOps {
 struct PlanEvents {
   bool learned = false;                      // a plan was laid out now
   bool engaged = false;                      // a plan serves the next step
+  bool zone_claimed = false;                 // ... from a zone claimed now (a new layout)
   bool abandoned = false;                    // the step that just ended left its plan
   bool no_room = false;                      // a learned plan found no room for its zone
   bool budget = false;                       // the plans kept hold their budget: learning stopped

@@ -1312,12 +1312,13 @@ ZARENA_API zarena_status zarena_trace_status(const zarena* a);
  * is reserved at create and memory is committed on demand, commit_chunk_bytes at a time
  * (default 64 MiB), as the top grows. At a reset, an arena with trim_keep_bytes set
  * decommits what lies above max(trim_keep_bytes, what is in use), so an idle arena gives
- * memory back. At the boundary that engages a step plan (see "STEP PLANS"), the next
- * steps need the plan's zone and the live blocks only, not what the learning steps
- * committed: the arena decommits what lies above max(trim_keep_bytes, the top) then, also
- * when trim_keep_bytes is 0 (an arena that never resets, zarena.torch's, gives back what
- * its first steps took); never during a capture. A step that deviates from the plan
- * commits again what the dynamic engine needs.
+ * memory back. At the boundary that engages a newly laid out step plan (see "STEP
+ * PLANS"; its zone claimed then), the next steps need the plan's zone and the live blocks
+ * only, not what the learning steps committed: the arena decommits what lies above
+ * max(trim_keep_bytes, the top) then, also when trim_keep_bytes is 0 (an arena that never
+ * resets, zarena.torch's, gives back what its first steps took); never during a capture.
+ * A step that deviates from the plan commits what the dynamic engine needs, and that stays
+ * when the plan is taken up again in its zone (no commit and decommit at each deviation).
  * Pointers stay valid across commits (the range never moves). When a commit
  * fails (the device is full) the request goes to the overflow route and
  * "arena.commit_failed" is logged; the diagnosis of such a request is the verdict
