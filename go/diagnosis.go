@@ -40,14 +40,13 @@ type Diagnosis struct {
 
 // Diagnose returns the diagnosis now (after the queued frees). Any goroutine, any time.
 func (a *Arena) Diagnose() (Diagnosis, error) {
-	var r C.shim_diagnosis_result
-	err := a.whole("Diagnose", func(h C.uintptr_t) C.shim_result {
-		r = C.shim_diagnose(h)
-		return r.r
-	})
-	if err != nil {
-		return Diagnosis{}, err
-	}
+	return wholeValue(a, "Diagnose", func(h C.uintptr_t) (C.shim_diagnosis_result, C.shim_result) {
+		r := C.shim_diagnose(h)
+		return r, r.r
+	}, diagnosisFromC)
+}
+
+func diagnosisFromC(r *C.shim_diagnosis_result) Diagnosis {
 	d := &r.d
 	return Diagnosis{
 		Verdict:           C.GoString(&r.verdict[0]),
@@ -74,5 +73,5 @@ func (a *Arena) Diagnose() (Diagnosis, error) {
 		OverflowEpochs:    uint64(d.overflow_epochs),
 		NeededBytes:       uint64(d.needed_bytes),
 		RequestedBytes:    uint64(d.requested_bytes),
-	}, nil
+	}
 }

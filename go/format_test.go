@@ -43,13 +43,20 @@ func objectKeys(t *testing.T, text string) []string {
 	return keys
 }
 
-func TestFormatStatsTextNamesEveryField(t *testing.T) {
+// formatOneBlock formats the stats of an arena that holds one block of 3000 bytes.
+func formatOneBlock(t *testing.T, f Format) (*Arena, string) {
+	t.Helper()
 	a := newHost(t, Config{CapacityBytes: 4 * miB})
 	mustAlloc(t, a, 3000)
-	text, err := a.FormatStats(FormatText)
+	text, err := a.FormatStats(f)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a, text
+}
+
+func TestFormatStatsTextNamesEveryField(t *testing.T) {
+	a, text := formatOneBlock(t, FormatText)
 	if !strings.HasSuffix(text, "\n") || !strings.Contains(text, a.Name()) {
 		t.Fatalf("table:\n%s", text)
 	}
@@ -63,12 +70,7 @@ func TestFormatStatsTextNamesEveryField(t *testing.T) {
 }
 
 func TestFormatStatsJSONKeysAreStatsKeys(t *testing.T) {
-	a := newHost(t, Config{CapacityBytes: 4 * miB})
-	mustAlloc(t, a, 3000)
-	text, err := a.FormatStats(FormatJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, text := formatOneBlock(t, FormatJSON)
 	if got, want := objectKeys(t, text), statsKeys(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("JSON keys\n got %v\nwant %v", got, want)
 	}

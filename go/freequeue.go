@@ -328,6 +328,24 @@ func (a *Arena) whole(op string, call func(h C.uintptr_t) C.shim_result) error {
 	return callError(r.status, r.err)
 }
 
+// wholeValue is whole for a call that reads a snapshot: get makes the shim call and
+// returns its result with the status inside it (a shim_*_result's r), and convert turns a
+// successful result into the Go value. On an error it returns the zero T.
+func wholeValue[R, T any](a *Arena, op string, get func(h C.uintptr_t) (R, C.shim_result),
+	convert func(r *R) T) (T, error) {
+	var r R
+	err := a.whole(op, func(h C.uintptr_t) C.shim_result {
+		var s C.shim_result
+		r, s = get(h)
+		return s
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return convert(&r), nil
+}
+
 // closeLocked makes every shard refuse and gives the buffers back (every shard locked, the
 // arena just destroyed).
 func (a *Arena) closeLocked() {

@@ -106,16 +106,7 @@ func TestFreeRidesOnTheNextAlloc(t *testing.T) {
 	if _, now := a.queueCounts(); now != before {
 		t.Fatal("Free crossed into C")
 	}
-	b, err := a.AllocBlock(4 * kiB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Ptr != p || b.Flags&BlockReused == 0 {
-		t.Fatalf("Alloc after Free: %+v, want the freed block %#x reused", b, p)
-	}
-	if _, now := a.queueCounts(); now-before != 1 {
-		t.Fatalf("%d batches applied, want 1", now-before)
-	}
+	mustReuseFreed(t, a, p, before, "Alloc after Free", a.AllocBlock)
 }
 
 // Queued epoch-checked frees of blocks a reset reclaimed are dropped and counted.

@@ -63,6 +63,24 @@ func mustAlloc(t testing.TB, a *Arena, n uint64) DevicePtr {
 	return p
 }
 
+// mustReuseFreed allocates 4 KiB with alloc after p, a 4 KiB block that is not the top
+// one, was freed: it must get p back, reused, and carry the free into C (one batch
+// applied since before, queueCounts' batches). what names the calls in the message.
+func mustReuseFreed(t testing.TB, a *Arena, p DevicePtr, before uint64, what string,
+	alloc func(n uint64) (Block, error)) {
+	t.Helper()
+	b, err := alloc(4 * kiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Ptr != p || b.Flags&BlockReused == 0 {
+		t.Fatalf("%s: %+v, want the freed block %#x reused", what, b, p)
+	}
+	if _, now := a.queueCounts(); now-before != 1 {
+		t.Fatalf("%d batches applied, want 1", now-before)
+	}
+}
+
 // recorder collects the records of one arena (the logger is process-wide; other
 // tests' arenas must not disturb).
 type recorder struct {

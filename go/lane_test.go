@@ -33,16 +33,7 @@ func TestLaneFreeRidesOnItsNextAlloc(t *testing.T) {
 	if err := free(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := l.AllocBlock(4 * kiB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Ptr != p || b.Flags&BlockReused == 0 {
-		t.Fatalf("Lane.AllocBlock after Lane.Free: %+v, want the freed block %#x reused", b, p)
-	}
-	if _, now := a.queueCounts(); now-before != 1 {
-		t.Fatalf("%d batches applied, want 1", now-before)
-	}
+	mustReuseFreed(t, a, p, before, "Lane.AllocBlock after Lane.Free", l.AllocBlock)
 	tb, err := l.AllocTagged(kiB, 0)
 	if err != nil || l.FreeBlock(tb) != nil || l.Arena() != a {
 		t.Fatalf("AllocTagged %+v, %v", tb, err)

@@ -59,14 +59,14 @@ type LiveBlock struct {
 // from one snapshot taken after the queued frees were applied (other goroutines may
 // allocate meanwhile). One cgo call; O(live blocks).
 func (a *Arena) LiveBlocks() ([]LiveBlock, error) {
-	var r C.shim_blocks_result
-	err := a.whole("LiveBlocks", func(h C.uintptr_t) C.shim_result {
-		r = C.shim_live_blocks(h)
-		return r.r
-	})
-	if err != nil {
-		return nil, err
-	}
+	return wholeValue(a, "LiveBlocks", func(h C.uintptr_t) (C.shim_blocks_result, C.shim_result) {
+		r := C.shim_live_blocks(h)
+		return r, r.r
+	}, liveBlocksFromC)
+}
+
+// liveBlocksFromC copies the blocks and frees the C array.
+func liveBlocksFromC(r *C.shim_blocks_result) []LiveBlock {
 	defer C.free(unsafe.Pointer(r.items))
 	out := make([]LiveBlock, int(r.len))
 	if r.len > 0 {
@@ -75,7 +75,7 @@ func (a *Arena) LiveBlocks() ([]LiveBlock, error) {
 				Pins: uint32(cb.pins), Tag: Tag(cb.tag), Flags: LiveBlockFlags(cb.flags)}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // FormatLiveBlocks formats the live blocks from one snapshot, taken after the queued

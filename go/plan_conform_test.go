@@ -316,28 +316,15 @@ func runConformance(t *testing.T, seed int64) uint64 {
 			case 1:
 				items[at].tag = tags[(rng.Intn(len(tags)-1)+1)%len(tags)]
 			case 2:
-				items = append(items[:at], append([]planItem{{3 * planAlign, 0, at + 2}},
-					items[at:]...)...)
-				for i := range items {
-					if items[i].freeBefore > at && i != at {
-						items[i].freeBefore++
-					}
-				}
+				items = withExtraItem(items, at)
 			case 3:
-				if items[at].freeBefore != planKeep {
-					items[at].freeBefore = len(items)
-				}
+				freeLate(items, at)
 			}
 		}
 		n := len(items)
 		offs := make([]uint64, n)
 		have := make([]bool, n)
-		freesBefore := make([][]int, n+1)
-		for i, it := range items {
-			if it.freeBefore != planKeep {
-				freesBefore[it.freeBefore] = append(freesBefore[it.freeBefore], i)
-			}
-		}
+		freesBefore := planFrees(items)
 		for i := 0; i <= n; i++ {
 			checked := rng.Intn(2) == 0
 			for _, j := range freesBefore[i] {

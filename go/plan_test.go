@@ -259,6 +259,37 @@ func makePlanStep(rng *rand.Rand, n int, tags []Tag) []planItem {
 	return items
 }
 
+// withExtraItem is a step that deviates by one allocation more: a 3*planAlign block
+// inserted at `at` and freed two allocations later, the later frees renumbered.
+func withExtraItem(items []planItem, at int) []planItem {
+	items = append(items[:at], append([]planItem{{3 * planAlign, 0, at + 2}}, items[at:]...)...)
+	for i := range items {
+		if items[i].freeBefore > at && i != at {
+			items[i].freeBefore++
+		}
+	}
+	return items
+}
+
+// freeLate holds item at's free to the step's end (a kept item stays kept).
+func freeLate(items []planItem, at int) {
+	if items[at].freeBefore != planKeep {
+		items[at].freeBefore = len(items)
+	}
+}
+
+// planFrees lists, for each allocation i of the step and for its end (len(items)), the
+// items freed just before it.
+func planFrees(items []planItem) [][]int {
+	freesBefore := make([][]int, len(items)+1)
+	for i, it := range items {
+		if it.freeBefore != planKeep {
+			freesBefore[it.freeBefore] = append(freesBefore[it.freeBefore], i)
+		}
+	}
+	return freesBefore
+}
+
 // planDriver runs steps on one arena. Allocations run on two goroutines taking turns
 // (turns), frees on whichever goroutine reaches them, and some blocks go to a freer
 // goroutine that frees them whenever it gets to them (late frees, racing the planned path).
@@ -401,27 +432,14 @@ func (d *planDriver) runSteps(steps int, dev float64, resets bool, name string) 
 			case 0: // another size
 				items[at].size += planAlign
 			case 1: // an extra allocation
-				items = append(items[:at], append([]planItem{{3 * planAlign, 0, at + 2}},
-					items[at:]...)...)
-				for i := range items {
-					if items[i].freeBefore > at && i != at {
-						items[i].freeBefore++
-					}
-				}
+				items = withExtraItem(items, at)
 			case 2: // a late free: held to the step's end
-				if items[at].freeBefore != planKeep {
-					items[at].freeBefore = len(items)
-				}
+				freeLate(items, at)
 			}
 		}
 		n := len(items)
 		ptr := make([]uint64, n)
-		freesBefore := make([][]int, n+1)
-		for i, it := range items {
-			if it.freeBefore != planKeep {
-				freesBefore[it.freeBefore] = append(freesBefore[it.freeBefore], i)
-			}
-		}
+		freesBefore := planFrees(items)
 		for i := 0; i <= n; i++ {
 			f := freesBefore[i]
 			if deviate && kind == 3 { // out of order

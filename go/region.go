@@ -37,14 +37,13 @@ type Region struct {
 // RegionInfo returns the region's base, size, top, floor and commit state (one
 // snapshot, after the queued frees).
 func (a *Arena) RegionInfo() (Region, error) {
-	var r C.shim_region_result
-	err := a.whole("RegionInfo", func(h C.uintptr_t) C.shim_result {
-		r = C.shim_region_info(h)
-		return r.r
-	})
-	if err != nil {
-		return Region{}, err
-	}
+	return wholeValue(a, "RegionInfo", func(h C.uintptr_t) (C.shim_region_result, C.shim_result) {
+		r := C.shim_region_info(h)
+		return r, r.r
+	}, regionFromC)
+}
+
+func regionFromC(r *C.shim_region_result) Region {
 	return Region{
 		Base:           DevicePtr(r.base),
 		CapacityBytes:  uint64(r.region.capacity_bytes),
@@ -53,7 +52,7 @@ func (a *Arena) RegionInfo() (Region, error) {
 		CommittedBytes: uint64(r.region.committed_bytes),
 		Managed:        r.region.managed != 0,
 		Expandable:     r.region.expandable != 0,
-	}, nil
+	}
 }
 
 // Base is the region's first byte and CapacityBytes its size, without a cgo call (read

@@ -15,15 +15,10 @@ import (
 // Stats returns a consistent snapshot of the arena's counters, after every queued free
 // was applied. The error is ErrClosed after Close.
 func (a *Arena) Stats() (Stats, error) {
-	var r C.shim_stats_result
-	err := a.whole("Stats", func(h C.uintptr_t) C.shim_result {
-		r = C.shim_get_stats(h)
-		return r.r
-	})
-	if err != nil {
-		return Stats{}, err
-	}
-	return statsFromC(&r.stats), nil
+	return wholeValue(a, "Stats", func(h C.uintptr_t) (C.shim_stats_result, C.shim_result) {
+		r := C.shim_get_stats(h)
+		return r, r.r
+	}, func(r *C.shim_stats_result) Stats { return statsFromC(&r.stats) })
 }
 
 // ResetPeakStats restarts the peaks from the arena's state now (zarena_reset_peak_stats,

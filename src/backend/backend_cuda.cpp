@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_checks.h"
 #include "backend/backend_cuda_testing.h"
 #include "backend/backend_faults.h"
 #include "backend/commit_map.h"
@@ -45,7 +46,6 @@ struct AtomicCounters {
 };
 AtomicCounters g_counters;
 
-bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) & ~(to - 1); }
 
 std::string cuda_text(cudaError_t e) {
@@ -215,12 +215,8 @@ class CudaBackend final : public Backend {
     if (region_raw_ != nullptr || vmm_) {
       return Result::fail(Status::kInternal, "cuda backend: the region is already reserved");
     }
-    if (req.bytes == 0 || !is_pow2(req.alignment)) {
-      return Result::fail(Status::kInvalidArgument,
-                          fmt::format("cuda backend: cannot reserve {} bytes aligned to {} "
-                                      "(need bytes > 0 and a power-of-two alignment)",
-                                      req.bytes, req.alignment));
-    }
+    Result checked = check_region_request("cuda", req);
+    if (!checked.is_ok()) return checked;
     if (req.bytes > kMaxBytes || req.alignment > kMaxBytes) {
       return Result::fail(Status::kOutOfMemory,
                           fmt::format("cuda backend cannot reserve {} bytes aligned to {} on "
@@ -259,8 +255,7 @@ class CudaBackend final : public Backend {
   }
 
   Result commit(uint64_t offset, uint64_t bytes) noexcept override {
-    if (!vmm_) return not_expandable("commit");
-    Result r = commits_.check_commit(offset, bytes);
+    Result r = check_commit_request("cuda", vmm_, commits_, offset, bytes);
     if (!r.is_ok()) return r;
     if (context_lost()) return lost_failure(fmt::format("commit of [{}, +{})", offset, bytes));
     CudaContextGuard g(d_, ctx_);
@@ -302,9 +297,8 @@ class CudaBackend final : public Backend {
   }
 
   Result decommit(uint64_t offset, uint64_t bytes) noexcept override {
-    if (!vmm_) return not_expandable("decommit");
     std::vector<CommitMap::Range> covered;
-    Result r = commits_.check_decommit(offset, bytes, &covered);
+    Result r = check_decommit_request("cuda", vmm_, commits_, offset, bytes, &covered);
     if (!r.is_ok()) return r;
     if (context_lost()) return lost_failure(fmt::format("decommit of [{}, +{})", offset, bytes));
     CudaContextGuard g(d_, ctx_);
@@ -389,18 +383,9 @@ class CudaBackend final : public Backend {
 
   Result overflow_alloc(uint64_t bytes, uint64_t alignment, OverflowRoute route,
                         OverflowBlock* out) noexcept override {
-    if (bytes == 0 || !is_pow2(alignment)) {
-      return Result::fail(Status::kInvalidArgument,
-                          fmt::format("overflow allocation of {} bytes aligned to {}: need "
-                                      "bytes > 0 and a power-of-two alignment",
-                                      bytes, alignment));
-    }
-    if (bytes > kMaxBytes || alignment > kMaxBytes) {
-      return Result::fail(Status::kOutOfMemory,
-                          fmt::format("overflow allocation of {} bytes aligned to {} on device "
-                                      "{} refused: larger than any device",
-                                      bytes, alignment, device_));
-    }
+    Result checked = check_overflow_request("overflow allocation", bytes, alignment, kMaxBytes,
+                                            device_, "device");
+    if (!checked.is_ok()) return checked;
     // Over-allocate when the arena's alignment exceeds what CUDA guarantees and hand out
     // the aligned address inside; the base is what gets freed.
     const uint64_t slack = alignment > kNativeAlignment ? alignment - kNativeAlignment : 0;
@@ -646,12 +631,8 @@ class CudaBackend final : public Backend {
   // --- poison ---------------------------------------------------------------------------
 
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override {
-    if (bytes % 4 != 0 || reinterpret_cast<uintptr_t>(ptr) % 4 != 0) {
-      return Result::fail(Status::kInvalidArgument,
-                          fmt::format("fill32({}, {} bytes): pointer and size must be "
-                                      "multiples of 4",
-                                      ptr, bytes));
-    }
+    Result checked = check_fill32_args(ptr, bytes);
+    if (!checked.is_ok()) return checked;
     if (bytes == 0) return Result::ok();
     if (context_lost()) return lost_failure(fmt::format("fill32({}, {} bytes)", ptr, bytes));
     CudaContextGuard g(d_, ctx_);
@@ -749,11 +730,6 @@ class CudaBackend final : public Backend {
     return Result::fail(Status::kBackend,
                         fmt::format("cannot make device {}'s primary context current ({})", device_,
                                     cu_text(d_, e)));
-  }
-
-  static Result not_expandable(const char* what) {
-    return Result::fail(Status::kUnsupported,
-                        fmt::format("cuda backend: {} needs an expandable region", what));
   }
 
   // Refuses what the backend cannot order work on; the arena's context is current.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -43,26 +44,16 @@ void disarm_faults_for_next_create() noexcept {
   g_next_plan.reset();
 }
 
+// By FaultSite, in the enum's order.
+constexpr const char* kFaultSiteNames[] = {
+    "reserve",       "commit", "decommit",       "overflow_alloc",
+    "overflow_free", "fill32", "capture_status", "set_stream",
+};
+static_assert(std::size(kFaultSiteNames) == kFaultSiteCount, "a name for every FaultSite");
+
 const char* fault_site_name(FaultSite site) noexcept {
-  switch (site) {
-    case FaultSite::kReserve:
-      return "reserve";
-    case FaultSite::kCommit:
-      return "commit";
-    case FaultSite::kDecommit:
-      return "decommit";
-    case FaultSite::kOverflowAlloc:
-      return "overflow_alloc";
-    case FaultSite::kOverflowFree:
-      return "overflow_free";
-    case FaultSite::kFill32:
-      return "fill32";
-    case FaultSite::kCaptureStatus:
-      return "capture_status";
-    case FaultSite::kSetStream:
-      return "set_stream";
-  }
-  return "unknown";
+  const int i = static_cast<int>(site);
+  return i >= 0 && i < kFaultSiteCount ? kFaultSiteNames[i] : "unknown";
 }
 
 Status default_fault_status(FaultSite site) noexcept {
@@ -210,22 +201,22 @@ void FaultInjectingBackend::pass_gate(FaultSite site) noexcept {
   g.waiting = false;
 }
 
-Result FaultInjectingBackend::commit(uint64_t offset, uint64_t bytes) noexcept {
-  pass_gate(FaultSite::kCommit);
-  if (fires(FaultSite::kCommit))
-    return injected(FaultSite::kCommit, fmt::format(" ([{}, +{}))", offset, bytes));
+Result FaultInjectingBackend::range_call(FaultSite site, uint64_t offset, uint64_t bytes,
+                                         Result (Backend::*call)(uint64_t,
+                                                                 uint64_t) noexcept) noexcept {
+  pass_gate(site);
+  if (fires(site)) return injected(site, fmt::format(" ([{}, +{}))", offset, bytes));
   Result refused;
-  if (refused_after_reset("commit", &refused)) return refused;
-  return passed(FaultSite::kCommit, inner_->commit(offset, bytes));
+  if (refused_after_reset(fault_site_name(site), &refused)) return refused;
+  return passed(site, ((*inner_).*call)(offset, bytes));
+}
+
+Result FaultInjectingBackend::commit(uint64_t offset, uint64_t bytes) noexcept {
+  return range_call(FaultSite::kCommit, offset, bytes, &Backend::commit);
 }
 
 Result FaultInjectingBackend::decommit(uint64_t offset, uint64_t bytes) noexcept {
-  pass_gate(FaultSite::kDecommit);
-  if (fires(FaultSite::kDecommit))
-    return injected(FaultSite::kDecommit, fmt::format(" ([{}, +{}))", offset, bytes));
-  Result refused;
-  if (refused_after_reset("decommit", &refused)) return refused;
-  return passed(FaultSite::kDecommit, inner_->decommit(offset, bytes));
+  return range_call(FaultSite::kDecommit, offset, bytes, &Backend::decommit);
 }
 
 // Sleeps ns, in slices of at most a millisecond, or until the delay is set again (a test

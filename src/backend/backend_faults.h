@@ -156,6 +156,10 @@ class FaultInjectingBackend final : public Backend {
   // True (and *out is the refusal) when the simulated device reset happened: `what` would
   // have touched memory.
   bool refused_after_reset(const std::string& what, Result* out) noexcept;
+  // commit or decommit (site kCommit or kDecommit) of [offset, offset+bytes): the gate, an
+  // armed fault, the simulated reset, else `call` of the wrapped backend.
+  Result range_call(FaultSite site, uint64_t offset, uint64_t bytes,
+                    Result (Backend::*call)(uint64_t, uint64_t) noexcept) noexcept;
   // An injected overflow delay: ns, or until delay_overflow_alloc runs again.
   void sleep_overflow_alloc(uint64_t ns) noexcept;
 

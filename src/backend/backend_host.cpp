@@ -15,6 +15,7 @@
 #include <new>
 
 #include "backend/backend.h"
+#include "backend/backend_checks.h"
 #include "backend/commit_map.h"
 #include "zarena/zarena.h"
 
@@ -26,7 +27,6 @@ namespace {
 // size near 2^64 must not wrap when the alignment slack is added.
 constexpr uint64_t kMaxHostBytes = 1ull << 56;
 
-bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) & ~(to - 1); }
 std::string errno_text(int e) { return fmt::format("{} ({})", std::strerror(e), e); }
 
@@ -48,12 +48,8 @@ class HostBackend final : public Backend {
     if (map_base_ != nullptr) {
       return Result::fail(Status::kInternal, "host backend: the region is already reserved");
     }
-    if (req.bytes == 0 || !is_pow2(req.alignment)) {
-      return Result::fail(Status::kInvalidArgument,
-                          fmt::format("host backend: cannot reserve {} bytes aligned to {} "
-                                      "(need bytes > 0 and a power-of-two alignment)",
-                                      req.bytes, req.alignment));
-    }
+    Result checked = check_region_request("host", req);
+    if (!checked.is_ok()) return checked;
     const uint64_t align = std::max(req.alignment, page_);
     if (req.bytes > kMaxHostBytes || align > kMaxHostBytes) {
       return Result::fail(Status::kOutOfMemory,
@@ -94,8 +90,7 @@ class HostBackend final : public Backend {
   }
 
   Result commit(uint64_t offset, uint64_t bytes) noexcept override {
-    if (!expandable_) return not_expandable("commit");
-    Result r = commits_.check_commit(offset, bytes);
+    Result r = check_commit_request("host", expandable_, commits_, offset, bytes);
     if (!r.is_ok()) return r;
     if (mprotect(base_ + offset, bytes, PROT_READ | PROT_WRITE) != 0) {
       const int e = errno;
@@ -116,9 +111,8 @@ class HostBackend final : public Backend {
   }
 
   Result decommit(uint64_t offset, uint64_t bytes) noexcept override {
-    if (!expandable_) return not_expandable("decommit");
     std::vector<CommitMap::Range> covered;
-    Result r = commits_.check_decommit(offset, bytes, &covered);
+    Result r = check_decommit_request("host", expandable_, commits_, offset, bytes, &covered);
     if (!r.is_ok()) return r;
     // MADV_DONTNEED drops the pages (private anonymous memory reads back as zeros), and
     // PROT_NONE makes a stray access fault as it would on an unmapped GPU range.
@@ -154,18 +148,9 @@ class HostBackend final : public Backend {
 
   Result overflow_alloc(uint64_t bytes, uint64_t alignment, OverflowRoute route,
                         OverflowBlock* out) noexcept override {
-    if (bytes == 0 || !is_pow2(alignment)) {
-      return Result::fail(Status::kInvalidArgument,
-                          fmt::format("host overflow allocation of {} bytes aligned to {}: "
-                                      "need bytes > 0 and a power-of-two alignment",
-                                      bytes, alignment));
-    }
-    if (bytes > kMaxHostBytes || alignment > kMaxHostBytes) {
-      return Result::fail(Status::kOutOfMemory,
-                          fmt::format("host overflow allocation of {} bytes aligned to {} "
-                                      "refused: larger than any host can serve",
-                                      bytes, alignment));
-    }
+    Result checked = check_overflow_request("host overflow allocation", bytes, alignment,
+                                            kMaxHostBytes, -1, "host can serve");
+    if (!checked.is_ok()) return checked;
     // posix_memalign wants a multiple of sizeof(void*); free() needs no alignment back,
     // unlike aligned operator delete.
     const size_t align = std::max<size_t>(alignment, sizeof(void*));
@@ -214,12 +199,8 @@ class HostBackend final : public Backend {
   }
 
   Result fill32(void* ptr, uint64_t bytes, uint32_t word) noexcept override {
-    if (bytes % 4 != 0 || reinterpret_cast<uintptr_t>(ptr) % 4 != 0) {
-      return Result::fail(Status::kInvalidArgument,
-                          fmt::format("fill32({}, {} bytes): pointer and size must be "
-                                      "multiples of 4",
-                                      ptr, bytes));
-    }
+    Result checked = check_fill32_args(ptr, bytes);
+    if (!checked.is_ok()) return checked;
     // The word once, then doubling copies: a few memcpy calls instead of a loop per word
     // (which the fuzzing build instruments at every iteration).
     auto* p = static_cast<unsigned char*>(ptr);
@@ -244,11 +225,6 @@ class HostBackend final : public Backend {
   }
 
  private:
-  static Result not_expandable(const char* what) {
-    return Result::fail(Status::kUnsupported,
-                        fmt::format("host backend: {} needs an expandable region", what));
-  }
-
   const uint64_t page_;
   const bool managed_asked_;
   void* map_base_ = nullptr;

@@ -195,16 +195,10 @@ void CadenceDetector::on_reset(uint64_t top) {
   run_marked_ = false;
   run_count_ = 0;
   anchors_[0].start(allocs_);
-  anchors_[1].armed = false;
-  anchors_[2].armed = false;
   late_tried_ = false;
   late_only_ = true;
   resumed_ = false;
-  warned_ = false;
-  history_from_ = allocs_;
-  live_ = 0;
-  top_ = top;
-  begin(top);
+  begin_epoch(top);
 }
 
 void CadenceDetector::on_step_boundary(uint64_t top) {
@@ -230,11 +224,15 @@ void CadenceDetector::resume(const uint64_t* opening, uint64_t top) {
   a.recorded = kAnchorLen;
   for (int i = 0; i < kAnchorLen; ++i) a.sizes[i] = opening[i];
   a.prepare();
-  anchors_[1].armed = false;
-  anchors_[2].armed = false;
   late_tried_ = true;
   late_only_ = false;
   resumed_ = true;
+  begin_epoch(top);
+}
+
+void CadenceDetector::begin_epoch(uint64_t top) {
+  anchors_[1].armed = false;
+  anchors_[2].armed = false;
   warned_ = false;
   history_from_ = allocs_;
   live_ = 0;

@@ -164,6 +164,9 @@ class CadenceDetector {
   };
 
   void begin(uint64_t top);  // a new observation starts here (anchor start)
+  // What on_reset and resume share, once they set up anchors_[0]: the other anchors
+  // disarmed, no warning, no history and no live bytes before top; then begin(top).
+  void begin_epoch(uint64_t top);
   void first_restart(const Anchor& a);
 
   uint64_t capacity_;

@@ -340,13 +340,26 @@ std::unordered_map<void*, OverflowPool::Entry>::iterator OverflowPool::find_for_
   return start != nullptr ? blocks_.find(start) : at;
 }
 
+OverflowPool::Entry* OverflowPool::pin_target(void* ptr, void** start, PinOutcome* refused) {
+  auto it = find_for_pin(ptr);
+  if (it == blocks_.end()) {
+    *refused = PinOutcome::kNotOwned;
+    return nullptr;
+  }
+  if (start != nullptr) *start = it->first;
+  if (it->second.state == State::kReclaimed) {
+    *refused = PinOutcome::kStale;
+    return nullptr;
+  }
+  return &it->second;
+}
+
 PinOutcome OverflowPool::pin(void* ptr, uint64_t epoch, void** start) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = find_for_pin(ptr);
-  if (it == blocks_.end()) return PinOutcome::kNotOwned;
-  if (start != nullptr) *start = it->first;
-  Entry& e = it->second;
-  if (e.state == State::kReclaimed) return PinOutcome::kStale;
+  PinOutcome refused = PinOutcome::kNotOwned;
+  Entry* target = pin_target(ptr, start, &refused);
+  if (target == nullptr) return refused;
+  Entry& e = *target;
   if (e.state != State::kLive) return PinOutcome::kFreed;
   if (!e.persistent && e.keep_epoch != epoch) return PinOutcome::kStale;
   if (e.pins == 0xFFFF) return PinOutcome::kTooMany;
@@ -362,11 +375,10 @@ PinOutcome OverflowPool::unpin(void* ptr, uint64_t epoch, OverflowBlock* out, ui
                                void** start) {
   *freed_size = 0;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = find_for_pin(ptr);
-  if (it == blocks_.end()) return PinOutcome::kNotOwned;
-  if (start != nullptr) *start = it->first;
-  Entry& e = it->second;
-  if (e.state == State::kReclaimed) return PinOutcome::kStale;
+  PinOutcome refused = PinOutcome::kNotOwned;
+  Entry* target = pin_target(ptr, start, &refused);
+  if (target == nullptr) return refused;
+  Entry& e = *target;
   if (e.state == State::kFreed) return PinOutcome::kFreed;
   if (!e.persistent && e.keep_epoch != epoch) return PinOutcome::kStale;
   if (e.pins == 0) return PinOutcome::kNotPinned;

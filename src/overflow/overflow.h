@@ -177,6 +177,10 @@ class OverflowPool {
   // The live entry of the block that starts at ptr, or else of the live block ptr lies
   // inside, or else the (dead) entry at ptr; end() for none. Under mu_.
   std::unordered_map<void*, Entry>::iterator find_for_pin(void* ptr);
+  // The lookup pin and unpin share: the entry find_for_pin finds (its start into *start,
+  // when start is not null), or nullptr and why in *refused (kNotOwned: none; kStale:
+  // reclaimed). Under mu_.
+  Entry* pin_target(void* ptr, void** start, PinOutcome* refused);
 
   // The allocation by the program's allocator (step 1's call; no lock held).
   Result custom_alloc(const CustomAllocator& c, uint64_t size, OverflowBlock* out);

@@ -80,16 +80,28 @@ static uintptr_t cgotest_arena_new(uint64_t capacity) {
 
 static void cgotest_arena_destroy(uintptr_t a) { zarena_destroy((zarena*)a); }
 
-// n alloc_ex + free_at pairs of size bytes; the first failing status, else 0.
-static int32_t cgotest_pairs(uintptr_t h, int64_t n, uint64_t size) {
+typedef zarena_status (*cgotest_alloc_ex_fn)(zarena*, uint64_t, uint32_t, zarena_block*);
+typedef zarena_status (*cgotest_free_at_fn)(zarena*, void*, uint64_t);
+
+// n alloc_ex + free_at pairs of size bytes through the functions given; the first failing
+// status, else 0. Always inlined: given the library's functions themselves, the calls stay
+// direct (through the PLT), as a program linked against it makes them.
+static inline __attribute__((always_inline)) int32_t cgotest_pairs_with(
+    cgotest_alloc_ex_fn alloc_ex, cgotest_free_at_fn free_at, uintptr_t h, int64_t n,
+    uint64_t size) {
   zarena* a = (zarena*)h;
   for (int64_t i = 0; i < n; ++i) {
     zarena_block b;
-    zarena_status s = zarena_alloc_ex(a, size, 0, &b);
-    if (s == ZARENA_OK) s = zarena_free_at(a, b.ptr, b.epoch);
+    zarena_status s = alloc_ex(a, size, 0, &b);
+    if (s == ZARENA_OK) s = free_at(a, b.ptr, b.epoch);
     if (s != ZARENA_OK) return s;
   }
   return 0;
+}
+
+// n alloc_ex + free_at pairs of size bytes; the first failing status, else 0.
+static int32_t cgotest_pairs(uintptr_t h, int64_t n, uint64_t size) {
+  return cgotest_pairs_with(zarena_alloc_ex, zarena_free_at, h, n, size);
 }
 
 // n pairs as the binding makes them: each allocation carries the previous block's free
@@ -111,20 +123,10 @@ static int32_t cgotest_pairs_batched(uintptr_t h, int64_t n, uint64_t size) {
 // cgotest_pairs through pointers from dlsym, as the binding's zarena_dlopen mode calls:
 // the price of the indirection against the linked calls (which go through the PLT).
 static int32_t cgotest_pairs_dlsym(uintptr_t h, int64_t n, uint64_t size) {
-  zarena_status (*alloc_ex)(zarena*, uint64_t, uint32_t, zarena_block*) =
-      (zarena_status(*)(zarena*, uint64_t, uint32_t, zarena_block*))dlsym(RTLD_DEFAULT,
-                                                                           "zarena_alloc_ex");
-  zarena_status (*free_at)(zarena*, void*, uint64_t) =
-      (zarena_status(*)(zarena*, void*, uint64_t))dlsym(RTLD_DEFAULT, "zarena_free_at");
+  cgotest_alloc_ex_fn alloc_ex = (cgotest_alloc_ex_fn)dlsym(RTLD_DEFAULT, "zarena_alloc_ex");
+  cgotest_free_at_fn free_at = (cgotest_free_at_fn)dlsym(RTLD_DEFAULT, "zarena_free_at");
   if (alloc_ex == NULL || free_at == NULL) return -1;
-  zarena* a = (zarena*)h;
-  for (int64_t i = 0; i < n; ++i) {
-    zarena_block b;
-    zarena_status s = alloc_ex(a, size, 0, &b);
-    if (s == ZARENA_OK) s = free_at(a, b.ptr, b.epoch);
-    if (s != ZARENA_OK) return s;
-  }
-  return 0;
+  return cgotest_pairs_with(alloc_ex, free_at, h, n, size);
 }
 
 // n allocations of size bytes, a reset after every `every` of them.
