@@ -90,8 +90,8 @@ BENCHMARK(BM_ArenaStepWithReset);
 // request is served from the plan; Arg(0) sets ZARENA_FLAG_NO_PLAN). The ratio of the two
 // is the plan's saving.
 void BM_StepPairs(benchmark::State& state) {
-  zarena* a = zarena_bench::make_quiet_host_arena(kCapacity,
-                                                  state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN);
+  zarena* a =
+      zarena_bench::make_quiet_host_arena(kCapacity, state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN);
   for (auto _ : state) {
     zarena_step_begin(a);
     void* prev = nullptr;
@@ -119,8 +119,8 @@ BENCHMARK(BM_StepPairs)->Arg(0)->Arg(1);
 // (ZARENA_FLAG_NO_PLAN), Arg(1) the default. What the learning costs such a loop (the
 // target: at most 2 %), and its peak (high_water_MiB: no higher with plans on).
 void BM_NeverRepeatingSteps(benchmark::State& state) {
-  zarena* a = zarena_bench::make_quiet_host_arena(kCapacity,
-                                                  state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN);
+  zarena* a =
+      zarena_bench::make_quiet_host_arena(kCapacity, state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN);
   zarena_bench::Rng rng{0x9E3779B97F4A7C15ull};
   std::vector<void*> blocks(256);
   uint64_t step = 0;
@@ -157,16 +157,8 @@ BENCHMARK(BM_NeverRepeatingSteps)->Arg(0)->Arg(1);
 // high_water_MiB (the region's top at its highest), used_peak_MiB (the most bytes live
 // at once), plan_zone_MiB. The ratio of committed_MiB is what plans save of the footprint.
 void BM_RepeatedStepFootprint(benchmark::State& state) {
-  zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
-  zarena_config c;
-  zarena_config_init(&c);
-  c.backend = ZARENA_BACKEND_HOST;
-  c.capacity_bytes = kCapacity;
-  c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
-  c.flags = ZARENA_FLAG_EXPANDABLE | (state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN);
-  c.commit_chunk_bytes = 2 << 20;
-  zarena* a = nullptr;
-  if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
+  zarena* a = zarena_bench::make_quiet_host_arena(
+      kCapacity, ZARENA_FLAG_EXPANDABLE | (state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN), 2 << 20);
   constexpr int kLayers = 12;
   const uint64_t act[kLayers] = {6 << 20, 4 << 20, 8 << 20, 3 << 20, 6 << 20, 4 << 20,
                                  8 << 20, 3 << 20, 6 << 20, 4 << 20, 8 << 20, 2 << 20};

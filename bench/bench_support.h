@@ -10,7 +10,9 @@
 
 namespace zarena_bench {
 
-inline zarena* make_quiet_host_arena(uint64_t capacity, uint32_t flags = 0) {
+// commit_chunk: with ZARENA_FLAG_EXPANDABLE, the commit granularity (0: the default).
+inline zarena* make_quiet_host_arena(uint64_t capacity, uint32_t flags = 0,
+                                     uint64_t commit_chunk = 0) {
   zarena_set_log_callback(nullptr, nullptr, ZARENA_LOG_OFF);
   zarena_config c;
   zarena_config_init(&c);
@@ -18,6 +20,7 @@ inline zarena* make_quiet_host_arena(uint64_t capacity, uint32_t flags = 0) {
   c.capacity_bytes = capacity;
   c.overflow_policy = ZARENA_OVERFLOW_REFUSE;
   c.flags |= flags;
+  if (commit_chunk != 0) c.commit_chunk_bytes = commit_chunk;
   zarena* a = nullptr;
   if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
   return a;
