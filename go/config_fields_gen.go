@@ -104,8 +104,8 @@ type Config struct {
 	PoisonWord uint32
 	// CommitChunkBytes: expandable arena: commit step (default: 64 MiB).
 	CommitChunkBytes uint64
-	// TrimKeepBytes: expandable arena: at reset, decommit above max(this, in use)
-	// (default: 0: never trim).
+	// TrimKeepBytes: expandable arena: at reset, decommit above max(this, in use); a step
+	// plan claiming its zone trims whatever the value (default: 0: no trim at a reset).
 	TrimKeepBytes uint64
 	// TraceFile: record every event to this file (see `zarena-replay`) (default: none).
 	TraceFile string

@@ -6,8 +6,8 @@
 // a default" rules applied at create, source attribution, the typed fields of the
 // "arena.config" record, the Go mirror (go/config_fields_gen.go), zarena.h's and Python's
 // ZARENA_FLAG_* / FLAG_* values, the README's configuration table and docs/CONFIG.md's (all
-// written by tools/gen; CTest fails when the committed copies differ). The other ZARENA_* variables (logging, tooling) are listed
-// below the table so that the unknown-variable check knows them.
+// written by tools/gen; CTest fails when the committed copies differ). The other ZARENA_* variables
+// (logging, tooling) are listed below the table so that the unknown-variable check knows them.
 //
 // Adding a field: append it to zarena_config (zarena.h), add its row here in struct order,
 // then regenerate (cmake --build <build> --target zarena_generate). Adding a flag: its row
@@ -395,7 +395,9 @@ inline constexpr FieldSpec kConfigFields[] = {
         .range(0, UINT64_MAX)
         .var("ZARENA_TRIM_KEEP_BYTES", Syntax::kBytes, "1GiB")
         .go("TrimKeepBytes", "uint64")
-        .docs("expandable arena: at reset, decommit above max(this, in use)", "0: never trim"),
+        .docs("expandable arena: at reset, decommit above max(this, in use); a step plan claiming "
+              "its zone trims whatever the value",
+              "0: no trim at a reset"),
     ZARENA_FIELD(trace_file, kString, kText)
         .var("ZARENA_TRACE_FILE", Syntax::kText, "/tmp/train.zatrace")
         .go("TraceFile", "string", GoKind::kString)
