@@ -15,6 +15,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../capi/handle.h"
@@ -67,6 +68,30 @@ using zarena_test::region_of;
   }
   if (b[n - 1] != v) return ::testing::AssertionFailure() << "last byte of " << p;
   return ::testing::AssertionSuccess();
+}
+
+// bytes rounded up to whole commit chunks: the most an arena needing `bytes` keeps committed.
+uint64_t in_chunks(uint64_t bytes) { return (bytes + kChunk - 1) / kChunk * kChunk; }
+
+// One step of a training-like loop (zarena_step_begin first): `count` blocks of `block`
+// bytes and, with extra != 0, one of `extra` bytes (a deviation from a plan learned without
+// it); block i is written whole with v + i and checked before the frees (uncommitted host
+// memory is PROT_NONE: a block in decommitted space kills the test).
+void written_step(zarena* g, int count, uint64_t block, uint64_t extra, unsigned char v) {
+  ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
+  std::vector<std::pair<void*, uint64_t>> blocks;
+  for (int i = 0; i <= count; ++i) {
+    const uint64_t n = i < count ? block : extra;
+    if (n == 0) continue;
+    void* p = nullptr;
+    ASSERT_EQ(zarena_alloc(g, n, &p), ZARENA_OK) << zarena_last_error();
+    std::memset(p, static_cast<unsigned char>(v + i), n);
+    blocks.emplace_back(p, n);
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_TRUE(holds(blocks[i].first, blocks[i].second, static_cast<unsigned char>(v + i)));
+    ASSERT_EQ(zarena_free(g, blocks[i].first), ZARENA_OK);
+  }
 }
 
 class Expandable : public ::testing::Test {
@@ -290,8 +315,7 @@ TEST_F(Expandable, AGrowthOfManyChunksGoesBackDownToTheTop) {
   ASSERT_EQ(zarena_trim(g, 0), ZARENA_OK) << zarena_last_error();
   s = stats_of(g);
   EXPECT_EQ(s.trim_events, 1u);
-  EXPECT_LE(s.committed_bytes, (s.top_bytes + kChunk - 1) / kChunk * kChunk)
-      << "the chunks above the top went back";
+  EXPECT_LE(s.committed_bytes, in_chunks(s.top_bytes)) << "the chunks above the top went back";
   EXPECT_GE(s.committed_bytes, s.top_bytes);
   std::memset(mid, 0x31, 4 * kMiB);  // still committed
   std::memset(low, 0x41, 1 * kMiB);
@@ -326,25 +350,9 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   }
   for (void* p : big) ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
   ASSERT_GE(stats_of(g).committed_bytes, 26 * kMiB);
-  auto step = [&](int extra_mib, unsigned char v, int count = 0) {  // 0: kPerStep blocks
-    ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
-    std::vector<void*> blocks;
-    for (int i = 0; i < (count != 0 ? count : kPerStep); ++i) {
-      void* p = nullptr;
-      ASSERT_EQ(zarena_alloc(g, kBlock, &p), ZARENA_OK) << zarena_last_error();
-      std::memset(p, v, kBlock);
-      blocks.push_back(p);
-    }
-    if (extra_mib != 0) {  // a deviation: the dynamic engine serves it above the zone
-      void* p = nullptr;
-      ASSERT_EQ(zarena_alloc(g, extra_mib * kMiB, &p), ZARENA_OK) << zarena_last_error();
-      std::memset(p, v, extra_mib * kMiB);
-      blocks.push_back(p);
-    }
-    for (void* p : blocks) {
-      ASSERT_TRUE(holds(p, kBlock, v));
-      ASSERT_EQ(zarena_free(g, p), ZARENA_OK);
-    }
+  // extra_mib: a deviation, which the dynamic engine serves above the zone.
+  auto step = [&](uint64_t extra_mib, unsigned char v, int count = 0) {  // 0: kPerStep
+    written_step(g, count != 0 ? count : kPerStep, kBlock, extra_mib * kMiB, v);
   };
   uint64_t steps_to_engage = 0;
   while (stats_of(g).plan_zone_bytes == 0 && steps_to_engage < 8) {
@@ -355,7 +363,7 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   zarena_stats s = stats_of(g);
   ASSERT_NE(s.plan_zone_bytes, 0u) << "the plan never engaged";
   const uint64_t need = 2 * kMiB + s.plan_zone_bytes;  // the live blocks and the zone
-  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk)
+  EXPECT_LE(s.committed_bytes, in_chunks(need))
       << "what the learning steps committed above the zone went back";
   EXPECT_GE(s.committed_bytes, s.top_bytes);
   EXPECT_GE(s.trim_events, 1u);
@@ -365,7 +373,7 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   s = stats_of(g);
   EXPECT_GE(s.plan_hits, 4u * kPerStep) << "the planned steps were served from the zone";
   EXPECT_EQ(s.trim_events, trims) << "a plan serving gives nothing back at each boundary";
-  EXPECT_LE(s.committed_bytes, (need + kChunk - 1) / kChunk * kChunk);
+  EXPECT_LE(s.committed_bytes, in_chunks(need));
   // A step that deviates: the dynamic engine commits again for its 8 MiB.
   ASSERT_NO_FATAL_FAILURE(step(8, 0x50));
   EXPECT_GE(stats_of(g).committed_bytes, need + 8 * kMiB);
@@ -384,7 +392,7 @@ TEST_F(Expandable, PlanEngagingGivesBackWhatLearningCommitted) {
   s = stats_of(g);
   EXPECT_GT(s.trim_events, trims);
   EXPECT_EQ(s.plans_learned, 2u);
-  EXPECT_LE(s.committed_bytes, (2 * kMiB + s.plan_zone_bytes + kChunk - 1) / kChunk * kChunk);
+  EXPECT_LE(s.committed_bytes, in_chunks(2 * kMiB + s.plan_zone_bytes));
   EXPECT_TRUE(holds(params, 2 * kMiB, 0x11));
   EXPECT_EQ(s.commit_failures, 0u);
 }
@@ -424,27 +432,9 @@ TEST_F(Expandable, EngagingTrimsRaceWritesTrimsAndStats) {
     } while (!done.load(std::memory_order_relaxed));
   });
   for (int step = 0; step < 40; ++step) {
-    ASSERT_EQ(zarena_step_begin(g), ZARENA_OK);
-    std::vector<void*> blocks;
-    const int count = (step / 10) % 2 == 0 ? 6 : 5;
-    for (int i = 0; i < count; ++i) {
-      void* p = nullptr;
-      ASSERT_EQ(zarena_alloc(g, 512 * kKiB, &p), ZARENA_OK) << zarena_last_error();
-      std::memset(p, step + i, 512 * kKiB);
-      blocks.push_back(p);
-    }
-    if (step % 10 == 7) {
-      void* p = nullptr;
-      ASSERT_EQ(zarena_alloc(g, 6 * kMiB, &p), ZARENA_OK) << zarena_last_error();
-      std::memset(p, 0x77, 6 * kMiB);
-      blocks.push_back(p);
-    }
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (i < static_cast<size_t>(count)) {
-        ASSERT_TRUE(holds(blocks[i], 512 * kKiB, static_cast<unsigned char>(step + i)));
-      }
-      ASSERT_EQ(zarena_free(g, blocks[i]), ZARENA_OK);
-    }
+    ASSERT_NO_FATAL_FAILURE(written_step(g, (step / 10) % 2 == 0 ? 6 : 5, 512 * kKiB,
+                                         step % 10 == 7 ? 6 * kMiB : 0,
+                                         static_cast<unsigned char>(step)));
   }
   done.store(true);
   other.join();
@@ -483,7 +473,7 @@ TEST_F(Expandable, PlanEngagingDuringACaptureGivesNothingBack) {
   ASSERT_EQ(zarena_trim(g, 0), ZARENA_OK) << zarena_last_error();
   s = stats_of(g);
   EXPECT_EQ(s.trim_events, 1u);
-  EXPECT_LE(s.committed_bytes, (s.top_bytes + kChunk - 1) / kChunk * kChunk);
+  EXPECT_LE(s.committed_bytes, in_chunks(s.top_bytes));
 }
 
 TEST_F(Expandable, CommitFailureSendsTheRequestToOverflowAndSaysWhy) {
