@@ -296,6 +296,14 @@ class Arena final : private RegionHooks, private ZoneOps {
   static Result fill_overflow(void* ctx, void* ptr, uint64_t bytes);
   // Logs a commit the backend refused (no lock held).
   void warn_commit_failed(const std::string& why);
+  // Expandable, no capture: the slots' cached free blocks and span leftovers go to the
+  // central index (the top comes down to the highest live block), then what is committed
+  // above max(keep, the top) goes back, with no region lock held (a decommit waits for the
+  // stream). zarena_trim's and an engaging plan's trim.
+  Result drain_and_decommit(uint64_t keep);
+  // Logs a trim that could not decommit (no lock held): `when` it was tried, and which
+  // later call tries again.
+  void warn_trim_failed(const char* when, const char* retried_by, const Result& r);
   // TraceOptions::on_failure: logs "arena.trace_failed".
   static void trace_failed(void* ctx, const std::string& path, const Result& why);
 

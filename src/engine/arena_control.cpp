@@ -62,15 +62,7 @@ Result Arena::reset() {
   // break it).
   if (!lost && expandable_ && cfg_.trim_keep_bytes != 0 && !capturing()) {
     const Result r = commits_.trim(cfg_.trim_keep_bytes);
-    if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-      LogRecord rec(log_events::kTrimFailed, source_);
-      rec.message(
-          fmt::format("could not decommit memory of the expandable arena at a reset "
-                      "({}); it stays committed and the next reset tries again",
-                      r.message));
-      rec.add_string("reason", r.message);
-      log_emit(rec);
-    }
+    if (!r.is_ok()) warn_trim_failed("at a reset", "the next reset", r);
   }
   const StepRecordFacts step = diag_.on_reset(end);
   const bool given = !lost && give_back(doomed);
@@ -202,15 +194,30 @@ Result Arena::trim(uint64_t keep) {
                         "zarena_trim: a CUDA graph capture may be running (a decommit would wait "
                         "for the stream); nothing was given back");
   }
+  const Result r = drain_and_decommit(keep);
+  if (!r.is_ok()) return Result::fail(r.status, "zarena_trim: " + r.message);
+  return r;
+}
+
+Result Arena::drain_and_decommit(uint64_t keep) {
   {
     // The slots' cached free blocks and span leftovers go to the central index, which gives
     // the free blocks at the top back to it: the top comes down to the highest live block.
     Region::WriterLock w(region_);
     region_.drain_w();
   }
-  const Result r = commits_.trim(keep);
-  if (!r.is_ok()) return Result::fail(r.status, "zarena_trim: " + r.message);
-  return r;
+  return commits_.trim(keep);
+}
+
+void Arena::warn_trim_failed(const char* when, const char* retried_by, const Result& r) {
+  if (!log_enabled(ZARENA_LOG_WARN)) return;
+  LogRecord rec(log_events::kTrimFailed, source_);
+  rec.message(
+      fmt::format("could not decommit memory of the expandable arena {} ({}); it "
+                  "stays committed and {} tries again",
+                  when, r.message, retried_by));
+  rec.add_string("reason", r.message);
+  log_emit(rec);
 }
 
 void Arena::reset_peak_stats() {

@@ -200,23 +200,11 @@ void Arena::plan_boundary() {
 void Arena::trim_after_engage() {
   // [graphs] Not at the end of a graph capture either (its boundary runs under graph_mu_).
   if (!expandable_ || graphs_.capturing() || capturing() || backend_->context_lost()) return;
-  {
-    // As zarena_trim: the slots' cached free blocks and span leftovers go to the central
-    // index, so the top comes down to the highest live block (the zone's end, or a live
-    // block above it).
-    Region::WriterLock w(region_);
-    region_.drain_w();
-  }
-  const Result r = commits_.trim(cfg_.trim_keep_bytes);
-  if (!r.is_ok() && log_enabled(ZARENA_LOG_WARN)) {
-    LogRecord rec(log_events::kTrimFailed, source_);
-    rec.message(fmt::format(
-        "could not decommit memory of the expandable arena when a step plan engaged ({}); "
-        "it stays committed and the next reset or engaging plan tries again",
-        r.message));
-    rec.add_string("reason", r.message);
-    log_emit(rec);
-  }
+  // As zarena_trim: the top comes down to the highest live block (the zone's end, or a
+  // live block above it), and what lies above max(trim_keep_bytes, it) goes back.
+  const Result r = drain_and_decommit(cfg_.trim_keep_bytes);
+  if (!r.is_ok())
+    warn_trim_failed("when a step plan engaged", "the next reset or engaging plan", r);
 }
 
 void Arena::log_plan_events(const PlanEvents& e) {
