@@ -58,6 +58,17 @@ class GraphDryRunTest(unittest.TestCase):
         self.assertIn("zarena-graph: losses differ from eager at 1 steps, first step 10",
                       r.stdout)
 
+    def test_a_crash_at_teardown_fails_and_keeps_the_figures(self):
+        r, rep = compare("--dry-run", "--steps", "20", "--warmup", "2",
+                         "--dry-run-fault", "teardown")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("FAIL: the zarena-graph run failed", r.stdout)
+        self.assertIn("after it printed its result (at teardown)", r.stdout)
+        self.assertIn("c10::Error", r.stdout)
+        self.assertIn("zarena-graph captures / period / replays", r.stdout)  # the table
+        self.assertEqual(rep["result"], "fail")
+        self.assertEqual(rep["zarena-graph"]["graph_info"]["graphs"], 0)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -50,7 +50,7 @@ PACKAGE = tc.PACKAGE
 PASS, FAIL, SKIP = 0, 1, 77
 MiB = 1 << 20
 MODES = ("eager", "zarena", "zarena-graph", "torch-graph")
-FAULTS = ("deviate", "loss")
+FAULTS = ("deviate", "loss", "teardown")
 
 
 def child(mode, steps, warmup):
@@ -293,6 +293,11 @@ def child_dry(mode, steps, warmup, fault):
     out.update(tc.timing(times, warmup))
     del weights
     print(json.dumps(out))
+    if fault == "teardown":  # what a crash at interpreter exit looks like to the parent
+        sys.stdout.flush()
+        sys.stderr.write("terminate called after throwing an instance of 'c10::Error'\n")
+        sys.stderr.flush()
+        os.abort()
 
 
 def why_failed(stdout, stderr):
@@ -313,7 +318,9 @@ def why_failed(stdout, stderr):
 
 def run(mode, args):
     """Runs one child; (its JSON, its stderr, a failure text or None)."""
-    env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONDONTWRITEBYTECODE="1")
+    # TORCH_SHOW_CPP_STACKTRACES: a c10 error names the C++ frames that raised it.
+    env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONDONTWRITEBYTECODE="1",
+               TORCH_SHOW_CPP_STACKTRACES="1")
     if mode.startswith("zarena"):
         env.setdefault("ZARENA_CAPACITY_BYTES", str(args.capacity_mib * MiB))
         env["ZARENA_PLAN"] = "1"
@@ -328,13 +335,18 @@ def run(mode, args):
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
         return None, "", f"the {mode} run took longer than {args.timeout} s"
-    if r.returncode != 0:
-        return None, r.stderr, f"the {mode} run failed (exit {r.returncode}):\n" + \
-            why_failed(r.stdout, r.stderr)
     try:
-        return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr, None
+        result = json.loads(r.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
+        result = None
+    if r.returncode != 0:
+        # A run that printed its result and then failed (at interpreter exit) still fails,
+        # but its figures are kept in the report.
+        return result, r.stderr, f"the {mode} run failed (exit {r.returncode}):\n" + \
+            why_failed(r.stdout, r.stderr)
+    if result is None:
         return None, r.stderr, f"the {mode} run printed no result: {r.stdout[-500:]!r}"
+    return result, r.stderr, None
 
 
 def ratio(a, b):
@@ -482,10 +494,11 @@ def main():
         report[mode] = runs[mode]
         if failure:
             failed.append(failure)
-    if failed:
+    if failed and not all(runs.values()):
         report["failures"] = failed
         return finish(FAIL, "fail", [f"FAIL: {f}" for f in failed])
     rows, failures, figures = compare(runs, errs)
+    failures = failed + failures  # a run that failed after printing its result still fails
     report.update(table=[list(r) for r in rows], failures=failures, figures=figures)
     print(f"\n{args.steps} steps, step medians after {args.warmup} warm-up steps")
     print(tc.table(rows))
