@@ -11,7 +11,10 @@
 # tests/pytorch/graph_compare.py (torch_graphs.txt, torch_graphs.json: eager, zarena,
 # zarena-graph and torch-graph side by side). Results go to $OUT (at most 8
 # files come back from the device tool, so they are few and whole).
-#   usage: .gpubuild/run.sh [tests|bench|go|goprof|torch|plan|graphs|all]...
+# "vary" runs train_compare with a sequence length changing every step (--vary-seq), plans
+# on (the default) and off: torch_vary.json and torch_vary_noplan.json (issue 31's target:
+# peak and step time within 2% of plans off).
+#   usage: .gpubuild/run.sh [tests|bench|go|goprof|torch|plan|graphs|vary|all]...
 #   (default: tests bench go)
 set -u
 G=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +23,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ZTEST_SHARED_LIB=$G/lib/libzarena.so
 parts=${*:-tests bench go}
-[ "$parts" = all ] && parts="tests bench go torch plan graphs"
+[ "$parts" = all ] && parts="tests bench go torch plan graphs vary"
 summary=$OUT/summary.txt
 {
   date -u
@@ -126,6 +129,18 @@ for part in $parts; do
       r=$?
       echo "torch_graph_compare rc=$r" >>"$summary"
       [ $r -eq 0 ] || rc=1
+      ;;
+    vary)
+      for plan in 1 0; do
+        sfx=$([ $plan = 1 ] && echo "" || echo _noplan)
+        ZARENA_PLAN=$plan ZARENA_LIBRARY=$G/lib/libzarena.so.1 \
+          ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \
+          python3 tests/pytorch/train_compare.py --vary-seq --steps "${TORCH_STEPS:-200}" \
+          --json "$OUT/torch_vary$sfx.json" >"$OUT/torch_vary$sfx.txt" 2>&1
+        r=$?
+        echo "torch_compare --vary-seq (ZARENA_PLAN=$plan) rc=$r" >>"$summary"
+        [ $r -eq 0 ] || rc=1
+      done
       ;;
     torch)
       ZARENA_LIBRARY=$G/lib/libzarena.so.1 ZARENA_TORCH_LIBRARY=$G/lib/libzarena_torch.so \

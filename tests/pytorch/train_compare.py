@@ -6,6 +6,7 @@ accounting (no refused, invalid or stale free, no failed malloc may happen).
 
     python3 tests/pytorch/train_compare.py [--steps 200] [--json out.json]
     python3 tests/pytorch/train_compare.py --dry-run [--json out.json]
+    python3 tests/pytorch/train_compare.py --vary-seq   # a new sequence length every step
 
 The library is found as the zarena package finds it ($ZARENA_LIBRARY, or the checkout's
 build tree: ZTEST_BUILD_DIR=build-dir; libzarena_torch.so next to it). Exit status: 0 pass,
@@ -89,7 +90,14 @@ def committed_now(zarena_torch):
         return 0
 
 
-def child(mode, steps, warmup):
+def seq_of(step, vary):
+    """The step's sequence length: 128, or with --vary-seq one of 64..128 changing every
+    step (a batch of another length: every activation's shape changes), the same in both
+    runs."""
+    return 64 + (step * 37) % 65 if vary else 128
+
+
+def child(mode, steps, warmup, vary=False):
     """One training run on the GPU; prints one JSON line."""
     sys.path.insert(0, PACKAGE)
     import torch
@@ -136,10 +144,11 @@ def child(mode, steps, warmup):
         t0 = time.perf_counter()
         if mode == "zarena":
             zarena.torch.step()  # the step's start: a fact for the diagnosis, plans learn it
+        n = seq_of(step, vary)
         start = torch.randint(0, vocab, (batch, 1), generator=gen)
-        tokens = ((start + torch.arange(seq + 1) * 7) % vocab).to(dev)  # learnable sequence
+        tokens = ((start + torch.arange(n + 1) * 7) % vocab).to(dev)  # learnable sequence
         x, y = tokens[:, :-1], tokens[:, 1:]
-        h = model["encoder"](model["embed"](x), mask=mask, is_causal=True)
+        h = model["encoder"](model["embed"](x), mask=mask[:n, :n], is_causal=True)
         loss = torch.nn.functional.cross_entropy(model["head"](h).reshape(-1, vocab),
                                                  y.reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -163,7 +172,7 @@ def child(mode, steps, warmup):
     free, total = torch.cuda.mem_get_info(dev)
     out = {"mode": mode, "losses": losses, "device_used_bytes": total - free,
            "device": torch.cuda.get_device_name(dev), "torch": torch.__version__,
-           "cuda": torch.version.cuda}
+           "cuda": torch.version.cuda, "vary_seq": vary}
     out.update(timing(times, warmup))
     if mode == "zarena":
         rep = zarena.torch.report(0)
@@ -238,6 +247,8 @@ def run(mode, args):
         env.setdefault("ZARENA_CAPACITY_BYTES", str(args.capacity_mib * MiB))
     cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--steps",
            str(args.steps), "--warmup", str(args.warmup)]
+    if args.vary_seq:
+        cmd.append("--vary-seq")
     if args.dry_run:
         env["ZARENA_BACKEND"] = "host"
         cmd.append("--dry-run")
@@ -350,6 +361,9 @@ def main():
                    help="largest relative loss difference accepted at any step")
     p.add_argument("--timeout", type=int, default=270, help="seconds per run")
     p.add_argument("--json", help="write the verdict and both runs' figures here")
+    p.add_argument("--vary-seq", action="store_true",
+                   help="a sequence length of 64..128 changing every step (shapes never "
+                        "repeat from one step to the next)")
     p.add_argument("--dry-run", action="store_true",
                    help="no torch, no GPU: synthetic runs through the real shim (host)")
     p.add_argument("--dry-run-fault", choices=FAULTS, help=argparse.SUPPRESS)
@@ -360,10 +374,10 @@ def main():
     if args.child:
         if args.dry_run:
             return child_dry(args.child, args.steps, args.warmup, args.dry_run_fault)
-        return child(args.child, args.steps, args.warmup)
+        return child(args.child, args.steps, args.warmup, args.vary_seq)
 
     report = {"result": None, "failures": [], "steps": args.steps, "warmup": args.warmup,
-              "rtol": args.rtol, "dry_run": args.dry_run, "python": platform.python_version()}
+              "vary_seq": args.vary_seq, "rtol": args.rtol, "dry_run": args.dry_run, "python": platform.python_version()}
 
     def finish(code, result, lines=()):
         report["result"] = result
