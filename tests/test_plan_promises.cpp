@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -31,9 +32,16 @@ constexpr uint64_t kBlock = 4096;
 // thread that reaches it yields a while (a test point, src/base/test_points.h), so that a
 // race the window allows happens in most runs rather than now and then. No outcome
 // depends on how long: where the library excludes the race, the other thread just waits.
+// A window may end on an event (until(i), asked before yield i: the other thread did what
+// the window waits for)
+// and be opened a counted number of times (allow): on a loaded host each yield can give
+// the core away for a whole time slice, so a test that needs one raced window per round
+// opens one, and it closes as soon as the race happened.
 class YieldAt {
  public:
-  YieldAt(std::initializer_list<tp::Point> points, int yields = 20) : yields_(yields) {
+  YieldAt(std::initializer_list<tp::Point> points, int yields = 20,
+          std::function<bool(int)> until = nullptr)
+      : yields_(yields), until_(std::move(until)) {
     for (tp::Point p : points) mask_ |= 1u << static_cast<unsigned>(p);
     tp::set(&hit, this);
   }
@@ -41,14 +49,32 @@ class YieldAt {
   YieldAt(const YieldAt&) = delete;
   YieldAt& operator=(const YieldAt&) = delete;
 
+  // From now on only the next n hits open the window (before: every hit).
+  void allow(int n) { open_.store(n); }
+  // How many windows ended because `until` said so (the race happened inside one).
+  uint64_t ended_by_event() const { return ended_by_event_.load(); }
+
  private:
   static void hit(tp::Point p, void* ctx) {
-    const auto* y = static_cast<const YieldAt*>(ctx);
+    auto* y = static_cast<YieldAt*>(ctx);
     if ((y->mask_ & (1u << static_cast<unsigned>(p))) == 0) return;
-    for (int i = 0; i < y->yields_; ++i) std::this_thread::yield();
+    int open = y->open_.load();
+    do {
+      if (open == 0) return;
+    } while (open > 0 && !y->open_.compare_exchange_weak(open, open - 1));
+    for (int i = 0; i < y->yields_; ++i) {
+      if (y->until_ && y->until_(i)) {
+        y->ended_by_event_.fetch_add(1);
+        return;
+      }
+      std::this_thread::yield();
+    }
   }
   unsigned mask_ = 0;
   int yields_;
+  std::function<bool(int)> until_;
+  std::atomic<int> open_{-1};  // < 0: every hit
+  std::atomic<uint64_t> ended_by_event_{0};
 };
 
 zarena* plan_arena(const char* name, uint32_t flags = 0) {
@@ -80,7 +106,17 @@ TEST(PlanPromises, PinRacingAResetKeepsItsBlock) {
   zarena* a = plan_arena("pin-race");
   constexpr int kN = 64;
   const int rounds = 300 / kSanitizerSlowdown;
-  YieldAt window({tp::Point::kPlanPinChecked});
+  // One window per round, on the first pin, held until the round's reset has begun and
+  // had 20 yields to get as far as it can: the reset lands between that pin's check and
+  // its mark, or waits for the mark where the library excludes that.
+  std::atomic<bool> reset_begun{false};
+  int begun_at = -1;  // the pinning thread's alone: only it reaches the point
+  YieldAt window({tp::Point::kPlanPinChecked}, 2000, [&](int i) {
+    if (i == 0) begun_at = -1;
+    if (!reset_begun.load()) return false;
+    if (begun_at < 0) begun_at = i;
+    return i - begun_at >= 20;
+  });
   uint64_t pinned_ok = 0, raced = 0, planned = 0;
   for (int round = 0; round < rounds; ++round) {
     std::vector<zarena_block> b = planned_step(a, kN);
@@ -88,8 +124,11 @@ TEST(PlanPromises, PinRacingAResetKeepsItsBlock) {
     planned += kN;
     for (auto& x : b) std::memset(x.ptr, round & 0xFF, 64);
     std::atomic<bool> go{false};
+    reset_begun.store(false);
+    window.allow(1);
     std::thread resetter([&] {
       while (!go.load()) std::this_thread::yield();
+      reset_begun.store(true);
       EXPECT_EQ(zarena_reset(a), ZARENA_OK);
     });
     std::vector<zarena_status> pin(kN);
@@ -123,6 +162,7 @@ TEST(PlanPromises, PinRacingAResetKeepsItsBlock) {
   EXPECT_GT(planned, 0u);
   EXPECT_GT(pinned_ok, 0u);
   EXPECT_GT(raced, 0u);
+  EXPECT_GT(window.ended_by_event(), 0u) << "no reset began inside a pin's window";
   EXPECT_EQ(stats_of(a).pinned_bytes, 0u);
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
@@ -474,7 +514,17 @@ TEST(PlanPromises, LoweringTheFloorGivesPlannedBlocksBack) {
 TEST(PlanPromises, OneStatsSnapshotIsOneInstant) {
   LogCapture logs(ZARENA_LOG_OFF);
   zarena* a = plan_arena("stats-instant");
-  YieldAt window({tp::Point::kPlanPinChecked, tp::Point::kPlanUnpinned});
+  // Each window (20 yields) ends early once a snapshot began inside it and had 2 yields to
+  // get as far as it can (where the library excludes the overlap, it waits for the mark).
+  std::atomic<uint64_t> begun{0};
+  uint64_t mark = 0;  // the worker's alone: only it reaches the points
+  int seen_at = -1;
+  YieldAt window({tp::Point::kPlanPinChecked, tp::Point::kPlanUnpinned}, 20, [&](int i) {
+    if (i == 0) mark = begun.load(), seen_at = -1;
+    if (begun.load() == mark) return false;
+    if (seen_at < 0) seen_at = i;
+    return i - seen_at >= 2;
+  });
   std::atomic<bool> done{false};
   std::thread worker([&] {
     std::mt19937_64 rng(5);
@@ -498,6 +548,7 @@ TEST(PlanPromises, OneStatsSnapshotIsOneInstant) {
   uint64_t samples = 0;
   bool torn = false;
   while (!done.load() && !torn) {
+    begun.fetch_add(1);
     const zarena_stats s = stats_of(a);
     torn = s.pinned_bytes > s.used_bytes || s.pinned_blocks > s.live_allocs ||
            s.deferred_frees > s.live_allocs;
@@ -508,6 +559,7 @@ TEST(PlanPromises, OneStatsSnapshotIsOneInstant) {
   }
   worker.join();
   EXPECT_GT(stats_of(a).plan_hits, 0u);
+  EXPECT_GT(window.ended_by_event(), 0u) << "no snapshot began inside a window";
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
@@ -564,6 +616,7 @@ TEST(PlanPromises, OneLiveBlockWalkNeverOverlaps) {
   walks.store(kWalks);
   worker.join();
   EXPECT_GT(stats_of(a).plan_hits, 0u);
+  EXPECT_GT(window.ended_by_event(), 0u) << "no snapshot began inside a window";
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
