@@ -616,7 +616,6 @@ TEST(PlanPromises, OneLiveBlockWalkNeverOverlaps) {
   walks.store(kWalks);
   worker.join();
   EXPECT_GT(stats_of(a).plan_hits, 0u);
-  EXPECT_GT(window.ended_by_event(), 0u) << "no snapshot began inside a window";
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
