@@ -654,8 +654,10 @@ TEST(ArenaPlans, ALeftoverIsReusedOnceFreedAndALateOneEndsThePlan) {
     const zarena_stats s = stats_of(a);
     EXPECT_GE(s.plans_learned, 1u);
     EXPECT_GT(m.planned(), 0u);
-    // Bindings get no view while the leftover is pending, and get it once it was claimed.
+    // Bindings get no view while the leftover is pending, and get it at the first
+    // boundary after its claim.
     EXPECT_TRUE(withheld);
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
     EXPECT_NE(zarena_plan_view_get(a), nullptr);
     if (late) {
       EXPECT_EQ(s.plan_first_miss, static_cast<uint64_t>(ZARENA_PLAN_MISS_LATE));
@@ -666,6 +668,128 @@ TEST(ArenaPlans, ALeftoverIsReusedOnceFreedAndALateOneEndsThePlan) {
     d.free(grad, "end");
     EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
   }
+}
+
+// Leftovers freed by another thread at moments of its own, racing the claims of the
+// planned path (and the planned frees, pins and stats): never an overlap; the claims and
+// the late ones both happen. Under TSan too.
+TEST(ArenaPlans, LeftoversFreedByAnotherThreadRaceTheClaims) {
+  LogCapture logs(ZARENA_LOG_INFO);
+  zarena* a = make_plan_arena("plans-leftover-race");
+  Model m(a);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<uintptr_t> handoff;
+  bool stop = false;
+  uint64_t picked = 0;  // blocks the freer took
+  std::thread freer([&] {
+    std::mt19937_64 rng(17);
+    for (;;) {
+      uintptr_t p = 0;
+      {
+        std::unique_lock<std::mutex> g(mu);
+        cv.wait(g, [&] { return stop || !handoff.empty(); });
+        if (handoff.empty()) return;
+        p = handoff.front();
+        handoff.pop_front();
+        ++picked;
+      }
+      cv.notify_all();
+      // Mostly soon, now and then much later (past the learned free point: late).
+      for (uint64_t k = rng() % (rng() % 16 == 0 ? 512 : 16); k > 0; --k) std::this_thread::yield();
+      uint64_t epoch = 0;
+      bool pinned = false;
+      if (m.take_for_free(p, &epoch, &pinned)) {
+        EXPECT_EQ(zarena_free(a, reinterpret_cast<void*>(p)), ZARENA_OK) << zarena_last_error();
+      }
+    }
+  });
+  std::mt19937_64 rng(23);
+  constexpr uint32_t kN = 24, kKept = 6;
+  std::vector<uintptr_t> kept;
+  // The dynamic blocks handed to the freer at this step's start, and the planned blocks
+  // handed out over their bytes since (after their free: the model checks that).
+  std::vector<std::pair<uintptr_t, uint64_t>> dynamic_kept, handed_off;
+  uint64_t over_leftovers = 0;
+  const int steps = 600 / kSanitizerSlowdown;
+  for (int step = 0; step < steps && !HasFatalFailure(); ++step) {
+    const std::string where = "step " + std::to_string(step);
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    {
+      // Handed over, and the freer awake (it took the first) before the step goes on:
+      // its frees race the step's allocations, not the next boundary.
+      std::unique_lock<std::mutex> g(mu);
+      const uint64_t want = picked + (kept.empty() ? 0 : 1);
+      handoff.insert(handoff.end(), kept.begin(), kept.end());
+      cv.notify_all();
+      cv.wait(g, [&] { return picked >= want; });
+    }
+    kept.clear();
+    handed_off.swap(dynamic_kept);
+    dynamic_kept.clear();
+    std::vector<uintptr_t> live;
+    for (uint32_t i = 0; i < kN; ++i) {
+      zarena_block b;
+      // Three shapes in turn, six steps each: each is learned and laid out anew, with
+      // the previous step's kept blocks as its leftovers.
+      const uint64_t shape = 1 + static_cast<uint64_t>(step / 6) % 3;
+      ASSERT_EQ(zarena_alloc_ex(a, kAlign * (4 + i % 5) * (i >= kN - kKept ? 8 : shape), 0, &b),
+                ZARENA_OK);
+      m.handed_out(b, where);
+      const uintptr_t p = reinterpret_cast<uintptr_t>(b.ptr);
+      if (b.flags & ZARENA_BLOCK_PLANNED) {
+        for (const auto& [q, n] : handed_off) over_leftovers += p < q + n && q < p + b.size;
+      }
+      if (i >= kN - kKept) {  // gradients: made last, freed in the next step
+        kept.push_back(p);
+        if (!(b.flags & ZARENA_BLOCK_PLANNED)) dynamic_kept.push_back({p, b.size});
+      } else {
+        live.push_back(p);
+      }
+      if (live.size() > 3) {  // activations die a few allocations later
+        uint64_t epoch = 0;
+        bool pinned = false;
+        const uintptr_t q = live.front();  // the same free points every step
+        live.erase(live.begin());
+        if (m.take_for_free(q, &epoch, &pinned)) {
+          ASSERT_EQ(zarena_free(a, reinterpret_cast<void*>(q)), ZARENA_OK) << zarena_last_error();
+        }
+      }
+      if (rng() % 64 == 0) (void)stats_of(a);
+      for (uint64_t k = rng() % 16; k > 0; --k) std::this_thread::yield();
+    }
+    for (uintptr_t q : live) {
+      uint64_t epoch = 0;
+      bool pinned = false;
+      if (m.take_for_free(q, &epoch, &pinned)) {
+        ASSERT_EQ(zarena_free(a, reinterpret_cast<void*>(q)), ZARENA_OK);
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  freer.join();
+  m.check_all();
+  const zarena_stats s = stats_of(a);
+  size_t late = 0;
+  for (const Record& r : logs.of("arena.plan_abandoned")) {
+    const Field* f = r.field("reason");
+    late += f != nullptr && f->s == "late";
+  }
+  // How many leftovers are reused and how many claims lose the race depends on the
+  // machine's timing (a few of each on the development host): printed, not checked.
+  std::printf("%llu planned (%llu over a leftover), %llu plans learned, %llu left, %zu late\n",
+              static_cast<unsigned long long>(s.plan_hits),
+              static_cast<unsigned long long>(over_leftovers),
+              static_cast<unsigned long long>(s.plans_learned),
+              static_cast<unsigned long long>(s.plan_misses), late);
+  EXPECT_GT(s.plan_hits, 0u);
+  EXPECT_GT(s.plans_learned, 3u);
+  EXPECT_EQ(s.plan_hits, m.planned());
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
 // Two threads take turns within each step (the plan follows both), and each frees some

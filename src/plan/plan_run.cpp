@@ -139,6 +139,7 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
       if (reused[j]) leftovers_[k++] = LeftoverState{l.leftovers[j].offset, l.leftovers[j].size, 0};
     }
     leftovers_pending_ = leftover_count_;
+    view_withheld_ = 1;
   }
 
   uint64_t* ctl = at<uint64_t>(base, w_ctl);
@@ -286,6 +287,7 @@ void PlanRun::drop_leftovers() noexcept {
   leftovers_.reset();
   leftover_count_ = 0;
   leftovers_pending_ = 0;
+  view_withheld_ = 0;
 }
 
 bool PlanRun::in_pieces(uint64_t off) const noexcept {
@@ -440,6 +442,7 @@ PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally) no
 void PlanRun::engage() {
   lock();
   __atomic_store_n(view_.cursor, 0u, __ATOMIC_RELAXED);
+  give_view_if_claimed();
   const uint64_t steps = load(view_.state) >> 2;
   __atomic_store_n(view_.state, (steps << 2) | ZARENA_PLAN_ENGAGED, __ATOMIC_RELEASE);
   unlock();
@@ -465,6 +468,7 @@ bool PlanRun::end_step(bool* was_step) {
                      __ATOMIC_RELEASE);
   }
   __atomic_store_n(view_.cursor, 0u, __ATOMIC_RELAXED);
+  give_view_if_claimed();
   unlock();
   return engaged;
 }

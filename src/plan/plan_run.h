@@ -195,9 +195,16 @@ class PlanRun {
   // is the check that the block is dead), and until then a pointer into one is the region's.
   // Only the leftovers some planned instance overlaps are kept; their count is fixed once
   // the run is published.
-  // Whether some leftover is not claimed yet (bindings are not given the view meanwhile).
+  // Whether some leftover is not claimed yet.
   bool leftovers_pending() const noexcept {
     return __atomic_load_n(&leftovers_pending_, __ATOMIC_ACQUIRE) != 0;
+  }
+  // Whether bindings are not given the view (StepPlans::view): from the run's publication,
+  // when it has leftovers, to the first boundary (end_step, engage) at which none is
+  // pending. Changed at boundaries only, so a binding that fetches the view at each
+  // boundary sees the library serve whole steps; never set again.
+  bool view_withheld() const noexcept {
+    return __atomic_load_n(&view_withheld_, __ATOMIC_ACQUIRE) != 0;
   }
   // The first leftover not claimed yet that [off, off + size) overlaps (offsets from zone()).
   bool unclaimed_leftover(uint64_t off, uint64_t size, plan::ByteRange* out) const noexcept;
@@ -206,6 +213,13 @@ class PlanRun {
   void leftover_claimed(uint64_t off) noexcept;
   // Before the run is published, for a zone that is one free block: no leftover lies in it.
   void drop_leftovers() noexcept;
+  // Whether (size, tag) is the engaged plan's next request, read without the lock (a hint:
+  // alloc decides under it).
+  bool expects(uint64_t size, uint32_t tag) const noexcept {
+    const uint32_t i = cursor();
+    return (load(view_.state) & ZARENA_PLAN_ENGAGED) != 0 && i < view_.n &&
+           view_.item_size[i] == size && view_.item_tag[i] == tag;
+  }
   // The step's next allocation (for a deviation's index).
   uint32_t cursor() const noexcept { return __atomic_load_n(view_.cursor, __ATOMIC_RELAXED); }
   // Pinned instances now: their bytes and count.
@@ -381,6 +395,13 @@ class PlanRun {
   std::unique_ptr<LeftoverState[]> leftovers_;  // sorted by offset
   uint32_t leftover_count_ = 0;
   uint32_t leftovers_pending_ = 0;  // atomic: those not claimed
+  uint32_t view_withheld_ = 0;      // atomic: view_withheld()
+  // At a boundary: the view is given once no leftover is pending.
+  void give_view_if_claimed() noexcept {
+    if (view_withheld_ != 0 && !leftovers_pending()) {
+      __atomic_store_n(&view_withheld_, 0u, __ATOMIC_RELEASE);
+    }
+  }
   // Instances with pins now (pin and unpin keep it): a reset re-stamps them, and skips
   // the scan when there are none.
   uint64_t pinned_ = 0;

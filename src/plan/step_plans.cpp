@@ -582,7 +582,7 @@ const zarena_plan_view* StepPlans::view() const {
   if (r == nullptr) r = zone_run_.load(std::memory_order_acquire);
   // While leftovers are pending the library serves alone: the bindings' protocol
   // (zarena_plan.h) has no claim, so a binding never gets such a run's view.
-  return r != nullptr && !r->leftovers_pending() ? r->view() : nullptr;
+  return r != nullptr && !r->view_withheld() ? r->view() : nullptr;
 }
 
 }  // namespace zarena_core

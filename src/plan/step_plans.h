@@ -173,7 +173,14 @@ class StepPlans {
   PlanRun::Alloc alloc(uint64_t aligned, uint32_t tag, uint32_t thread,
                        PlanRun::Block* out) noexcept {
     PlanRun* r = engaged_.load(std::memory_order_acquire);
-    if (r == nullptr || !follows(thread)) return PlanRun::Alloc::kLibrary;
+    if (r == nullptr) return PlanRun::Alloc::kLibrary;
+    // While the view is withheld (leftovers: view()) the library serves the bindings'
+    // requests too, and a Go goroutine may move to a thread the plan does not follow: a
+    // request that is the plan's next one (size and tag) is the plan's then, whatever
+    // thread makes it.
+    if (!follows(thread) && !(r->view_withheld() && r->expects(aligned, tag))) {
+      return PlanRun::Alloc::kLibrary;
+    }
     return r->alloc(aligned, tag, out);
   }
   // The run whose zone holds p, or null.
