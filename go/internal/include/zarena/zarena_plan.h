@@ -30,11 +30,12 @@
  *   the library checks the leftover dead by claiming its bytes for the zone (a region
  *   operation no binding can make). So while any leftover of a plan is not claimed yet,
  *   zarena_plan_view_get returns NULL for it, and the binding sends every request to the
- *   library, which serves the plan itself and claims as it goes; the view is returned
- *   again at a later boundary once every leftover was claimed. A plan's pending leftovers
- *   are known before the plan is published and only ever decrease, so a view a binding
- *   holds never belongs to a plan with a pending leftover: the protocol below needs no
- *   rule for them.
+ *   library, which serves the plan itself and claims as it goes (meanwhile a request from
+ *   a thread the plan does not follow is the plan's when it is its next one: a binding's
+ *   requests may come from any thread); the view is returned at the first boundary after
+ *   the last claim. A plan's pending leftovers are known before the plan is published and
+ *   only ever decrease, so a view a binding holds never belongs to a plan with a pending
+ *   leftover: the protocol below needs no rule for them.
  *
  * THE PROTOCOL (every rule; the library's own planned path is the reference, src/plan/)
  *   Instances. A step makes n allocations; the plan repeats every `period` steps (1 or 2).
