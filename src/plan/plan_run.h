@@ -95,8 +95,13 @@ class PlanRun {
   bool in_zone(uintptr_t p) const {
     const uint64_t off = p - view_.zone;
     if (off >= view_.zone_bytes) return false;
-    if (ZARENA_UNLIKELY(leftover_count_ != 0)) return in_zone_leftovers(off);
-    return pieces_.empty() || instance_at(off) != ~0u || in_pieces(off);
+    // While a leftover is pending, an offset inside one is the region's; once none is,
+    // every leftover is the zone's (a planned block's start is found first, as before).
+    if (ZARENA_UNLIKELY(leftover_count_ != 0) && leftovers_pending()) {
+      return in_zone_leftovers(off);
+    }
+    return pieces_.empty() || instance_at(off) != ~0u || in_pieces(off) ||
+           (leftover_count_ != 0 && leftover_at(off) != nullptr);
   }
   // The zone is these pieces of [zone, zone + zone_bytes) (offsets from zone(), sorted),
   // not the whole of it; set before the run is published.
