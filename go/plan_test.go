@@ -600,9 +600,18 @@ func TestPlanServedWithoutCrossings(t *testing.T) {
 				t.Fatalf("plans learned %d, steps %d, misses %d (first: %d): the steps did not plan",
 					s.PlansLearned, s.PlanSteps, s.PlanMisses, s.PlanFirstMiss)
 			}
-			if served == 0 || s.PlanHits != served || d.m.planned > served {
+			// Without resets the previous step's kept blocks are leftovers (docs/PLANS.md):
+			// while one is not claimed yet the library withholds the view and serves the
+			// plan itself, for the first step under a new plan (two with a period of two).
+			withheld := uint64(0)
+			if pl := a.plan.Load(); pl != nil && !resets {
+				withheld = s.PlansLearned * 2 * uint64(pl.n)
+			}
+			if served == 0 || s.PlanHits < served || s.PlanHits-served > withheld ||
+				d.m.planned > s.PlanHits {
 				t.Fatalf("the library counts %d planned allocations, the binding served %d "+
-					"(%d seen planned by the model)", s.PlanHits, served, d.m.planned)
+					"(%d seen planned by the model; %d may be the library's)", s.PlanHits, served,
+					d.m.planned, withheld)
 			}
 		})
 	}

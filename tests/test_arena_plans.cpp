@@ -219,24 +219,48 @@ std::vector<Item> make_step(std::mt19937_64& rng, uint32_t n) {
   return items;
 }
 
+// Planned blocks handed out over the bytes of a dynamic block freed earlier in the same
+// step: a leftover's bytes, which the zone claimed once it was freed (nothing else puts a
+// planned block where a dynamic one was during a step).
+std::atomic<uint64_t> g_leftover_reuses{0};
+
 struct Driver {
   zarena* a;
   Model& m;
   std::mt19937_64& rng;
-  std::vector<std::pair<uintptr_t, uint32_t>> pinned;  // pinned blocks and the step to unpin
+  std::vector<std::pair<uintptr_t, uint32_t>> pinned;         // pinned blocks and the step to unpin
+  std::map<uintptr_t, uint64_t> dynamic;                      // dynamic blocks held: their sizes
+  std::vector<std::pair<uintptr_t, uint64_t>> freed_dynamic;  // ... freed in this step
 
+  void step_begins() { freed_dynamic.clear(); }
   uintptr_t alloc(uint64_t size, uint32_t tag, const std::string& where) {
     zarena_block b;
     const zarena_status st = zarena_alloc_ex(a, size, tag, &b);
     EXPECT_EQ(st, ZARENA_OK) << where << ": " << zarena_last_error();
     if (st != ZARENA_OK) return 0;
     m.handed_out(b, where);
-    return reinterpret_cast<uintptr_t>(b.ptr);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(b.ptr);
+    if (b.flags & ZARENA_BLOCK_PLANNED) {
+      dynamic.erase(p);
+      for (const auto& [q, n] : freed_dynamic) {
+        if (p < q + n && q < p + b.size) {
+          ++g_leftover_reuses;
+          break;
+        }
+      }
+    } else {
+      dynamic[p] = b.size;
+    }
+    return p;
   }
   void free(uintptr_t p, const std::string& where) {
     uint64_t epoch = 0;
     bool pinned_now = false;
     if (p == 0 || !m.take_for_free(p, &epoch, &pinned_now)) return;
+    if (auto it = dynamic.find(p); it != dynamic.end()) {
+      if (!pinned_now) freed_dynamic.push_back(*it);
+      dynamic.erase(it);
+    }
     const bool checked = rng() % 2 == 0;
     const zarena_status st = checked ? zarena_free_at(a, reinterpret_cast<void*>(p), epoch)
                                      : zarena_free(a, reinterpret_cast<void*>(p));
@@ -253,16 +277,25 @@ std::atomic<uint64_t> g_zone_in_pieces{0};
 // long-lived blocks between its own (parameters: pinned when resets would reclaim them),
 // which the plan's zone is laid out around; later steps now and then free one (its hole
 // goes to the dynamic engine) or pin it for a while.
+// carry_mid_step (no resets): each kept item is freed at a point of its own in the next
+// step (else before its first allocation), and a late free (deviation kind 2) holds one of
+// the carried blocks to the step's end too: leftovers the plan reuses once they are freed.
 void run_steps(zarena* a, Model& m, std::mt19937_64& rng, uint32_t steps, double dev, bool resets,
-               const std::string& name) {
-  Driver d{a, m, rng, {}};
+               const std::string& name, bool carry_mid_step = false) {
+  Driver d{a, m, rng, {}, {}, {}};
   const std::vector<Item> base = make_step(rng, 20 + static_cast<uint32_t>(rng() % 120));
+  std::vector<uint32_t> carry_before(base.size(), 0);
+  if (carry_mid_step) {
+    for (uint32_t& k : carry_before) k = static_cast<uint32_t>(rng() % (base.size() + 1));
+  }
   std::uniform_real_distribution<double> u(0, 1);
-  std::vector<uintptr_t> carried;  // no resets: the previous step's kept blocks
+  // No resets: the previous step's kept blocks, and before which allocation each is freed.
+  std::vector<std::pair<uintptr_t, uint32_t>> carried;
   std::vector<uintptr_t> long_lived;
   for (uint32_t step = 0; step < steps; ++step) {
     const std::string where = name + " step " + std::to_string(step);
     ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    d.step_begins();
     if (step >= 3 && !long_lived.empty() && rng() % 6 == 0) {
       const size_t k = rng() % long_lived.size();
       const uintptr_t p = long_lived[k];
@@ -295,6 +328,9 @@ void run_steps(zarena* a, Model& m, std::mt19937_64& rng, uint32_t steps, double
           break;
         case 2:  // a late free: held to the step's end
           items[at].free_before = static_cast<uint32_t>(items.size());
+          if (carry_mid_step && !carried.empty()) {
+            carried[rng() % carried.size()].second = static_cast<uint32_t>(items.size());
+          }
           break;
         default:
           break;  // kinds 3..7 act below (mid-step)
@@ -312,9 +348,11 @@ void run_steps(zarena* a, Model& m, std::mt19937_64& rng, uint32_t steps, double
       std::vector<uint32_t>& f = frees_before[i];
       if (deviate && kind == 3 && f.size() > 1) std::reverse(f.begin(), f.end());  // out of order
       for (uint32_t j : f) d.free(ptr[j], where);
-      if (i == 0) {
-        for (uintptr_t p : carried) d.free(p, where + " carried");
-        carried.clear();
+      for (auto& [p, k] : carried) {
+        if (p != 0 && std::min(k, n) == i) {
+          d.free(p, where + " carried");
+          p = 0;
+        }
       }
       if (i == n) break;
       if (deviate && kind == 4 && i == at) continue;  // a missing allocation
@@ -340,8 +378,11 @@ void run_steps(zarena* a, Model& m, std::mt19937_64& rng, uint32_t steps, double
         ASSERT_EQ(zarena_mark_step_boundary(a), ZARENA_OK);
       }
     }
+    carried.clear();
     for (uint32_t i = 0; i < n; ++i) {
-      if (items[i].free_before == kKeep && ptr[i] != 0 && !resets) carried.push_back(ptr[i]);
+      if (items[i].free_before == kKeep && ptr[i] != 0 && !resets) {
+        carried.push_back({ptr[i], i < carry_before.size() ? carry_before[i] : 0});
+      }
     }
     for (auto it = d.pinned.begin(); it != d.pinned.end();) {
       if (it->second <= step) {
@@ -419,7 +460,7 @@ TEST(ArenaPlans, BlocksAResetReclaimsArePlanned) {
     zarena* a = make_plan_arena("plans-reset");
     Model m(a);
     std::mt19937_64 rng(9);
-    Driver d{a, m, rng, {}};
+    Driver d{a, m, rng, {}, {}, {}};
     constexpr uint32_t kN = 48;
     const std::string k = kind;
     uint64_t last_hits = 0, step_hits = 0;
@@ -547,6 +588,210 @@ TEST(ArenaPlans, RandomDeviationsNeverOverlap) {
   EXPECT_GT(g_zone_in_pieces.load(), seeds);
 }
 
+// Leftovers (docs/PLANS.md): blocks of the learned step still live at its end, freed at
+// points of their own in the next step, whose bytes the plan reuses once the zone claimed
+// them. Deviations free them late (to the step's end), pin, or skip them; the planned
+// block over a leftover is handed out only once the leftover is dead, never over it.
+TEST(ArenaPlans, LeftoversFreedMidStepNeverOverlap) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  const uint64_t seeds = env_or("ZTEST_PLAN_SEEDS", 120 / kSanitizerSlowdown);
+  const uint64_t seed_base = env_or("ZTEST_PLAN_SEED_BASE", 1000);
+  const uint64_t reuses_before = g_leftover_reuses.load();
+  uint64_t planned = 0, late = 0;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    std::mt19937_64 rng(seed_base + 7919 * seed);
+    const bool poison = seed % 5 == 0;
+    zarena* a = make_plan_arena("plans-leftovers", poison ? ZARENA_FLAG_POISON : 0);
+    Model m(a);
+    run_steps(a, m, rng, 30, 0.25, false, "seed " + std::to_string(seed), true);
+    const zarena_stats s = stats_of(a);
+    planned += s.plan_hits;
+    late += s.plan_first_miss == ZARENA_PLAN_MISS_LATE;
+    EXPECT_EQ(s.plan_hits, m.planned());
+    EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+    if (HasFatalFailure()) return;
+  }
+  const uint64_t reuses = g_leftover_reuses.load() - reuses_before;
+  std::printf("%llu planned, %llu planned over a leftover freed in the step, %llu late\n",
+              static_cast<unsigned long long>(planned), static_cast<unsigned long long>(reuses),
+              static_cast<unsigned long long>(late));
+  EXPECT_GT(planned, 1000u);
+  EXPECT_GT(reuses, seeds);  // leftovers' bytes were reused
+  EXPECT_GT(late, 0u);
+}
+
+// A leftover freed where the learned steps freed it gives its bytes to the plan's first
+// step; one freed late ends the plan at the first allocation over it (late), and the
+// plan is taken up again at the next step.
+TEST(ArenaPlans, ALeftoverIsReusedOnceFreedAndALateOneEndsThePlan) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  for (bool late : {false, true}) {
+    zarena* a = make_plan_arena(late ? "leftover-late" : "leftover");
+    Model m(a);
+    std::mt19937_64 rng(5);
+    Driver d{a, m, rng, {}, {}, {}};
+    const uint64_t reuses_before = g_leftover_reuses.load();
+    bool withheld = false;  // a plan learned, its view not given: a leftover pending
+    uintptr_t grad = 0;
+    const uint64_t grad_size = 64 * kAlign;
+    for (int step = 0; step < 6; ++step) {
+      const std::string where =
+          std::string(late ? "late" : "on time") + " step " + std::to_string(step);
+      ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+      d.step_begins();
+      withheld |= stats_of(a).plans_learned >= 1 && zarena_plan_view_get(a) == nullptr;
+      const uintptr_t x = d.alloc(8 * kAlign, 0, where + " x");
+      if (!(late && step == 2)) d.free(grad, where + " grad");      // before allocation 1
+      const uintptr_t act = d.alloc(grad_size, 0, where + " act");  // fits the grad's bytes
+      const uintptr_t y = d.alloc(4 * kAlign, 0, where + " y");
+      d.free(act, where);
+      if (late && step == 2) d.free(grad, where + " grad, late");
+      grad = d.alloc(grad_size, 1, where + " grad");
+      d.free(x, where);
+      d.free(y, where);
+      m.check_all();
+    }
+    const zarena_stats s = stats_of(a);
+    EXPECT_GE(s.plans_learned, 1u);
+    EXPECT_GT(m.planned(), 0u);
+    // Bindings get no view while the leftover is pending, and get it at the first
+    // boundary after its claim.
+    EXPECT_TRUE(withheld);
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    EXPECT_NE(zarena_plan_view_get(a), nullptr);
+    if (late) {
+      EXPECT_EQ(s.plan_first_miss, static_cast<uint64_t>(ZARENA_PLAN_MISS_LATE));
+    } else {
+      EXPECT_EQ(s.plan_misses, 0u);
+      EXPECT_GT(g_leftover_reuses.load(), reuses_before);  // the act over the grad's bytes
+    }
+    d.free(grad, "end");
+    EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+  }
+}
+
+// Leftovers freed by another thread at moments of its own, racing the claims of the
+// planned path (and the planned frees, pins and stats): never an overlap; the claims and
+// the late ones both happen. Under TSan too.
+TEST(ArenaPlans, LeftoversFreedByAnotherThreadRaceTheClaims) {
+  LogCapture logs(ZARENA_LOG_INFO);
+  zarena* a = make_plan_arena("plans-leftover-race");
+  Model m(a);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<uintptr_t> handoff;
+  bool stop = false;
+  uint64_t picked = 0;  // blocks the freer took
+  std::thread freer([&] {
+    std::mt19937_64 rng(17);
+    for (;;) {
+      uintptr_t p = 0;
+      {
+        std::unique_lock<std::mutex> g(mu);
+        cv.wait(g, [&] { return stop || !handoff.empty(); });
+        if (handoff.empty()) return;
+        p = handoff.front();
+        handoff.pop_front();
+        ++picked;
+      }
+      cv.notify_all();
+      // Mostly soon, now and then much later (past the learned free point: late).
+      for (uint64_t k = rng() % (rng() % 16 == 0 ? 512 : 16); k > 0; --k) std::this_thread::yield();
+      uint64_t epoch = 0;
+      bool pinned = false;
+      if (m.take_for_free(p, &epoch, &pinned)) {
+        EXPECT_EQ(zarena_free(a, reinterpret_cast<void*>(p)), ZARENA_OK) << zarena_last_error();
+      }
+    }
+  });
+  std::mt19937_64 rng(23);
+  constexpr uint32_t kN = 24, kKept = 6;
+  std::vector<uintptr_t> kept;
+  // The dynamic blocks handed to the freer at this step's start, and the planned blocks
+  // handed out over their bytes since (after their free: the model checks that).
+  std::vector<std::pair<uintptr_t, uint64_t>> dynamic_kept, handed_off;
+  uint64_t over_leftovers = 0;
+  const int steps = 600 / kSanitizerSlowdown;
+  for (int step = 0; step < steps && !HasFatalFailure(); ++step) {
+    const std::string where = "step " + std::to_string(step);
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    {
+      // Handed over, and the freer awake (it took the first) before the step goes on:
+      // its frees race the step's allocations, not the next boundary.
+      std::unique_lock<std::mutex> g(mu);
+      const uint64_t want = picked + (kept.empty() ? 0 : 1);
+      handoff.insert(handoff.end(), kept.begin(), kept.end());
+      cv.notify_all();
+      cv.wait(g, [&] { return picked >= want; });
+    }
+    kept.clear();
+    handed_off.swap(dynamic_kept);
+    dynamic_kept.clear();
+    std::vector<uintptr_t> live;
+    for (uint32_t i = 0; i < kN; ++i) {
+      zarena_block b;
+      // Three shapes in turn, six steps each: each is learned and laid out anew, with
+      // the previous step's kept blocks as its leftovers.
+      const uint64_t shape = 1 + static_cast<uint64_t>(step / 6) % 3;
+      ASSERT_EQ(zarena_alloc_ex(a, kAlign * (4 + i % 5) * (i >= kN - kKept ? 8 : shape), 0, &b),
+                ZARENA_OK);
+      m.handed_out(b, where);
+      const uintptr_t p = reinterpret_cast<uintptr_t>(b.ptr);
+      if (b.flags & ZARENA_BLOCK_PLANNED) {
+        for (const auto& [q, n] : handed_off) over_leftovers += p < q + n && q < p + b.size;
+      }
+      if (i >= kN - kKept) {  // gradients: made last, freed in the next step
+        kept.push_back(p);
+        if (!(b.flags & ZARENA_BLOCK_PLANNED)) dynamic_kept.push_back({p, b.size});
+      } else {
+        live.push_back(p);
+      }
+      if (live.size() > 3) {  // activations die a few allocations later
+        uint64_t epoch = 0;
+        bool pinned = false;
+        const uintptr_t q = live.front();  // the same free points every step
+        live.erase(live.begin());
+        if (m.take_for_free(q, &epoch, &pinned)) {
+          ASSERT_EQ(zarena_free(a, reinterpret_cast<void*>(q)), ZARENA_OK) << zarena_last_error();
+        }
+      }
+      if (rng() % 64 == 0) (void)stats_of(a);
+      for (uint64_t k = rng() % 16; k > 0; --k) std::this_thread::yield();
+    }
+    for (uintptr_t q : live) {
+      uint64_t epoch = 0;
+      bool pinned = false;
+      if (m.take_for_free(q, &epoch, &pinned)) {
+        ASSERT_EQ(zarena_free(a, reinterpret_cast<void*>(q)), ZARENA_OK);
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  freer.join();
+  m.check_all();
+  const zarena_stats s = stats_of(a);
+  size_t late = 0;
+  for (const Record& r : logs.of("arena.plan_abandoned")) {
+    const Field* f = r.field("reason");
+    late += f != nullptr && f->s == "late";
+  }
+  // How many leftovers are reused and how many claims lose the race depends on the
+  // machine's timing (a few of each on the development host): printed, not checked.
+  std::printf("%llu planned (%llu over a leftover), %llu plans learned, %llu left, %zu late\n",
+              static_cast<unsigned long long>(s.plan_hits),
+              static_cast<unsigned long long>(over_leftovers),
+              static_cast<unsigned long long>(s.plans_learned),
+              static_cast<unsigned long long>(s.plan_misses), late);
+  EXPECT_GT(s.plan_hits, 0u);
+  EXPECT_GT(s.plans_learned, 3u);
+  EXPECT_EQ(s.plan_hits, m.planned());
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
 // Two threads take turns within each step (the plan follows both), and each frees some
 // of the other's blocks; a third thread frees blocks handed to it at moments of its own,
 // racing the planned path (late frees).
@@ -566,7 +811,7 @@ TEST(ArenaPlans, ThreadsTakingTurnsAndRacingFrees) {
 
   std::thread freer([&] {
     std::mt19937_64 rng(77);
-    Driver d{a, m, rng, {}};
+    Driver d{a, m, rng, {}, {}, {}};
     for (;;) {
       uintptr_t p = 0;
       {
@@ -588,7 +833,7 @@ TEST(ArenaPlans, ThreadsTakingTurnsAndRacingFrees) {
   });
   auto worker = [&](int me) {
     std::mt19937_64 rng(static_cast<uint64_t>(me) + 5);
-    Driver d{a, m, rng, {}};
+    Driver d{a, m, rng, {}, {}, {}};
     std::vector<uintptr_t> mine;
     for (uint32_t step = 0; step < steps; ++step) {
       for (uint32_t t = 0; t < turns; ++t) {

@@ -20,6 +20,7 @@ using zarena_core::Status;
 using zarena_core::plan::ByteRange;
 using zarena_core::plan::FreeKind;
 using zarena_core::plan::kNoOffset;
+using zarena_core::plan::Leftover;
 using zarena_core::plan::lower_bound_bytes;
 using zarena_core::plan::OffsetPlan;
 using zarena_core::plan::period_steps;
@@ -95,7 +96,8 @@ bool overlap(uint64_t a, uint64_t as, uint64_t b, uint64_t bs) { return a < b + 
 // The planner's placement done the slow way: every placed instance it conflicts with,
 // sorted by offset, then the first (or best) gap.
 std::vector<uint64_t> reference_offsets(const std::vector<StepItem>& items, Placement placement,
-                                        const std::vector<ByteRange>& obstacles = {}) {
+                                        const std::vector<ByteRange>& obstacles = {},
+                                        const std::vector<Leftover>& leftovers = {}) {
   const Model m(items);
   std::vector<uint32_t> order;
   for (uint32_t id = 0; id < m.ticks; ++id) {
@@ -112,6 +114,9 @@ std::vector<uint64_t> reference_offsets(const std::vector<StepItem>& items, Plac
   for (uint32_t id : order) {
     std::vector<std::pair<uint64_t, uint64_t>> taken;
     for (const ByteRange& o : obstacles) taken.push_back({o.offset, o.offset + o.size});
+    for (const Leftover& o : leftovers) {  // the first step's instances allocated before its free
+      if (id < items.size() && id < o.until) taken.push_back({o.offset, o.offset + o.size});
+    }
     for (uint32_t p : placed) {
       if (m.conflict(id, p)) taken.push_back({off[p], off[p] + m.size[p]});
     }
@@ -367,6 +372,71 @@ TEST(PlanModel, RandomStepsWithObstaclesMatchTheReferenceAndVerify) {
     }
   }
   EXPECT_GT(used_a_hole, rounds / 4);
+}
+
+// Leftovers (blocks of the step before, freed early in the first planned step): the
+// placement is the reference's with each leftover taken for the first step's instances
+// allocated before its free only, verify agrees, and later instances use its bytes.
+TEST(PlanModel, RandomStepsWithLeftoversMatchTheReferenceAndVerify) {
+  std::mt19937_64 rng(12);
+  const int rounds = 2000 / zarena_test::kSanitizerSlowdown;
+  int used_a_leftover = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const auto items = random_step(rng);
+    const auto n = static_cast<uint32_t>(items.size());
+    std::vector<ByteRange> obstacles;
+    std::vector<Leftover> leftovers;
+    uint64_t at = 0;
+    for (int j = static_cast<int>(rng() % 8); j > 0; --j) {
+      at += kG * (rng() % 12);
+      const uint64_t size = kG * (1 + rng() % 8);
+      if (rng() % 3 == 0) {
+        obstacles.push_back({at, size});
+      } else {
+        leftovers.push_back({at, size, static_cast<uint32_t>(rng() % (n + 1))});
+      }
+      at += size;
+    }
+    auto req = step_request(items);
+    req.obstacles = obstacles.data();
+    req.obstacle_count = static_cast<uint32_t>(obstacles.size());
+    req.leftovers = leftovers.data();
+    req.leftover_count = static_cast<uint32_t>(leftovers.size());
+    for (auto placement : {Placement::kGreedyBySize, Placement::kBestFitGap}) {
+      OffsetPlan p;
+      ASSERT_TRUE(plan_step(req, PlanLimits{}, &p, placement).is_ok());
+      ASSERT_EQ(p.offsets, reference_offsets(items, placement, obstacles, leftovers))
+          << "round " << round;
+      ASSERT_EQ(verify_plan(req, p, VerifyMode::kBruteForce), "") << "round " << round;
+      ASSERT_EQ(verify_plan(req, p, VerifyMode::kSweep), "") << "round " << round;
+      for (uint32_t id = 0; id < p.offsets.size(); ++id) {
+        if (p.offsets[id] == kNoOffset) continue;
+        for (const Leftover& o : leftovers) {
+          used_a_leftover += overlap(p.offsets[id], items[id % n].size, o.offset, o.size);
+        }
+      }
+    }
+  }
+  EXPECT_GT(used_a_leftover, rounds / 4);
+}
+
+TEST(Plan, LeftoversAreTakenUntilTheirFreeAndCheckedByVerify) {
+  // Item 0 lives over the step; item 1 is allocated after the leftover [0, 2G) is freed
+  // (before allocation 1) and takes its bytes; item 0 cannot.
+  const std::vector<StepItem> items = {StepItem::same_step(kG, 2), StepItem::same_step(2 * kG, 2)};
+  const std::vector<Leftover> leftovers = {{0, 2 * kG, 1}};
+  auto req = step_request(items);
+  req.leftovers = leftovers.data();
+  req.leftover_count = 1;
+  OffsetPlan p;
+  ASSERT_TRUE(plan_step(req, PlanLimits{}, &p).is_ok());
+  EXPECT_EQ(p.offsets, (std::vector<uint64_t>{2 * kG, 0}));
+  EXPECT_EQ(verify_plan(req, p), "");
+  p.offsets = {0, kG};  // item 0 over the leftover before it is freed
+  EXPECT_NE(verify_plan(req, p).find("overlaps the leftover"), std::string::npos);
+  const std::vector<Leftover> late = {{0, 2 * kG, 3}};  // freed after the step's end
+  req.leftovers = late.data();
+  EXPECT_EQ(plan_step(req, PlanLimits{}, &p).status, Status::kInvalidArgument);
 }
 
 TEST(Plan, ObstaclesAreLaidOutAroundAndCheckedByVerify) {

@@ -36,7 +36,14 @@ Status Arena::alloc_under_plan(uint64_t size, uint64_t aligned, uint32_t tag,
 
 bool Arena::alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noexcept {
   PlanRun::Block b;
-  if (plans_.alloc(aligned, tag, Region::thread_number(), &b) != PlanRun::Alloc::kServed) {
+  PlanRun::Alloc r = plans_.alloc(aligned, tag, Region::thread_number(), &b);
+  // Over a leftover not claimed yet: claimed for the zone (or the plan ends), then again.
+  // Each round claims one more leftover or ends the plan.
+  while (ZARENA_UNLIKELY(r == PlanRun::Alloc::kClaim)) {
+    plans_.claim_leftovers(*this, b.ptr, b.size);
+    r = plans_.alloc(aligned, tag, Region::thread_number(), &b);
+  }
+  if (r != PlanRun::Alloc::kServed) {
     return false;  // a deviation is recorded in the run; the boundary reports it
   }
   out->ptr = reinterpret_cast<void*>(b.ptr);
@@ -276,6 +283,7 @@ bool Arena::zone_window(const Zone& own, PlanWindow* where) noexcept {
       region_.live_blocks_w(base_, &live);
     }
     where->window = window;
+    where->address = reinterpret_cast<uintptr_t>(base_ + window);
     where->obstacles.clear();
     for (const LiveBlock& b : live) {
       const uint64_t off = static_cast<uint64_t>(static_cast<char*>(b.ptr) - base_);

@@ -51,6 +51,23 @@ Result validate_request(const StepRequest& request, const PlanLimits& limits) no
       }
       prev_end = o.offset + o.size;
     }
+    if (request.leftover_count > 0 && request.leftovers == nullptr) {
+      return Result::fail(Status::kInvalidArgument, "step leftovers are NULL");
+    }
+    prev_end = 0;
+    for (uint32_t j = 0; j < request.leftover_count; ++j) {
+      const Leftover& o = request.leftovers[j];
+      if (o.size == 0 || o.offset % g != 0 || o.size % g != 0 || o.offset < prev_end ||
+          o.size > kMaxTotalBytes - o.offset || o.until > n) {
+        return Result::fail(Status::kInvalidArgument,
+                            "leftover " + std::to_string(j) + " [" + std::to_string(o.offset) +
+                                ", +" + std::to_string(o.size) + ") until " +
+                                std::to_string(o.until) +
+                                " is empty, not granule-aligned, unsorted, overlapping or "
+                                "freed after the step's last allocation");
+      }
+      prev_end = o.offset + o.size;
+    }
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; ++i) {
       const StepItem& it = request.items[i];

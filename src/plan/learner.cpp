@@ -110,6 +110,15 @@ bool StepLearner::end_step(LearnedStep* out) {
           out->threads[out->thread_count++] = a.thread;
         }
       }
+      out->leftovers.clear();
+      for (const auto& [ptr, j] : cur_.live) {
+        const Item& a = prev_.items[j];
+        if (a.freed == Item::Freed::kNextStep && !cur_.items[j].pinned) {
+          out->leftovers.push_back(LearnedLeftover{ptr, a.size, a.before});
+        }
+      }
+      std::sort(out->leftovers.begin(), out->leftovers.end(),
+                [](const LearnedLeftover& x, const LearnedLeftover& y) { return x.ptr < y.ptr; });
     }
   } catch (...) {
     prev_ = Step{};

@@ -30,8 +30,18 @@ struct LearnedItem {
   uint32_t before = 0;  // freed before allocation `before` of its own or the next step
 };
 
+// A block of the later of the two equal steps still live at its end whose item the
+// earlier step freed in the next one (before allocation `before`): a leftover the plan's
+// first step is expected to free at the same point (plan.h, Leftover).
+struct LearnedLeftover {
+  uintptr_t ptr = 0;
+  uint64_t size = 0;
+  uint32_t before = 0;
+};
+
 struct LearnedStep {
   std::vector<LearnedItem> items;
+  std::vector<LearnedLeftover> leftovers;  // sorted by address
   // The threads that made its allocations (thread numbers); `any_thread`: more than
   // kMaxThreads of them, and the plan follows every thread.
   static constexpr uint32_t kMaxThreads = 4;

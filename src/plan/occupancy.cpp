@@ -71,18 +71,19 @@ void Occupancy::select(const TickRange* ranges, int count) {
   }
 }
 
-void Occupancy::collect_queried() {
+void Occupancy::collect_queried(const SpanUnion* also) {
   queried_.clear();
   for (uint32_t c : canonical_) {
-    if (sub_[c] != 0) queried_.push_back(sub_[c]);
+    if (sub_[c] != 0) queried_.push_back(&unions_[sub_[c]]);
   }
   for (uint32_t u : ancestors_) {
-    if (own_[u] != 0) queried_.push_back(own_[u]);
+    if (own_[u] != 0) queried_.push_back(&unions_[own_[u]]);
   }
+  if (also != nullptr && !also->spans().empty()) queried_.push_back(also);
 }
 
-uint64_t Occupancy::lowest_fit(uint64_t size) {
-  collect_queried();
+uint64_t Occupancy::lowest_fit(uint64_t size, const SpanUnion* also) {
+  collect_queried(also);
   // Raise y to each union's first fit in turn until every union agrees: each step only
   // skips offsets one union rules out, so the first y all accept is the lowest. A union's
   // last answer also says how far above it stays clear; while y still fits below that,
@@ -93,7 +94,7 @@ uint64_t Occupancy::lowest_fit(uint64_t size) {
   for (size_t agree = 0, i = 0; agree < m; i = (i + 1 == m) ? 0 : i + 1) {
     SpanUnion::Fit& known = clear_[i];
     if (y < known.at || y + size > known.clear_to) {
-      known = unions_[queried_[i]].first_fit(y, size);
+      known = queried_[i]->first_fit(y, size);
       if (known.at != y) {
         y = known.at;
         agree = 1;
@@ -105,11 +106,11 @@ uint64_t Occupancy::lowest_fit(uint64_t size) {
   return y;
 }
 
-uint64_t Occupancy::best_fit(uint64_t size) {
-  collect_queried();
+uint64_t Occupancy::best_fit(uint64_t size, const SpanUnion* also) {
+  collect_queried(also);
   scratch_.clear();
-  for (uint32_t u : queried_) {
-    const auto& spans = unions_[u].spans();
+  for (const SpanUnion* u : queried_) {
+    const auto& spans = u->spans();
     scratch_.insert(scratch_.end(), spans.begin(), spans.end());
   }
   std::sort(scratch_.begin(), scratch_.end(),

@@ -49,11 +49,12 @@ class Occupancy {
 
   // Selects the tick ranges (an arc's, plan/instances.h) the next calls query and fill.
   void select(const TickRange* ranges, int count);
-  // The lowest offset clear of every instance placed over the selected ticks.
-  uint64_t lowest_fit(uint64_t size);
-  // The smallest gap between the instances placed over the selected ticks that fits
-  // (lowest of equals), else the offset just above them all.
-  uint64_t best_fit(uint64_t size);
+  // The lowest offset clear of every instance placed over the selected ticks (and of
+  // `also`'s spans, when given: the leftovers the instance must avoid).
+  uint64_t lowest_fit(uint64_t size, const SpanUnion* also = nullptr);
+  // The smallest gap between the instances placed over the selected ticks (and `also`'s
+  // spans) that fits (lowest of equals), else the offset just above them all.
+  uint64_t best_fit(uint64_t size, const SpanUnion* also = nullptr);
   // Records bytes [offset, offset + size) as taken over the selected ticks.
   void take(uint64_t offset, uint64_t size);
 
@@ -61,7 +62,7 @@ class Occupancy {
   SpanUnion& own(uint32_t node) { return unions_[slot(&own_[node])]; }
   SpanUnion& sub(uint32_t node) { return unions_[slot(&sub_[node])]; }
   uint32_t slot(uint32_t* index);
-  void collect_queried();
+  void collect_queried(const SpanUnion* also);
 
   uint32_t leaves_;                // a power of two >= the ticks; leaf of tick t: leaves_ + t
   std::vector<uint32_t> own_;      // node -> index in unions_, 0 = empty
@@ -69,10 +70,10 @@ class Occupancy {
   std::vector<SpanUnion> unions_;  // [0] stays empty
   std::vector<uint32_t> stamp_;    // per node: the select() call that last listed it
   uint32_t select_count_ = 0;
-  std::vector<uint32_t> canonical_;    // the selected ranges' canonical nodes
-  std::vector<uint32_t> ancestors_;    // their strict ancestors, each once
-  std::vector<uint32_t> queried_;      // indices of the non-empty unions a query reads
-  std::vector<SpanUnion::Fit> clear_;  // per queried union, its last answer
+  std::vector<uint32_t> canonical_;        // the selected ranges' canonical nodes
+  std::vector<uint32_t> ancestors_;        // their strict ancestors, each once
+  std::vector<const SpanUnion*> queried_;  // the non-empty unions a query reads
+  std::vector<SpanUnion::Fit> clear_;      // per queried union, its last answer
   std::vector<SpanUnion::Span> scratch_;
 };
 

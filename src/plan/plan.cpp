@@ -34,6 +34,43 @@ std::vector<uint32_t> placement_order(const Instances& inst) {
   return order;
 }
 
+// The leftovers each instance must stay clear of: those the first step (phase 0) frees
+// after allocating it (until > id). One union per distinct `until`, of the leftovers freed
+// at or after it; past kMaxSpans spans in all, one union of every leftover for every
+// instance of the first step allocated before the last of them is freed (stricter, still a
+// valid plan).
+class LeftoverUnions {
+ public:
+  explicit LeftoverUnions(const StepRequest& r) {
+    for (uint32_t j = 0; j < r.leftover_count; ++j) {
+      if (r.leftovers[j].until > 0) untils_.push_back(r.leftovers[j].until);
+    }
+    std::sort(untils_.begin(), untils_.end());
+    untils_.erase(std::unique(untils_.begin(), untils_.end()), untils_.end());
+    if (untils_.size() * r.leftover_count > kMaxSpans)
+      untils_.erase(untils_.begin(), untils_.end() - 1);
+    const bool all = untils_.size() == 1;
+    unions_.resize(untils_.size());
+    for (size_t k = 0; k < untils_.size(); ++k) {
+      for (uint32_t j = 0; j < r.leftover_count; ++j) {
+        const Leftover& o = r.leftovers[j];
+        if (o.until > 0 && (all || o.until >= untils_[k]))
+          unions_[k].add(o.offset, o.offset + o.size);
+      }
+    }
+  }
+  // Null: none (an instance of the second step of a period, or allocated after them all).
+  const SpanUnion* for_instance(uint32_t id) const {
+    const auto it = std::upper_bound(untils_.begin(), untils_.end(), id);
+    return it == untils_.end() ? nullptr : &unions_[static_cast<size_t>(it - untils_.begin())];
+  }
+
+ private:
+  static constexpr size_t kMaxSpans = size_t{1} << 20;
+  std::vector<uint32_t> untils_;
+  std::vector<SpanUnion> unions_;
+};
+
 Result plan_valid_step(const StepRequest& request, Placement placement, OffsetPlan* out) {
   const Instances inst(request);
   OffsetPlan plan;
@@ -49,12 +86,15 @@ Result plan_valid_step(const StepRequest& request, Placement placement, OffsetPl
         occupancy.take(request.obstacles[j].offset, request.obstacles[j].size);
       }
     }
+    const LeftoverUnions leftovers(request);
     for (uint32_t id : placement_order(inst)) {
       TickRange ranges[2];
       occupancy.select(ranges, inst.ranges(id, ranges));
       const uint64_t size = inst.size(id);
-      const uint64_t offset = placement == Placement::kBestFitGap ? occupancy.best_fit(size)
-                                                                  : occupancy.lowest_fit(size);
+      const SpanUnion* also = id < inst.items() ? leftovers.for_instance(id) : nullptr;
+      const uint64_t offset = placement == Placement::kBestFitGap
+                                  ? occupancy.best_fit(size, also)
+                                  : occupancy.lowest_fit(size, also);
       occupancy.take(offset, size);
       plan.offsets[id] = offset;
       plan.peak_bytes = std::max(plan.peak_bytes, offset + size);

@@ -96,6 +96,19 @@ struct ByteRange {
   uint64_t size = 0;
 };
 
+// A block live when the plan's first step begins and freed in that step before allocation
+// `until` (a runtime's block of the learned step still live at its end: a gradient freed
+// early in the next step), at bytes [offset, offset + size) from the plan's base. Its bytes
+// are taken for the instances the first step (phase 0) allocates before `until` only: no
+// such instance overlaps it, every later one may (the runtime hands those out only once it
+// has seen the block freed, docs/PLANS.md "Leftovers"). Counts in neither the peak nor the
+// lower bound.
+struct Leftover {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t until = 0;  // in [0, n]
+};
+
 // The step to plan: a view of the caller's items (not copied, not kept after the call).
 struct StepRequest {
   const StepItem* items = nullptr;
@@ -104,6 +117,9 @@ struct StepRequest {
   // Obstacles: sorted by offset, disjoint, offsets and sizes multiples of the granule.
   const ByteRange* obstacles = nullptr;
   uint32_t obstacle_count = 0;
+  // Leftovers: sorted by offset, disjoint, offsets and sizes multiples of the granule.
+  const Leftover* leftovers = nullptr;
+  uint32_t leftover_count = 0;
 };
 
 // Bounds on the work a call may do. A step beyond them is refused with kUnsupported.
@@ -156,11 +172,11 @@ Result plan_step(const StepRequest& request, const PlanLimits& limits, OffsetPla
 
 // Checks a plan against the request and the definitions above: the period, the offsets
 // (granule, one per planned instance, none for the others), peak and lower bound, that no
-// planned instance overlaps an obstacle, that no two conflicting instances overlap in
-// space, and that the check lists are exactly the definition's. Returns "" or a sentence
-// naming the first violation found. kSweep runs in O(N log N) (100k items in well under a
-// second); kBruteForce compares every pair and scans every deadline (O(N^2), for small N
-// and as a second opinion on kSweep).
+// planned instance overlaps an obstacle, nor a leftover it is allocated before, that no two
+// conflicting instances overlap in space, and that the check lists are exactly the definition's.
+// Returns "" or a sentence naming the first violation found. kSweep runs in O(N log N) (100k items
+// in well under a second); kBruteForce compares every pair and scans every deadline (O(N^2), for
+// small N and as a second opinion on kSweep).
 enum class VerifyMode : uint8_t { kSweep = 0, kBruteForce = 1 };
 std::string verify_plan(const StepRequest& request, const OffsetPlan& plan,
                         VerifyMode mode = VerifyMode::kSweep) noexcept;

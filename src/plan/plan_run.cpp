@@ -106,6 +106,19 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
     hint_of[k] = static_cast<uint32_t>(h);
   }
   instance_info_.reset(new InstanceInfo[inst]);
+  // The leftovers some planned instance overlaps (the others stay the region's blocks).
+  std::vector<uint8_t> reused(l.leftovers.size(), 0);
+  auto overlapped = [&](uint64_t off, uint64_t size) {
+    bool any = false;
+    auto it =
+        std::upper_bound(l.leftovers.begin(), l.leftovers.end(), off,
+                         [](uint64_t v, const plan::Leftover& r) { return v < r.offset + r.size; });
+    for (; it != l.leftovers.end() && it->offset < off + size; ++it) {
+      reused[static_cast<size_t>(it - l.leftovers.begin())] = 1;
+      any = true;
+    }
+    return any;
+  };
   for (uint64_t id = 0; id < inst; ++id) {
     const bool planned = l.item_planned[id % n] != 0;
     if (planned) max_size_ = std::max(max_size_, l.item_size[id % n]);
@@ -115,7 +128,18 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
                                       l.check_begin[id],
                                       l.check_begin[id + 1],
                                       dindex[id],
-                                      planned ? hint_of[dindex[id]] : 0};
+                                      planned ? hint_of[dindex[id]] : 0,
+                                      planned && overlapped(l.offset[id], l.item_size[id % n])};
+  }
+  for (uint8_t r : reused) leftover_count_ += r;
+  if (leftover_count_ != 0) {
+    leftovers_.reset(new LeftoverState[leftover_count_]);
+    uint32_t k = 0;
+    for (size_t j = 0; j < reused.size(); ++j) {
+      if (reused[j]) leftovers_[k++] = LeftoverState{l.leftovers[j].offset, l.leftovers[j].size, 0};
+    }
+    leftovers_pending_ = leftover_count_;
+    view_withheld_ = 1;
   }
 
   uint64_t* ctl = at<uint64_t>(base, w_ctl);
@@ -150,7 +174,8 @@ PlanRun::PlanRun(const PlanLayout& l, uintptr_t zone) : lower_bound_(l.lower_bou
   view_.miss_reason = &ctl[5];
   host_bytes_ = sizeof(*this) + (c.words + 8) * 8 + inst * sizeof(InstanceInfo) +
                 (hint_mask_ + 1) * sizeof(OffsetHint) +
-                l.obstacles.size() * sizeof(plan::ByteRange);
+                l.obstacles.size() * sizeof(plan::ByteRange) +
+                leftover_count_ * sizeof(LeftoverState);
 }
 
 PlanRun::~PlanRun() = default;
@@ -201,12 +226,68 @@ PlanRun::Alloc PlanRun::alloc_slow(uint64_t size, uint32_t tag, Block* out, bool
   }
   const uint64_t id = ((st >> 1) & 1) * view_.n + i;
   const uint64_t e = cur_epoch();
-  if (!clear(id, instance_info_[id], e)) {
+  const InstanceInfo& x = instance_info_[id];
+  if (!clear(id, x, e)) {
     deviate_locked(ZARENA_PLAN_MISS_LATE, i);
     unlock();
     return Alloc::kDeviation;
   }
+  plan::ByteRange left;
+  if (x.leftover != 0 && leftovers_pending() && unclaimed_leftover(x.offset, x.size, &left)) {
+    unlock();  // the claim takes the region's writer lock, which comes before this one
+    out->ptr = view_.zone + x.offset;
+    out->size = x.size;
+    out->epoch = e;
+    return Alloc::kClaim;
+  }
   return hand_out_and_unlock(id, i, e, out);
+}
+
+const PlanRun::LeftoverState* PlanRun::leftover_at(uint64_t off) const noexcept {
+  const LeftoverState* first = leftovers_.get();
+  const LeftoverState* last = first + leftover_count_;
+  const LeftoverState* it = std::upper_bound(
+      first, last, off, [](uint64_t v, const LeftoverState& r) { return v < r.offset + r.size; });
+  return it != last && it->offset <= off ? it : nullptr;
+}
+
+bool PlanRun::in_zone_leftovers(uint64_t off) const noexcept {
+  if (const LeftoverState* l = leftover_at(off)) {
+    return __atomic_load_n(&l->claimed, __ATOMIC_ACQUIRE) != 0;
+  }
+  return pieces_.empty() || instance_at(off) != kNone || in_pieces(off);
+}
+
+bool PlanRun::unclaimed_leftover(uint64_t off, uint64_t size, plan::ByteRange* out) const noexcept {
+  const LeftoverState* first = leftovers_.get();
+  const LeftoverState* last = first + leftover_count_;
+  const LeftoverState* it = std::upper_bound(
+      first, last, off, [](uint64_t v, const LeftoverState& r) { return v < r.offset + r.size; });
+  for (; it != last && it->offset < off + size; ++it) {
+    if (__atomic_load_n(&it->claimed, __ATOMIC_ACQUIRE) == 0) {
+      *out = plan::ByteRange{it->offset, it->size};
+      return true;
+    }
+  }
+  return false;
+}
+
+void PlanRun::leftover_claimed(uint64_t off) noexcept {
+  const LeftoverState* l = leftover_at(off);
+  if (l == nullptr || l->offset != off) return;
+  auto* claimed = const_cast<uint32_t*>(&l->claimed);
+  if (__atomic_exchange_n(claimed, 1u, __ATOMIC_ACQ_REL) == 0) {
+    __atomic_fetch_sub(&leftovers_pending_, 1u, __ATOMIC_ACQ_REL);
+  }
+}
+
+void PlanRun::drop_leftovers() noexcept {
+  for (uint64_t id = 0; id < uint64_t{view_.period} * view_.n; ++id)
+    instance_info_[id].leftover = 0;
+  leftovers_.reset();
+  leftover_count_ = 0;
+  leftovers_pending_ = 0;
+  view_withheld_ = 0;
 }
 
 bool PlanRun::in_pieces(uint64_t off) const noexcept {
@@ -361,6 +442,7 @@ PinOutcome PlanRun::unpin(uintptr_t p, uint64_t* freed_size, PinTally* tally) no
 void PlanRun::engage() {
   lock();
   __atomic_store_n(view_.cursor, 0u, __ATOMIC_RELAXED);
+  give_view_if_claimed();
   const uint64_t steps = load(view_.state) >> 2;
   __atomic_store_n(view_.state, (steps << 2) | ZARENA_PLAN_ENGAGED, __ATOMIC_RELEASE);
   unlock();
@@ -386,6 +468,7 @@ bool PlanRun::end_step(bool* was_step) {
                      __ATOMIC_RELEASE);
   }
   __atomic_store_n(view_.cursor, 0u, __ATOMIC_RELAXED);
+  give_view_if_claimed();
   unlock();
   return engaged;
 }

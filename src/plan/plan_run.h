@@ -42,6 +42,10 @@ struct PlanLayout {
   static constexpr uint64_t kAnywhere = ~uint64_t{0};
   uint64_t window = kAnywhere;
   std::vector<plan::ByteRange> obstacles;
+  // Blocks of the learned step live in the window when it was laid out, freed early in the
+  // next step (plan.h, Leftover): the planned instances over them are handed out only once
+  // the zone claimed their bytes (PlanRun, "Leftovers").
+  std::vector<plan::Leftover> leftovers;
 };
 
 namespace plan_word {
@@ -91,7 +95,13 @@ class PlanRun {
   bool in_zone(uintptr_t p) const {
     const uint64_t off = p - view_.zone;
     if (off >= view_.zone_bytes) return false;
-    return pieces_.empty() || instance_at(off) != ~0u || in_pieces(off);
+    // While a leftover is pending, an offset inside one is the region's; once none is,
+    // every leftover is the zone's (a planned block's start is found first, as before).
+    if (ZARENA_UNLIKELY(leftover_count_ != 0) && leftovers_pending()) {
+      return in_zone_leftovers(off);
+    }
+    return pieces_.empty() || instance_at(off) != ~0u || in_pieces(off) ||
+           (leftover_count_ != 0 && leftover_at(off) != nullptr);
   }
   // The zone is these pieces of [zone, zone + zone_bytes) (offsets from zone(), sorted),
   // not the whole of it; set before the run is published.
@@ -104,6 +114,9 @@ class PlanRun {
     kServed,     // *out is the block
     kLibrary,    // not served here, and no deviation (not engaged, or an unplanned item)
     kDeviation,  // the step just stopped being planned (miss_reason / miss_index say why)
+    kClaim,      // the instance's bytes (*out: ptr, size) overlap a leftover the zone has not
+                 // claimed yet: nothing was handed out; the caller claims the leftovers
+                 // there (StepPlans::claim_leftovers) or ends the plan, then asks again
   };
   struct Block {
     uintptr_t ptr;
@@ -127,7 +140,7 @@ class PlanRun {
       const uint64_t id = ((st >> 1) & 1) * view_.n + i;
       const InstanceInfo& x = instance_info_[id];
       if (ZARENA_LIKELY(x.size == size && x.tag == tag && x.dindex != kNoInstance &&
-                        clear(id, x, e))) {
+                        (x.leftover == 0 || !leftovers_pending()) && clear(id, x, e))) {
         return hand_out_and_unlock(id, i, e, out);
       }
     }
@@ -180,6 +193,40 @@ class PlanRun {
   // kStale for one reclaimed or of an earlier epoch (or not of want_epoch), kNotOwned
   // when no instance starts at p.
   FreeOutcome history(uintptr_t p, uint64_t want_epoch) const noexcept;
+  // Leftovers (plan.h, docs/PLANS.md "Leftovers"): blocks of the learned step live when the
+  // run was laid out, in the zone's window, whose bytes some instances reuse once the block
+  // was freed. The zone does not hold them at first: an instance over one is handed out only
+  // after the zone claimed its bytes (the region refuses a claim of live bytes, so a claim
+  // is the check that the block is dead), and until then a pointer into one is the region's.
+  // Only the leftovers some planned instance overlaps are kept; their count is fixed once
+  // the run is published.
+  // Whether some leftover is not claimed yet.
+  bool leftovers_pending() const noexcept {
+    return __atomic_load_n(&leftovers_pending_, __ATOMIC_ACQUIRE) != 0;
+  }
+  // Whether bindings are not given the view (StepPlans::view): from the run's publication,
+  // when it has leftovers, to the first boundary (end_step, engage) at which none is
+  // pending. Changed at boundaries only, so a binding that fetches the view at each
+  // boundary sees the library serve whole steps; never set again.
+  bool view_withheld() const noexcept {
+    return __atomic_load_n(&view_withheld_, __ATOMIC_ACQUIRE) != 0;
+  }
+  // The first leftover not claimed yet that [off, off + size) overlaps (offsets from zone()).
+  bool unclaimed_leftover(uint64_t off, uint64_t size, plan::ByteRange* out) const noexcept;
+  // Under the region's writer lock, in the section that claimed it: the leftover at `off`
+  // is the zone's from now on.
+  void leftover_claimed(uint64_t off) noexcept;
+  // Before the run is published, for a zone that is one free block: no leftover lies in it.
+  void drop_leftovers() noexcept;
+  // Whether (size, tag) is the engaged plan's next request, read without the lock (a hint:
+  // alloc decides under it).
+  bool expects(uint64_t size, uint32_t tag) const noexcept {
+    const uint32_t i = cursor();
+    return (load(view_.state) & ZARENA_PLAN_ENGAGED) != 0 && i < view_.n &&
+           view_.item_size[i] == size && view_.item_tag[i] == tag;
+  }
+  // The step's next allocation (for a deviation's index).
+  uint32_t cursor() const noexcept { return __atomic_load_n(view_.cursor, __ATOMIC_RELAXED); }
   // Pinned instances now: their bytes and count.
   uint64_t pinned_bytes() const { return __atomic_load_n(&pinned_bytes_, __ATOMIC_RELAXED); }
   uint64_t pinned_count() const { return __atomic_load_n(&pinned_, __ATOMIC_RELAXED); }
@@ -255,7 +302,13 @@ class PlanRun {
     uint32_t check_begin, check_end;  // its check list: check_list[begin, end)
     uint32_t dindex;                  // its offset's index in doffset; kNoInstance: not planned
     uint32_t offset_hint;             // its offset's slot in offset_hints_
+    uint32_t leftover;                // 1: its bytes overlap a leftover
   };
+  struct LeftoverState {
+    uint64_t offset, size;
+    uint32_t claimed;  // atomic: 1 once the zone holds its bytes
+  };
+
   // The free's way from an offset to an instance: an open-addressed table of the distinct
   // offsets, each with the instance this library last handed out there. Only a hint (a
   // binding's allocations do not update it): the free trusts it only when that instance
@@ -320,6 +373,10 @@ class PlanRun {
     return kNoInstance;
   }
   bool in_pieces(uint64_t off) const noexcept;
+  // in_zone with leftovers: an offset inside one is the zone's once it is claimed.
+  bool in_zone_leftovers(uint64_t off) const noexcept;
+  // The leftover holding off, or null.
+  const LeftoverState* leftover_at(uint64_t off) const noexcept;
   // The live instance p's offset lies strictly inside, or kNoInstance.
   uint32_t live_containing(uint64_t off) const noexcept;
   // The instance a pin or unpin of offset acts on: the one starting there if live, else
@@ -339,7 +396,17 @@ class PlanRun {
   uint64_t lower_bound_ = 0;
   uint64_t max_size_ = 0;  // the largest instance's size (interior lookups look this far down)
   uint64_t host_bytes_ = 0;
-  std::vector<plan::ByteRange> pieces_;  // empty: the zone is one piece
+  std::vector<plan::ByteRange> pieces_;         // empty: the zone is one piece
+  std::unique_ptr<LeftoverState[]> leftovers_;  // sorted by offset
+  uint32_t leftover_count_ = 0;
+  uint32_t leftovers_pending_ = 0;  // atomic: those not claimed
+  uint32_t view_withheld_ = 0;      // atomic: view_withheld()
+  // At a boundary: the view is given once no leftover is pending.
+  void give_view_if_claimed() noexcept {
+    if (view_withheld_ != 0 && !leftovers_pending()) {
+      __atomic_store_n(&view_withheld_, 0u, __ATOMIC_RELEASE);
+    }
+  }
   // Instances with pins now (pin and unpin keep it): a reset re-stamps them, and skips
   // the scan when there are none.
   uint64_t pinned_ = 0;

@@ -37,6 +37,8 @@ bool lay_out_step(const LearnedStep& s, uint64_t granule, const PlanWindow& wher
     req.granule = granule;
     req.obstacles = where.obstacles.data();
     req.obstacle_count = static_cast<uint32_t>(where.obstacles.size());
+    req.leftovers = where.leftovers.data();
+    req.leftover_count = static_cast<uint32_t>(where.leftovers.size());
     plan::OffsetPlan op;
     const auto t0 = std::chrono::steady_clock::now();
     const Result r = plan::plan_step(req, plan::PlanLimits{}, &op);
@@ -63,6 +65,7 @@ bool lay_out_step(const LearnedStep& s, uint64_t granule, const PlanWindow& wher
     out->peak_bytes = op.peak_bytes;
     out->window = where.window;
     out->obstacles = where.obstacles;
+    out->leftovers = where.leftovers;
     out->lower_bound_bytes = op.lower_bound_bytes;
     return true;
   } catch (const std::bad_alloc&) {

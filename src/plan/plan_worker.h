@@ -24,7 +24,9 @@ namespace zarena_core {
 // (offsets from the window's start, sorted), or anywhere (PlanLayout::kAnywhere).
 struct PlanWindow {
   uint64_t window = PlanLayout::kAnywhere;
+  uintptr_t address = 0;  // the window's start (zone_window sets it; 0: not known)
   std::vector<plan::ByteRange> obstacles;
+  std::vector<plan::Leftover> leftovers;  // live blocks freed early in the next step
 };
 
 // The learned step laid out by the planner. false: refused (too large) or out of memory;

@@ -38,6 +38,37 @@ bool same_items(const std::vector<LearnedItem>& a, const std::vector<LearnedItem
   return true;
 }
 
+// The window's live blocks that are leftovers of the learned step (one of its blocks at
+// that address) leave the obstacles: the plan reuses their bytes once they are freed.
+void split_leftovers(const std::vector<LearnedLeftover>& left, PlanWindow* where) {
+  where->leftovers.clear();
+  if (left.empty() || where->address == 0) return;
+  std::vector<plan::ByteRange> kept;
+  kept.reserve(where->obstacles.size());
+  for (const plan::ByteRange& o : where->obstacles) {
+    const uintptr_t p = where->address + o.offset;
+    const auto it =
+        std::lower_bound(left.begin(), left.end(), p,
+                         [](const LearnedLeftover& l, uintptr_t v) { return l.ptr < v; });
+    if (it != left.end() && it->ptr == p && it->size <= o.size) {
+      where->leftovers.push_back(plan::Leftover{o.offset, o.size, it->before});
+    } else {
+      kept.push_back(o);
+    }
+  }
+  where->obstacles.swap(kept);
+}
+
+// What a zone laid out in l claims at first: the window less the obstacles and the
+// leftovers (claimed one by one once freed, StepPlans::claim_leftovers).
+PlanWindow claim_window(const PlanLayout& l) {
+  PlanWindow w{l.window, 0, l.obstacles, {}};
+  for (const plan::Leftover& o : l.leftovers) w.obstacles.push_back({o.offset, o.size});
+  std::sort(w.obstacles.begin(), w.obstacles.end(),
+            [](const plan::ByteRange& a, const plan::ByteRange& b) { return a.offset < b.offset; });
+  return w;
+}
+
 }  // namespace
 
 StepPlans::StepPlans(bool enabled, uint64_t granule, uint64_t run_budget_bytes)
@@ -76,6 +107,51 @@ void StepPlans::learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag, uint3
 }
 
 void StepPlans::learn_free(uintptr_t ptr) noexcept { learner_.on_free(ptr); }
+
+void StepPlans::claim_leftovers(ZoneOps& zones, uintptr_t p, uint64_t size) noexcept {
+  std::lock_guard<SpinLock> g(boundary_mu_);  // zone_ and zone_window_ hold still
+  PlanRun* const r = engaged_.load(std::memory_order_acquire);
+  if (r == nullptr) return;  // the plan ended meanwhile: the caller's next try is dynamic
+  if (r != zone_run_.load(std::memory_order_relaxed) || zone_window_ == PlanLayout::kAnywhere) {
+    r->disengage(ZARENA_PLAN_MISS_LATE, r->cursor());  // not expected: never an overlap
+    return;
+  }
+  const uint64_t off = p - r->zone();
+  plan::ByteRange left;
+  while (r->unclaimed_leftover(off, size, &left)) {
+    Zone piece;
+    auto publish = [&](const RegionNow&) {
+      // Under the writer lock: the zone holds the leftover's bytes from now on.
+      const auto at = static_cast<size_t>(
+          std::lower_bound(zone_.pieces.begin(), zone_.pieces.end(), left.offset,
+                           [](const plan::ByteRange& x, uint64_t v) { return x.offset < v; }) -
+          zone_.pieces.begin());
+      zone_.buried.resize(zone_.pieces.size(), FreeOutcome::kNotOwned);
+      zone_.piece_epochs.resize(zone_.pieces.size(), zone_.claim_epoch);
+      zone_.pieces.insert(zone_.pieces.begin() + static_cast<std::ptrdiff_t>(at), left);
+      zone_.buried.insert(zone_.buried.begin() + static_cast<std::ptrdiff_t>(at),
+                          piece.buried.empty() ? FreeOutcome::kNotOwned : piece.buried[0]);
+      zone_.piece_epochs.insert(zone_.piece_epochs.begin() + static_cast<std::ptrdiff_t>(at),
+                                piece.claim_epoch);
+      zone_bytes_.store(zone_.bytes(), std::memory_order_relaxed);
+      r->leftover_claimed(left.offset);
+    };
+    bool ok = false;
+    try {
+      // Room for the zone's lists first: the publish must not fail once the bytes are claimed.
+      zone_.pieces.reserve(zone_.pieces.size() + 1);
+      zone_.buried.reserve(zone_.pieces.size() + 1);
+      zone_.piece_epochs.reserve(zone_.pieces.size() + 1);
+      ok = zones.claim_zone(PlanWindow{zone_window_ + left.offset, 0, {}, {}}, left.size, &piece,
+                            publish);
+    } catch (const std::bad_alloc&) {
+    }
+    if (!ok) {  // still live, or the dynamic engine took the bytes: a late free
+      r->disengage(ZARENA_PLAN_MISS_LATE, r->cursor());
+      return;
+    }
+  }
+}
 
 void StepPlans::learn_pin(uintptr_t ptr) noexcept { learner_.on_pin(ptr); }
 
@@ -157,6 +233,8 @@ void StepPlans::plan_learned(LearnedStep& step, ZoneOps& zones, PlanEvents* even
   }
   PlanWindow where;
   if (!zones.zone_window(zone_, &where)) where = PlanWindow{};
+  leftovers_ = step.leftovers;
+  split_leftovers(leftovers_, &where);
   if (step.items.size() > kInlineItems) {
     try {
       auto job = std::make_shared<PlanJob>();
@@ -194,12 +272,14 @@ void StepPlans::release_zone(ZoneOps& zones) {
     zone_bytes_.store(0, std::memory_order_relaxed);
   });
   zone_items_.clear();
+  zone_window_ = PlanLayout::kAnywhere;
   reuse_zone_run_ = false;
 }
 
 void StepPlans::relay_out(ZoneOps& zones, PlanEvents* events) {
   PlanWindow where;
   if (!zones.zone_window(zone_, &where)) return;
+  split_leftovers(leftovers_, &where);
   LearnedStep step;
   uint64_t ns = 0;
   std::unique_ptr<PlanLayout> layout;
@@ -293,9 +373,8 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
     }
     publish_locked(r, zone, now);
   };
-  bool claimed =
-      pending_->window != PlanLayout::kAnywhere &&
-      zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone, publish);
+  bool claimed = pending_->window != PlanLayout::kAnywhere &&
+                 zones.claim_zone(claim_window(*pending_), need, &zone, publish);
   if (!claimed && pending_->window != PlanLayout::kAnywhere &&
       pending_items_.size() <= kInlineItems) {
     // The window changed since the layout (it was made at an earlier boundary): lay the
@@ -316,13 +395,15 @@ void StepPlans::try_engage(ZoneOps& zones, PlanEvents* events) {
         }
         publish_locked(again, zone, now);
       };
-      claimed = zones.claim_zone(PlanWindow{pending_->window, pending_->obstacles}, need, &zone,
-                                 publish_again);
+      claimed = zones.claim_zone(claim_window(*pending_), need, &zone, publish_again);
     }
   }
-  // Else one free block: the offsets are as good in any space free throughout.
+  zone_window_ = claimed ? pending_->window : PlanLayout::kAnywhere;
+  // Else one free block: the offsets are as good in any space free throughout (no
+  // leftover lies there).
   if (!claimed) {
     PlanRun* const any = run.get();
+    any->drop_leftovers();
     claimed = zones.reserve_zone(need, &zone,
                                  [&](const RegionNow& now) { publish_locked(any, zone, now); });
   }
@@ -499,7 +580,9 @@ void StepPlans::set_zone_frozen(bool frozen) {  // [graphs]
 const zarena_plan_view* StepPlans::view() const {
   PlanRun* r = engaged_.load(std::memory_order_acquire);
   if (r == nullptr) r = zone_run_.load(std::memory_order_acquire);
-  return r != nullptr ? r->view() : nullptr;
+  // While leftovers are pending the library serves alone: the bindings' protocol
+  // (zarena_plan.h) has no claim, so a binding never gets such a run's view.
+  return r != nullptr && !r->view_withheld() ? r->view() : nullptr;
 }
 
 }  // namespace zarena_core

@@ -45,11 +45,15 @@ struct Zone {
   // block reclaimed there is STALE, not foreign. Empty: nothing known.
   std::vector<FreeOutcome> buried;
   uint64_t claim_epoch = 0;
+  // The epoch of each piece's claim where it differs from claim_epoch (a leftover claimed
+  // later): empty, or one per piece.
+  std::vector<uint64_t> piece_epochs;
   // buried's answer for p (kNotOwned: none).
   FreeOutcome buried_at(uintptr_t p, uint64_t epoch) const {
     for (size_t i = 0; i < buried.size() && i < pieces.size(); ++i) {
       if (base + pieces[i].offset != p) continue;
-      if (buried[i] == FreeOutcome::kDoubleFree && epoch != claim_epoch) return FreeOutcome::kStale;
+      const uint64_t claimed = i < piece_epochs.size() ? piece_epochs[i] : claim_epoch;
+      if (buried[i] == FreeOutcome::kDoubleFree && epoch != claimed) return FreeOutcome::kStale;
       return buried[i] == FreeOutcome::kStale || buried[i] == FreeOutcome::kDoubleFree
                  ? buried[i]
                  : FreeOutcome::kNotOwned;
@@ -169,7 +173,14 @@ class StepPlans {
   PlanRun::Alloc alloc(uint64_t aligned, uint32_t tag, uint32_t thread,
                        PlanRun::Block* out) noexcept {
     PlanRun* r = engaged_.load(std::memory_order_acquire);
-    if (r == nullptr || !follows(thread)) return PlanRun::Alloc::kLibrary;
+    if (r == nullptr) return PlanRun::Alloc::kLibrary;
+    // While the view is withheld (leftovers: view()) the library serves the bindings'
+    // requests too, and a Go goroutine may move to a thread the plan does not follow: a
+    // request that is the plan's next one (size and tag) is the plan's then, whatever
+    // thread makes it.
+    if (!follows(thread) && !(r->view_withheld() && r->expects(aligned, tag))) {
+      return PlanRun::Alloc::kLibrary;
+    }
     return r->alloc(aligned, tag, out);
   }
   // The run whose zone holds p, or null.
@@ -183,6 +194,12 @@ class StepPlans {
   void learn_alloc(uintptr_t ptr, uint64_t aligned, uint32_t tag, uint32_t thread,
                    uint64_t epoch) noexcept;
   void learn_free(uintptr_t ptr) noexcept;
+  // The engaged run's instance at [p, p + size) overlaps leftovers its zone has not claimed
+  // (PlanRun::Alloc::kClaim): claims each for the zone (through zones.claim_zone, which
+  // refuses bytes that are live: the leftover not freed yet, or the dynamic engine took
+  // them), or ends the plan for the step (ZARENA_PLAN_MISS_LATE) when one cannot be.
+  // Called on the allocation path with no lock held; the caller asks the plan again.
+  void claim_leftovers(ZoneOps& zones, uintptr_t p, uint64_t size) noexcept;
   void learn_pin(uintptr_t ptr) noexcept;
   // A reset reclaimed every learned block of its epoch that it did not keep: those are
   // freed at the reset (learner.h). Call while learning(), outside the reset's lock.
@@ -281,13 +298,15 @@ class StepPlans {
   SpinLock boundary_mu_;  // one boundary at a time; guards the fields up to the stats
   // The zone and the runs the arena routes to: changed only under the region's writer lock
   // (ZoneOps' publish and unpublish), read there or through the atomics.
-  std::atomic<PlanRun*> engaged_{nullptr};   // the run serving this step, if any
-  std::atomic<PlanRun*> zone_run_{nullptr};  // the run whose instances live in the zone
-  std::atomic<PlanRun*> retired_{nullptr};   // the zone's run before its zone went back
-  Zone zone_;                                // the zone held (no pieces: none)
-  bool zone_persistent_ = false;             // the floor lies over it
-  std::atomic<uint64_t> zone_bytes_{0};      // its bytes
-  std::vector<LearnedItem> zone_items_;      // what zone_run_ was laid out from
+  std::atomic<PlanRun*> engaged_{nullptr};        // the run serving this step, if any
+  std::atomic<PlanRun*> zone_run_{nullptr};       // the run whose instances live in the zone
+  std::atomic<PlanRun*> retired_{nullptr};        // the zone's run before its zone went back
+  Zone zone_;                                     // the zone held (no pieces: none)
+  bool zone_persistent_ = false;                  // the floor lies over it
+  std::atomic<uint64_t> zone_bytes_{0};           // its bytes
+  std::vector<LearnedItem> zone_items_;           // what zone_run_ was laid out from
+  uint64_t zone_window_ = PlanLayout::kAnywhere;  // the zone's region offset when claimed there
+  std::vector<LearnedLeftover> leftovers_;        // the learned step's, for a layout again
   // Learned and waiting for the zone to be clear: a layout, or (reuse_zone_run_) the
   // zone's own run again (the same step was learned again after a deviation).
   std::unique_ptr<PlanLayout> pending_;

@@ -233,6 +233,28 @@ static std::string obstacle_overlap(const StepRequest& request, const OffsetPlan
   return "";
 }
 
+// No planned instance of the first step overlaps a leftover freed after it is allocated.
+static std::string leftover_overlap(const StepRequest& request, const OffsetPlan& plan) {
+  const Leftover* lo = request.leftovers;
+  const Leftover* end = lo + request.leftover_count;
+  for (uint32_t id = 0; id < request.count && id < plan.offsets.size(); ++id) {
+    const uint64_t off = plan.offsets[id];
+    if (off == kNoOffset) continue;
+    const uint64_t size = request.items[id].size;
+    const Leftover* o = std::upper_bound(
+        lo, end, off, [](uint64_t v, const Leftover& r) { return v < r.offset + r.size; });
+    for (; o != end && o->offset < off + size; ++o) {
+      if (o->until > id) {
+        return "instance " + std::to_string(id) + " at [" + std::to_string(off) + ", " +
+               std::to_string(off + size) + ") overlaps the leftover at [" +
+               std::to_string(o->offset) + ", " + std::to_string(o->offset + o->size) +
+               ") freed before allocation " + std::to_string(o->until);
+      }
+    }
+  }
+  return "";
+}
+
 std::string verify_plan(const StepRequest& request, const OffsetPlan& plan,
                         VerifyMode mode) noexcept {
   try {
@@ -244,6 +266,7 @@ std::string verify_plan(const StepRequest& request, const OffsetPlan& plan,
     std::vector<uint32_t> owner;
     std::string s = check_shape(request, plan, inst, &owner);
     if (s.empty()) s = obstacle_overlap(request, plan);
+    if (s.empty()) s = leftover_overlap(request, plan);
     if (s.empty()) {
       s = mode == VerifyMode::kBruteForce ? conflicts_brute_force(inst, plan.offsets)
                                           : conflicts_sweep(inst, plan.offsets);

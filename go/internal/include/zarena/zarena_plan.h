@@ -24,6 +24,19 @@
  *   replaced plan is no longer engaged (its state word says so), so a binding that still
  *   holds it simply falls back to the library.
  *
+ * LEFTOVERS: THE VIEW IS WITHHELD, NOT SHARED
+ *   A plan may reuse the bytes of blocks the learned step left live (gradients freed early
+ *   in the next step: "leftovers", docs/PLANS.md). Before it hands out an instance over one,
+ *   the library checks the leftover dead by claiming its bytes for the zone (a region
+ *   operation no binding can make). So while any leftover of a plan is not claimed yet,
+ *   zarena_plan_view_get returns NULL for it, and the binding sends every request to the
+ *   library, which serves the plan itself and claims as it goes (meanwhile a request from
+ *   a thread the plan does not follow is the plan's when it is its next one: a binding's
+ *   requests may come from any thread); the view is returned at the first boundary after
+ *   the last claim. A plan's pending leftovers are known before the plan is published and
+ *   only ever decrease, so a view a binding holds never belongs to a plan with a pending
+ *   leftover: the protocol below needs no rule for them.
+ *
  * THE PROTOCOL (every rule; the library's own planned path is the reference, src/plan/)
  *   Instances. A step makes n allocations; the plan repeats every `period` steps (1 or 2).
  *   Instance (q, i) = allocation i of the q-th step of the period, id = q*n + i.
@@ -204,7 +217,8 @@ ZARENA_API zarena_status zarena_plan_alloc_unplanned(zarena* a, uint64_t size, u
 
 /* The arena's current plan view, or NULL when it has none (planning off, nothing learned
  * yet, or the arena is traced: cfg.trace_file makes the library serve every planned
- * request itself, so that the trace records it). Thread-safe. The pointer stays valid
+ * request itself, so that the trace records it), and while its plan has leftovers not
+ * claimed yet (LEFTOVERS above: the library serves those steps). Thread-safe. The pointer stays valid
  * until zarena_destroy (see LIFETIME). */
 ZARENA_API const zarena_plan_view* zarena_plan_view_get(zarena* a);
 
