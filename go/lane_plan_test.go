@@ -19,11 +19,13 @@ import (
 
 // laneRound runs steps of base on Lane l; what it keeps goes to out (freed after the round).
 func laneRound(m *planModel, l Lane, rng *rand.Rand, base []planItem, steps int, dev float64,
-	out *[]uint64, name string) error {
+	stepBegin bool, out *[]uint64, name string) error {
 	for step := 0; step < steps; step++ {
 		where := fmt.Sprintf("%s step %d", name, step)
-		if err := l.StepBegin(); err != nil {
-			return fmt.Errorf("%s: StepBegin: %w", where, err)
+		if stepBegin {
+			if err := l.StepBegin(); err != nil {
+				return fmt.Errorf("%s: StepBegin: %w", where, err)
+			}
 		}
 		items := append([]planItem(nil), base...)
 		if dev > 0 && rng.Float64() < dev {
@@ -75,7 +77,8 @@ func laneRound(m *planModel, l Lane, rng *rand.Rand, base []planItem, steps int,
 	return nil
 }
 
-func runLanePlans(t *testing.T, lanes, rounds, steps int, dev float64, resets bool, seed int64) {
+func runLanePlans(t *testing.T, lanes, rounds, steps int, dev float64, resets, stepBegin bool,
+	seed int64) {
 	a := newPlanArena(t, "lanes", 0)
 	m := &planModel{t: t, a: a}
 	rng := rand.New(rand.NewSource(seed))
@@ -100,7 +103,7 @@ func runLanePlans(t *testing.T, lanes, rounds, steps int, dev float64, resets bo
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				errs[i] = laneRound(m, ls[i], rngs[i], base[i], steps, dev, &kept[i],
+				errs[i] = laneRound(m, ls[i], rngs[i], base[i], steps, dev, stepBegin, &kept[i],
 					fmt.Sprintf("seed %d round %d lane %d", seed, r, i))
 			}(i)
 		}
@@ -161,13 +164,17 @@ func runLanePlans(t *testing.T, lanes, rounds, steps int, dev float64, resets bo
 
 func TestLanePlansModel(t *testing.T) {
 	for seed := int64(1); seed <= 3; seed++ {
-		runLanePlans(t, 4, 2, 12, 0.1, true, seed)
+		runLanePlans(t, 4, 2, 12, 0.1, true, true, seed)
 	}
 }
 
-func TestLanePlansSixteenLanes(t *testing.T) { runLanePlans(t, 16, 3, 6, 0.05, true, 42) }
+func TestLanePlansSixteenLanes(t *testing.T) { runLanePlans(t, 16, 3, 6, 0.05, true, true, 42) }
 
-func TestLanePlansWithoutResets(t *testing.T) { runLanePlans(t, 4, 2, 12, 0, false, 7) }
+func TestLanePlansWithoutResets(t *testing.T) { runLanePlans(t, 4, 2, 12, 0, false, true, 7) }
+
+// Each round one step of every Lane, ended by the Arena's Reset alone: the Lanes' views
+// come with the reset (the binding serves their plans without a Lane.StepBegin).
+func TestLanePlansResetsAlone(t *testing.T) { runLanePlans(t, 3, 10, 1, 0, true, false, 9) }
 
 func TestLaneMisuse(t *testing.T) {
 	a := newPlanArena(t, "lane-misuse", 0)

@@ -257,18 +257,16 @@ func (a *Arena) setPlanLocked(v *C.zarena_plan_view) {
 	if a.poison {
 		v = nil
 	}
-	cur := a.plan.Load()
-	if cur != nil && cur.view == v {
-		return
-	}
-	if pl := newPlanView(v); pl != nil {
-		if a.served.slots == nil {
-			a.served.init()
+	if cur := a.plan.Load(); cur == nil || cur.view != v {
+		if pl := newPlanView(v); pl != nil {
+			if a.served.slots == nil {
+				a.served.init()
+			}
+			a.plan.Store(pl)
+			a.planUnwaited.Store(true)
+		} else if cur != nil || a.poison {
+			a.dropPlanLocked(a.poison)
 		}
-		a.plan.Store(pl)
-		a.planUnwaited.Store(true)
-	} else if cur != nil || a.poison {
-		a.dropPlanLocked(a.poison)
 	}
 	a.setLaneViewsLocked() // a boundary of the arena is every Lane's (lane.go)
 }
