@@ -32,29 +32,32 @@ void TeardownShared(const benchmark::State&) {
   g_arena = nullptr;
 }
 
+// Pair i on lane l (NULL: the arena), a step boundary every kStep; true when planned.
+bool pair(zarena* a, zarena_lane* l, int64_t i) {
+  zarena_block b;
+  if (i % kStep == 0 &&
+      (l != nullptr ? zarena_lane_step_begin(a, l) : zarena_step_begin(a)) != ZARENA_OK) {
+    std::abort();
+  }
+  if ((l != nullptr ? zarena_lane_alloc(a, l, kSize, 0, &b) : zarena_alloc_ex(a, kSize, 0, &b)) !=
+      ZARENA_OK) {
+    std::abort();
+  }
+  if ((l != nullptr ? zarena_lane_free(a, l, b.ptr, ZARENA_ANY_EPOCH) : zarena_free(a, b.ptr)) !=
+      ZARENA_OK) {
+    std::abort();
+  }
+  return (b.flags & ZARENA_BLOCK_PLANNED) != 0;
+}
+
 void pair_steps(benchmark::State& state, bool lanes) {
   zarena* a = g_arena;
   zarena_lane* l = nullptr;
   if (lanes && zarena_lane_create(a, &l) != ZARENA_OK) std::abort();
-  (void)pairs(a, l, 4 * kStep);  // learned before the loop
-  uint64_t planned = 0;
   int64_t i = 0;
-  zarena_block b;
-  for (auto _ : state) {
-    if (i++ % kStep == 0 &&
-        (l != nullptr ? zarena_lane_step_begin(a, l) : zarena_step_begin(a)) != ZARENA_OK) {
-      std::abort();
-    }
-    if ((l != nullptr ? zarena_lane_alloc(a, l, kSize, 0, &b) : zarena_alloc_ex(a, kSize, 0, &b)) !=
-        ZARENA_OK) {
-      std::abort();
-    }
-    planned += (b.flags & ZARENA_BLOCK_PLANNED) != 0;
-    if ((l != nullptr ? zarena_lane_free(a, l, b.ptr, ZARENA_ANY_EPOCH) : zarena_free(a, b.ptr)) !=
-        ZARENA_OK) {
-      std::abort();
-    }
-  }
+  while (i < 4 * kStep) (void)pair(a, l, i++);  // learned before the loop
+  uint64_t planned = 0;
+  for (auto _ : state) planned += pair(a, l, i++);
   state.SetItemsProcessed(state.iterations());
   state.counters["planned"] =
       benchmark::Counter(static_cast<double>(planned) / static_cast<double>(state.iterations()));
