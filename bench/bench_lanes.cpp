@@ -59,8 +59,10 @@ void pair_steps(benchmark::State& state, bool lanes) {
   uint64_t planned = 0;
   for (auto _ : state) planned += pair(a, l, i++);
   state.SetItemsProcessed(state.iterations());
+  // Each thread's share of its pairs planned, averaged over the threads.
   state.counters["planned"] =
-      benchmark::Counter(static_cast<double>(planned) / static_cast<double>(state.iterations()));
+      benchmark::Counter(static_cast<double>(planned) / static_cast<double>(state.iterations()),
+                         benchmark::Counter::kAvgThreads);
   if (l != nullptr) zarena_lane_destroy(a, l);
 }
 

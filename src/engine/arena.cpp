@@ -512,7 +512,11 @@ Status Arena::lane_alloc_unplanned(Lane& l, uint64_t size, uint32_t tag,
 Status Arena::lane_free(Lane& l, void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
   if (ZARENA_LIKELY(p >= base_ && p < base_ + capacity_)) {
-    return free_with_zone(ptr, want_epoch, &l);  // any lane's zone, else the lane's slot
+    // The lane's own zone first (its planned blocks), then any zone, else the lane's slot.
+    if (PlanRun* run = l.plans.zone_of(reinterpret_cast<uintptr_t>(ptr))) {
+      return free_planned(*run, ptr, want_epoch);
+    }
+    return free_with_zone(ptr, want_epoch, &l);
   }
   return free(ptr, want_epoch);  // NULL, overflow blocks and foreign pointers
 }

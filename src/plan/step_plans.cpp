@@ -499,6 +499,9 @@ void StepPlans::set_zone_frozen(bool frozen) {  // [graphs]
 bool StepPlans::retire(ZoneOps& zones) {  // [lanes]
   std::lock_guard<SpinLock> g(boundary_mu_);
   stop_learning();
+  // Nothing starts learning again at a later boundary (a pause's end, a step too long).
+  pause_steps_ = 0;
+  step_too_long_.store(false, std::memory_order_relaxed);
   if (job_) {
     job_->cancelled.store(true, std::memory_order_release);
     job_.reset();
