@@ -267,6 +267,13 @@ func (l Lane) allocLane(n uint64, tag Tag, op string) (Block, error) {
 			unplanned = 1
 		}
 	}
+	return l.allocCross(n, tag, op, unplanned)
+}
+
+// allocCross is a NewLane Lane's crossing (after the frees queued on its shard); unplanned:
+// the Lane's plan left the request to the library (rule 4).
+func (l Lane) allocCross(n uint64, tag Tag, op string, unplanned C.int) (Block, error) {
+	a := l.a
 	s := a.lockLane(l.frame)
 	if err := l.closedLocked(op); err != nil {
 		s.mu.Unlock()
@@ -303,7 +310,17 @@ func (l Lane) Alloc(n uint64) (DevicePtr, error) {
 		if n == 0 {
 			return 0, nil
 		}
-		b, err := l.allocLane(n, 0, "Alloc")
+		// The planned case without a Block: its copies cost the pair (see planView.alloc).
+		unplanned := C.int(0)
+		if l.c.plan.Load() != nil {
+			switch p, _, r := l.a.allocPlannedIn(&l.c.plan, n, 0); r {
+			case planServed:
+				return p, nil
+			case planUnplanned:
+				unplanned = 1
+			}
+		}
+		b, err := l.allocCross(n, 0, "Alloc", unplanned)
 		return b.Ptr, err
 	}
 	return l.a.allocKept(l.frame, n)
