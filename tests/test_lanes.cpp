@@ -401,6 +401,54 @@ TEST(Lanes, DestroyedLanesBlocksStayAndItsPlaceIsTakenAgain) {
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
 
+TEST(Lanes, PinsAndFreesOfALanesPlannedBlocksFindItsZoneFromAnyPath) {
+  // Two lanes planned; a planned block of lane 1 is pinned through the arena, survives a
+  // reset with its bytes, and is freed through lane 2 (deferred to its last unpin): every
+  // path finds lane 1's zone.
+  zarena* a = make_arena("pins");
+  zarena_lane* l1 = make_lane(a);
+  zarena_lane* l2 = make_lane(a);
+  auto step = [&](zarena_lane* l, uint64_t base) {
+    std::vector<zarena_block> bs(4);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(zarena_lane_alloc(a, l, base * (i + 1), 0, &bs[i]), ZARENA_OK);
+    }
+    return bs;
+  };
+  std::vector<zarena_block> b1;
+  for (int s = 0; s < 4; ++s) {
+    ASSERT_EQ(zarena_lane_step_begin(a, l1), ZARENA_OK);
+    ASSERT_EQ(zarena_lane_step_begin(a, l2), ZARENA_OK);
+    b1 = step(l1, 1024);
+    const std::vector<zarena_block> b2 = step(l2, 768);
+    for (const zarena_block& b : b2) ASSERT_EQ(zarena_lane_free(a, l2, b.ptr, b.epoch), ZARENA_OK);
+    if (s < 3) {
+      for (const zarena_block& b : b1) ASSERT_EQ(zarena_free(a, b.ptr), ZARENA_OK);
+    }
+  }
+  ASSERT_NE(b1[2].flags & ZARENA_BLOCK_PLANNED, 0u) << "lane 1's step was not planned";
+  const zarena_block kept = b1[2];
+  std::memset(kept.ptr, 0x5A, kept.size);
+  // A pin through the arena (any thread) finds lane 1's zone; the reset keeps the block.
+  ASSERT_EQ(zarena_pin(a, kept.ptr), ZARENA_OK) << zarena_last_error();
+  ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  for (uint64_t i = 0; i < kept.size; ++i) {
+    ASSERT_EQ(static_cast<unsigned char*>(kept.ptr)[i], 0x5A) << "byte " << i;
+  }
+  // An interior pointer is no block; a free through lane 2 of lane 1's pinned block is
+  // deferred to its last unpin; then a second free is a double free.
+  EXPECT_EQ(zarena_lane_free(a, l2, static_cast<char*>(kept.ptr) + 256, ZARENA_ANY_EPOCH),
+            ZARENA_E_NOT_OWNED);
+  ASSERT_EQ(zarena_lane_free(a, l2, kept.ptr, ZARENA_ANY_EPOCH), ZARENA_OK) << zarena_last_error();
+  EXPECT_GT(stats_of(a).live_allocs, 0u) << "freed while pinned: live until the unpin";
+  ASSERT_EQ(zarena_unpin(a, kept.ptr), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(zarena_free(a, kept.ptr), ZARENA_E_DOUBLE_FREE);
+  // The other blocks of lane 1's last step were reclaimed by the reset.
+  EXPECT_EQ(zarena_lane_free(a, l1, b1[0].ptr, b1[0].epoch), ZARENA_E_STALE);
+  EXPECT_EQ(stats_of(a).live_allocs, 0u);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}
+
 // --- bad input: a status and a message, nothing changed, never a crash -----------------
 
 void expect_refused(zarena_status st, const char* words) {
