@@ -23,7 +23,8 @@ install(TARGETS zarena_static EXPORT zarenaStaticTargets
 install(FILES ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena.h
   ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena_plan.h
   ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena_graph.h
-  ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena_kept.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zarena)
+  ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena_kept.h
+  ${PROJECT_SOURCE_DIR}/capi/include/zarena/zarena_lane.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zarena)
 install(EXPORT zarenaTargets NAMESPACE zarena:: DESTINATION ${ZARENA_CMAKE_DIR})
 install(EXPORT zarenaStaticTargets NAMESPACE zarena:: DESTINATION ${ZARENA_CMAKE_DIR})
 

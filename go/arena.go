@@ -81,7 +81,8 @@ type Arena struct {
 	align          uint64                   // the alignment requests are rounded to
 	plan           atomic.Pointer[planView] // the step plan served without crossings (plan.go)
 	served         servedCounts             // the allocations the binding served from plans
-	planUnwaited   bool                     // a view was published since the last wait (plan.go)
+	planUnwaited   atomic.Bool              // a view was published since the last wait (plan.go)
+	cLanes         []*laneC                 // the Lanes with a C lane (lane.go); every shard locked
 	gate           planGate                 // the way into the planned path (runtime_*.go)
 	// Blocks the Lanes keep (lane_cache.go): whether they may ever (set at New), whether
 	// the library lets them now (asked at New, after every step boundary and floor change,

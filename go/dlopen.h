@@ -11,6 +11,7 @@
 #include <zarena/zarena.h>
 #include <zarena/zarena_graph.h>
 #include <zarena/zarena_kept.h>
+#include <zarena/zarena_lane.h>
 #include <zarena/zarena_plan.h>
 
 #include "internal/include/zarena/zarena_testing.h" /* not installed: see shim.h */
@@ -70,7 +71,14 @@
   X(zarena_graph_release)        \
   X(zarena_graph_free_after)     \
   X(zarena_graph_get_info) \
-  X(zarena_kept_report_add)
+  X(zarena_kept_report_add)      \
+  X(zarena_lane_create)          \
+  X(zarena_lane_destroy)         \
+  X(zarena_lane_alloc)           \
+  X(zarena_lane_alloc_unplanned) \
+  X(zarena_lane_step_begin)      \
+  X(zarena_lane_plan_view)       \
+  X(zarena_lane_get_stats)
 
 #ifdef ZARENA_GO_DLOPEN
 #define ZARENA_GO_DL_DECLARE(name) extern __typeof__(name)* zarena_go_dl_##name;
@@ -134,6 +142,13 @@ int zarena_go_dl_load(const char* path, const char** err, int* err_owned, const 
 #define zarena_graph_free_after (*zarena_go_dl_zarena_graph_free_after)
 #define zarena_graph_get_info (*zarena_go_dl_zarena_graph_get_info)
 #define zarena_kept_report_add (*zarena_go_dl_zarena_kept_report_add)
+#define zarena_lane_create (*zarena_go_dl_zarena_lane_create)
+#define zarena_lane_destroy (*zarena_go_dl_zarena_lane_destroy)
+#define zarena_lane_alloc (*zarena_go_dl_zarena_lane_alloc)
+#define zarena_lane_alloc_unplanned (*zarena_go_dl_zarena_lane_alloc_unplanned)
+#define zarena_lane_step_begin (*zarena_go_dl_zarena_lane_step_begin)
+#define zarena_lane_plan_view (*zarena_go_dl_zarena_lane_plan_view)
+#define zarena_lane_get_stats (*zarena_go_dl_zarena_lane_get_stats)
 /* end of generated pointer defines */
 #endif /* ZARENA_GO_DLOPEN */
 

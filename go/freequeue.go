@@ -350,6 +350,10 @@ func wholeValue[R, T any](a *Arena, op string, get func(h C.uintptr_t) (R, C.shi
 // arena just destroyed).
 func (a *Arena) closeLocked() {
 	a.h = 0
+	for _, c := range a.cLanes { // destroyed with the arena
+		c.h = 0
+	}
+	a.cLanes = nil
 	a.closed.Store(true)
 	for i := range a.shards {
 		s := &a.shards[i]

@@ -207,13 +207,18 @@ func (pl *planView) free(p DevicePtr, want uint64) bool {
 // epoch (Size is n rounded to the alignment, Flags BlockPlanned). planUnplanned: the
 // library must serve it without asking the plan (allocCross).
 func (a *Arena) allocPlanned(n uint64, tag Tag) (p DevicePtr, epoch uint64, r int) {
+	return a.allocPlannedIn(&a.plan, n, tag)
+}
+
+// allocPlannedIn is allocPlanned from the view in plan: the Arena's, or a Lane's (lane.go).
+func (a *Arena) allocPlannedIn(plan *atomic.Pointer[planView], n uint64, tag Tag) (p DevicePtr, epoch uint64, r int) {
 	if n-1 >= maxRequest { // 0 and sizes no arena can describe: never planned (as in C)
 		return 0, 0, planLibrary
 	}
 	size := (n + a.align - 1) &^ (a.align - 1)
 	for {
 		pid := a.planEnter() // the view is used only until planLeave (see the top of this file)
-		pl := a.plan.Load()
+		pl := plan.Load()
 		if pl == nil {
 			a.planLeave()
 			return 0, 0, planLibrary
@@ -232,8 +237,13 @@ func (a *Arena) allocPlanned(n uint64, tag Tag) (p DevicePtr, epoch uint64, r in
 
 // freePlanned frees p from the plan when it is the plain case (true).
 func (a *Arena) freePlanned(p DevicePtr, epoch uint64) bool {
+	return a.freePlannedIn(&a.plan, p, epoch)
+}
+
+// freePlannedIn is freePlanned with the view in plan: the Arena's, or a Lane's.
+func (a *Arena) freePlannedIn(plan *atomic.Pointer[planView], p DevicePtr, epoch uint64) bool {
 	a.planEnter()
-	pl := a.plan.Load()
+	pl := plan.Load()
 	done := pl != nil && pl.inZone(p) && pl.free(p, epoch)
 	a.planLeave()
 	return done
@@ -247,19 +257,18 @@ func (a *Arena) setPlanLocked(v *C.zarena_plan_view) {
 	if a.poison {
 		v = nil
 	}
-	cur := a.plan.Load()
-	if cur != nil && cur.view == v {
-		return
-	}
-	if pl := newPlanView(v); pl != nil {
-		if a.served.slots == nil {
-			a.served.init()
+	if cur := a.plan.Load(); cur == nil || cur.view != v {
+		if pl := newPlanView(v); pl != nil {
+			if a.served.slots == nil {
+				a.served.init()
+			}
+			a.plan.Store(pl)
+			a.planUnwaited.Store(true)
+		} else if cur != nil || a.poison {
+			a.dropPlanLocked(a.poison)
 		}
-		a.plan.Store(pl)
-		a.planUnwaited = true
-	} else if cur != nil || a.poison {
-		a.dropPlanLocked(a.poison)
 	}
+	a.setLaneViewsLocked() // a boundary of the arena is every Lane's (lane.go)
 }
 
 // dropPlanLocked takes the view away (every shard locked); with wait, it returns once no
@@ -269,9 +278,12 @@ func (a *Arena) setPlanLocked(v *C.zarena_plan_view) {
 // hands.
 func (a *Arena) dropPlanLocked(wait bool) {
 	a.plan.Store(nil)
-	if wait && a.planUnwaited {
+	for _, c := range a.cLanes { // the Lanes' views go with it (lane.go)
+		c.plan.Store(nil)
+	}
+	if wait && a.planUnwaited.Load() {
 		a.planWait() // see the top of this file
-		a.planUnwaited = false
+		a.planUnwaited.Store(false)
 	}
 }
 

@@ -22,6 +22,7 @@
 #include <zarena/zarena.h>
 #include <zarena/zarena_graph.h>
 #include <zarena/zarena_kept.h>
+#include <zarena/zarena_lane.h>
 #include <zarena/zarena_plan.h>
 /* zarena_testing.h is not installed (test hooks, outside the contract): the package's copy,
  * kept identical to capi/include by tools/gen. */
@@ -286,6 +287,90 @@ static inline const zarena_plan_view* shim_plan_view(uintptr_t a) {
     return NULL;
 #endif
   return zarena_plan_view_get((zarena*)a);
+}
+
+/* ---- lanes (lane.go; zarena/zarena_lane.h) ---- */
+
+/* Whether the library has the lane functions (with ZARENA_GO_DLOPEN, an older one may not). */
+static inline int shim_lanes_available(void) {
+#ifdef ZARENA_GO_DLOPEN
+  return zarena_go_dl_zarena_lane_create != NULL && zarena_go_dl_zarena_lane_destroy != NULL &&
+         zarena_go_dl_zarena_lane_alloc != NULL && zarena_go_dl_zarena_lane_alloc_unplanned != NULL &&
+         zarena_go_dl_zarena_lane_step_begin != NULL && zarena_go_dl_zarena_lane_plan_view != NULL &&
+         zarena_go_dl_zarena_lane_get_stats != NULL;
+#else
+  return 1;
+#endif
+}
+
+typedef struct {
+  shim_result r;
+  uintptr_t lane;
+} shim_lane_result;
+
+static inline shim_lane_result shim_lane_create(uintptr_t a) {
+  shim_lane_result r;
+  zarena_lane* l = NULL;
+  r.r = shim_wrap(zarena_lane_create((zarena*)a, &l));
+  r.lane = (uintptr_t)l;
+  return r;
+}
+
+static inline shim_result shim_lane_destroy(uintptr_t a, uintptr_t l) {
+  return shim_wrap(zarena_lane_destroy((zarena*)a, (zarena_lane*)l));
+}
+
+/* The n frees queued in buffer q, then the lane's allocation (unplanned: the lane's plan left
+ * it to the library, rule 4). */
+static inline shim_block_result shim_lane_alloc(uintptr_t a, uintptr_t l, uintptr_t q, size_t n,
+                                                uint64_t size, uint32_t tag, int unplanned) {
+  shim_block_result r;
+  zarena_block b;
+  memset(&b, 0, sizeof b);
+  r.queued_failed = shim_apply(a, q, n);
+  r.status = unplanned ? zarena_lane_alloc_unplanned((zarena*)a, (zarena_lane*)l, size, tag, &b)
+                       : zarena_lane_alloc((zarena*)a, (zarena_lane*)l, size, tag, &b);
+  r.err = shim_last_error(r.status);
+  r.ptr = (uintptr_t)b.ptr;
+  r.epoch = b.epoch;
+  r.size = b.size;
+  r.flags = b.flags;
+  r.tag = b.tag;
+  return r;
+}
+
+/* The lane's step boundary after the n frees queued in buffer q (the learner sees them in
+ * this step), with the lane's plan view after it. */
+typedef struct {
+  shim_result r;
+  uint32_t queued_failed;
+  const zarena_plan_view* view;
+} shim_lane_step_result;
+
+static inline shim_lane_step_result shim_lane_step_begin(uintptr_t a, uintptr_t l, uintptr_t q,
+                                                         size_t n) {
+  shim_lane_step_result r;
+  r.queued_failed = shim_apply(a, q, n);
+  r.r = shim_wrap(zarena_lane_step_begin((zarena*)a, (zarena_lane*)l));
+  r.view = r.r.status == ZARENA_OK ? zarena_lane_plan_view((zarena*)a, (zarena_lane*)l) : NULL;
+  return r;
+}
+
+static inline const zarena_plan_view* shim_lane_plan_view(uintptr_t a, uintptr_t l) {
+  return zarena_lane_plan_view((zarena*)a, (zarena_lane*)l);
+}
+
+typedef struct {
+  shim_result r;
+  zarena_lane_stats s;
+} shim_lane_stats_result;
+
+static inline shim_lane_stats_result shim_lane_stats(uintptr_t a, uintptr_t l) {
+  shim_lane_stats_result r;
+  memset(&r.s, 0, sizeof r.s);
+  r.s.struct_size = sizeof r.s;
+  r.r = shim_wrap(zarena_lane_get_stats((zarena*)a, (zarena_lane*)l, &r.s));
+  return r;
 }
 
 static inline shim_result shim_free_at(uintptr_t a, uintptr_t ptr, uint64_t epoch) {

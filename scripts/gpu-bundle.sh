@@ -17,7 +17,7 @@ mkdir -p "$G/bin" "$G/lib"
 
 cmake --build "$BUILD" -j "$(nproc)" >/dev/null
 for t in "$BUILD"/tests/gpu_test_*; do strip -o "$G/bin/$(basename "$t")" "$t"; done
-for b in bench_threads bench_arena bench_expandable bench_trace bench_trace_api; do
+for b in bench_threads bench_lanes bench_arena bench_expandable bench_trace bench_trace_api; do
   [ -x "$BUILD/bench/$b" ] && strip -o "$G/bin/$b" "$BUILD/bench/$b"
 done
 strip -o "$G/bin/training_loop" "$BUILD/examples/training_loop"

@@ -49,6 +49,9 @@ for part in $parts; do
       "$G/bin/bench_threads" --benchmark_min_time=0.3 --benchmark_repetitions=3 \
         --benchmark_report_aggregates_only=true --benchmark_out_format=json \
         --benchmark_out="$OUT/bench_threads.json" >>"$OUT/bench.txt" 2>&1
+      # Lanes on threads (zarena_lane.h): 1..16 threads with a lane and a plan each.
+      [ -x "$G/bin/bench_lanes" ] && "$G/bin/bench_lanes" --benchmark_min_time=0.3 \
+        --benchmark_repetitions=3 --benchmark_report_aggregates_only=true >>"$OUT/bench.txt" 2>&1
       for b in bench_arena bench_expandable bench_trace; do
         [ -x "$G/bin/$b" ] && "$G/bin/$b" --benchmark_min_time=0.2 >>"$OUT/bench.txt" 2>&1
       done

@@ -6,6 +6,7 @@
 #include "zarena/zarena.h"
 #include "zarena/zarena_graph.h"
 #include "zarena/zarena_kept.h"
+#include "zarena/zarena_lane.h"
 #include "zarena/zarena_plan.h"
 #include "zarena/zarena_testing.h"
 

@@ -70,6 +70,7 @@ RegionConfig region_config(const zarena_config& c, PinTally* pin_tally) {
   rc.pin_tally = pin_tally;
   rc.capacity = c.capacity_bytes;
   rc.granule = c.alignment;
+  rc.lane_slots = Lane::kMax;  // one slot a lane (engine/lanes.h)
   // Expandable: nothing is committed yet; the first allocation asks for it.
   rc.ceiling = (c.flags & ZARENA_FLAG_EXPANDABLE) != 0 ? 0 : c.capacity_bytes;
   return rc;
@@ -410,8 +411,8 @@ void Arena::warn_commit_failed(const std::string& why) {
 
 __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placement& p,
                                                            uint64_t size, uint64_t aligned,
-                                                           uint32_t tag,
-                                                           zarena_block* out) noexcept {
+                                                           uint32_t tag, zarena_block* out,
+                                                           Lane* lane) noexcept {
   const uint64_t nth = s.c.epoch_allocs;
   ++s.c.hits;
   if (p.reused) ++s.c.reuses;
@@ -423,9 +424,10 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
     trace_->slot_alloc(s.id, size, p.offset, p.reused, tag);
   }
   region_.leave(s);
-  if (ZARENA_UNLIKELY(plans_.learning())) {
-    plans_.learn_alloc(reinterpret_cast<uintptr_t>(base_ + p.offset), aligned, tag,
-                       Region::thread_number(), epoch);
+  StepPlans& plans = lane != nullptr ? lane->plans : plans_;
+  if (ZARENA_UNLIKELY(plans.learning())) {
+    plans.learn_alloc(reinterpret_cast<uintptr_t>(base_ + p.offset), aligned, tag,
+                      lane != nullptr ? lane->thread : Region::thread_number(), epoch);
   }
   out->ptr = base_ + p.offset;
   out->epoch = epoch;
@@ -440,9 +442,9 @@ __attribute__((always_inline)) inline Status Arena::served(Slot& s, const Placem
 }
 
 __attribute__((always_inline)) inline Status Arena::alloc_dynamic(uint64_t size, uint64_t aligned,
-                                                                  uint32_t tag,
-                                                                  zarena_block* out) noexcept {
-  Slot& s = region_.enter();
+                                                                  uint32_t tag, zarena_block* out,
+                                                                  Lane* lane) noexcept {
+  Slot& s = lane != nullptr ? region_.enter_slot(lane->slot) : region_.enter();
   ++s.c.epoch_allocs;
   Placement p;
   bool ok;
@@ -455,8 +457,8 @@ __attribute__((always_inline)) inline Status Arena::alloc_dynamic(uint64_t size,
         Status::kOutOfMemory,
         fmt::format("out of host memory for the block records of arena '{}'", source_.name));
   }
-  if (ZARENA_LIKELY(ok)) return served(s, p, size, aligned, tag, out);
-  return alloc_missed(s, p, size, aligned, tag, out);
+  if (ZARENA_LIKELY(ok)) return served(s, p, size, aligned, tag, out, lane);
+  return alloc_missed(s, p, size, aligned, tag, out, lane);
 }
 
 Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
@@ -466,14 +468,57 @@ Status Arena::alloc(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
                       (fast_path_flags_.load(std::memory_order_relaxed) & kGraphCapture))) {
     return alloc_under_plan(size, aligned, tag, out);  // a jump: no frame set up here
   }
-  return alloc_dynamic(size, aligned, tag, out);
+  return alloc_dynamic(size, aligned, tag, out, nullptr);
 }
 
 Status Arena::alloc_unplanned(uint64_t size, uint32_t tag, zarena_block* out) noexcept {
   if (ZARENA_UNLIKELY(size - 1 >= kMaxRequest)) return alloc_zero_or_oversized(size, tag, out);
   // [graphs] During a graph capture only the plan serves (engine/arena_graphs.cpp).
   if (ZARENA_UNLIKELY(graphs_.capturing())) return graph_refuse(size, tag);
-  return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out);
+  return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out, nullptr);
+}
+
+// [lanes] A lane's requests (zarena_lane.h): its plan, else the dynamic engine from its slot
+// (here, where the dynamic path is inlined; the rest of the lanes is arena_lanes.cpp).
+Status Arena::lane_alloc(Lane& l, uint64_t size, uint32_t tag, zarena_block* out) noexcept {
+  if (ZARENA_UNLIKELY(size - 1 >= kMaxRequest)) return alloc_zero_or_oversized(size, tag, out);
+  const uint64_t aligned = (size + granule_ - 1) & ~(granule_ - 1);
+  if (l.plans.engaged()) {
+    PlanRun::Block b;
+    if (l.plans.alloc(aligned, tag, l.thread, &b) == PlanRun::Alloc::kServed) {
+      out->ptr = reinterpret_cast<void*>(b.ptr);
+      out->epoch = b.epoch;
+      out->size = b.size;
+      out->flags = ZARENA_BLOCK_PLANNED;
+      out->tag = tag;
+      if (ZARENA_UNLIKELY(fast_path_flags_.load(std::memory_order_relaxed) & kTracing)) {
+        trace_planned_alloc(size, aligned, tag, *out);  // plan_trace.cpp
+      }
+      return Status::kOk;
+    }
+  }
+  // [graphs] A capture holds the arena's plan only: nothing else is handed out meanwhile.
+  if (ZARENA_UNLIKELY(graphs_.capturing())) return graph_refuse(size, tag);
+  return alloc_dynamic(size, aligned, tag, out, &l);
+}
+
+Status Arena::lane_alloc_unplanned(Lane& l, uint64_t size, uint32_t tag,
+                                   zarena_block* out) noexcept {
+  if (ZARENA_UNLIKELY(size - 1 >= kMaxRequest)) return alloc_zero_or_oversized(size, tag, out);
+  if (ZARENA_UNLIKELY(graphs_.capturing())) return graph_refuse(size, tag);  // [graphs]
+  return alloc_dynamic(size, (size + granule_ - 1) & ~(granule_ - 1), tag, out, &l);
+}
+
+Status Arena::lane_free(Lane& l, void* ptr, uint64_t want_epoch) noexcept {
+  const char* p = static_cast<const char*>(ptr);
+  if (ZARENA_LIKELY(p >= base_ && p < base_ + capacity_)) {
+    // The lane's own zone first (its planned blocks), then any zone, else the lane's slot.
+    if (PlanRun* run = l.plans.zone_of(reinterpret_cast<uintptr_t>(ptr))) {
+      return free_planned(*run, ptr, want_epoch);
+    }
+    return free_with_zone(ptr, want_epoch, &l);
+  }
+  return free(ptr, want_epoch);  // NULL, overflow blocks and foreign pointers
 }
 
 bool Arena::commit_round(int round, uint64_t to, uint64_t least, std::string* failure) {
@@ -485,7 +530,7 @@ bool Arena::commit_round(int round, uint64_t to, uint64_t least, std::string* fa
 }
 
 Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
-                           zarena_block* out) noexcept {
+                           zarena_block* out, Lane* lane) noexcept {
   try {
     // Expandable: the region needs memory above its ceiling. Commit it with no region lock
     // held (a commit can wait on the GPU; threads that need no commit go on meanwhile),
@@ -496,7 +541,8 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
       const uint64_t epoch = region_.epoch();
       region_.leave(s);
       below_ceiling = !commit_round(round, p.commit_to, p.commit_least, &commit_failure);
-      Slot& again = region_.enter();  // the calling thread's slot: s itself
+      // The caller's slot (the thread's, or the lane's): s itself.
+      Slot& again = lane != nullptr ? region_.enter_slot(lane->slot) : region_.enter();
       // The request counts in the epoch that serves it.
       if (region_.epoch() != epoch) ++again.c.epoch_allocs;
       p = Placement{};
@@ -509,12 +555,12 @@ Status Arena::alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned
         region_.leave(again);
         throw;
       }
-      if (ok) return served(again, p, size, aligned, tag, out);
+      if (ok) return served(again, p, size, aligned, tag, out, lane);
     }
     ++s.c.misses;
     region_.leave(s);
     emit_queued_warnings();
-    return overflow_alloc(size, aligned, tag, commit_failure, out);
+    return overflow_alloc(size, aligned, tag, commit_failure, out, lane);
   } catch (...) {
     return fail_with(
         Status::kOutOfMemory,
@@ -551,7 +597,7 @@ Status Arena::alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block*
 }
 
 Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
-                             const std::string& commit_failure, zarena_block* out) {
+                             const std::string& commit_failure, zarena_block* out, Lane* lane) {
   if (overflow_.has_deferred()) {
     std::vector<OverflowBlock> none;
     (void)give_back(none);  // a capture that deferred frees may be over: give them back first
@@ -584,9 +630,10 @@ Status Arena::overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
       snapshot(&snap);
       diag_.warn_cadence(step_counters(snap));
     }
-    if (plans_.learning()) {
-      plans_.learn_alloc(reinterpret_cast<uintptr_t>(a.block.ptr), aligned, tag,
-                         Region::thread_number(), epoch);
+    StepPlans& plans = lane != nullptr ? lane->plans : plans_;
+    if (plans.learning()) {
+      plans.learn_alloc(reinterpret_cast<uintptr_t>(a.block.ptr), aligned, tag,
+                        lane != nullptr ? lane->thread : Region::thread_number(), epoch);
     }
   } else {
     epoch = region_.epoch();
@@ -643,12 +690,12 @@ FreeOutcome Arena::not_owned_if_interior(FreeOutcome o, uint64_t want_epoch, uin
   return inside() ? FreeOutcome::kNotOwned : o;
 }
 
-__attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
-                                                                uint64_t want_epoch) noexcept {
+__attribute__((always_inline)) inline Status Arena::free_region(void* ptr, uint64_t want_epoch,
+                                                                Lane* lane) noexcept {
   const char* p = static_cast<const char*>(ptr);
   {
     const uint64_t off = static_cast<uint64_t>(p - base_);
-    Slot& s = region_.enter();
+    Slot& s = lane != nullptr ? region_.enter_slot(lane->slot) : region_.enter();
     // The key is taken before the free, which may hand the space to other slots.
     const uint64_t key =
         ZARENA_UNLIKELY(fast_path_flags_.load(std::memory_order_relaxed) & kTracing)
@@ -665,7 +712,7 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
     if (ZARENA_UNLIKELY(o != FreeOutcome::kOk && o != FreeOutcome::kDeferred)) {
       // A piece of the plan's zone: the plan answers, when it holds the zone.
       if (o == FreeOutcome::kZone) {
-        if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(ptr))) {
+        if (PlanRun* run = zone_run_of(reinterpret_cast<uintptr_t>(ptr))) {
           region_.leave(s);
           return free_planned(*run, ptr, want_epoch);
         }
@@ -685,9 +732,7 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
     if (ZARENA_LIKELY(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred)) {
       region_.leave(s);
       if (ZARENA_UNLIKELY(flags & kWarningsQueued)) emit_queued_warnings();
-      if (ZARENA_UNLIKELY(plans_.learning())) {
-        plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
-      }
+      if (ZARENA_UNLIKELY(any_learning())) learn_free_all(reinterpret_cast<uintptr_t>(ptr));
       if (ZARENA_UNLIKELY(diag_.wants_free())) diag_.on_free(size, s.id);
       return Status::kOk;
     }
@@ -697,18 +742,18 @@ __attribute__((always_inline)) inline Status Arena::free_region(void* ptr,
 
 // A plan zone exists: its blocks go to the plan, the others to the region. Out of line,
 // so that the planned free is a jump from free() and the region's path stays inlined there.
-Status Arena::free_with_zone(void* ptr, uint64_t want_epoch) noexcept {
-  if (PlanRun* run = plans_.zone_of(reinterpret_cast<uintptr_t>(ptr))) {
+Status Arena::free_with_zone(void* ptr, uint64_t want_epoch, Lane* lane) noexcept {
+  if (PlanRun* run = zone_run_of(reinterpret_cast<uintptr_t>(ptr))) {
     return free_planned(*run, ptr, want_epoch);
   }
-  return free_region(ptr, want_epoch);
+  return free_region(ptr, want_epoch, lane);
 }
 
 Status Arena::free(void* ptr, uint64_t want_epoch) noexcept {
   const char* p = static_cast<const char*>(ptr);
   if (ZARENA_LIKELY(p >= base_ && p < base_ + capacity_)) {
-    if (ZARENA_UNLIKELY(plans_.has_zone())) return free_with_zone(ptr, want_epoch);
-    return free_region(ptr, want_epoch);
+    if (ZARENA_UNLIKELY(any_zone())) return free_with_zone(ptr, want_epoch, nullptr);
+    return free_region(ptr, want_epoch, nullptr);
   }
   if (ptr == nullptr) return Status::kOk;
   try {
@@ -755,8 +800,8 @@ Status Arena::free_slow(void* ptr, uint64_t want_epoch) {
   }
   const uint32_t slot = s.id;
   region_.leave(s);
-  if ((o == FreeOutcome::kOk || o == FreeOutcome::kDeferred) && plans_.learning()) {
-    plans_.learn_free(reinterpret_cast<uintptr_t>(ptr));
+  if ((o == FreeOutcome::kOk || o == FreeOutcome::kDeferred) && any_learning()) {
+    learn_free_all(reinterpret_cast<uintptr_t>(ptr));
   }
   if (o == FreeOutcome::kOk && diag_.wants_free()) diag_.on_free(size, slot);
   if (o == FreeOutcome::kOk) {
@@ -873,9 +918,9 @@ Result Arena::pin(void* ptr) {
   }
   region_.leave(s);
   // A pinned block may outlive any step: it is no part of one.
-  if (r.is_ok() && plans_.learning()) {
-    plans_.learn_pin(in_region ? reinterpret_cast<uintptr_t>(base_ + start_offset)
-                               : reinterpret_cast<uintptr_t>(start));
+  if (r.is_ok() && any_learning()) {
+    learn_pin_all(in_region ? reinterpret_cast<uintptr_t>(base_ + start_offset)
+                            : reinterpret_cast<uintptr_t>(start));
   }
   emit_queued_warnings();
   return r;

@@ -24,6 +24,7 @@
 #include "diagnosis/arena_diagnosis.h"
 #include "diagnosis/diagnostics.h"
 #include "engine/expandable.h"
+#include "engine/lanes.h"
 #include "engine/poison.h"
 #include "engine/queued_warnings.h"
 #include "engine/snapshot.h"
@@ -34,6 +35,7 @@
 #include "region/region.h"
 #include "trace/trace.h"
 #include "zarena/zarena.h"
+#include "zarena/zarena_lane.h"
 
 namespace zarena_core {
 
@@ -105,6 +107,22 @@ class Arena final : private RegionHooks, private ZoneOps {
   // records them (a binding serving from the view would bypass it).
   const zarena_plan_view* plan_view() const { return trace_ != nullptr ? nullptr : plans_.view(); }
 
+  // Lanes (zarena/zarena_lane.h; engine/lanes.h, arena_lanes.cpp). lane_enter: the live lane
+  // of handle h, of this arena, marked busy until lane_leave; null (last error set, nothing
+  // changed) for a NULL, destroyed or foreign handle or a lane another caller is in.
+  Status lane_create(zarena_lane** out) noexcept;
+  Status lane_destroy(zarena_lane* h) noexcept;
+  Lane* lane_enter(zarena_lane* h, const char* fn) noexcept;
+  void lane_leave(Lane& l) noexcept { l.busy.store(0, std::memory_order_release); }
+  Status lane_alloc(Lane& l, uint64_t size, uint32_t tag, zarena_block* out) noexcept;
+  Status lane_alloc_unplanned(Lane& l, uint64_t size, uint32_t tag, zarena_block* out) noexcept;
+  Status lane_free(Lane& l, void* ptr, uint64_t want_epoch) noexcept;
+  void lane_step_begin(Lane& l);
+  void lane_stats(Lane& l, zarena_lane_stats* out);
+  const zarena_plan_view* lane_plan_view(const Lane& l) const {
+    return trace_ != nullptr ? nullptr : l.plans.view();
+  }
+
   // Graph-stable steps (zarena/zarena_graph.h; engine/arena_graphs.cpp, plan/graph_steps.h).
   struct GraphInfo {
     GraphCounts counts;
@@ -140,17 +158,19 @@ class Arena final : private RegionHooks, private ZoneOps {
         int32_t policy);
   // A request the region served: counters, trace, the caller's block, the diagnosis's
   // filter; leaves the slot. Inlined into alloc (the common path) and alloc_missed.
+  // lane: the lane that asked (its plans learn the request), null for the calling thread.
   Status served(Slot& s, const Placement& p, uint64_t size, uint64_t aligned, uint32_t tag,
-                zarena_block* out) noexcept;
+                zarena_block* out, Lane* lane) noexcept;
   // The dynamic engine's allocation (the region, then alloc_missed). Inlined into alloc.
-  Status alloc_dynamic(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out) noexcept;
+  Status alloc_dynamic(uint64_t size, uint64_t aligned, uint32_t tag, zarena_block* out,
+                       Lane* lane) noexcept;
   // The region did not serve it: commit and try again (expandable), else overflow.
   Status alloc_missed(Slot& s, Placement p, uint64_t size, uint64_t aligned, uint32_t tag,
-                      zarena_block* out) noexcept;
+                      zarena_block* out, Lane* lane) noexcept;
   // commit_failure: why an expandable region could not commit memory for this request
   // ("" when it did not try or did not fail).
   Status overflow_alloc(uint64_t size, uint64_t aligned, uint32_t tag,
-                        const std::string& commit_failure, zarena_block* out);
+                        const std::string& commit_failure, zarena_block* out, Lane* lane);
   // size 0 (nothing to allocate) and sizes no arena can describe (over 2^62).
   Status alloc_zero_or_oversized(uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   Status free_slow(void* ptr, uint64_t want_epoch);  // overflow blocks and failures
@@ -160,6 +180,37 @@ class Arena final : private RegionHooks, private ZoneOps {
   Status free_error(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch) noexcept;
   Status free_error_text(FreeOutcome o, void* ptr, bool in_region, uint64_t epoch);
 
+  // Lanes' part in the paths (arena_lanes.cpp). Every StepPlans of the arena: its own, then
+  // each lane's made so far (lanes are kept until destroy, so no lock is needed to visit).
+  template <typename Fn>
+  void for_each_plans(Fn&& fn) {
+    fn(plans_);
+    const uint32_t n = lanes_made_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < n; ++i) fn(lanes_[i]->plans);
+  }
+  // The run whose zone holds p (the arena's plan, or a lane's), or null.
+  PlanRun* zone_run_of(uintptr_t p) const noexcept {
+    if (PlanRun* r = plans_.zone_of(p)) return r;
+    if (ZARENA_LIKELY(lanes_made_.load(std::memory_order_acquire) == 0)) return nullptr;
+    return lane_zone_run_of(p);
+  }
+  PlanRun* lane_zone_run_of(uintptr_t p) const noexcept;
+  // The plans whose zone holds p (the arena's when none).
+  const StepPlans& plans_of_zone(uintptr_t p) const noexcept;
+  // Whether a free of a region pointer must look for a zone first.
+  bool any_zone() const noexcept {
+    return plans_.has_zone() || lanes_made_.load(std::memory_order_relaxed) != 0;
+  }
+  // Whether some plans learn (the free and pin hooks), and the hooks for all of them.
+  bool any_learning() const noexcept {
+    return plans_.learning() || lanes_made_.load(std::memory_order_relaxed) != 0;
+  }
+  void learn_free_all(uintptr_t p) noexcept;
+  void learn_pin_all(uintptr_t p) noexcept;
+  // A reset's boundary for every lane (and a destroyed lane's zone given back once clear).
+  void lanes_boundary();
+  // Under the writer lock: every lane's plan stats and zone added to a snapshot's.
+  void add_lane_plans_w(ArenaSnapshot* out);
   // Step plans (docs/PLANS.md; plan/step_plans.h). A request the engaged plan serves
   // (true), else the dynamic engine takes it.
   bool alloc_planned(uint64_t aligned, uint32_t tag, zarena_block* out) noexcept;
@@ -167,10 +218,10 @@ class Arena final : private RegionHooks, private ZoneOps {
   Status alloc_under_plan(uint64_t size, uint64_t aligned, uint32_t tag,
                           zarena_block* out) noexcept;
   // free of a region pointer: the region's path (inlined into free and free_with_zone).
-  Status free_region(void* ptr, uint64_t want_epoch) noexcept;
+  Status free_region(void* ptr, uint64_t want_epoch, Lane* lane) noexcept;
   // free of a region pointer while a plan zone exists (out of line): the plan's blocks to
   // the plan, the others to the region.
-  Status free_with_zone(void* ptr, uint64_t want_epoch) noexcept;
+  Status free_with_zone(void* ptr, uint64_t want_epoch, Lane* lane) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
   // The trace of the planned paths (plan_trace.cpp): a key of its own when tracing (0 when
   // not), taken before a planned free or unpin, and the records.
@@ -219,7 +270,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   // O(pins + borrowed blocks), for the learner (learn_reset, after the lock).
   void reset_survivors_w(StepLearner::ResetSurvivors* out);
   // Under the writer lock, during a reset with poison on: the planned blocks it reclaimed.
-  void poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept;
+  void poison_reclaimed_planned_w(const StepPlans& plans, uint64_t ended_epoch) noexcept;
   void log_plan_events(const PlanEvents& e);
   // ZoneOps: the zone's pieces are region blocks the region refuses to the user (no lock
   // held by the caller).
@@ -354,6 +405,13 @@ class Arena final : private RegionHooks, private ZoneOps {
   // Step plans: on unless ZARENA_FLAG_NO_PLAN (and never with a trace: the trace records
   // what the dynamic engine does, for replay). They own the zone (StepPlans::zone_w).
   StepPlans plans_;
+
+  // Lanes (engine/lanes.h): made on demand under lanes_mu_, entries [0, lanes_made_) kept
+  // until destroy; handles likewise.
+  std::mutex lanes_mu_;
+  std::unique_ptr<Lane> lanes_[Lane::kMax];
+  std::atomic<uint32_t> lanes_made_{0};
+  std::vector<std::unique_ptr<zarena_lane>> lane_handles_;
 
   // Graph-stable steps: the captures and graphs (plan/graph_steps.h); graph_mu_ serialises
   // the calls that freeze and thaw the plans' zone.

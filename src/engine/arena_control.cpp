@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "base/test_points.h"
@@ -22,7 +23,13 @@ Result Arena::reset() {
   std::vector<OverflowBlock> doomed;
   EpochEnd end;
   StepLearner::ResetSurvivors kept;
-  const bool learning = plans_.learning();
+  // Which plans learn (the arena's, then each lane's: bit 1 + i), as the reset begins.
+  uint64_t learners = plans_.learning() ? 1 : 0;
+  const uint32_t lanes = lanes_made_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < lanes; ++i) {
+    if (lanes_[i]->plans.learning()) learners |= uint64_t{2} << i;
+  }
+  const bool learning = learners != 0;
   {
     Region::WriterLock w(region_);
     // The epoch that ends, for the diagnosis (O(slots), like the reset itself).
@@ -41,14 +48,19 @@ Result Arena::reset() {
     const uint64_t ended = region_.epoch();
     uint64_t reclaimed = 0;
     {
-      // No planned allocation while the epoch moves (the region's, then the plans').
-      StepPlans::EpochGate gate(plans_);
+      // No planned allocation while the epoch moves (the region's, then the plans': the
+      // arena's and every lane's, under one gate).
+      std::optional<StepPlans::EpochGate> gates[1 + Lane::kMax];
+      uint32_t g = 0;
+      for_each_plans([&](StepPlans& p) { gates[g++].emplace(p); });
       region_.reset_w(&reclaimed);
       test_points::hit(test_points::Point::kResetEpochMoved);
       // Planned blocks of the ended epoch are dead from here on, with the region's, and
       // poisoned with them.
-      plans_.on_reset_locked(region_.epoch());
-      if (poison_.on()) poison_reclaimed_planned_w(ended);
+      for_each_plans([&](StepPlans& p) {
+        p.on_reset_locked(region_.epoch());
+        if (poison_.on()) poison_reclaimed_planned_w(p, ended);
+      });
     }
     overflow_.reclaim(region_.epoch(), &doomed);
     if (trace_ != nullptr) trace_->on_reset(region_.epoch());
@@ -69,8 +81,12 @@ Result Arena::reset() {
   if (lost) (void)overflow_.abandon(doomed);
   // What the reset reclaimed ends with the learned step (learner.h); the learner leaves
   // alone what was handed out since.
-  if (learning) plans_.learn_reset(kept);
-  plan_boundary();  // a reset ends a step
+  if (learners & 1) plans_.learn_reset(kept);
+  for (uint32_t i = 0; i < lanes; ++i) {
+    if (learners & (uint64_t{2} << i)) lanes_[i]->plans.learn_reset(kept);
+  }
+  plan_boundary();  // a reset ends a step: the arena's, and every lane's
+  lanes_boundary();
   emit_queued_warnings();
   if ((cfg_.flags & ZARENA_FLAG_STEP_RECORDS) != 0) diag_.log_step(step);
   if (!given) return Result::fail(Status::kBackend, device_lost_text("zarena_reset"));
@@ -122,7 +138,9 @@ Result Arena::mark_step_boundary() {
       region_.slot_counters_w(i).step_max_alloc = 0;
     }
   }
-  if (plans_.has_zone()) plans_.on_floor_changed(*this);
+  for_each_plans([&](StepPlans& p) {
+    if (p.has_zone()) p.on_floor_changed(*this);
+  });
   diag_.on_boundary();
   return Result::ok();
 }
@@ -137,7 +155,11 @@ Result Arena::set_floor(uint64_t offset) {
   }
   if (!r.is_ok())
     r.message = fmt::format("zarena_set_floor (arena '{}'): {}", source_.name, r.message);
-  if (r.is_ok() && plans_.has_zone()) plans_.on_floor_changed(*this);
+  if (r.is_ok()) {
+    for_each_plans([&](StepPlans& p) {
+      if (p.has_zone()) p.on_floor_changed(*this);
+    });
+  }
   return r;
 }
 
@@ -158,6 +180,7 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
   out->plan.steps += graphs_.counts().replays;     // [graphs] a replay is a step served whole
   out->plan_zone_block = plans_.zone_w().bytes();  // zone changes take the writer lock too
   out->plan_zone_blocks = plans_.zone_w().pieces.size();
+  add_lane_plans_w(out);  // [lanes] every lane's, summed in
   out->plan_fills = poison_.plan_fills();
   out->poison_skips = poison_.skips();
   out->pinned_peak = pin_tally_.peak();  // no pin is in flight under the writer lock
@@ -277,8 +300,11 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
     Region::WriterLock w(region_);
     if (epoch != nullptr) *epoch = region_.epoch();
     region_.live_blocks_w(base_, out);
-    const Zone& zone = plans_.zone_w();
-    if (!zone.pieces.empty()) {
+    bool zones = false;
+    for_each_plans([&](StepPlans& plans) {
+      const Zone& zone = plans.zone_w();
+      if (zone.pieces.empty()) return;
+      zones = true;
       // The zone is region blocks to the region; to the user, its live instances are.
       auto keep = out->begin();
       for (auto b = out->begin(); b != out->end(); ++b) {
@@ -291,7 +317,7 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
       }
       out->erase(keep, out->end());
       std::vector<PlanRun::LiveInstance> inst;
-      plans_.live_instances(&inst);
+      plans.live_instances(&inst);
       for (const PlanRun::LiveInstance& i : inst) {
         LiveBlock b;
         b.ptr = reinterpret_cast<void*>(i.ptr);
@@ -303,7 +329,9 @@ void Arena::live_blocks(std::vector<LiveBlock>* out, uint64_t* epoch) {
         b.deferred = i.deferred;
         out->push_back(b);
       }
-      // The zone's pieces lie between the region's blocks: address order again.
+    });
+    if (zones) {
+      // The zones' pieces lie between the region's blocks: address order again.
       std::sort(out->begin(), out->end(),
                 [](const LiveBlock& a, const LiveBlock& b) { return a.ptr < b.ptr; });
     }

@@ -16,7 +16,9 @@ Status Arena::report_kept(const KeptCounts& k) noexcept {
     // The question. Step plans follow every request while they learn a step or serve one;
     // either changes only at a step boundary, a reset or a floor change, or when the
     // learner gives up a step too long to learn (step_plans.h).
-    if (plans_.learning() || plans_.engaged()) {
+    bool follow = false;  // the arena's plans or a lane's
+    for_each_plans([&](StepPlans& p) { follow = follow || p.learning() || p.engaged(); });
+    if (follow) {
       return fail_with(Status::kUnsupported,
                        "zarena_kept_report_add: step plans follow every request now (a step is "
                        "being learned or served by a plan): keep nothing now; ask again after "

@@ -76,11 +76,11 @@ void Arena::poison_planned(PlanRun& run, void* ptr, bool last_unpin, uint64_t wa
   }
 }
 
-void Arena::poison_reclaimed_planned_w(uint64_t ended_epoch) noexcept {
+void Arena::poison_reclaimed_planned_w(const StepPlans& plans, uint64_t ended_epoch) noexcept {
   const bool cap = capturing();
   const uint32_t word = poison_.word();
   uint64_t fills = 0, skips = 0;
-  plans_.for_each_reclaimed(ended_epoch, [&](uintptr_t p, uint64_t size) {
+  plans.for_each_reclaimed(ended_epoch, [&](uintptr_t p, uint64_t size) {
     if (cap) {
       ++skips;
       return;
@@ -127,7 +127,7 @@ FreeOutcome Arena::refine_refusal(Slot& s, From from, const void* ptr, FreeOutco
   const uint64_t epoch = region_.epoch();
   // A free that names an earlier epoch is of a block of that epoch, whatever lies here now.
   const bool names_past = want_epoch != kAnyEpoch && want_epoch < epoch;
-  PlanRun* const zone = plans_.zone_of(p);
+  PlanRun* const zone = zone_run_of(p);
   auto inside_live = [&] {
     return (zone != nullptr && zone->inside_live(p)) ||
            (zone == nullptr && region_.inside_live_block(off));
@@ -135,12 +135,16 @@ FreeOutcome Arena::refine_refusal(Slot& s, From from, const void* ptr, FreeOutco
   // The pointer's older owners: the run of the zone given back last, then the region's
   // records (a region block reclaimed, then covered by the zone).
   auto history = [&]() -> FreeOutcome {
-    if (PlanRun* r = plans_.retired(); r != nullptr && r != zone) {
-      const FreeOutcome h = r->history(p, want_epoch);
-      if (h != FreeOutcome::kNotOwned) return h;
-    }
+    FreeOutcome retired = FreeOutcome::kNotOwned;
+    for_each_plans([&](StepPlans& plans) {  // [lanes] every plans' zone given back last
+      PlanRun* r = plans.retired();
+      if (retired != FreeOutcome::kNotOwned || r == nullptr || r == zone) return;
+      retired = r->history(p, want_epoch);
+    });
+    if (retired != FreeOutcome::kNotOwned) return retired;
     if (from == From::kPlan) {
-      FreeOutcome h = plans_.zone_w().buried_at(p, epoch);  // slot s held: the zone holds still
+      // slot s held: the zone holds still
+      FreeOutcome h = plans_of_zone(p).zone_w().buried_at(p, epoch);
       if (h == FreeOutcome::kNotOwned) h = region_.history_at(s, off);
       if (h == FreeOutcome::kStale || h == FreeOutcome::kDoubleFree) return h;
     }
@@ -164,7 +168,7 @@ FreeOutcome Arena::refine_refusal(Slot& s, From from, const void* ptr, FreeOutco
 PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offset, uint64_t* freed,
                              bool* planned) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  PlanRun* run = plans_.zone_of(p);
+  PlanRun* run = zone_run_of(p);
   PinOutcome o = PinOutcome::kZone;
   *planned = true;
   if (run == nullptr) {
@@ -180,7 +184,7 @@ PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offse
     }
     // A piece of the zone: the plan answers (published since the route was read), or its
     // history does.
-    run = plans_.zone_of(p);
+    run = zone_run_of(p);
   }
   if (run != nullptr) {
     if (pin) return run->pin(p, &pin_tally_);

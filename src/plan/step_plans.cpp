@@ -577,6 +577,38 @@ void StepPlans::set_zone_frozen(bool frozen) {  // [graphs]
   zone_frozen_ = frozen;
 }
 
+bool StepPlans::retire(ZoneOps& zones) {  // [lanes]
+  std::lock_guard<SpinLock> g(boundary_mu_);
+  stop_learning();
+  // Nothing starts learning again at a later boundary (a pause's end, a step too long).
+  pause_steps_ = 0;
+  step_too_long_.store(false, std::memory_order_relaxed);
+  if (job_) {
+    job_->cancelled.store(true, std::memory_order_release);
+    job_.reset();
+  }
+  pending_.reset();
+  reuse_zone_run_ = false;
+  if (PlanRun* e = engaged_.load(std::memory_order_relaxed)) {
+    e->disengage(ZARENA_PLAN_MISS_SHORT, e->n());
+    engaged_.store(nullptr, std::memory_order_release);
+  }
+  if (zone_run_.load(std::memory_order_relaxed) != nullptr && !zone_live() && !zone_frozen_) {
+    release_zone(zones);
+  }
+  return zone_run_.load(std::memory_order_relaxed) == nullptr;
+}
+
+void StepPlans::revive() {  // [lanes]
+  std::lock_guard<SpinLock> g(boundary_mu_);
+  misses_in_a_row_ = 0;
+  pause_steps_ = 0;
+  pause_length_ = kMissesBeforePause;
+  step_too_long_.store(false, std::memory_order_relaxed);
+  boundary_seen_.store(false, std::memory_order_relaxed);
+  if (enabled_ && !budget_spent_) start_learning();
+}
+
 const zarena_plan_view* StepPlans::view() const {
   PlanRun* r = engaged_.load(std::memory_order_acquire);
   if (r == nullptr) r = zone_run_.load(std::memory_order_acquire);

@@ -248,6 +248,12 @@ class StepPlans {
   // never given back and no other layout is engaged: only the zone's own run is taken up
   // again (the same step learned again after a deviation).
   void set_zone_frozen(bool frozen);
+  // [lanes] The lane these plans belong to was destroyed (engine/lanes.h): nothing is
+  // learned, no plan serves, and the zone goes back once none of its blocks is live (the
+  // arena calls it again at each reset until then). true: no zone is held now.
+  bool retire(ZoneOps& zones);
+  // [lanes] A new lane takes these plans up: learning starts over (the runs made stay).
+  void revive();
 
  private:
   bool follows(uint32_t thread) const noexcept {

@@ -47,18 +47,19 @@ Region::Region(const RegionConfig& cfg, RegionHooks* hooks)
     : cfg_(cfg),
       hooks_(hooks),
       map_(cfg.capacity, cfg.granule),
-      slots_(cfg.slots != 0 ? cfg.slots : SlotSet::default_count(), cfg.granule),
+      slots_(cfg.slots != 0 ? cfg.slots : SlotSet::default_count(), cfg.lane_slots, cfg.granule),
       ceiling_(std::min(cfg.ceiling, cfg.capacity)),
       central_index_(cfg.granule),
       floor_index_(cfg.granule) {
   const uint64_t g = cfg_.granule;
   if (cfg_.span_bytes == 0) {
-    uint64_t span = cfg_.capacity / (uint64_t{8} * slots_.size());
+    uint64_t span = cfg_.capacity / (uint64_t{8} * slots_.thread_slots());
     span = std::min(span, kMaxSpanBytes);
     cfg_.span_bytes = std::max(g, span - span % g);
   }
   if (cfg_.slot_budget == 0) {
-    cfg_.slot_budget = std::max(kMinSlotBudget, cfg_.capacity / (uint64_t{8} * slots_.size()));
+    cfg_.slot_budget =
+        std::max(kMinSlotBudget, cfg_.capacity / (uint64_t{8} * slots_.thread_slots()));
   }
   bump_space_record_ = store_.take_long_lived();
   store_[bump_space_record_].word.store(

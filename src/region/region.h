@@ -62,6 +62,7 @@ struct RegionConfig {
   uint64_t capacity = 0;  // bytes, a multiple of granule
   uint64_t granule = 256;
   uint32_t slots = 0;             // 0 = SlotSet::default_count()
+  uint32_t lane_slots = 0;        // slots after the threads' for lanes (SlotSet)
   uint64_t span_bytes = 0;        // 0 = derived from the capacity and the slot count
   uint64_t slot_budget = 0;       // free bytes a slot keeps before giving some back; 0 = derived
   uint64_t ceiling = ~0ull;       // bump space at or above this is not committed (see above)
@@ -256,6 +257,9 @@ class Region {
   uint64_t capacity() const { return cfg_.capacity; }
   uint64_t granule() const { return cfg_.granule; }
   uint32_t slot_count() const { return slots_.size(); }
+  // Lane slot i (0 <= i < lane_slots): the slot id lanes enter with enter_slot.
+  uint32_t lane_slot(uint32_t i) const { return slots_.thread_slots() + i; }
+  uint32_t lane_slots() const { return slots_.lane_slots(); }
   uint64_t span_bytes() const { return cfg_.span_bytes; }
   // A trace's order counter, advanced at every central-lock acquisition (central_lock.h);
   // null: none. Set while no thread uses the region.

@@ -17,7 +17,7 @@ uint64_t Region::frontier_w() const {
 template <typename Fn>
 void Region::walk_w(uint64_t from, uint64_t to, Fn&& fn) const {
   // Unused parts of slot spans hold no blocks: skip them.
-  std::pair<uint64_t, uint64_t> spans[SlotSet::kMaxSlots];
+  std::pair<uint64_t, uint64_t> spans[SlotSet::kMaxAllSlots];
   uint32_t n = 0;
   for (uint32_t i = 0; i < locked_; ++i) {
     const Slot& s = slots_[i];

@@ -22,13 +22,15 @@ uint32_t SlotSet::default_count() {
   return n > kMaxSlots ? kMaxSlots : n;
 }
 
-SlotSet::SlotSet(uint32_t count, uint64_t granule) {
+SlotSet::SlotSet(uint32_t count, uint32_t lanes, uint64_t granule) {
   uint32_t n = 1;
   while (n < count && n < kMaxSlots) n <<= 1;
   count_ = n;
+  lanes_ = lanes < kLaneSlots ? lanes : kLaneSlots;
   mask_ = n - 1;
-  slots_.reset(new std::unique_ptr<Slot>[n]);
-  for (uint32_t i = 0; i < n; ++i) {
+  const uint32_t all = n + lanes_;
+  slots_.reset(new std::unique_ptr<Slot>[all]);
+  for (uint32_t i = 0; i < all; ++i) {
     slots_[i].reset(new Slot(granule));
     slots_[i]->id = static_cast<uint8_t>(i);
   }

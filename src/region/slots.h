@@ -109,8 +109,12 @@ struct alignas(64) Slot {
 
 class SlotSet {
  public:
-  SlotSet(uint32_t count, uint64_t granule);
-  uint32_t size() const { return count_; }
+  // count: the threads' slots (rounded up to a power of two, at most kMaxSlots); lanes:
+  // slots after them that no thread maps to, each owned by one lane (zarena_lane.h).
+  SlotSet(uint32_t count, uint32_t lanes, uint64_t granule);
+  uint32_t size() const { return count_ + lanes_; }
+  uint32_t thread_slots() const { return count_; }
+  uint32_t lane_slots() const { return lanes_; }
   Slot& operator[](uint32_t i) { return *slots_[i]; }
   const Slot& operator[](uint32_t i) const { return *slots_[i]; }
 
@@ -138,6 +142,10 @@ class SlotSet {
   // two (so that threads rarely share a slot), at most kMaxSlots.
   static uint32_t default_count();
   static constexpr uint32_t kMaxSlots = 128;
+  // Lane slots an arena has (engine/lanes.h: its lanes' limit); ids stay below the
+  // block records' special owners (block_store.h, 0xFC and up).
+  static constexpr uint32_t kLaneSlots = 64;
+  static constexpr uint32_t kMaxAllSlots = kMaxSlots + kLaneSlots;
 
  private:
   // Threads are numbered as they first call in (inline: the hot path reads it).
@@ -145,7 +153,7 @@ class SlotSet {
   static inline thread_local uint32_t t_thread_number = kUnnumbered;
   static uint32_t number_this_thread();
 
-  uint32_t count_, mask_;
+  uint32_t count_, lanes_, mask_;
   std::atomic<uint32_t> active_{0};
   std::unique_ptr<std::unique_ptr<Slot>[]> slots_;
 };

@@ -22,7 +22,7 @@ using zarena_gen::Output;
 // Public headers the Go package carries a copy of.
 const char* const kHeaderCopies[] = {"zarena/zarena.h", "zarena/zarena_graph.h",
                                      "zarena/zarena_plan.h", "zarena/zarena_kept.h",
-                                     "zarena/zarena_testing.h"};
+                                     "zarena/zarena_lane.h", "zarena/zarena_testing.h"};
 
 bool read_file(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary);

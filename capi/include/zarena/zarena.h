@@ -99,9 +99,9 @@
  *   (ZARENA_1 for 1.0.0's, ZARENA_1.1 for 1.1's, ...; cmake/zarena.map lists them), so a
  *   program that needs a newer function refuses to start on an older library instead of
  *   failing at the call. Functions of an EXPERIMENTAL section (zarena_trim; and the
- *   headers zarena/zarena_plan.h, zarena/zarena_graph.h and zarena/zarena_kept.h, for
- *   bindings, experimental as a whole) carry the symbol version ZARENA_EXPERIMENTAL and may
- *   change or go in any minor version.
+ *   headers zarena/zarena_plan.h, zarena/zarena_graph.h, zarena/zarena_kept.h and
+ *   zarena/zarena_lane.h, for bindings and engines, experimental as a whole) carry the
+ *   symbol version ZARENA_EXPERIMENTAL and may change or go in any minor version.
  *   docs/ABI.md has the rules and the checks that hold them.
  */
 #ifndef ZARENA_ZARENA_H
@@ -627,6 +627,10 @@ ZARENA_API const char* zarena_tag_name(uint32_t id);
  * plan is learned ("arena.plan_failed", reason "budget") and the ones made keep serving.
  * Threads: a plan follows the threads that made the learned steps' allocations (up to 4;
  * more, and it follows every thread); other threads' requests go to the dynamic engine.
+ * Lanes (experimental, zarena/zarena_lane.h): a stream or worker that makes its requests
+ * through a lane of its own has its own slot and its own plan (one stream = one lane = one
+ * slot = one plan); the zones of several lanes' plans never overlap, and a reset is every
+ * lane's step boundary.
  * Traced (cfg.trace_file): the plans stay on and the trace records what they serve
  * (planned allocations, frees, pins and unpins of planned blocks; docs/TRACE.md), so a
  * replay of the trace (zarena-replay replays a planned run under plans) serves the same

@@ -27,6 +27,9 @@
 //     (GraphCaptureBegin/End) and replayed (GraphReplay) in the plan's own memory; a
 //     captured step that differs from the plan is refused; the replayed steps compute
 //     what eager steps compute.
+//  9. A Lane per worker (lanes.go): one stream = one Lane = one slot = one plan; each
+//     worker goroutine's step is learned and served by its own plan, without crossings,
+//     on one shared arena.
 //
 // It exits non-zero when one of these does not hold (scripts/go-test.sh runs it):
 //
@@ -403,6 +406,9 @@ func main() {
 	}
 	if err == nil {
 		err = graphs()
+	}
+	if err == nil {
+		err = lanes()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "engine:", err)
