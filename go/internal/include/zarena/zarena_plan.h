@@ -217,9 +217,9 @@ ZARENA_API zarena_status zarena_plan_alloc_unplanned(zarena* a, uint64_t size, u
 
 /* The arena's current plan view, or NULL when it has none (planning off, nothing learned
  * yet, or the arena is traced: cfg.trace_file makes the library serve every planned
- * request itself, so that the trace records it), and while its plan has leftovers not
- * claimed yet (LEFTOVERS above: the library serves those steps). Thread-safe. The pointer stays valid
- * until zarena_destroy (see LIFETIME). */
+ * request itself, so that the trace records it), and until the first boundary after its
+ * plan's last leftover was claimed (LEFTOVERS above: the library serves those steps).
+ * Thread-safe. The pointer stays valid until zarena_destroy (see LIFETIME). */
 ZARENA_API const zarena_plan_view* zarena_plan_view_get(zarena* a);
 
 #ifdef __cplusplus
