@@ -42,6 +42,13 @@
 // Step) is the one crossing a step. Requests the plan does not expect, pins and checked
 // frees cross as without a plan. Blocks served so carry BlockPlanned.
 //
+// One stream = one Lane = one slot = one plan: the Arena's plan follows one sequence of
+// requests, so goroutines sharing an arena interleave on it. A worker goroutine that takes
+// l, err := a.NewLane() (and l.Close() at the end) gets a lane of the library of its own
+// (zarena/zarena_lane.h, experimental): its own region slot and its own plan, its step
+// marked by l.StepBegin() (and every Reset), served from the Lane's own plan memory with no
+// cgo call; the plans of several Lanes share the region without overlapping.
+//
 // Frees: Free(p) and FreeBlock(b) are queued (FreeBlock checks b's epoch when applied:
 // the free for finalizers, which may run after a reset); FreeNow(p, epoch) frees at once
 // and returns the outcome. With poison on, queued frees are applied, and filled, before
