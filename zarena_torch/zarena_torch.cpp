@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "zarena/zarena_graph.h"
+#include "zarena/zarena_plan.h"
 
 #ifdef ZARENA_TORCH_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -261,7 +262,16 @@ zarena* create_arena(DeviceState* d, int device, void* stream) {
 
 }  // namespace
 
+// zarena_torch_set_unplanned: this thread's mallocs bypass the step plan while set.
+static thread_local bool t_unplanned = false;
+
 extern "C" {
+
+int zarena_torch_set_unplanned(int on) {
+  const bool was = t_unplanned;
+  t_unplanned = on != 0;
+  return was ? 1 : 0;
+}
 
 void* zarena_torch_malloc(size_t size, int device, void* stream) {
   DeviceState* d = state_of(device);
@@ -292,7 +302,14 @@ void* zarena_torch_malloc(size_t size, int device, void* stream) {
   }
 #endif
   void* p = nullptr;
-  const zarena_status st = zarena_alloc(a, static_cast<uint64_t>(size), &p);
+  zarena_status st;
+  if (__builtin_expect(t_unplanned, 0)) {
+    zarena_block b{};
+    st = zarena_plan_alloc_unplanned(a, static_cast<uint64_t>(size), 0, &b);
+    p = b.ptr;
+  } else {
+    st = zarena_alloc(a, static_cast<uint64_t>(size), &p);
+  }
   if (st != ZARENA_OK) {
     d->failed_mallocs.fetch_add(1, std::memory_order_relaxed);
     // zarena logged its diagnosis (arena.first_overflow) before zarena_alloc returned; the

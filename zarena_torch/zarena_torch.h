@@ -136,6 +136,16 @@ ZARENA_API_EXPORT const void* zarena_torch_zarena_alloc_address(void);
 ZARENA_API_EXPORT zarena_status zarena_torch_capture_begin(int device, void* stream);
 ZARENA_API_EXPORT zarena_status zarena_torch_capture_end(int device, int keep, uint32_t* out_graph);
 
+/* UNPLANNED (experimental). While on (1) for the calling thread, its zarena_torch_malloc
+ * calls are served by the dynamic engine without asking the step plan
+ * (zarena_plan_alloc_unplanned): they neither move the plan's cursor nor end its step. For
+ * allocations PyTorch makes on its own between the user's step boundary and a capture, that
+ * are no part of the step and live on (torch's CUDA generator allocates its graph seed and
+ * offset when the first graph registers with it: zarena.torch.graph makes that happen
+ * once, in this mode). Not during a capture (refused there as any unplanned request).
+ * Returns the previous setting. */
+ZARENA_API_EXPORT int zarena_torch_set_unplanned(int on);
+
 /* RECORD_STREAM. tensor.record_stream(s) says that the tensor's block is used on s: its
  * reuse must wait for the work queued on s when it is freed. PyTorch forwards it to a
  * pluggable allocator only through CUDAPluggableAllocator::set_record_stream_fn, a C++

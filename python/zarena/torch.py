@@ -163,6 +163,8 @@ def library():
         lib.zarena_torch_default_capacity.argtypes = [ctypes.c_int]
         lib.zarena_torch_empty_cache.restype = None
         lib.zarena_torch_empty_cache.argtypes = []
+        lib.zarena_torch_set_unplanned.restype = ctypes.c_int
+        lib.zarena_torch_set_unplanned.argtypes = [ctypes.c_int]
         theirs = lib.zarena_torch_zarena_alloc_address()
         ours = ctypes.cast(zlib.zarena_alloc, ctypes.c_void_p).value
         if theirs != ours:
@@ -367,6 +369,41 @@ def record_stream_status():
 # --- graph-stable steps (zarena/zarena_graph.h, experimental; docs/PYTORCH.md) -----------
 
 _graphs = {}  # id(torch CUDAGraph) -> (device, the arena's graph id, the CUDAGraph)
+_generator_anchors = {}  # device -> a CUDAGraph that keeps torch's generator registered
+
+
+class unplanned:
+    """Within it, this thread's CUDA allocations bypass the arena's step plan
+    (zarena_torch_set_unplanned): for allocations torch makes on its own that are no part
+    of the step, so that they neither end the step's plan nor move its cursor."""
+
+    def __enter__(self):
+        self._was = library().zarena_torch_set_unplanned(1)
+        return self
+
+    def __exit__(self, *exc):
+        library().zarena_torch_set_unplanned(self._was)
+        return False
+
+
+def _anchor_generator(device):
+    """torch's CUDA generator allocates its graph seed and offset (two 8-byte tensors) when
+    the first graph registers with it, inside CUDAGraph.capture_begin: in a zarena capture
+    that is an allocation the plan does not have, refused (and torch, whose registration
+    then failed half way, aborts at the graph's destruction). So the first capture
+    registers the generator with a graph of its own that is never captured and lives as long
+    as the process, allocating the two tensors unplanned: later captures allocate
+    nothing there."""
+    if device in _generator_anchors:
+        return
+    import torch
+
+    anchor = torch.cuda.CUDAGraph()
+    if not hasattr(anchor, "register_generator_state"):  # older torch: nothing to anchor
+        return
+    with unplanned():
+        anchor.register_generator_state(torch.cuda.default_generators[device])
+    _generator_anchors[device] = anchor
 
 
 class graph:
@@ -401,6 +438,7 @@ class graph:
     def __enter__(self):
         from ._library import check
         _existing(self.device)
+        _anchor_generator(self.device)
         stream = self._torch.capture_stream.cuda_stream
         check(library().zarena_torch_capture_begin(self.device, stream),
               "zarena_torch_capture_begin")

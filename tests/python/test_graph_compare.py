@@ -69,6 +69,15 @@ class GraphDryRunTest(unittest.TestCase):
         self.assertEqual(rep["result"], "fail")
         self.assertEqual(rep["zarena-graph"]["graph_info"]["graphs"], 0)
 
+    def test_torchs_generator_allocations_bypass_the_plan(self):
+        # Unplanned (zarena.torch.graph's way), they leave the step planned: the pass test
+        # above. Plain, they end the step's plan and the capture is refused with the reason.
+        r, rep = compare("--dry-run", "--steps", "20", "--warmup", "2",
+                         "--dry-run-fault", "generator")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("zarena_torch_capture_begin", r.stdout)
+        self.assertIn("a step left it at allocation 0", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()

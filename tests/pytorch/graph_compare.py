@@ -50,7 +50,7 @@ PACKAGE = tc.PACKAGE
 PASS, FAIL, SKIP = 0, 1, 77
 MiB = 1 << 20
 MODES = ("eager", "zarena", "zarena-graph", "torch-graph")
-FAULTS = ("deviate", "loss", "teardown")
+FAULTS = ("deviate", "loss", "teardown", "generator")
 
 
 def child(mode, steps, warmup):
@@ -239,6 +239,7 @@ def child_dry(mode, steps, warmup, fault):
     arena = zarena.torch.arena(0)
     graph = [0, 0]  # per phase: the arena's graph id
     grad = [None]  # a block that lives into the next step (freed by its "zero_grad")
+    seed = [None]  # the generator's graph seed and offset (zarena-graph)
 
     def run_step(deviate=False):
         if grad[0] is not None:
@@ -261,6 +262,13 @@ def child_dry(mode, steps, warmup, fault):
                 arena.graph_replay(graph[info.phase])
                 kind = "replay"
             elif info.ready and sum(1 for g in graph if g) < info.period:
+                if seed[0] is None:
+                    # What torch's generator does at the first capture_begin (two 8-byte
+                    # tensors kept while a graph is registered); zarena.torch.graph makes
+                    # them unplanned. The fault makes them plain: the plan's step ends.
+                    was = lib.zarena_torch_set_unplanned(0 if fault == "generator" else 1)
+                    seed[0] = [lib.zarena_torch_malloc(8, 0, None) for _ in range(2)]
+                    lib.zarena_torch_set_unplanned(was)
                 zarena._library.check(lib.zarena_torch_capture_begin(0, None),
                                       "zarena_torch_capture_begin")
                 run_step(deviate=fault == "deviate")  # a refused malloc aborts the process
@@ -281,6 +289,8 @@ def child_dry(mode, steps, warmup, fault):
     for g in graph:
         if g:
             arena.graph_release(g)
+    for p in seed[0] or []:
+        lib.zarena_torch_free(p, 8, 0, None)
     rep = zarena.torch.report(0)
     s = rep["stats"]
     out.update(losses=losses, kinds=kinds, device_used_bytes=0,
