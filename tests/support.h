@@ -373,4 +373,23 @@ inline zarena_status sample_pass(zarena* a, uint64_t unit) {
 }
 inline constexpr uint64_t kPassAllocs = 1 + 4 * 2 + 4 * 2;  // requests per sample_pass
 
+// A model test's mark on a block: its first and last 64 bytes (all of a smaller one) set to
+// `pattern`; ends_hold says whether they still are (another block handed out over it would
+// have written its own). For host-backend blocks (plain memory).
+inline void write_ends(uintptr_t p, uint64_t size, uint8_t pattern) {
+  const uint64_t n = size < 64 ? size : 64;
+  std::memset(reinterpret_cast<void*>(p), pattern, n);
+  std::memset(reinterpret_cast<void*>(p + size - n), pattern, n);
+}
+inline ::testing::AssertionResult ends_hold(uintptr_t p, uint64_t size, uint8_t pattern) {
+  const uint64_t n = size < 64 ? size : 64;
+  const auto* head = reinterpret_cast<const uint8_t*>(p);
+  const auto* tail = reinterpret_cast<const uint8_t*>(p + size - n);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (head[i] != pattern || tail[i] != pattern)
+      return ::testing::AssertionFailure() << "block at " << p << " was written by another";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace zarena_test

@@ -175,20 +175,8 @@ class Model {
   }
 
  private:
-  static void write(uintptr_t p, const Block& b) {
-    const uint64_t n = std::min<uint64_t>(b.size, 64);
-    std::memset(reinterpret_cast<void*>(p), b.pattern, n);
-    std::memset(reinterpret_cast<void*>(p + b.size - n), b.pattern, n);
-  }
-  static void check(uintptr_t p, const Block& b) {
-    const uint64_t n = std::min<uint64_t>(b.size, 64);
-    const auto* head = reinterpret_cast<const uint8_t*>(p);
-    const auto* tail = reinterpret_cast<const uint8_t*>(p + b.size - n);
-    for (uint64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(head[i], b.pattern) << "block at " << p << " was written by another";
-      ASSERT_EQ(tail[i], b.pattern) << "block at " << p << " was written by another";
-    }
-  }
+  static void write(uintptr_t p, const Block& b) { write_ends(p, b.size, b.pattern); }
+  static void check(uintptr_t p, const Block& b) { ASSERT_TRUE(ends_hold(p, b.size, b.pattern)); }
 
   zarena* a_;
   zarena_region region_;
