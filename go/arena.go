@@ -296,6 +296,12 @@ func (a *Arena) allocCross(frame uintptr, n uint64, tag Tag, op string, unplanne
 	}
 	a.keptCrossed(s)
 	s.mu.Unlock()
+	return a.blockOf(r)
+}
+
+// blockOf: the Block a crossing's answer describes, or its error (after the shard's lock
+// was let go).
+func (a *Arena) blockOf(r C.shim_block_result) (Block, error) {
 	if r.status != C.ZARENA_OK || r.queued_failed != 0 {
 		if err := a.allocFailed(r.status, r.err); err != nil {
 			return Block{}, err

@@ -284,14 +284,7 @@ func (l Lane) allocCross(n uint64, tag Tag, op string, unplanned C.int) (Block, 
 		a.applied(s, r.queued_failed)
 	}
 	s.mu.Unlock()
-	if r.status != C.ZARENA_OK || r.queued_failed != 0 {
-		if err := a.allocFailed(r.status, r.err); err != nil {
-			return Block{}, err
-		}
-	}
-	a.overflowed(BlockFlags(r.flags))
-	return Block{Ptr: DevicePtr(r.ptr), Epoch: uint64(r.epoch), Size: uint64(r.size),
-		Flags: BlockFlags(r.flags), Tag: Tag(r.tag)}, nil
+	return a.blockOf(r)
 }
 
 // freeLane is a NewLane Lane's free: its plan's plain case here, else as Arena.Free (the

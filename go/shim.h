@@ -237,6 +237,16 @@ typedef struct {
   uint32_t tag;
 } shim_block_result;
 
+/* The answer's block and last error, once its status is set. */
+static inline void shim_fill_block(shim_block_result* r, const zarena_block* b) {
+  r->err = shim_last_error(r->status);
+  r->ptr = (uintptr_t)b->ptr;
+  r->epoch = b->epoch;
+  r->size = b->size;
+  r->flags = b->flags;
+  r->tag = b->tag;
+}
+
 /* unplanned: a request a step plan left to the library (plan.go; protocol rule 4), served
  * by zarena_plan_alloc_unplanned, which does not ask the plan again, after the frees. */
 static inline shim_block_result shim_alloc_block(uintptr_t a, uintptr_t q, size_t n, uint64_t size,
@@ -250,12 +260,7 @@ static inline shim_block_result shim_alloc_block(uintptr_t a, uintptr_t q, size_
   } else {
     r.status = shim_free_then_alloc(a, q, n, size, tag, &b, &r.queued_failed);
   }
-  r.err = shim_last_error(r.status);
-  r.ptr = (uintptr_t)b.ptr;
-  r.epoch = b.epoch;
-  r.size = b.size;
-  r.flags = b.flags;
-  r.tag = b.tag;
+  shim_fill_block(&r, &b);
   return r;
 }
 
@@ -330,12 +335,7 @@ static inline shim_block_result shim_lane_alloc(uintptr_t a, uintptr_t l, uintpt
   r.queued_failed = shim_apply(a, q, n);
   r.status = unplanned ? zarena_lane_alloc_unplanned((zarena*)a, (zarena_lane*)l, size, tag, &b)
                        : zarena_lane_alloc((zarena*)a, (zarena_lane*)l, size, tag, &b);
-  r.err = shim_last_error(r.status);
-  r.ptr = (uintptr_t)b.ptr;
-  r.epoch = b.epoch;
-  r.size = b.size;
-  r.flags = b.flags;
-  r.tag = b.tag;
+  shim_fill_block(&r, &b);
   return r;
 }
 
