@@ -9,15 +9,19 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/test_points.h"
 #include "config/config_fields.h"
 #include "diagnosis/verdicts.h"
 #include "log/log_events.h"
@@ -348,6 +352,101 @@ bool eventually(Pred pred, std::chrono::steady_clock::duration limit = std::chro
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
+
+// --- races driven by events ----------------------------------------------------------
+
+// Widens one window of the library for a racing thread: at each point named, the thread
+// that reaches it yields a while (a test point, src/base/test_points.h), so that a race
+// the window allows happens in most runs rather than now and then. No outcome depends on
+// how long: where the library excludes the race, the other thread just waits. A window
+// may end on an event (until(i), asked before yield i: the other thread did what the
+// window waits for) and be opened a counted number of times (allow): on a loaded host
+// each yield can give the core away for a whole time slice, so a test that needs one
+// raced window per round opens one, and it closes as soon as the race happened.
+// (test_plan_promises.cpp's, shared since test_semantics.cpp races resets too.)
+class YieldAt {
+ public:
+  using Point = zarena_core::test_points::Point;
+  YieldAt(std::initializer_list<Point> points, int yields = 20,
+          std::function<bool(int)> until = nullptr)
+      : yields_(yields), until_(std::move(until)) {
+    for (Point p : points) mask_ |= 1u << static_cast<unsigned>(p);
+    zarena_core::test_points::set(&hit, this);
+  }
+  ~YieldAt() { zarena_core::test_points::set(nullptr, nullptr); }
+  YieldAt(const YieldAt&) = delete;
+  YieldAt& operator=(const YieldAt&) = delete;
+
+  // From now on only the next n hits open the window (before: every hit).
+  void allow(int n) { open_.store(n); }
+  // How many windows ended because `until` said so (the race happened inside one).
+  uint64_t ended_by_event() const { return ended_by_event_.load(); }
+
+ private:
+  static void hit(Point p, void* ctx) {
+    auto* y = static_cast<YieldAt*>(ctx);
+    if ((y->mask_ & (1u << static_cast<unsigned>(p))) == 0) return;
+    int open = y->open_.load();
+    do {
+      if (open == 0) return;
+    } while (open > 0 && !y->open_.compare_exchange_weak(open, open - 1));
+    for (int i = 0; i < y->yields_; ++i) {
+      if (y->until_ && y->until_(i)) {
+        y->ended_by_event_.fetch_add(1);
+        return;
+      }
+      std::this_thread::yield();
+    }
+  }
+  unsigned mask_ = 0;
+  int yields_;
+  std::function<bool(int)> until_;
+  std::atomic<int> open_{-1};  // < 0: every hit
+  std::atomic<uint64_t> ended_by_event_{0};
+};
+
+// Resets asked for by the main thread of a test and made by another one: the main thread
+// asks (ask), waits until the reset has begun (no timing: it waits for the other thread to
+// take it up) and goes on, racing the reset in flight; wait_ended() waits until every reset
+// asked for has returned (the epochs before it ended, as the main thread has seen).
+class ResetThread {
+ public:
+  explicit ResetThread(zarena* a)
+      : thread_([this, a] {
+          for (uint64_t taken = 0;;) {
+            const uint64_t want = asked_.load();
+            if (want == kStop) return;
+            if (want == taken) {
+              std::this_thread::yield();
+              continue;
+            }
+            begun_.store(++taken);
+            EXPECT_EQ(zarena_reset(a), ZARENA_OK);
+            ended_.store(taken);
+          }
+        }) {}
+  ~ResetThread() {
+    asked_.store(kStop);
+    thread_.join();
+  }
+  ResetThread(const ResetThread&) = delete;
+  ResetThread& operator=(const ResetThread&) = delete;
+  // Asks for one more reset and returns once it has begun.
+  void ask() {
+    const uint64_t n = asked_.fetch_add(1) + 1;
+    while (begun_.load() < n) std::this_thread::yield();
+  }
+  // Returns once every reset asked for has returned.
+  void wait_ended() {
+    const uint64_t n = asked_.load();
+    while (ended_.load() < n) std::this_thread::yield();
+  }
+
+ private:
+  static constexpr uint64_t kStop = ~uint64_t{0};
+  std::atomic<uint64_t> asked_{0}, begun_{0}, ended_{0};
+  std::thread thread_;
+};
 
 // --- workloads -----------------------------------------------------------------------
 

@@ -11,8 +11,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -630,67 +632,134 @@ TEST_F(Semantics, BatchFreesEveryItemAndReportsTheFirstFailure) {
 // with the epoch they came with, across resets; the other half the step frees itself. No
 // finalizer free may ever hit the step's own blocks (they keep their bytes and free with OK,
 // exactly once), and every finalizer free is OK (same epoch) or STALE.
+// The race is made by events, not by timing: the resets are made by another thread
+// (ResetThread), and a step's "racing" drops reach the finalizer only once the reset that
+// ends their epoch has begun, its window after the epoch moved held open until the
+// finalizer answered a free (YieldAt): they race that reset and the next step, OK or STALE
+// as it falls. The "late" drops of an epoch reach the finalizer only after the test saw the
+// reset that ended it return, while the next step's own blocks are live at the addresses
+// they had (the step's shape repeats, its halves swapped): every one must be STALE, which
+// fails at once if the free's epoch check were skipped (a late free would free a live block
+// of the newer epoch, or answer something else than STALE).
 TEST_F(Semantics, FinalizerFreesRacingResetsNeverHitLiveBlocks) {
   Arena g(host_config(1 * kMiB));
   struct Dropped {
     void* ptr;
     uint64_t epoch;
+    bool late;
   };
   std::mutex mu;
+  std::condition_variable cv;
   std::deque<Dropped> queue;
-  std::atomic<bool> done{false};
-  std::atomic<uint64_t> ok{0}, stale{0}, other{0};
+  bool done = false;
+  std::atomic<uint64_t> answered{0}, ok{0}, stale{0}, other{0}, late_stale{0}, late_not_stale{0};
   std::thread finalizer([&] {
     for (;;) {
-      Dropped d{nullptr, 0};
+      Dropped d{nullptr, 0, false};
       {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!queue.empty()) {
-          d = queue.front();
-          queue.pop_front();
-        }
-      }
-      if (d.ptr == nullptr) {
-        if (done.load()) return;
-        std::this_thread::yield();
-        continue;
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return !queue.empty() || done; });
+        if (queue.empty()) return;
+        d = queue.front();
+        queue.pop_front();
       }
       const zarena_status st = zarena_free_at(g, d.ptr, d.epoch);
       (st == ZARENA_OK ? ok : st == ZARENA_E_STALE ? stale : other).fetch_add(1);
+      if (d.late) (st == ZARENA_E_STALE ? late_stale : late_not_stale).fetch_add(1);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        answered.fetch_add(1);
+      }
+      cv.notify_all();
     }
   });
-  uint64_t dropped = 0;
-  for (int step = 0; step < 400; ++step) {
-    std::vector<zarena_block> mine;
-    for (int i = 0; i < 24; ++i) {
-      zarena_block b;
-      ASSERT_EQ(zarena_alloc_ex(g, 256 * (1 + (i * 7 + step) % 9), 0, &b), ZARENA_OK);
-      if (i % 2 == 0) {
-        fill_bytes(b.ptr, b.size, static_cast<unsigned char>(step));
-        mine.push_back(b);
-      } else {
-        std::lock_guard<std::mutex> lock(mu);
-        queue.push_back({b.ptr, b.epoch});
-        ++dropped;
+  uint64_t handed = 0;  // to the finalizer
+  const auto hand = [&](const std::vector<Dropped>& ds) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const Dropped& d : ds) queue.push_back(d);
+    }
+    handed += ds.size();
+    cv.notify_all();
+  };
+  const auto wait_answered = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return answered.load() == handed; });
+  };
+  struct Stop {  // the finalizer ends however the test does
+    std::function<void()> f;
+    ~Stop() { f(); }
+  } stop{[&] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+    finalizer.join();
+  }};
+  // The reset's window after its epoch moved: open until the finalizer answers a free
+  // (or 200 yields, where the free waits for the reset's locks).
+  uint64_t answered_at_open = 0;  // the resetting thread's alone
+  zarena_test::YieldAt window({zarena_core::test_points::Point::kResetEpochMoved}, 200, [&](int i) {
+    if (i == 0) answered_at_open = answered.load();
+    return answered.load() > answered_at_open;
+  });
+  window.allow(0);
+  uint64_t late_on_live = 0;  // late frees that named a live block's address
+  std::vector<Dropped> late;  // the previous step's, of an epoch that ended
+  {
+    zarena_test::ResetThread resets(g);
+    const int steps = 400 / zarena_test::kSanitizerSlowdown;
+    for (int step = 0; step < steps; ++step) {
+      std::vector<zarena_block> mine;
+      std::vector<Dropped> racing, next_late;
+      for (int i = 0; i < 24; ++i) {
+        zarena_block b;
+        ASSERT_EQ(zarena_alloc_ex(g, 256 * (1 + (i * 7) % 9), 0, &b), ZARENA_OK);
+        if ((i + step) % 2 == 0) {
+          fill_bytes(b.ptr, b.size, static_cast<unsigned char>(step));
+          mine.push_back(b);
+        } else {
+          (i / 2 % 2 == 0 ? racing : next_late).push_back({b.ptr, b.epoch, i / 2 % 2 != 0});
+        }
       }
+      // The late frees of the ended epoch, answered while this step's blocks are live.
+      for (const Dropped& d : late) {
+        for (const zarena_block& b : mine) late_on_live += b.ptr == d.ptr;
+      }
+      hand(late);
+      wait_answered();
+      for (const zarena_block& b : mine) {
+        ASSERT_TRUE(holds(b.ptr, b.size, static_cast<unsigned char>(step))) << "step " << step;
+        ASSERT_EQ(zarena_free_at(g, b.ptr, b.epoch), ZARENA_OK)
+            << "step " << step << ": a finalizer freed a live block";
+      }
+      // The racing frees, handed once the reset that ends their epoch has begun.
+      window.allow(1);
+      resets.ask();
+      hand(racing);
+      resets.wait_ended();
+      late = std::move(next_late);
     }
-    if (step % 3 == 0) std::this_thread::yield();
-    for (const zarena_block& b : mine) {
-      ASSERT_TRUE(holds(b.ptr, b.size, static_cast<unsigned char>(step))) << "step " << step;
-      ASSERT_EQ(zarena_free_at(g, b.ptr, b.epoch), ZARENA_OK)
-          << "step " << step << ": a finalizer freed a live block";
-    }
-    ASSERT_EQ(zarena_reset(g), ZARENA_OK);
+    hand(late);
   }
-  done.store(true);
-  finalizer.join();
+  stop.f();
+  stop.f = [] {};
   EXPECT_EQ(other.load(), 0u) << "finalizer frees are OK or STALE, nothing else";
-  EXPECT_EQ(ok.load() + stale.load(), dropped);
-  EXPECT_GT(stale.load(), 0u) << "some frees arrived after their epoch ended";
+  EXPECT_EQ(ok.load() + stale.load(), handed);
+  EXPECT_EQ(late_not_stale.load(), 0u) << "a free after its epoch ended must be STALE";
+  EXPECT_EQ(late_stale.load(), handed / 2) << "half the drops were late";
+  EXPECT_GT(stale.load(), 0u);
+  EXPECT_GT(late_on_live, 0u)
+      << "no late free named a live block's address: the test proves little";
   EXPECT_EQ(stats_of(g).stale_frees, stale.load());
-  std::printf("[ info ] finalizer frees: %llu same-epoch, %llu stale\n",
-              static_cast<unsigned long long>(ok.load()),
-              static_cast<unsigned long long>(stale.load()));
+  std::printf(
+      "[ info ] finalizer frees: %llu same-epoch, %llu stale (%llu late, %llu of them at a live "
+      "block's address); %llu reset windows ended by a free\n",
+      static_cast<unsigned long long>(ok.load()), static_cast<unsigned long long>(stale.load()),
+      static_cast<unsigned long long>(late_stale.load()),
+      static_cast<unsigned long long>(late_on_live),
+      static_cast<unsigned long long>(window.ended_by_event()));
 }
 
 // --- 3. floors and queries ---------------------------------------------------------------------
