@@ -1048,3 +1048,64 @@ TEST(ArenaPlans, PlanStepsCountsAStepMarkedAtBothEndsOnce) {
 }
 
 }  // namespace
+
+// A floor set between two pieces of the zone (at an obstacle the step was laid out around)
+// keeps only the planned blocks under it: those above it stay the epoch's, as region blocks
+// do (zarena.h, FLOORS and zarena_reset: every block above the floor is reclaimed). It kept
+// every live planned block of the zone (the fuzz replay's "persistent flag disagrees with
+// the model after set_floor", when its random inputs laid a zone around a live block).
+TEST(ArenaPlans, AFloorInsideTheZoneKeepsOnlyThePlannedBlocksUnderIt) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  zarena* a = make_plan_arena("plans-floor-inside");
+  const uintptr_t base = reinterpret_cast<uintptr_t>(region_of(a).base);
+  constexpr uint64_t kSize = 4096;
+  // A hole at 0 and a live block (the obstacle) right above it.
+  void* hole = nullptr;
+  void* obstacle = nullptr;
+  ASSERT_EQ(zarena_alloc(a, kSize, &hole), ZARENA_OK);
+  ASSERT_EQ(zarena_alloc(a, kSize, &obstacle), ZARENA_OK);
+  ASSERT_EQ(zarena_free(a, hole), ZARENA_OK);
+  const uint64_t obstacle_off = reinterpret_cast<uintptr_t>(obstacle) - base;
+  zarena_block b[3];
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
+  }
+  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
+  int below = 0, above = 0;
+  for (const auto& x : b) {
+    ASSERT_NE(x.flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve";
+    (reinterpret_cast<uintptr_t>(x.ptr) - base < obstacle_off ? below : above) += 1;
+  }
+  ASSERT_GT(below, 0) << "no planned block under the obstacle: the test proves nothing";
+  ASSERT_GT(above, 0) << "no planned block above the obstacle: the test proves nothing";
+
+  ASSERT_EQ(zarena_set_floor(a, obstacle_off), ZARENA_OK) << zarena_last_error();
+  struct Seen {
+    uintptr_t base;
+    uint64_t floor;
+    int wrong = 0;
+  } seen{base, obstacle_off};
+  ASSERT_EQ(zarena_for_each_live_block(
+                a,
+                [](void* u, const zarena_live_block* lb) {
+                  auto* s = static_cast<Seen*>(u);
+                  const uint64_t off = reinterpret_cast<uintptr_t>(lb->ptr) - s->base;
+                  const bool persistent = (lb->flags & ZARENA_LIVE_PERSISTENT) != 0;
+                  if (persistent != (off + lb->size <= s->floor)) ++s->wrong;
+                  return 0;
+                },
+                &seen),
+            ZARENA_OK);
+  EXPECT_EQ(seen.wrong, 0) << "a live block's persistent flag disagrees with the floor";
+  // The reset keeps the blocks under the floor and reclaims those above it.
+  ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  for (const auto& x : b) {
+    const bool under = reinterpret_cast<uintptr_t>(x.ptr) - base < obstacle_off;
+    EXPECT_EQ(zarena_free(a, x.ptr), under ? ZARENA_OK : ZARENA_E_STALE)
+        << "planned block at +" << (reinterpret_cast<uintptr_t>(x.ptr) - base);
+  }
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}

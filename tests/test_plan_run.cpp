@@ -168,7 +168,7 @@ TEST(PlanRun, PersistentInstancesSurviveResets) {
   run.engage();
   PlanRun::Block a{};
   ASSERT_EQ(run.alloc(512, 0, &a), PlanRun::Alloc::kServed);
-  run.make_live_persistent();
+  run.apply_floor(a.ptr + 512, 0);  // the floor right above it
   run.set_epoch(5);
   EXPECT_TRUE(run.any_live());
   std::vector<PlanRun::LiveInstance> live;

@@ -515,26 +515,24 @@ void PlanRun::totals(Totals* out) noexcept {
   unlock();
 }
 
-void PlanRun::make_live_persistent() {
-  const uint64_t inst = uint64_t{view_.period} * view_.n, e = cur_epoch();
-  for (uint64_t id = 0; id < inst; ++id) {
-    uint64_t w = load(&view_.words[id]);
-    while (plan_word::is_live(w, e) && !(w & plan_word::kPersistent) &&
-           !__atomic_compare_exchange_n(&view_.words[id], &w, w | plan_word::kPersistent, false,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    }
-  }
-}
-
-void PlanRun::make_persistent_epoch(uint64_t e) {
+void PlanRun::apply_floor(uintptr_t floor, uint64_t e) {
   __atomic_store_n(view_.epoch, e, __ATOMIC_RELEASE);
   const uint64_t inst = uint64_t{view_.period} * view_.n;
   for (uint64_t id = 0; id < inst; ++id) {
+    const uintptr_t start = view_.zone + instance_info_[id].offset;
+    const bool under = start + instance_info_[id].size <= floor;
     uint64_t w = load(&view_.words[id]);
-    while (plan_word::held(w) && (w & plan_word::kPersistent) &&
-           !__atomic_compare_exchange_n(&view_.words[id], &w,
-                                        plan_word::with_epoch(w & ~plan_word::kPersistent, e),
-                                        false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    for (;;) {
+      uint64_t want = w;
+      if (under && plan_word::is_live(w, e) && !(w & plan_word::kPersistent)) {
+        want = w | plan_word::kPersistent;
+      } else if (!under && plan_word::held(w) && (w & plan_word::kPersistent)) {
+        want = plan_word::with_epoch(w & ~plan_word::kPersistent, e);
+      }
+      if (want == w || __atomic_compare_exchange_n(&view_.words[id], &w, want, false,
+                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        break;
+      }
     }
   }
 }

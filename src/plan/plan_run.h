@@ -255,11 +255,12 @@ class PlanRun {
   // Under the plan's lock, so that hits and the live instances see the same allocations
   // (a planned allocation stamps its word and counts its hit under it).
   void totals(Totals* out) noexcept;
-  // The floor was raised over the zone: every live instance survives resets from now on.
-  void make_live_persistent();
-  // The floor came down below the zone again: persistent instances belong to epoch e (the
-  // current one) from now on, and the next reset reclaims them, as region blocks.
-  void make_persistent_epoch(uint64_t e);
+  // The floor moved to address `floor` (over some of the zone, or off it again), as a
+  // region block would: every live instance wholly under it survives resets from now on;
+  // a persistent instance at or above it belongs to epoch e (the current one) again, and
+  // the next reset reclaims it. Only instances under the floor are kept (zarena.h, FLOORS:
+  // a floor between two pieces of the zone kept the instances above it too).
+  void apply_floor(uintptr_t floor, uint64_t e);
   // Calls fn(ptr, size) for every instance the reset that ended `ended` reclaimed (held,
   // unpinned, not persistent, of that epoch): for poison. Call after set_epoch.
   template <typename Fn>

@@ -512,9 +512,9 @@ void StepPlans::on_floor_changed(ZoneOps& zones) {
   bool over = false;
   zones.under_lock([&](const RegionNow& now) {
     const uintptr_t lowest = zone_.base + (zone_.pieces.empty() ? 0 : zone_.pieces[0].offset);
+    const bool was_over = zone_persistent_;
     if (now.floor > lowest && !zone_persistent_) {
       zr->disengage(ZARENA_PLAN_MISS_FLOOR, 0);
-      zr->make_live_persistent();
       zone_persistent_ = true;
       over = true;
       if (engaged_.load(std::memory_order_relaxed) != nullptr) {
@@ -524,9 +524,12 @@ void StepPlans::on_floor_changed(ZoneOps& zones) {
         if (first_miss_ == 0) first_miss_ = ZARENA_PLAN_MISS_FLOOR;
       }
     } else if (now.floor <= lowest && zone_persistent_) {
-      zr->make_persistent_epoch(now.epoch);
       zone_persistent_ = false;
     }
+    // A floor over any of the zone (now or before) keeps each instance or gives it back by
+    // where it lies, as a region block: only those wholly under the floor survive resets
+    // (PlanRun::apply_floor; after the disengage, so no instance comes after the pass).
+    if (zone_persistent_ || was_over) zr->apply_floor(now.floor, now.epoch);
   });
   if (!over) return;
   reuse_zone_run_ = false;
