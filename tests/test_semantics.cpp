@@ -764,6 +764,48 @@ TEST_F(Semantics, FinalizerFreesRacingResetsNeverHitLiveBlocks) {
 
 // --- 3. floors and queries ---------------------------------------------------------------------
 
+// A pointer a reset reclaimed reads STALE through the next epoch (docs/RELIABILITY.md,
+// "History is finite"), also after the free space that took over its start went back to
+// the bump space and the bump space was bumped into below it: nothing was handed out over
+// it. Before, any bump since made the region answer NOT_OWNED (fuzz_arena_replay).
+TEST_F(Semantics, AReclaimedStartStaysStaleAfterABumpBelowIt) {
+  zarena_config c = host_config(64 * kKiB);
+  c.alignment = 4 * kKiB;
+  c.flags |= ZARENA_FLAG_NO_PLAN;  // the region's own history, with no plan's zone in the way
+  Arena g(c);
+  const zarena_block a0 = alloc_ex(g, 4 * kKiB), b0 = alloc_ex(g, 4 * kKiB);
+  const zarena_block t = alloc_ex(g, 4 * kKiB), d = alloc_ex(g, 4 * kKiB);
+  ASSERT_EQ(offset_of(g, t.ptr), 8 * kKiB);
+  ASSERT_EQ(offset_of(g, d.ptr), 12 * kKiB);
+  (void)a0;
+  (void)b0;
+  ASSERT_EQ(zarena_pin(g, d.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_reset(g), ZARENA_OK);  // reclaims a0, b0 and t; d stays (pinned)
+  ASSERT_EQ(region_of(g).top_bytes, 16 * kKiB);
+  // Two blocks from the reset's hole: the rest of the hole now starts at t's address.
+  const zarena_block x = alloc_ex(g, 4 * kKiB), y = alloc_ex(g, 4 * kKiB);
+  ASSERT_EQ(offset_of(g, x.ptr), 0u);
+  ASSERT_EQ(offset_of(g, y.ptr), 4 * kKiB);
+  ASSERT_EQ(zarena_free(g, y.ptr), ZARENA_OK);
+  // d freed at its last unpin: everything above x goes back to the bump space.
+  ASSERT_EQ(zarena_free(g, d.ptr), ZARENA_OK);
+  ASSERT_EQ(zarena_unpin(g, d.ptr), ZARENA_OK);
+  ASSERT_EQ(region_of(g).top_bytes, 4 * kKiB);
+  // A bump below t.
+  const zarena_block z = alloc_ex(g, 4 * kKiB);
+  ASSERT_EQ(offset_of(g, z.ptr), 4 * kKiB);
+  ASSERT_EQ(region_of(g).top_bytes, 8 * kKiB);
+  const zarena_stats before = stats_of(g);
+  EXPECT_EQ(zarena_free(g, t.ptr), ZARENA_E_STALE) << zarena_last_error();
+  EXPECT_EQ(zarena_free_at(g, t.ptr, t.epoch), ZARENA_E_STALE) << zarena_last_error();
+  EXPECT_EQ(stats_of(g).stale_frees, before.stale_frees + 2);
+  // Bumped over now, and freed again: any refusal, never OK.
+  const zarena_block over = alloc_ex(g, 8 * kKiB);
+  ASSERT_EQ(offset_of(g, over.ptr), 8 * kKiB);
+  EXPECT_EQ(zarena_free(g, over.ptr), ZARENA_OK);
+  EXPECT_NE(zarena_free(g, t.ptr), ZARENA_OK);
+}
+
 TEST_F(Semantics, FloorRaisedAndLoweredWithRegionInfoAndContains) {
   Arena g(host_config(64 * kKiB));
   zarena_region r = region_of(g);

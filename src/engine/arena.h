@@ -278,6 +278,11 @@ class Arena final : private RegionHooks, private ZoneOps {
   bool claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out,
                   UnderLock publish) noexcept override;
   bool reserve_zone(uint64_t bytes, Zone* out, UnderLock publish) noexcept override;
+  // Claims for a zone the ranges `place` names under the writer lock (false: none), with
+  // the region's history they cover; commits memory for them with no lock held and asks
+  // `place` again as often as needed. out->base and out->pieces are place's to set.
+  bool claim_ranges(FunctionRef<bool(std::vector<OffsetRange>*)> place, Zone* out,
+                    UnderLock publish) noexcept;
   void release_zone(const Zone& zone, UnderLock unpublish) noexcept override;
   void under_lock(UnderLock fn) noexcept override;
   RegionNow region_now_w() const;

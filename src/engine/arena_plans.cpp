@@ -187,10 +187,20 @@ PinOutcome Arena::pin_region(Slot& s, void* ptr, bool pin, uint64_t* start_offse
     run = zone_run_of(p);
   }
   if (run != nullptr) {
-    if (pin) return run->pin(p, &pin_tally_);
-    // The last unpin of a block freed while pinned frees it: poison first, as for a free.
-    if (poison_.on()) poison_planned(*run, ptr, true, kAnyEpoch);
-    return run->unpin(p, freed, &pin_tally_);
+    PinOutcome r;
+    if (pin) {
+      r = run->pin(p, &pin_tally_);
+    } else {
+      // The last unpin of a block freed while pinned frees it: poison first, as for a free.
+      if (poison_.on()) poison_planned(*run, ptr, true, kAnyEpoch);
+      r = run->unpin(p, freed, &pin_tally_);
+    }
+    if (r != PinOutcome::kNotOwned) return r;
+    // No planned block there: a region block reclaimed before the zone covered it is STALE.
+    const FreeOutcome h = refine_refusal(s, From::kPlan, ptr, FreeOutcome::kNotOwned, kAnyEpoch);
+    return h == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
+           : h == FreeOutcome::kStale    ? PinOutcome::kStale
+                                         : PinOutcome::kNotOwned;
   }
   const FreeOutcome h = refine_refusal(s, From::kRegion, ptr, FreeOutcome::kZone, kAnyEpoch);
   return h == FreeOutcome::kDoubleFree ? PinOutcome::kFreed
@@ -323,14 +333,58 @@ bool Arena::claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out,
     out->base = reinterpret_cast<uintptr_t>(base_ + where.window);
     out->pieces.clear();
     for (const OffsetRange& r : ranges) out->pieces.push_back({r.offset - where.window, r.size});
+    return claim_ranges(
+        [&](std::vector<OffsetRange>* r) {
+          *r = ranges;
+          return true;
+        },
+        out, publish);
+  } catch (...) {  // host memory for the lists
+    return false;
+  }
+}
+
+bool Arena::reserve_zone(uint64_t bytes, Zone* out, UnderLock publish) noexcept {
+  const uint64_t aligned = (bytes + granule_ - 1) & ~(granule_ - 1);
+  // The best free run at or above the floor now, claimed like a window's ranges (so the
+  // region's history under it stays known: a pointer reclaimed there is still STALE).
+  return claim_ranges(
+      [&](std::vector<OffsetRange>* ranges) {
+        uint64_t at = 0;
+        if (!region_.fit_w(aligned, &at)) return false;
+        ranges->assign(1, OffsetRange{at, aligned});
+        out->base = reinterpret_cast<uintptr_t>(base_ + at);
+        out->pieces.assign(1, plan::ByteRange{0, aligned});
+        return true;
+      },
+      out, publish);
+}
+
+bool Arena::claim_ranges(FunctionRef<bool(std::vector<OffsetRange>*)> place, Zone* out,
+                         UnderLock publish) noexcept {
+  try {
+    std::vector<OffsetRange> ranges;
+    std::vector<BuriedStart> buried;
     std::string failure;
     for (int round = 0;; ++round) {
       uint64_t commit_to = 0;
       {
         Region::WriterLock w(region_);
-        const Region::Claim c = region_.claim_w(ranges, &commit_to, &out->buried);
+        ranges.clear();
+        if (!place(&ranges)) return false;
+        const Region::Claim c = region_.claim_w(ranges, &commit_to, &buried);
         if (c == Region::Claim::kOk) {
           out->claim_epoch = region_.epoch();
+          out->buried.clear();
+          try {
+            out->buried.reserve(buried.size());
+            for (const BuriedStart& b : buried) {
+              out->buried.push_back(
+                  {reinterpret_cast<uintptr_t>(base_ + b.offset), out->claim_epoch, b.what});
+            }
+          } catch (...) {  // host memory: the history is dropped, never the claim
+            out->buried.clear();
+          }
           publish(region_now_w());
           return true;
         }
@@ -340,42 +394,6 @@ bool Arena::claim_zone(const PlanWindow& where, uint64_t bytes, Zone* out,
     }
   } catch (...) {  // host memory for records or the lists
     return false;
-  }
-}
-
-bool Arena::reserve_zone(uint64_t bytes, Zone* out, UnderLock publish) noexcept {
-  const uint64_t aligned = (bytes + granule_ - 1) & ~(granule_ - 1);
-  // Tries the region; a miss that needs memory committed (expandable) commits it with no
-  // lock held and tries again.
-  std::string failure;
-  for (int round = 0;; ++round) {
-    Slot& s = region_.enter();
-    Placement p;
-    bool ok = false;
-    PinOutcome o = PinOutcome::kNotOwned;
-    try {
-      ok = region_.alloc(s, aligned, 0, &p);
-      // Pinned: resets leave it where it is; the plan decides what in it is live. A zone
-      // pin, not a user pin: pinned_peak_bytes does not count it; and a zone block: the
-      // region refuses it to the user from now on.
-      if (ok) o = region_.pin_zone(s, p.offset);
-    } catch (...) {  // host memory for a block record or the pinned set
-      if (ok) (void)region_.free(s, p.offset, kAnyEpoch, &p.size);
-      region_.leave(s);
-      return false;
-    }
-    region_.leave(s);
-    if (ok) {
-      if (o != PinOutcome::kOk) return false;
-      out->base = reinterpret_cast<uintptr_t>(base_ + p.offset);
-      out->pieces.assign(1, plan::ByteRange{0, p.size});
-      Region::WriterLock w(region_);
-      publish(region_now_w());
-      return true;
-    }
-    if (p.commit_to == 0 || !commit_round(round, p.commit_to, p.commit_least, &failure)) {
-      return false;
-    }
   }
 }
 

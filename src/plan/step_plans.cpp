@@ -126,13 +126,8 @@ void StepPlans::claim_leftovers(ZoneOps& zones, uintptr_t p, uint64_t size) noex
           std::lower_bound(zone_.pieces.begin(), zone_.pieces.end(), left.offset,
                            [](const plan::ByteRange& x, uint64_t v) { return x.offset < v; }) -
           zone_.pieces.begin());
-      zone_.buried.resize(zone_.pieces.size(), FreeOutcome::kNotOwned);
-      zone_.piece_epochs.resize(zone_.pieces.size(), zone_.claim_epoch);
       zone_.pieces.insert(zone_.pieces.begin() + static_cast<std::ptrdiff_t>(at), left);
-      zone_.buried.insert(zone_.buried.begin() + static_cast<std::ptrdiff_t>(at),
-                          piece.buried.empty() ? FreeOutcome::kNotOwned : piece.buried[0]);
-      zone_.piece_epochs.insert(zone_.piece_epochs.begin() + static_cast<std::ptrdiff_t>(at),
-                                piece.claim_epoch);
+      zone_.bury(piece.buried);
       zone_bytes_.store(zone_.bytes(), std::memory_order_relaxed);
       r->leftover_claimed(left.offset);
     };
@@ -140,8 +135,6 @@ void StepPlans::claim_leftovers(ZoneOps& zones, uintptr_t p, uint64_t size) noex
     try {
       // Room for the zone's lists first: the publish must not fail once the bytes are claimed.
       zone_.pieces.reserve(zone_.pieces.size() + 1);
-      zone_.buried.reserve(zone_.pieces.size() + 1);
-      zone_.piece_epochs.reserve(zone_.pieces.size() + 1);
       ok = zones.claim_zone(PlanWindow{zone_window_ + left.offset, 0, {}, {}}, left.size, &piece,
                             publish);
     } catch (const std::bad_alloc&) {

@@ -18,6 +18,7 @@
 // reset; it serialises with the planned path through the run's lock.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -40,25 +41,37 @@ namespace zarena_core {
 struct Zone {
   uintptr_t base = 0;
   std::vector<plan::ByteRange> pieces;
-  // What a free of each piece's start meant before the claim (the region's history there,
-  // which the piece's own block hides now), and the epoch of the claim: a pointer to a
-  // block reclaimed there is STALE, not foreign. Empty: nothing known.
-  std::vector<FreeOutcome> buried;
+  // The dead blocks' starts the zone covers and what a free of each meant before its claim
+  // (the region's history there, which the zone's blocks hide now), sorted by address: a
+  // pointer to a block reclaimed there is STALE, not foreign. Empty: nothing known.
+  struct Buried {
+    uintptr_t p = 0;
+    uint64_t claimed = 0;  // the epoch of the claim that covered it
+    FreeOutcome what = FreeOutcome::kNotOwned;
+  };
+  std::vector<Buried> buried;
   uint64_t claim_epoch = 0;
-  // The epoch of each piece's claim where it differs from claim_epoch (a leftover claimed
-  // later): empty, or one per piece.
-  std::vector<uint64_t> piece_epochs;
-  // buried's answer for p (kNotOwned: none).
+  // buried's answer for p (kNotOwned: none). A block freed before the claim stays a double
+  // free in the claim's epoch only: a reset since reclaimed what the zone holds there.
   FreeOutcome buried_at(uintptr_t p, uint64_t epoch) const {
-    for (size_t i = 0; i < buried.size() && i < pieces.size(); ++i) {
-      if (base + pieces[i].offset != p) continue;
-      const uint64_t claimed = i < piece_epochs.size() ? piece_epochs[i] : claim_epoch;
-      if (buried[i] == FreeOutcome::kDoubleFree && epoch != claimed) return FreeOutcome::kStale;
-      return buried[i] == FreeOutcome::kStale || buried[i] == FreeOutcome::kDoubleFree
-                 ? buried[i]
-                 : FreeOutcome::kNotOwned;
+    const auto it = std::lower_bound(buried.begin(), buried.end(), p,
+                                     [](const Buried& b, uintptr_t v) { return b.p < v; });
+    if (it == buried.end() || it->p != p) return FreeOutcome::kNotOwned;
+    if (it->what == FreeOutcome::kDoubleFree && epoch != it->claimed) return FreeOutcome::kStale;
+    return it->what;
+  }
+  // Adds the history of a later claim (a leftover's bytes): its starts lie in none of the
+  // zone's pieces so far. Host memory short: that history is dropped (a free there then
+  // answers NOT_OWNED rather than STALE), never the claim.
+  void bury(const std::vector<Buried>& more) noexcept {
+    try {
+      for (const Buried& b : more) {
+        const auto it = std::lower_bound(buried.begin(), buried.end(), b.p,
+                                         [](const Buried& x, uintptr_t v) { return x.p < v; });
+        buried.insert(it, b);
+      }
+    } catch (...) {
     }
-    return FreeOutcome::kNotOwned;
   }
   uint64_t bytes() const {
     uint64_t b = 0;

@@ -207,16 +207,24 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t record, uint64_t w,
     bool pseudo = into == bump_space_record_;
     for (uint32_t i = 0; !pseudo && i < slots_.size(); ++i) pseudo = slots_[i].slack_record == into;
     if (pseudo) {
-      // The bump space or another slot's span: free as long as nothing was bumped since
-      // (and, for the bump space, the target still lies above the top).
+      // The bump space: free while the target lies above the top or in the unused part
+      // of a span taken from it since (this slot's, or any slot's under the writer lock),
+      // bumped over since or not: no live block lies there, and one handed out over the
+      // target and freed since started elsewhere, or its record would be the one found.
+      // Another slot's span: free as long as nothing was bumped from it since.
       bool unused = Word::gen(iw) == gen;
-      if (unused && into == bump_space_record_) {
+      if (into == bump_space_record_) {
+        auto in_unused_span = [&](const Slot& t) {
+          return target >= t.span_cur && target < t.span_end;
+        };
         if (central_held) {
           unused = target >= top_;
+          for (uint32_t i = 0; !unused && i < locked_; ++i) unused = in_unused_span(slots_[i]);
         } else {
           std::lock_guard<CentralLock> lock(central_);
           unused = target >= top_;
         }
+        if (!unused) unused = in_unused_span(s);
       }
       return unused ? freed : FreeOutcome::kNotOwned;
     }

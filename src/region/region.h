@@ -94,6 +94,13 @@ struct OffsetRange {
   uint64_t size = 0;
 };
 
+// A dead block's start that a claim covers, and what a free of it answered before the
+// claim hid it (kStale or kDoubleFree).
+struct BuriedStart {
+  uint64_t offset = 0;
+  FreeOutcome what = FreeOutcome::kNotOwned;
+};
+
 struct RegionSnapshot {
   uint64_t capacity = 0, top = 0, floor = 0, epoch = 0;
   uint64_t live_bytes = 0, live_count = 0;
@@ -237,11 +244,18 @@ class Region {
   // ranges beyond the capacity. Throws std::bad_alloc (records) before any change.
   // O(blocks above the floor + ranges).
   enum class Claim { kOk, kChanged, kNeedsCommit, kInvalid };
-  // buried (may be null): on kOk, for each range, what a free of its start would have
-  // answered before the claim (history_at: a block reclaimed there, say), since the
-  // zone's block now starts there and hides it.
+  // buried (may be null): on kOk, every granule of the ranges where a dead block started
+  // and a free would have answered kStale or kDoubleFree before the claim (history_at: a
+  // block reclaimed there, say), in address order: the zone's blocks hide those records
+  // now. O(granules of the ranges) more.
   Claim claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to,
-                std::vector<FreeOutcome>* buried = nullptr);
+                std::vector<BuriedStart>* buried = nullptr);
+  // Where `aligned` bytes of free space at or above the floor lie now, for claim_w: the
+  // smallest run of free blocks below the top that holds them, else the run that ends at
+  // the top (or the top itself) extended into the bump space; false when the capacity
+  // has no such room. Drains the slots' caches (as claim_w does). O(blocks above the
+  // floor). Under WriterLock.
+  bool fit_w(uint64_t aligned, uint64_t* offset);
   // Gives claimed ranges back: each block is unpinned and freed, as zarena_unpin and
   // zarena_free would (under the caller's slot lock).
   void unclaim(Slot& s, const std::vector<OffsetRange>& ranges);

@@ -377,7 +377,7 @@ void Region::drain_w() {
 }
 
 Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* commit_to,
-                              std::vector<FreeOutcome>* buried) {
+                              std::vector<BuriedStart>* buried) {
   const Claim valid = check_claim_ranges(ranges);
   if (valid != Claim::kOk) return valid;
   const uint64_t hi = ranges.back().offset + ranges.back().size;
@@ -385,12 +385,19 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
     *commit_to = hi;
     return Claim::kNeedsCommit;
   }
-  // What the ranges' starts meant before (drain_w and the cuts below may put new records
-  // there).
-  std::vector<FreeOutcome> before;
+  // What the dead blocks' starts in the ranges meant before (drain_w and the cuts below
+  // may put new records there, and the zone's blocks hide the rest).
+  std::vector<BuriedStart> before;
   if (buried != nullptr) {
-    before.reserve(ranges.size());
-    for (const OffsetRange& r : ranges) before.push_back(history_at(slots_[0], r.offset, true));
+    const uint64_t g = cfg_.granule;
+    for (const OffsetRange& r : ranges) {
+      for (uint64_t o = r.offset; o < r.offset + r.size; o += g) {
+        const uint32_t rec = map_.at(o);
+        if (rec == kNoRecord || store_[rec].off() != o) continue;
+        const FreeOutcome h = history_at(slots_[0], o, true);
+        if (h == FreeOutcome::kStale || h == FreeOutcome::kDoubleFree) before.push_back({o, h});
+      }
+    }
   }
   drain_w();  // slots' free blocks and span leftovers join the central side
   std::vector<uint32_t> hits;
@@ -417,6 +424,55 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
   if (buried != nullptr) buried->swap(before);
   assert_sound_w("claim_w");
   return Claim::kOk;
+}
+
+bool Region::fit_w(uint64_t aligned, uint64_t* offset) {
+  if (aligned == 0 || locked_ == 0) return false;
+  drain_w();
+  const uint64_t e = epoch();
+  uint64_t run_at = 0, run_len = 0;  // the run of free blocks being walked
+  bool in_run = false;
+  uint64_t best_at = 0, best_len = ~uint64_t{0};
+  auto close_run = [&] {
+    if (in_run && run_len >= aligned && run_len < best_len) {
+      best_at = run_at;
+      best_len = run_len;
+    }
+    in_run = false;
+  };
+  bool unknown = false;
+  walk_w(floor_, top_, [&](uint32_t record, uint64_t o) {
+    if (unknown) return;
+    if (record == kNoRecord) {
+      unknown = true;
+      return;
+    }
+    const Block& b = store_[record];
+    const uint64_t w = b.load_word();
+    const bool free_here = Word::state(w) == BlockState::kFree && Word::owner(w) == kOwnerCentral &&
+                           b.layout_epoch.load(std::memory_order_relaxed) == e;
+    if (!free_here) {
+      close_run();
+      return;
+    }
+    if (!in_run) {
+      in_run = true;
+      run_at = o;
+      run_len = 0;
+    }
+    run_len += b.len();
+  });
+  if (unknown) return false;
+  // The run that reaches the top goes on into the bump space.
+  const uint64_t tail_at = in_run ? run_at : top_;
+  close_run();
+  if (best_len != ~uint64_t{0}) {
+    *offset = best_at;
+    return true;
+  }
+  if (tail_at > cfg_.capacity || cfg_.capacity - tail_at < aligned) return false;
+  *offset = tail_at;
+  return true;
 }
 
 Region::Claim Region::check_claim_ranges(const std::vector<OffsetRange>& ranges) const {
