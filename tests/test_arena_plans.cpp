@@ -1150,3 +1150,56 @@ TEST(ArenaPlans, ReclaimedStartsInsideAZonePieceStayStale) {
   EXPECT_TRUE(claimed) << "no zone was claimed: the test proves nothing";
   EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
 }
+
+// A floor at a planned block's start inside one piece of the zone is a block boundary, as
+// at a region block's start (zarena.h, zarena_set_floor refuses only offsets inside a
+// block): the piece is cut there, the blocks under the floor survive resets and the others
+// are reclaimed, the counts stay exact. A floor inside a live planned block is still
+// refused, with nothing changed. Before, the region refused any offset inside a piece
+// (fuzz_arena_replay: "set_floor refused a block boundary").
+TEST(ArenaPlans, AFloorAtAPlannedStartInsideAPieceCutsThePiece) {
+  LogCapture logs(ZARENA_LOG_OFF);
+  zarena* a = make_plan_arena("plans-floor-cut");
+  const uintptr_t base = reinterpret_cast<uintptr_t>(region_of(a).base);
+  constexpr uint64_t kSize = 4096;
+  zarena_block b[3];
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
+  }
+  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
+  std::sort(std::begin(b), std::end(b),
+            [](const zarena_block& x, const zarena_block& y) { return x.ptr < y.ptr; });
+  for (const auto& x : b) ASSERT_NE(x.flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve";
+  const zarena_stats s0 = stats_of(a);
+  ASSERT_EQ(s0.live_allocs, 3u);
+  const uint64_t mid = reinterpret_cast<uintptr_t>(b[1].ptr) - base;
+  ASSERT_EQ(s0.plan_zone_bytes, 3 * kSize) << "not one piece: the test proves nothing";
+
+  // Inside a live planned block: refused, nothing changed.
+  EXPECT_EQ(zarena_set_floor(a, mid + kAlign), ZARENA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(region_of(a).floor_bytes, 0u);
+  // At its start: a boundary.
+  ASSERT_EQ(zarena_set_floor(a, mid), ZARENA_OK) << zarena_last_error();
+  EXPECT_EQ(region_of(a).floor_bytes, mid);
+  zarena_stats s1 = stats_of(a);
+  EXPECT_EQ(s1.live_allocs, 3u);
+  EXPECT_EQ(s1.used_bytes, 3 * kSize);
+  ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  s1 = stats_of(a);
+  EXPECT_EQ(s1.live_allocs, 1u) << "only the block under the floor survives";
+  EXPECT_EQ(s1.used_bytes, kSize);
+  EXPECT_EQ(zarena_free(a, b[0].ptr), ZARENA_OK);
+  EXPECT_EQ(zarena_free(a, b[1].ptr), ZARENA_E_STALE);
+  EXPECT_EQ(zarena_free(a, b[2].ptr), ZARENA_E_STALE);
+  EXPECT_EQ(stats_of(a).live_allocs, 0u);
+  // Lowered again, a new epoch: the zone's cut pieces go back whole (nothing leaks).
+  ASSERT_EQ(zarena_set_floor(a, 0), ZARENA_OK);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(zarena_reset(a), ZARENA_OK);
+  const zarena_stats s2 = stats_of(a);
+  EXPECT_EQ(s2.live_allocs, 0u);
+  EXPECT_EQ(s2.pinned_bytes, 0u);
+  EXPECT_EQ(zarena_destroy(a), ZARENA_OK);
+}

@@ -68,6 +68,7 @@ class FakeZones final : public ZoneOps {
     held -= zone.bytes();
   }
   void under_lock(UnderLock fn) noexcept override { fn(now()); }
+  bool split_zone_block_w(uintptr_t) noexcept override { return true; }  // no region here
   RegionNow now() const { return RegionNow{epoch, floor}; }
   uint64_t epoch = 0;   // the region's, as the loop's resets move it
   uintptr_t floor = 0;  // no floor

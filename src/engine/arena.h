@@ -285,6 +285,7 @@ class Arena final : private RegionHooks, private ZoneOps {
                     UnderLock publish) noexcept;
   void release_zone(const Zone& zone, UnderLock unpublish) noexcept override;
   void under_lock(UnderLock fn) noexcept override;
+  bool split_zone_block_w(uintptr_t p) noexcept override;
   RegionNow region_now_w() const;
   // Poison fills skipped because a capture runs: n counted (stats.poison_skipped; 0: the
   // region counted them) and told once per capture (emit_queued_warnings).

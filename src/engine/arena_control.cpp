@@ -147,6 +147,14 @@ Result Arena::mark_step_boundary() {
 
 Result Arena::set_floor(uint64_t offset) {
   Result r;
+  // A floor at a planned block's start inside a zone piece: the piece is cut there first
+  // (the region takes a floor only at a block boundary of its own).
+  if (offset < capacity_) {
+    const auto p = reinterpret_cast<uintptr_t>(base_ + offset);
+    for_each_plans([&](StepPlans& plans) {
+      if (plans.has_zone()) plans.split_zone_for_floor(*this, p);
+    });
+  }
   {
     Region::WriterLock w(region_);
     r = graph_floor_check_w(offset);  // [graphs]

@@ -287,6 +287,14 @@ void Arena::under_lock(UnderLock fn) noexcept {
   fn(region_now_w());
 }
 
+bool Arena::split_zone_block_w(uintptr_t p) noexcept {
+  try {
+    return region_.split_zone_w(static_cast<uint64_t>(reinterpret_cast<char*>(p) - base_));
+  } catch (...) {  // host memory for the record: nothing changed
+    return false;
+  }
+}
+
 bool Arena::zone_window(const Zone& own, PlanWindow* where) noexcept {
   try {
     std::vector<LiveBlock> live;

@@ -498,6 +498,32 @@ void StepPlans::on_boundary(ZoneOps& zones, PlanEvents* events) {
   if (pending_ || reuse_zone_run_) try_engage(zones, events);
 }
 
+void StepPlans::split_zone_for_floor(ZoneOps& zones, uintptr_t p) noexcept {
+  std::lock_guard<SpinLock> g(boundary_mu_);  // zone_ holds still
+  PlanRun* const zr = zone_run_.load(std::memory_order_relaxed);
+  if (zr == nullptr) return;
+  size_t i = 0;
+  while (i < zone_.pieces.size() &&
+         zone_.base + zone_.pieces[i].offset + zone_.pieces[i].size <= p) {
+    ++i;
+  }
+  if (i == zone_.pieces.size() || zone_.base + zone_.pieces[i].offset >= p) return;
+  try {
+    zone_.pieces.reserve(zone_.pieces.size() + 1);
+  } catch (...) {  // host memory: the region refuses the floor
+    return;
+  }
+  zones.under_lock([&](const RegionNow&) {
+    if (zr->inside_live(p)) return;  // the floor would cut a planned block
+    if (!zones.split_zone_block_w(p)) return;
+    const plan::ByteRange piece = zone_.pieces[i];
+    const uint64_t cut = p - zone_.base;
+    zone_.pieces[i].size = cut - piece.offset;
+    zone_.pieces.insert(zone_.pieces.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                        plan::ByteRange{cut, piece.offset + piece.size - cut});
+  });
+}
+
 void StepPlans::on_floor_changed(ZoneOps& zones) {
   std::lock_guard<SpinLock> g(boundary_mu_);
   PlanRun* zr = zone_run_.load(std::memory_order_relaxed);

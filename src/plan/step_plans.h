@@ -115,6 +115,9 @@ class ZoneOps {
   virtual void release_zone(const Zone& zone, UnderLock unpublish) noexcept = 0;
   // Runs fn under the writer lock.
   virtual void under_lock(UnderLock fn) noexcept = 0;
+  // Under the writer lock (in under_lock's fn): splits the zone's region block that holds
+  // p strictly inside it at p. false: none does, or no host memory (nothing changed).
+  virtual bool split_zone_block_w(uintptr_t p) noexcept = 0;
 };
 
 // What the boundary hook did, for the arena's log records (built with no lock held).
@@ -245,6 +248,12 @@ class StepPlans {
   // the plan ends (ZARENA_PLAN_MISS_FLOOR). Lowered below it again: they belong to the
   // current epoch again (the next reset reclaims them), as region blocks do.
   void on_floor_changed(ZoneOps& zones);
+  // A floor about to be set at p (zarena_set_floor): where p lies inside one of the zone's
+  // pieces and no live planned block holds it strictly inside, splits that piece (and its
+  // region block) at p, so that the floor lies on a block boundary, as it does at a region
+  // block's start. Else (or with no host memory) nothing changes, and the region refuses a
+  // floor inside a piece.
+  void split_zone_for_floor(ZoneOps& zones, uintptr_t p) noexcept;
   // Under the writer lock: stats, and the zone as it is (the arena's walks and snapshots).
   void stats(PlanStats* out) const;
   const Zone& zone_w() const { return zone_; }

@@ -256,6 +256,12 @@ class Region {
   // has no such room. Drains the slots' caches (as claim_w does). O(blocks above the
   // floor). Under WriterLock.
   bool fit_w(uint64_t aligned, uint64_t* offset);
+  // Splits the zone's block that holds `offset` strictly inside it into two zone blocks at
+  // offset, each pinned once, so that a floor may lie there (a planned block's start inside
+  // a zone piece). false: no zone block holds offset inside it (nothing changed). Throws
+  // std::bad_alloc (a record, the pinned set's room) before any change. O(blocks below
+  // offset). Under WriterLock.
+  bool split_zone_w(uint64_t offset);
   // Gives claimed ranges back: each block is unpinned and freed, as zarena_unpin and
   // zarena_free would (under the caller's slot lock).
   void unclaim(Slot& s, const std::vector<OffsetRange>& ranges);

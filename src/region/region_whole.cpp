@@ -582,6 +582,45 @@ void Region::make_zone_blocks_w(const std::vector<uint32_t>& pieces,
   settle();
 }
 
+bool Region::split_zone_w(uint64_t offset) {
+  if (locked_ == 0 || offset == 0 || offset % cfg_.granule != 0 || offset >= top_) return false;
+  uint32_t hit = kNoRecord;
+  walk_w(0, offset, [&](uint32_t record, uint64_t o) {
+    if (record != kNoRecord && o < offset && store_[record].end() > offset) hit = record;
+  });
+  if (hit == kNoRecord) return false;
+  const uint64_t w = store_[hit].load_word();
+  const BlockState st = Word::state(w);
+  if (Word::owner(w) != kOwnerZone || (st != BlockState::kLive && st != BlockState::kDeferred)) {
+    return false;
+  }
+  pinned_.reserve_more(1);
+  const uint32_t n = acquire_record_like(nullptr, hit);  // may throw: nothing changed yet
+  Block& r = store_[hit];
+  Block& b = store_[n];
+  const uint64_t end = r.end();
+  b.offset.store(offset, std::memory_order_relaxed);
+  b.size.store(end - offset, std::memory_order_relaxed);
+  b.alloc_epoch.store(r.alloc_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  b.layout_epoch.store(r.layout_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  b.tag = r.tag;
+  const uint64_t bw = b.word.load(std::memory_order_relaxed);
+  const uint8_t flags =
+      static_cast<uint8_t>((Word::flags(w) & ~kFlagLongLived) | (Word::flags(bw) & kFlagLongLived));
+  b.word.store(Word::make(st, flags, kOwnerZone, Word::pins(w), Word::gen(bw) + 1),
+               std::memory_order_release);
+  r.size.store(offset - r.off(), std::memory_order_relaxed);
+  map_.set_end(offset, hit);
+  map_.tag(offset, end - offset, n);
+  pinned_.add(n);
+  // One more live block, no more bytes (unclaim frees both); under the floor, the floor's
+  // share counts it too (the next reset's base).
+  ++slots_[0].c.live_count;
+  if (flags & kFlagPersistent) ++totals_.floor_live_count;
+  assert_sound_w("split_zone_w");
+  return true;
+}
+
 void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
   for (const OffsetRange& r : ranges) {
     const uint32_t record = map_.at(r.offset);
