@@ -619,8 +619,13 @@ TEST(Lanes, ASecondCallerDuringTheOwnersPlannedPairIsServedOrRefused) {
   zarena_lane* l = make_lane(a);
   ASSERT_TRUE(engage_pairs(a, l, 4));
   std::atomic<uint64_t> planned{0}, refused{0};
+  // The second caller starts once the owner's first pair (planned: the plan is engaged) is
+  // in; from then on the two race, and the plan may deviate at any time.
+  std::atomic<bool> go{false};
   auto run = [&](int who) {
+    while (who == 1 && !go.load()) std::this_thread::yield();
     for (int i = 0; i < 4000; ++i) {
+      if (who == 0 && i == 1) go.store(true);
       if (who == 0 && i % 4 == 0) {
         const zarena_status st = zarena_lane_step_begin(a, l);
         ASSERT_TRUE(st == ZARENA_OK || st == ZARENA_E_INVALID_ARGUMENT) << st;
@@ -647,6 +652,7 @@ TEST(Lanes, ASecondCallerDuringTheOwnersPlannedPairIsServedOrRefused) {
   };
   std::thread t([&] { run(1); });
   run(0);
+  go.store(true);  // an early failure of the owner's
   t.join();
   EXPECT_GT(planned.load(), 0u) << "no planned pair: the test proves nothing";
   EXPECT_EQ(lane_stats(a, l).plan_live_count, 0u);
