@@ -51,8 +51,8 @@
  *   zarena_lane_free of a block of the lane's zone (while no trace, poison or graph capture
  *   is on) do not mark the lane busy: they take what any thread's planned allocation and
  *   free take (the plan's lock for the allocation, one compare-and-swap of the block's word
- *   for the free; docs/PLANS.md "Lanes") and nothing else, so the owner's pair costs what
- *   zarena_alloc_ex + zarena_free cost under the arena's plan, not two more atomics.
+ *   for the free; docs/PLANS.md "Lanes") and nothing else: two atomics for the pair, not
+ *   four.
  *   Misuse by the owner is still an error at the call, as zarena_free_at says: a double
  *   free ZARENA_E_DOUBLE_FREE, a free naming an ended epoch ZARENA_E_STALE, a pointer that
  *   is no block ZARENA_E_NOT_OWNED (or the status zarena_free_at gives it), each counted in
@@ -72,7 +72,9 @@
  *     racing the owner's free of it, get what they get for any block: one free wins (OK),
  *     the other is ZARENA_E_DOUBLE_FREE; a pin that wins before the free defers the free
  *     until its unpin (the free answers OK), a pin after it is refused as zarena_pin
- *     refuses a pin of a freed block.
+ *     refuses a pin of a freed block. (Once the plan hands the address out again, a late
+ *     call names the new block, as for any reused address; zarena_free_at with an ended
+ *     epoch is still ZARENA_E_STALE.)
  *   - zarena_reset racing the owner's planned allocation: the allocation is either before
  *     the reset (its block belongs to the ended epoch and is reclaimed) or after it (the new
  *     epoch's); never a block stamped with the ended epoch after zarena_epoch() moved.
