@@ -1,5 +1,7 @@
 // The experimental lanes (zarena/zarena_lane.h): a lane's calls, each between
-// Arena::lane_enter (the handle checked, the lane marked busy) and lane_leave.
+// Arena::lane_enter (the handle checked, the lane marked busy) and lane_leave; but the
+// owner's planned pair (engine/lane_owner.h), which takes neither.
+#include "engine/lane_owner.h"
 #include "handle.h"
 #include "zarena/zarena_lane.h"
 
@@ -26,6 +28,17 @@ zarena_status on_lane(zarena* a, zarena_lane* l, const char* fn, Body&& body) no
   return st;
 }
 
+// The live lane of handle l on arena a for the owner's planned pair, or null (the full path
+// then says why): the handle checks of checked() and lane_enter, with no busy word.
+inline Lane* owned_lane(zarena* a, zarena_lane* l) noexcept {
+  if (ZARENA_UNLIKELY(a == nullptr || l == nullptr || a->magic != ::zarena::kMagic ||
+                      l->magic != zarena_lane::kMagic || l->arena != a->arena.get() ||
+                      l->arena == nullptr)) {
+    return nullptr;
+  }
+  return l->lane.load(std::memory_order_acquire);
+}
+
 }  // namespace
 
 extern "C" {
@@ -45,10 +58,19 @@ zarena_status zarena_lane_destroy(zarena* a, zarena_lane* l) {
 
 zarena_status zarena_lane_alloc(zarena* a, zarena_lane* l, uint64_t size, uint32_t tag,
                                 zarena_block* out) {
-  if (out == nullptr) return fail(Status::kInvalidArgument, "zarena_lane_alloc: out is NULL");
+  if (ZARENA_UNLIKELY(out == nullptr))
+    return fail(Status::kInvalidArgument, "zarena_lane_alloc: out is NULL");
+  Arena::OwnedAlloc r = Arena::OwnedAlloc::kNotAsked;
+  if (Lane* lane = owned_lane(a, l); ZARENA_LIKELY(lane != nullptr)) {
+    r = l->arena->lane_alloc_owned(*lane, size, tag, out);
+    if (ZARENA_LIKELY(r == Arena::OwnedAlloc::kServed)) return ZARENA_OK;
+  }
   return on_lane(a, l, "zarena_lane_alloc", [&](Arena& arena, Lane& lane) {
     zarena_block b;
-    const Status st = arena.lane_alloc(lane, size, tag, &b);  // noexcept
+    // Asked already: the plan is not asked twice for one request (its cursor may have moved).
+    const Status st = r == Arena::OwnedAlloc::kAsked
+                          ? arena.lane_alloc_unplanned(lane, size, tag, &b)  // noexcept
+                          : arena.lane_alloc(lane, size, tag, &b);           // noexcept
     if (ZARENA_LIKELY(st == Status::kOk)) *out = b;
     return static_cast<zarena_status>(st);
   });
@@ -67,6 +89,12 @@ zarena_status zarena_lane_alloc_unplanned(zarena* a, zarena_lane* l, uint64_t si
 }
 
 zarena_status zarena_lane_free(zarena* a, zarena_lane* l, void* ptr, uint64_t epoch) {
+  if (Lane* lane = owned_lane(a, l); ZARENA_LIKELY(lane != nullptr)) {
+    Status st;
+    if (ZARENA_LIKELY(l->arena->lane_free_owned(*lane, ptr, epoch_arg(epoch), &st))) {
+      return static_cast<zarena_status>(st);
+    }
+  }
   return on_lane(a, l, "zarena_lane_free", [&](Arena& arena, Lane& lane) {
     return static_cast<zarena_status>(arena.lane_free(lane, ptr, epoch_arg(epoch)));
   });

@@ -44,10 +44,10 @@ if [ "$SANITIZE" != 0 ]; then
     test_teardown
     test_log test_diagnostics test_cadence test_trace_format test_trace_edges test_interior
     test_fork test_expandable test_plan test_plan_run test_step_plans test_arena_plans test_plan_promises test_kept_report
-    test_graph_steps fuzz_arena_replay)
+    test_graph_steps test_lanes fuzz_arena_replay)
   TSAN_SUITES=(test_threads test_capture_scope test_region_threads test_arena_threads test_log test_backend_host
     test_overflow test_overflow_route test_expandable test_step_plans test_arena_plans test_plan_promises test_teardown
-    test_graph_steps)
+    test_graph_steps test_lanes)
   san_build() {  # folder, sanitizers, targets...
     local dir=$1 san=$2
     shift 2

@@ -117,6 +117,17 @@ class Arena final : private RegionHooks, private ZoneOps {
   Status lane_alloc(Lane& l, uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   Status lane_alloc_unplanned(Lane& l, uint64_t size, uint32_t tag, zarena_block* out) noexcept;
   Status lane_free(Lane& l, void* ptr, uint64_t want_epoch) noexcept;
+  // [lanes] The owner's planned pair (engine/lane_owner.h, inlined into capi/lane_api.cpp;
+  // zarena_lane.h "THREADS"): a request the lane's engaged plan serves, or a free of a block
+  // of the lane's zone, with no busy word and no layer between: the plan's lock (alloc) or
+  // the block's word (free) decides every race, as for any thread. kNotAsked / false:
+  // nothing was done, the full path takes the call (the lane busy, a fast-path flag or
+  // poison on, the plan not engaged, not the lane's zone). kAsked: the plan was asked and
+  // did not serve: the call goes on as lane_alloc does after its plan (the dynamic engine,
+  // lane_alloc_unplanned). A free the plan refuses is answered here (*st).
+  enum class OwnedAlloc : uint8_t { kServed, kNotAsked, kAsked };
+  OwnedAlloc lane_alloc_owned(Lane& l, uint64_t size, uint32_t tag, zarena_block* out) noexcept;
+  bool lane_free_owned(Lane& l, void* ptr, uint64_t want_epoch, Status* st) noexcept;
   void lane_step_begin(Lane& l);
   void lane_stats(Lane& l, zarena_lane_stats* out);
   const zarena_plan_view* lane_plan_view(const Lane& l) const {
@@ -223,6 +234,9 @@ class Arena final : private RegionHooks, private ZoneOps {
   // the plan, the others to the region.
   Status free_with_zone(void* ptr, uint64_t want_epoch, Lane* lane) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
+  // A planned free the run refused (o): counted and reported as the region's refusals are.
+  Status free_planned_refused(PlanRun& run, void* ptr, FreeOutcome o, uint64_t key,
+                              uint64_t want_epoch) noexcept;
   // The trace of the planned paths (plan_trace.cpp): a key of its own when tracing (0 when
   // not), taken before a planned free or unpin, and the records.
   uint64_t trace_key() noexcept {

@@ -113,6 +113,11 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
     }
     return Status::kOk;
   }
+  return free_planned_refused(run, ptr, o, key, want_epoch);
+}
+
+Status Arena::free_planned_refused(PlanRun&, void* ptr, FreeOutcome o, uint64_t key,
+                                   uint64_t want_epoch) noexcept {
   Slot& s = region_.enter();
   const Status st =
       free_refused(s, refine_refusal(s, From::kPlan, ptr, o, want_epoch), ptr, want_epoch);

@@ -47,6 +47,38 @@
  *   any thread may make them at any time.) zarena_reset, zarena_get_stats and the other
  *   whole-arena calls may run while lanes are used, as with threads.
  *
+ *   The owner's planned pair. A zarena_lane_alloc that the lane's plan serves and a
+ *   zarena_lane_free of a block of the lane's zone (while no trace, poison or graph capture
+ *   is on) do not mark the lane busy: they take what any thread's planned allocation and
+ *   free take (the plan's lock for the allocation, one compare-and-swap of the block's word
+ *   for the free; docs/PLANS.md "Lanes") and nothing else: two atomics for the pair, not
+ *   four.
+ *   Misuse by the owner is still an error at the call, as zarena_free_at says: a double
+ *   free ZARENA_E_DOUBLE_FREE, a free naming an ended epoch ZARENA_E_STALE, a pointer that
+ *   is no block ZARENA_E_NOT_OWNED (or the status zarena_free_at gives it), each counted in
+ *   the stats and never freeing another block handed out at the same address since.
+ *   What a racing non-owner gets:
+ *   - a second caller on the lane while such a planned call of the owner runs is not
+ *     refused: both calls are served, each whole, in some order (a planned allocation is
+ *     decided under the plan's lock, so no two callers are handed one instance and no
+ *     instance is handed out over a live block). The plan then sees the two callers'
+ *     requests as one sequence, which it may not follow: a deviation (the dynamic engine
+ *     serves the rest of the step), never an overlap. A call that finds another call on
+ *     the lane in progress on the full path (the owner's dynamic allocation, a boundary, the
+ *     stats) is refused as above, changing nothing; but an allocation whose plan was asked
+ *     (an unplanned item, a deviation) and that then finds the lane in use is refused after
+ *     the plan moved past that request, so the plan deviates at its next one.
+ *   - zarena_free, zarena_pin and zarena_unpin of a lane's planned block from another thread,
+ *     racing the owner's free of it, get what they get for any block: one free wins (OK),
+ *     the other is ZARENA_E_DOUBLE_FREE; a pin that wins before the free defers the free
+ *     until its unpin (the free answers OK), a pin after it is refused as zarena_pin
+ *     refuses a pin of a freed block. (Once the plan hands the address out again, a late
+ *     call names the new block, as for any reused address; zarena_free_at with an ended
+ *     epoch is still ZARENA_E_STALE.)
+ *   - zarena_reset racing the owner's planned allocation: the allocation is either before
+ *     the reset (its block belongs to the ended epoch and is reclaimed) or after it (the new
+ *     epoch's); never a block stamped with the ended epoch after zarena_epoch() moved.
+ *
  * LIMITS AND LIFETIME
  *   An arena has at most ZARENA_LANE_MAX lanes at once (one region slot each); past it,
  *   zarena_lane_create fails with ZARENA_E_OUT_OF_MEMORY and creates nothing. A destroyed
