@@ -7,8 +7,11 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <list>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "bench_support.h"
@@ -213,6 +216,96 @@ void BM_RepeatedStepFootprint(benchmark::State& state) {
   zarena_destroy(a);
 }
 BENCHMARK(BM_RepeatedStepFootprint)->Arg(0)->Arg(1);
+
+// PyTorch's threads on the same training-like step (a host model of train_compare's
+// shape): the main thread runs the forward and the optimizer, one long-lived second thread
+// the backward (it frees the forward's saved activations and allocates the gradients,
+// which the main thread frees at the next step's zero_grad). Expandable, 2 MiB commits,
+// an 8 GiB capacity (address space, as a device's memory is for zarena.torch): each
+// thread's slot keeps what it frees, up to a budget derived from the capacity, so this is
+// where the dynamic engine's growth under two threads shows. Arg(0) plans off, Arg(1)
+// on; 200 steps; live_peak_MiB is the most bytes live at once (kept by the bench).
+void BM_TwoThreadStepFootprint(benchmark::State& state) {
+  zarena* a = zarena_bench::make_quiet_host_arena(
+      8ull << 30, ZARENA_FLAG_EXPANDABLE | (state.range(0) ? 0 : ZARENA_FLAG_NO_PLAN), 2 << 20);
+  constexpr int kLayers = 12;
+  constexpr uint64_t kMiB = 1 << 20;
+  const uint64_t act[kLayers] = {6, 4, 8, 3, 6, 4, 8, 3, 6, 4, 8, 2};
+  uint64_t live = 0, live_peak = 0;
+  auto alloc = [&](uint64_t n) {
+    void* p = nullptr;
+    if (zarena_alloc(a, n, &p) != ZARENA_OK) std::abort();
+    live += n;
+    live_peak = std::max(live_peak, live);
+    return p;
+  };
+  auto release = [&](void* p, uint64_t n) {
+    if (zarena_free(a, p) != ZARENA_OK) std::abort();
+    live -= n;
+  };
+  alloc(8 * kMiB);  // parameters
+  std::vector<void*> grads(kLayers, nullptr), saved(kLayers, nullptr), opt_state;
+  void* loss = nullptr;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool backward_due = false, quit = false;
+  std::thread autograd([&] {
+    std::unique_lock<std::mutex> l(mu);
+    for (;;) {
+      cv.wait(l, [&] { return quit || backward_due; });
+      if (quit) return;
+      for (int i = kLayers - 1; i >= 0; --i) {
+        void* g = alloc(act[i] * kMiB);
+        release(saved[i], act[i] * kMiB);
+        grads[i] = alloc(act[i] * kMiB / 4);
+        release(g, act[i] * kMiB);
+      }
+      backward_due = false;
+      cv.notify_all();
+    }
+  });
+  for (auto _ : state) {
+    zarena_step_begin(a);
+    for (int i = 0; i < kLayers; ++i) {
+      saved[i] = alloc(act[i] * kMiB);
+      release(alloc(2 * act[i] * kMiB), 2 * act[i] * kMiB);
+    }
+    void* new_loss = alloc(4096);
+    if (loss != nullptr) release(loss, 4096);
+    loss = new_loss;
+    for (int i = 0; i < kLayers; ++i) {  // zero_grad(set_to_none=True)
+      if (grads[i] != nullptr) release(grads[i], act[i] * kMiB / 4);
+      grads[i] = nullptr;
+    }
+    {
+      std::unique_lock<std::mutex> l(mu);  // the backward, on the other thread
+      backward_due = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return !backward_due; });
+    }
+    for (int i = 0; i < kLayers; ++i) {  // the optimizer: its state once, temporaries
+      if (opt_state.size() < kLayers) opt_state.push_back(alloc(act[i] * kMiB / 2));
+      release(alloc(act[i] * kMiB / 4), act[i] * kMiB / 4);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(mu);
+    quit = true;
+  }
+  cv.notify_all();
+  autograd.join();
+  zarena_stats st;
+  st.struct_size = sizeof st;
+  zarena_get_stats(a, &st);
+  const double mib = 1 << 20;
+  state.counters["committed_MiB"] = static_cast<double>(st.committed_bytes) / mib;
+  state.counters["high_water_MiB"] = static_cast<double>(st.high_water_bytes) / mib;
+  state.counters["live_peak_MiB"] = static_cast<double>(live_peak) / mib;
+  state.counters["plan_hits"] = static_cast<double>(st.plan_hits);
+  state.SetItemsProcessed(state.iterations());
+  zarena_destroy(a);
+}
+BENCHMARK(BM_TwoThreadStepFootprint)->Arg(0)->Arg(1)->Iterations(200);
 
 // The baseline design: first-fit over a linked free list (no index), same layout.
 class ScanningArena {

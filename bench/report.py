@@ -59,6 +59,14 @@ def main() -> int:
     if off and on:
         print(f"  repeated-step footprint, plans on / off     {on / off:.3f}  "
               f"(committed {on:.0f} MiB vs {off:.0f} MiB)")
+    two = {b["run_name"]: b for b in data["benchmarks"]
+           if b.get("aggregate_name") == "median"
+           and b["run_name"].startswith("BM_TwoThreadStepFootprint/")}
+    for name, b in sorted(two.items()):
+        if b.get("live_peak_MiB"):
+            print(f"  two-thread step, plans {'on ' if '/1/' in name else 'off'}, committed / live "
+                  f"{b['committed_MiB'] / b['live_peak_MiB']:.3f}  "
+                  f"({b['committed_MiB']:.0f} MiB vs {b['live_peak_MiB']:.1f} MiB)")
     for name in ("BM_StepPairs/0", "BM_StepPairs/1"):
         if name in med:
             per_pair = med[name] / 64 * (1000 if unit[name] == "us" else 1)

@@ -102,7 +102,8 @@ type Stats struct {
 	// NeededBytes: the capacity the workload needed: the highest top plus live overflow,
 	// over the epochs.
 	NeededBytes uint64 `json:"needed_bytes"`
-	// UsedPeakBytes: highest used_bytes since create or the last peak reset.
+	// UsedPeakBytes: highest used_bytes since create or the last peak reset (a plan's
+	// zone counts whole; a bound when threads free each other's blocks).
 	UsedPeakBytes uint64 `json:"used_peak_bytes"`
 	// PinnedPeakBytes: highest pinned_bytes since create or the last peak reset (a plan's
 	// zone counts).

@@ -5,9 +5,13 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "zarena_torch/zarena_torch.h"
 
@@ -74,6 +78,49 @@ TEST(TorchShim, FailedMallocThrowsTheDiagnosisAndTheShimStaysUsable) {
   EXPECT_EQ(info.mallocs, 2u);
   EXPECT_EQ(info.frees, 2u);
   EXPECT_EQ(info.failed_frees, 0u);
+}
+
+// zarena_torch_info.live_peak_bytes is max_memory_allocated's measure: the most bytes of
+// blocks handed out and not given back at once, each its size rounded to the alignment
+// (256), exact when another thread frees what this one allocated, as PyTorch's autograd
+// thread frees the forward's activations (the library's used_peak_bytes is a bound then).
+TEST(TorchShim, LivePeakIsExactWhenAnotherThreadFrees) {
+  const Shim& s = shim();
+  ASSERT_NE(s.malloc_fn, nullptr) << dlerror();
+  zarena_torch_info before{};
+  before.struct_size = sizeof before;
+  ASSERT_EQ(s.info_fn(0, &before), ZARENA_OK);
+  ASSERT_EQ(before.struct_size, sizeof before);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<void*> held;
+    for (int i = 0; i < 4; ++i) {
+      void* p = s.malloc_fn(1000 + static_cast<size_t>(round), 0, nullptr);
+      ASSERT_NE(p, nullptr);
+      held.push_back(p);
+    }
+    std::thread other([&] {
+      for (void* p : held) s.free_fn(p, 1000 + static_cast<size_t>(round), 0, nullptr);
+    });
+    other.join();
+  }
+  zarena_torch_info after{};
+  after.struct_size = sizeof after;
+  ASSERT_EQ(s.info_fn(0, &after), ZARENA_OK);
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+  EXPECT_EQ(after.live_peak_bytes,
+            std::max<uint64_t>(before.live_peak_bytes, before.live_bytes + 4 * 1024));
+  EXPECT_EQ(after.mallocs - before.mallocs, 200u);
+  EXPECT_EQ(after.frees - before.frees, 200u);
+
+  // A caller compiled before the two fields gets the fields it knows, the rest untouched.
+  zarena_torch_info old{};
+  old.live_bytes = 7;
+  old.live_peak_bytes = 7;
+  old.struct_size = offsetof(zarena_torch_info, live_bytes);
+  ASSERT_EQ(s.info_fn(0, &old), ZARENA_OK);
+  EXPECT_EQ(old.struct_size, offsetof(zarena_torch_info, live_bytes));
+  EXPECT_EQ(old.live_bytes, 7u);
+  EXPECT_EQ(old.live_peak_bytes, 7u);
 }
 
 TEST(TorchShim, ADeviceOutOfRangeThrows) {

@@ -51,6 +51,10 @@ struct DeviceState {
 #endif
   std::atomic<uint64_t> mallocs{0}, frees{0}, failed_mallocs{0}, failed_frees{0}, stream_joins{0},
       joins_skipped{0}, capture_joins{0}, record_streams{0};
+  // The bytes handed out and not given back, each block as its size rounded to `alignment`,
+  // and their peak (zarena_torch_info: live_bytes, live_peak_bytes).
+  std::atomic<uint64_t> live_bytes{0}, live_peak_bytes{0};
+  uint64_t alignment = 256;  // the arena's, set before the arena is published
   // During zarena_torch_capture_begin/_end: the capture's stream, home to the captured ones.
   std::atomic<void*> capture_home{nullptr};
 };
@@ -240,6 +244,7 @@ zarena* create_arena(DeviceState* d, int device, void* stream) {
   }
   d->home = stream;
   d->backend = zarena_backend(a);
+  if (cfg.alignment != 0) d->alignment = cfg.alignment;
 #ifdef ZARENA_TORCH_HAVE_CUDA
   if (d->backend == ZARENA_BACKEND_CUDA) {
     int previous = -1;
@@ -258,6 +263,25 @@ zarena* create_arena(DeviceState* d, int device, void* stream) {
 #endif
   d->arena.store(a, std::memory_order_release);
   return a;
+}
+
+// The bytes a block of `size` takes in the arena (what max_memory_allocated counts of it).
+uint64_t block_bytes(const DeviceState* d, size_t size) {
+  const uint64_t al = d->alignment;
+  return (static_cast<uint64_t>(size) + al - 1) / al * al;
+}
+
+// One shared counter: its modification order is the order of the mallocs and frees, so the
+// peak is exact whatever thread frees what (torch frees from its autograd thread too).
+void note_live(DeviceState* d, int64_t delta) {
+  const uint64_t now =
+      d->live_bytes.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed) +
+      static_cast<uint64_t>(delta);
+  if (delta <= 0) return;
+  uint64_t peak = d->live_peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak &&
+         !d->live_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
 }
 
 }  // namespace
@@ -319,6 +343,7 @@ void* zarena_torch_malloc(size_t size, int device, void* stream) {
         std::string(" failed: ") + zarena_status_string(st) + " (" + zarena_last_error() + ")"));
   }
   d->mallocs.fetch_add(1, std::memory_order_relaxed);
+  note_live(d, static_cast<int64_t>(block_bytes(d, size)));
   return p;
 }
 
@@ -354,6 +379,7 @@ void zarena_torch_free(void* ptr, size_t size, int device, void* stream) {
   }
   if (st == ZARENA_OK) {
     d->frees.fetch_add(1, std::memory_order_relaxed);
+    note_live(d, -static_cast<int64_t>(block_bytes(d, size)));
     return;
   }
   uint64_t n = 0;
@@ -390,6 +416,8 @@ zarena_status zarena_torch_get_info(int device, zarena_torch_info* out) {
   info.joins_skipped = d->joins_skipped.load(std::memory_order_relaxed);
   info.capture_joins = d->capture_joins.load(std::memory_order_relaxed);
   info.record_streams = d->record_streams.load(std::memory_order_relaxed);
+  info.live_bytes = d->live_bytes.load(std::memory_order_relaxed);
+  info.live_peak_bytes = d->live_peak_bytes.load(std::memory_order_relaxed);
   const size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
   const uint32_t caller_size = out->struct_size;
   std::memcpy(out, &info, n);

@@ -101,6 +101,17 @@ typedef struct zarena_torch_info {
   uint64_t joins_skipped;  /* waits skipped because a stream was being captured */
   uint64_t capture_joins;  /* waits recorded into a capture as graph edges (see CAPTURE) */
   uint64_t record_streams; /* tensor.record_stream calls received (see RECORD_STREAM) */
+  /* Bytes of the blocks handed out through zarena_torch_malloc and not yet given back through
+   * zarena_torch_free, each counted as its size rounded up to the arena's alignment (what the
+   * block takes), and the most of them at once since the arena was created: the figures
+   * torch.cuda.memory_allocated / max_memory_allocated give for the caching allocator (which
+   * rounds to 512 bytes). Exact with any number of threads (one shared counter, kept by the
+   * shim, whose calls cost far more than its atomic add). zarena_stats' used_peak_bytes is
+   * not this: it counts a step plan's zone whole, and with threads that free each other's
+   * blocks (PyTorch's autograd thread frees the forward's activations) it is a bound that
+   * climbs to high_water_bytes (zarena.h, zarena_reset_peak_stats). */
+  uint64_t live_bytes;
+  uint64_t live_peak_bytes;
 } zarena_torch_info;
 
 /* Copies the state of a device's arena into out (at most out->struct_size bytes).

@@ -95,7 +95,8 @@ class Info(ctypes.Structure):
                 ("frees", ctypes.c_uint64), ("failed_mallocs", ctypes.c_uint64),
                 ("failed_frees", ctypes.c_uint64), ("stream_joins", ctypes.c_uint64),
                 ("joins_skipped", ctypes.c_uint64), ("capture_joins", ctypes.c_uint64),
-                ("record_streams", ctypes.c_uint64)]
+                ("record_streams", ctypes.c_uint64), ("live_bytes", ctypes.c_uint64),
+                ("live_peak_bytes", ctypes.c_uint64)]
 
     def to_dict(self):
         return {n: getattr(self, n) for n, _ in self._fields_ if n != "struct_size"}

@@ -136,7 +136,8 @@ inline constexpr StatsField kStatsFields[] = {
     ZARENA_STATS_FIELD(needed_bytes, kBytes, kDiagnosis,
         "the capacity the workload needed: the highest top plus live overflow, over the epochs"),
     ZARENA_STATS_FIELD(used_peak_bytes, kBytes, kRegion,
-        "highest used_bytes since create or the last peak reset"),
+        "highest used_bytes since create or the last peak reset (a plan's zone counts whole; "
+        "a bound when threads free each other's blocks)"),
     ZARENA_STATS_FIELD(pinned_peak_bytes, kBytes, kPins,
         "highest pinned_bytes since create or the last peak reset (a plan's zone counts)"),
     ZARENA_STATS_FIELD(epoch_max_alloc_aligned_bytes, kBytes, kEpoch,

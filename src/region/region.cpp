@@ -303,10 +303,18 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         return true;
       }
       if (out->commit_to != 0) {
-        keep_spare(s, fresh);
-        return false;
-      }
-      if (borrow_from_floor(s, aligned, tag, out)) {
+        // An expandable region would commit more memory. The free blocks the slots hold go
+        // to the central side first (once): a thread that frees what another allocated
+        // (PyTorch's autograd thread frees the forward's activations) keeps them in its own
+        // slot, up to a budget derived from the capacity (a device's memory for
+        // zarena.torch), while the allocating thread grows the region step after step.
+        if (drained || !slots_may_cache()) {
+          keep_spare(s, fresh);
+          return false;
+        }
+        out->commit_to = 0;
+        out->commit_least = 0;
+      } else if (borrow_from_floor(s, aligned, tag, out)) {
         keep_spare(s, fresh);
         return true;
       }

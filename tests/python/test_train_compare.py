@@ -37,11 +37,20 @@ class DryRunTest(unittest.TestCase):
         self.assertEqual((rep["result"], rep["failures"], rep["dry_run"]), ("pass", [], True))
         ours = rep["zarena"]
         self.assertEqual(len(ours["losses"]), 30)
-        # Like with like: the peak of bytes handed out (max_memory_allocated's measure), the
-        # region's top beside it.
-        self.assertEqual(ours["peak_bytes"],
+        # Like with like: the peak of bytes handed out (max_memory_allocated's measure:
+        # libzarena_torch's exact count; the dry run holds its 8 weights and one step's 24
+        # blocks at once), the library's used peak and the region's top beside it.
+        sizes = [(1 + (i * 37) % 64) << 14 for i in range(24)]
+        self.assertEqual(ours["peak_bytes"], (8 << 18) + sum(sizes))
+        self.assertEqual(ours["info"]["live_peak_bytes"], ours["peak_bytes"])
+        self.assertEqual(ours["info"]["live_bytes"], 8 << 18)
+        self.assertEqual(ours["used_peak_bytes"],
                          ours["stats"]["used_peak_bytes"] + ours["stats"]["overflow_peak_bytes"])
         self.assertEqual(ours["top_bytes"], ours["stats"]["high_water_bytes"])
+        # The first steps' top, committed bytes and zone, read before boundaries 2..7.
+        self.assertEqual(len(ours["first_steps"]), 6)
+        self.assertTrue(all(f["top"] >= ours["peak_bytes"] for f in ours["first_steps"]))
+        self.assertIn("after steps 1..6: top / committed / zone", r.stdout)
         # The reserved peak is the committed peak (read before each boundary: a plan engaging
         # gives back what the first steps committed), never less than what is committed now.
         self.assertGreaterEqual(ours["reserved_bytes"], ours["committed_at_end_bytes"] +

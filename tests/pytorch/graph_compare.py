@@ -193,8 +193,9 @@ def child(mode, steps, warmup):
         del t
         rep = zarena.torch.report(0)
         s = rep["stats"]
-        out.update(peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
-                   reserved_bytes=tc.reserved_of(rep), stats=s, info=rep["info"],
+        out.update(peak_bytes=tc.handed_out_peak(s, rep["info"]),
+                   top_bytes=s["high_water_bytes"], reserved_bytes=tc.reserved_of(rep),
+                   stats=s, info=rep["info"],
                    region=rep["region"], live_at_end=rep["live"],
                    graph_info=zarena.torch.graph_info(0).to_dict(),
                    record_stream={"hooked": ok, "why": why,
@@ -294,8 +295,9 @@ def child_dry(mode, steps, warmup, fault):
     rep = zarena.torch.report(0)
     s = rep["stats"]
     out.update(losses=losses, kinds=kinds, device_used_bytes=0,
-               peak_bytes=s["high_water_bytes"] + s["overflow_peak_bytes"],
-               reserved_bytes=tc.reserved_of(rep), stats=s, info=rep["info"],
+               peak_bytes=tc.handed_out_peak(s, rep["info"]),
+               top_bytes=s["high_water_bytes"], reserved_bytes=tc.reserved_of(rep), stats=s,
+               info=rep["info"],
                region=rep["region"], live_at_end=rep["live"],
                graph_info=arena.graph_info().to_dict(),
                record_stream={"hooked": False, "why": "dry run (no torch)", "forwarded": 0},
@@ -416,11 +418,12 @@ def compare(runs, errs):
     def ms(x):
         return f"{x:.2f} ms" if x else "-"
 
-    rows = [("", "step median (replayed)", "peak / reserved")]
+    rows = [("", "step median (replayed)", "peak handed out / reserved (zarena: top)")]
     for mode in MODES:
         r = runs[mode]
         rows.append((mode, f"{r['step_ms']:.2f} ms ({ms(r.get('replay_step_ms'))})",
-                     f"{fmt(r['peak_bytes'])} / {fmt(r['reserved_bytes'])}"))
+                     f"{fmt(r['peak_bytes'])} / {fmt(r['reserved_bytes'])}"
+                     + (f" ({fmt(r['top_bytes'])})" if r.get("top_bytes") else "")))
     rs = zg["record_stream"]
     rows += [
         ("losses bitwise equal to eager", "", "yes" if not any("losses" in f for f in failures)

@@ -61,12 +61,38 @@ def collect_zarena_events(zarena):
     return events
 
 
-def handed_out_peak(s):
-    """The most bytes zarena had handed out at once, as max_memory_allocated counts them: the
-    peak of live bytes (a step plan's zone counts whole, as the blocks it holds for the
-    plan) plus the overflow peak. The region's top (its high water) is reported beside it:
-    what lies below the top but is not live is holes, which the committed bytes include."""
+def handed_out_peak(s, info):
+    """The most bytes zarena had handed out at once, as max_memory_allocated counts them:
+    libzarena_torch's exact count of the blocks it handed out and PyTorch had not given back
+    (zarena_torch_info.live_peak_bytes: region and overflow blocks, each its aligned size).
+    Without it (an older libzarena_torch), the library's used peak plus the overflow peak,
+    which is no like for like: it counts a step plan's zone whole, and with PyTorch's two
+    threads (the autograd thread frees the forward's activations) it is a bound that climbs
+    to the region's top (zarena.h, zarena_reset_peak_stats); it is reported beside."""
+    if "live_peak_bytes" in info:
+        return info["live_peak_bytes"]
+    return used_peak(s)
+
+
+def used_peak(s):
+    """zarena_stats' used peak plus the overflow peak (see handed_out_peak)."""
     return s["used_peak_bytes"] + s["overflow_peak_bytes"]
+
+
+# The first steps' figures, read at each boundary before it (the learning steps before a
+# plan engages set the run's peaks: the issue 31 question is which of them does).
+FIRST_STEPS = 6
+
+
+def boundary_state(zarena_torch):
+    """The device arena's region top, committed bytes, zone and the shim's live peak now."""
+    try:
+        s = zarena_torch.stats(0)
+    except LookupError:
+        return None
+    info = zarena_torch.info(0).to_dict()
+    return {"top": s.high_water_bytes, "committed": s.committed_bytes,
+            "zone": s.plan_zone_bytes, "live_peak": info.get("live_peak_bytes", 0)}
 
 
 def reserved_of(rep, committed_peak=0):
@@ -135,11 +161,13 @@ def child(mode, steps, warmup, vary=False):
     mask = torch.nn.Transformer.generate_square_subsequent_mask(seq, device=dev)
     side = torch.cuda.Stream(dev)
 
-    losses, times = [], []
+    losses, times, first_steps = [], [], []
     committed_peak = 0
     for step in range(steps):
         if mode == "zarena":  # before the boundary, which may give memory back
             committed_peak = max(committed_peak, committed_now(zarena.torch))
+            if 0 < step <= FIRST_STEPS:
+                first_steps.append(boundary_state(zarena.torch))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         if mode == "zarena":
@@ -177,9 +205,10 @@ def child(mode, steps, warmup, vary=False):
     if mode == "zarena":
         rep = zarena.torch.report(0)
         s = rep["stats"]
-        out.update(peak_bytes=handed_out_peak(s), top_bytes=s["high_water_bytes"],
+        out.update(peak_bytes=handed_out_peak(s, rep["info"]), used_peak_bytes=used_peak(s),
+                   top_bytes=s["high_water_bytes"],
                    reserved_bytes=reserved_of(rep, committed_peak),
-                   committed_at_end_bytes=s["committed_bytes"],
+                   committed_at_end_bytes=s["committed_bytes"], first_steps=first_steps,
                    stats=s, info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                    stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
     else:
@@ -214,8 +243,11 @@ def child_dry(mode, steps, warmup, fault):
     lib = zarena.torch.library()
     weights = [lib.zarena_torch_malloc(256 << 10, 0, None) for _ in range(8)]
     committed_peak = 0
+    first_steps = []
     for step in range(steps):
         committed_peak = max(committed_peak, committed_now(zarena.torch))
+        if 0 < step <= FIRST_STEPS:
+            first_steps.append(boundary_state(zarena.torch))
         t0 = time.perf_counter()
         zarena.torch.step()
         held = [lib.zarena_torch_malloc(n, 0, None) for n in sizes]
@@ -231,9 +263,10 @@ def child_dry(mode, steps, warmup, fault):
     rep = zarena.torch.report(0)
     s = rep["stats"]
     out.update(losses=losses, device_used_bytes=0,
-               peak_bytes=handed_out_peak(s), top_bytes=s["high_water_bytes"],
+               peak_bytes=handed_out_peak(s, rep["info"]), used_peak_bytes=used_peak(s),
+               top_bytes=s["high_water_bytes"],
                reserved_bytes=reserved_of(rep, committed_peak),
-               committed_at_end_bytes=s["committed_bytes"], stats=s,
+               committed_at_end_bytes=s["committed_bytes"], first_steps=first_steps, stats=s,
                info=rep["info"], region=rep["region"], live_at_end=rep["live"],
                stats_repr=repr(zarena.torch.stats(0)), zarena_events=events)
     out.update(timing(times, warmup))
@@ -308,9 +341,16 @@ def compare(default, ours, ours_err, rtol, require_joins):
             ("step time median / p90", f"{default['step_ms']:.2f} / {default['step_p90_ms']:.2f} ms",
              f"{ours['step_ms']:.2f} / {ours['step_p90_ms']:.2f} ms"),
             ("peak handed out", fmt(default["peak_bytes"]) + " (max_memory_allocated)",
-             fmt(ours["peak_bytes"]) + " (used peak + overflow peak), "
-             f"{ratio(ours['peak_bytes'], default['peak_bytes'])}"),
+             fmt(ours["peak_bytes"]) + (" (live blocks, libzarena_torch's count), "
+                                        if "live_peak_bytes" in info else
+                                        " (used peak + overflow peak), ")
+             + f"{ratio(ours['peak_bytes'], default['peak_bytes'])}"),
+            ("used peak (zone whole; a bound with threads)", "",
+             fmt(ours.get("used_peak_bytes", 0))),
             ("region top (high water)", "", fmt(ours.get("top_bytes", 0))),
+            ("after steps 1..6: top / committed / zone", "",
+             ", ".join(f"{fmt(f['top'])} / {fmt(f['committed'])} / {fmt(f['zone'])}"
+                       for f in ours.get("first_steps", []) if f) or "-"),
             ("reserved peak", fmt(default["reserved_bytes"]) + " (max_memory_reserved)",
              fmt(ours["reserved_bytes"]) + " (region or committed + overflow peak), "
              f"{ratio(ours['reserved_bytes'], default['reserved_bytes'])}"),
