@@ -28,8 +28,10 @@ strip -o "$G/bin/test_plan_promises" "$BUILD/tests/test_plan_promises"
 cp -L "$BUILD/capi/libzarena.so.1" "$G/lib/libzarena.so.1"
 strip "$G/lib/libzarena.so.1"
 ln -s libzarena.so.1 "$G/lib/libzarena.so"
-torch_shim=$(find "$BUILD" -name 'libzarena_torch.so' -print -quit)
-[ -n "$torch_shim" ] && cp -L "$torch_shim" "$G/lib/" && strip "$G/lib/libzarena_torch.so"
+# The shim as this build made it (a find could pick an installed copy, e.g. the
+# go-outside test's prefix, left from an earlier build).
+torch_shim=$BUILD/capi/libzarena_torch.so
+[ -f "$torch_shim" ] && cp -L "$torch_shim" "$G/lib/" && strip "$G/lib/libzarena_torch.so"
 bench_lib=$(ldd "$G/bin/bench_threads" | awk '/libbenchmark/ {print $3}')
 [ -n "$bench_lib" ] && cp -L "$bench_lib" "$G/lib/"
 
