@@ -915,6 +915,18 @@ TEST(ArenaPlans, PlanStepsCountsAStepMarkedAtBothEndsOnce) {
   EXPECT_EQ(counted[2], counted[1]);
 }
 
+// A step of three `size` blocks, allocated and freed six times (each after a step_begin)
+// so that a plan learns it, then begun once more with its three blocks allocated into b.
+void learned_step_of_three(zarena* a, uint64_t size, zarena_block (&b)[3]) {
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, size, 0, &x), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
+  }
+  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, size, 0, &x), ZARENA_OK);
+}
+
 }  // namespace
 
 // A floor set between two pieces of the zone (at an obstacle the step was laid out around)
@@ -935,13 +947,7 @@ TEST(ArenaPlans, AFloorInsideTheZoneKeepsOnlyThePlannedBlocksUnderIt) {
   ASSERT_EQ(zarena_free(a, hole), ZARENA_OK);
   const uint64_t obstacle_off = reinterpret_cast<uintptr_t>(obstacle) - base;
   zarena_block b[3];
-  for (int step = 0; step < 6; ++step) {
-    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
-    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
-  }
-  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
+  ASSERT_NO_FATAL_FAILURE(learned_step_of_three(a, kSize, b));
   int below = 0, above = 0;
   for (const auto& x : b) {
     ASSERT_NE(x.flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve";
@@ -1031,13 +1037,7 @@ TEST(ArenaPlans, AFloorAtAPlannedStartInsideAPieceCutsThePiece) {
   const uintptr_t base = reinterpret_cast<uintptr_t>(region_of(a).base);
   constexpr uint64_t kSize = 4096;
   zarena_block b[3];
-  for (int step = 0; step < 6; ++step) {
-    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
-    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
-  }
-  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
+  ASSERT_NO_FATAL_FAILURE(learned_step_of_three(a, kSize, b));
   std::sort(std::begin(b), std::end(b),
             [](const zarena_block& x, const zarena_block& y) { return x.ptr < y.ptr; });
   for (const auto& x : b) ASSERT_NE(x.flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve";
