@@ -23,6 +23,22 @@ constexpr uint64_t kCapacity = 1ull << 30;
 
 zarena* make_arena() { return zarena_bench::make_quiet_host_arena(kCapacity); }
 
+zarena_stats stats_of(zarena* a) {
+  zarena_stats st;
+  st.struct_size = sizeof st;
+  zarena_get_stats(a, &st);
+  return st;
+}
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// The counters both step-footprint benchmarks report (each adds its own peak): what the
+// arena holds after the run, the region's top at its highest, and the planned blocks.
+void footprint_counters(benchmark::State& state, const zarena_stats& st) {
+  state.counters["committed_MiB"] = mib(st.committed_bytes);
+  state.counters["high_water_MiB"] = mib(st.high_water_bytes);
+  state.counters["plan_hits"] = static_cast<double>(st.plan_hits);
+}
+
 // Sizes of a transformer-ish step: a few shapes repeated.
 const uint64_t kSizes[] = {4096, 16384, 1 << 20, 256, 65536, 12288, 3 << 20, 2048};
 constexpr int kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
@@ -107,9 +123,7 @@ void BM_StepPairs(benchmark::State& state) {
     }
     zarena_free(a, prev);
   }
-  zarena_stats st;
-  st.struct_size = sizeof st;
-  zarena_get_stats(a, &st);
+  const zarena_stats st = stats_of(a);
   state.counters["planned"] = static_cast<double>(st.plan_hits) /
                               static_cast<double>(std::max<int64_t>(1, state.iterations() * 64));
   state.SetItemsProcessed(state.iterations() * 64);
@@ -137,10 +151,8 @@ void BM_NeverRepeatingSteps(benchmark::State& state) {
     }
     zarena_reset(a);
   }
-  zarena_stats st;
-  st.struct_size = sizeof st;
-  zarena_get_stats(a, &st);
-  state.counters["high_water_MiB"] = static_cast<double>(st.high_water_bytes) / (1 << 20);
+  const zarena_stats st = stats_of(a);
+  state.counters["high_water_MiB"] = mib(st.high_water_bytes);
   state.counters["plans_learned"] = static_cast<double>(st.plans_learned);
   state.counters["plan_hits"] = static_cast<double>(st.plan_hits);
   state.SetItemsProcessed(state.iterations() * 256);
@@ -203,15 +215,10 @@ void BM_RepeatedStepFootprint(benchmark::State& state) {
       first = false;
     }
   }
-  zarena_stats st;
-  st.struct_size = sizeof st;
-  zarena_get_stats(a, &st);
-  const double mib = 1 << 20;
-  state.counters["committed_MiB"] = static_cast<double>(st.committed_bytes) / mib;
-  state.counters["high_water_MiB"] = static_cast<double>(st.high_water_bytes) / mib;
-  state.counters["used_peak_MiB"] = static_cast<double>(st.used_peak_bytes) / mib;
-  state.counters["plan_zone_MiB"] = static_cast<double>(st.plan_zone_bytes) / mib;
-  state.counters["plan_hits"] = static_cast<double>(st.plan_hits);
+  const zarena_stats st = stats_of(a);
+  footprint_counters(state, st);
+  state.counters["used_peak_MiB"] = mib(st.used_peak_bytes);
+  state.counters["plan_zone_MiB"] = mib(st.plan_zone_bytes);
   state.SetItemsProcessed(state.iterations());
   zarena_destroy(a);
 }
@@ -294,14 +301,8 @@ void BM_TwoThreadStepFootprint(benchmark::State& state) {
   }
   cv.notify_all();
   autograd.join();
-  zarena_stats st;
-  st.struct_size = sizeof st;
-  zarena_get_stats(a, &st);
-  const double mib = 1 << 20;
-  state.counters["committed_MiB"] = static_cast<double>(st.committed_bytes) / mib;
-  state.counters["high_water_MiB"] = static_cast<double>(st.high_water_bytes) / mib;
-  state.counters["live_peak_MiB"] = static_cast<double>(live_peak) / mib;
-  state.counters["plan_hits"] = static_cast<double>(st.plan_hits);
+  footprint_counters(state, stats_of(a));
+  state.counters["live_peak_MiB"] = mib(live_peak);
   state.SetItemsProcessed(state.iterations());
   zarena_destroy(a);
 }

@@ -15,22 +15,11 @@
 
 namespace {
 
-using zarena_bench::make_quiet_host_arena;
-
 constexpr uint64_t kCapacity = 1ull << 30;
 constexpr int kStep = 64;
 constexpr uint64_t kSize = 256;
 
-zarena* g_arena = nullptr;
-
-void SetupShared(const benchmark::State&) {
-  g_arena = make_quiet_host_arena(kCapacity);
-  zarena_reset(g_arena);
-}
-void TeardownShared(const benchmark::State&) {
-  zarena_destroy(g_arena);
-  g_arena = nullptr;
-}
+using Shared = zarena_bench::SharedArena<kCapacity>;
 
 // Pair i on lane l (NULL: the arena), a step boundary every kStep; true when planned.
 bool pair(zarena* a, zarena_lane* l, int64_t i) {
@@ -51,7 +40,7 @@ bool pair(zarena* a, zarena_lane* l, int64_t i) {
 }
 
 void pair_steps(benchmark::State& state, bool lanes) {
-  zarena* a = g_arena;
+  zarena* a = Shared::arena;
   zarena_lane* l = nullptr;
   if (lanes && zarena_lane_create(a, &l) != ZARENA_OK) std::abort();
   int64_t i = 0;
@@ -68,15 +57,15 @@ void pair_steps(benchmark::State& state, bool lanes) {
 
 void BM_LanePlannedPairs(benchmark::State& state) { pair_steps(state, true); }
 BENCHMARK(BM_LanePlannedPairs)
-    ->Setup(SetupShared)
-    ->Teardown(TeardownShared)
+    ->Setup(Shared::Setup)
+    ->Teardown(Shared::Teardown)
     ->ThreadRange(1, 16)
     ->UseRealTime();
 
 void BM_ThreadPlannedPairs(benchmark::State& state) { pair_steps(state, false); }
 BENCHMARK(BM_ThreadPlannedPairs)
-    ->Setup(SetupShared)
-    ->Teardown(TeardownShared)
+    ->Setup(Shared::Setup)
+    ->Teardown(Shared::Teardown)
     ->ThreadRange(1, 16)
     ->UseRealTime();
 

@@ -1,12 +1,18 @@
 // What the benchmarks and count_ops share: a host arena with logging off and overflow
 // refused (a benchmark that overflows is measuring the wrong thing), and a cheap
-// per-thread stream of request sizes.
+// per-thread stream of request sizes, and the one arena the threads of a multi-threaded
+// benchmark share.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 
 #include "zarena/zarena.h"
+
+// Declared only: count_ops shares this header and needs no benchmark library.
+namespace benchmark {
+class State;
+}
 
 namespace zarena_bench {
 
@@ -25,6 +31,24 @@ inline zarena* make_quiet_host_arena(uint64_t capacity, uint32_t flags = 0,
   if (zarena_create(&c, &a) != ZARENA_OK) std::abort();
   return a;
 }
+
+// The arena the threads of a ThreadRange benchmark share: a quiet host arena of `Capacity`
+// bytes, made before the threads start (->Setup(SharedArena<C>::Setup)) and destroyed after
+// they end (->Teardown(SharedArena<C>::Teardown)). One reset first, as a training loop makes
+// every step: the reset-cadence detector exists for programs that never reset and stops at
+// the first reset (bench_threads' BM_PairZarenaNeverReset shows what it costs until then).
+template <uint64_t Capacity>
+struct SharedArena {
+  static inline zarena* arena = nullptr;
+  static void Setup(const benchmark::State&) {
+    arena = make_quiet_host_arena(Capacity);
+    zarena_reset(arena);
+  }
+  static void Teardown(const benchmark::State&) {
+    zarena_destroy(arena);
+    arena = nullptr;
+  }
+};
 
 // xorshift64*: cheap, one per thread.
 struct Rng {

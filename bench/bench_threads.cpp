@@ -24,22 +24,10 @@ using zarena_bench::Rng;
 constexpr uint64_t kCapacity = 4ull << 30;
 constexpr int kWindow = 64;
 
-zarena* g_arena = nullptr;
-
-// One reset first, as a training loop makes every step: the reset-cadence detector exists
-// for programs that never reset and stops at the first reset (BM_PairZarenaNeverReset
-// shows what it costs until then).
-void SetupShared(const benchmark::State&) {
-  g_arena = make_quiet_host_arena(kCapacity);
-  zarena_reset(g_arena);
-}
-void TeardownShared(const benchmark::State&) {
-  zarena_destroy(g_arena);
-  g_arena = nullptr;
-}
+using Shared = zarena_bench::SharedArena<kCapacity>;
 
 void BM_ThreadsZarena(benchmark::State& state) {
-  zarena* a = g_arena;
+  zarena* a = Shared::arena;
   Rng rng{0x9E3779B97F4A7C15ull * (state.thread_index() + 1)};
   void* window[kWindow];
   for (void*& p : window) {
@@ -55,8 +43,8 @@ void BM_ThreadsZarena(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ThreadsZarena)
-    ->Setup(SetupShared)
-    ->Teardown(TeardownShared)
+    ->Setup(Shared::Setup)
+    ->Teardown(Shared::Teardown)
     ->ThreadRange(1, 16)
     ->UseRealTime();
 

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "plan_model.h"
 #include "support.h"
 #include "zarena/zarena_plan.h"
 
@@ -53,139 +54,6 @@ zarena* make_plan_arena(const char* name, uint32_t flags = 0) {
   return a;
 }
 
-// What the arena handed out and has not given back. Thread-safe; every check fails the test.
-class Model {
- public:
-  struct Block {
-    uint64_t size, epoch;
-    uint32_t pins = 0;
-    bool freed = false;  // freed while pinned: occupied until its last unpin
-    bool persistent = false;
-    uint8_t pattern = 0;
-  };
-  explicit Model(zarena* a) : a_(a), region_(region_of(a)) {}
-
-  // A block just handed out: in the region, over no other, its bytes written.
-  void handed_out(const zarena_block& b, const std::string& where) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(b.ptr);
-    const uintptr_t base = reinterpret_cast<uintptr_t>(region_.base);
-    std::lock_guard<std::mutex> g(mu_);
-    ASSERT_TRUE(p >= base && p + b.size <= base + region_.capacity_bytes)
-        << where << ": block outside the region";
-    auto next = blocks_.lower_bound(p);
-    if (next != blocks_.end()) {
-      ASSERT_GE(next->first, p + b.size)
-          << where << ": overlaps a held block at +" << (next->first - base) << " (planned "
-          << ((b.flags & ZARENA_BLOCK_PLANNED) != 0) << ")";
-    }
-    if (next != blocks_.begin()) {
-      auto prev = std::prev(next);
-      ASSERT_LE(prev->first + prev->second.size, p)
-          << where << ": overlaps a held block at +" << (prev->first - base) << " (planned "
-          << ((b.flags & ZARENA_BLOCK_PLANNED) != 0) << ")";
-    }
-    Block blk{b.size, b.epoch};
-    blk.pattern = static_cast<uint8_t>(++counter_ | 1);
-    write(p, blk);
-    blocks_[p] = blk;
-    if (b.flags & ZARENA_BLOCK_PLANNED) ++planned_;
-  }
-
-  // Before the free call (after it, another thread may be handed the space).
-  // Returns the block's epoch; false when the model does not hold it as live.
-  bool take_for_free(uintptr_t p, uint64_t* epoch, bool* pinned) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = blocks_.find(p);
-    if (it == blocks_.end() || it->second.freed) return false;
-    check(p, it->second);
-    *epoch = it->second.epoch;
-    *pinned = it->second.pins > 0;
-    if (it->second.pins > 0) {
-      it->second.freed = true;
-    } else {
-      blocks_.erase(it);
-    }
-    return true;
-  }
-  bool holds(uintptr_t p) {
-    std::lock_guard<std::mutex> g(mu_);
-    return blocks_.count(p) != 0;
-  }
-  bool pin(uintptr_t p) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = blocks_.find(p);
-    if (it == blocks_.end() || it->second.freed) return false;
-    ++it->second.pins;
-    return true;
-  }
-  // Before the unpin call: the last unpin of a freed block gives its space back.
-  void unpin(uintptr_t p) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = blocks_.find(p);
-    ASSERT_NE(it, blocks_.end());
-    ASSERT_GT(it->second.pins, 0u);
-    if (--it->second.pins == 0 && it->second.freed) {
-      check(p, it->second);
-      blocks_.erase(it);
-    }
-  }
-  // A reset: what is neither pinned nor persistent is gone (checked first).
-  void reset() {
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto it = blocks_.begin(); it != blocks_.end();) {
-      check(it->first, it->second);
-      if (it->second.pins == 0 && !it->second.persistent) {
-        it = blocks_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  // The floor was raised to the top: every block held now survives resets.
-  void floor_to_top() {
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto& [p, b] : blocks_) {
-      if (!b.freed) b.persistent = true;
-    }
-  }
-  void check_all() {
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto& [p, b] : blocks_) check(p, b);
-  }
-  // Stats agree with the model (no thread may be calling).
-  void check_stats(const std::string& where) {
-    std::lock_guard<std::mutex> g(mu_);
-    uint64_t bytes = 0, count = 0;
-    for (auto& [p, b] : blocks_) {
-      bytes += b.size;
-      ++count;
-    }
-    const zarena_stats s = stats_of(a_);
-    EXPECT_EQ(s.live_allocs, count) << where;
-    EXPECT_EQ(s.used_bytes, bytes) << where;
-  }
-  uint64_t planned() const { return planned_.load(); }
-  std::vector<uintptr_t> live_unpinned() {
-    std::lock_guard<std::mutex> g(mu_);
-    std::vector<uintptr_t> out;
-    for (auto& [p, b] : blocks_) {
-      if (!b.freed && b.pins == 0) out.push_back(p);
-    }
-    return out;
-  }
-
- private:
-  static void write(uintptr_t p, const Block& b) { write_ends(p, b.size, b.pattern); }
-  static void check(uintptr_t p, const Block& b) { ASSERT_TRUE(ends_hold(p, b.size, b.pattern)); }
-
-  zarena* a_;
-  zarena_region region_;
-  std::mutex mu_;
-  std::map<uintptr_t, Block> blocks_;
-  uint32_t counter_ = 0;
-  std::atomic<uint64_t> planned_{0};
-};
-
 // One allocation of a step: its size, tag, and where it is freed (before allocation
 // `free_before` of the same step; n: at the step's end; kKeep: left to the reset).
 struct Item {
@@ -214,7 +82,7 @@ std::atomic<uint64_t> g_leftover_reuses{0};
 
 struct Driver {
   zarena* a;
-  Model& m;
+  BlockModel& m;
   std::mt19937_64& rng;
   std::vector<std::pair<uintptr_t, uint32_t>> pinned;         // pinned blocks and the step to unpin
   std::map<uintptr_t, uint64_t> dynamic;                      // dynamic blocks held: their sizes
@@ -268,8 +136,8 @@ std::atomic<uint64_t> g_zone_in_pieces{0};
 // carry_mid_step (no resets): each kept item is freed at a point of its own in the next
 // step (else before its first allocation), and a late free (deviation kind 2) holds one of
 // the carried blocks to the step's end too: leftovers the plan reuses once they are freed.
-void run_steps(zarena* a, Model& m, std::mt19937_64& rng, uint32_t steps, double dev, bool resets,
-               const std::string& name, bool carry_mid_step = false) {
+void run_steps(zarena* a, BlockModel& m, std::mt19937_64& rng, uint32_t steps, double dev,
+               bool resets, const std::string& name, bool carry_mid_step = false) {
   Driver d{a, m, rng, {}, {}, {}};
   const std::vector<Item> base = make_step(rng, 20 + static_cast<uint32_t>(rng() % 120));
   std::vector<uint32_t> carry_before(base.size(), 0);
@@ -416,7 +284,7 @@ TEST(ArenaPlans, RepeatingStepsAreServedFromThePlan) {
   for (bool resets : {true, false}) {
     std::mt19937_64 rng(resets ? 1 : 2);
     zarena* a = make_plan_arena("plans");
-    Model m(a);
+    BlockModel m(a);
     run_steps(a, m, rng, 12, 0, resets, resets ? "resets" : "frees");
     const zarena_stats s = stats_of(a);
     // Two steps to learn, then every step under the plan.
@@ -446,7 +314,7 @@ TEST(ArenaPlans, BlocksAResetReclaimsArePlanned) {
   LogCapture logs(ZARENA_LOG_OFF);
   for (const char* kind : {"bump", "a third freed"}) {
     zarena* a = make_plan_arena("plans-reset");
-    Model m(a);
+    BlockModel m(a);
     std::mt19937_64 rng(9);
     Driver d{a, m, rng, {}, {}, {}};
     constexpr uint32_t kN = 48;
@@ -526,7 +394,7 @@ TEST(ArenaPlans, OnByDefault) {
   LogCapture logs(ZARENA_LOG_OFF);
   zarena* a = make_host_arena(kCapacity, "plans-default");
   std::mt19937_64 rng(3);
-  Model m(a);
+  BlockModel m(a);
   run_steps(a, m, rng, 6, 0, true, "default");
   EXPECT_GT(m.planned(), 0u);
   EXPECT_GE(stats_of(a).plans_learned, 1u);
@@ -540,7 +408,7 @@ TEST(ArenaPlans, NoPlanTurnsThemOff) {
   EXPECT_NE(cfg.flags & ZARENA_FLAG_NO_PLAN, 0u) << "ZARENA_PLAN=0";
   zarena* a = make_host_arena(kCapacity, "no-plans", ZARENA_OVERFLOW_REFUSE, ZARENA_FLAG_NO_PLAN);
   std::mt19937_64 rng(3);
-  Model m(a);
+  BlockModel m(a);
   run_steps(a, m, rng, 6, 0, true, "off");
   const zarena_stats s = stats_of(a);
   EXPECT_EQ(s.plans_learned, 0u);
@@ -560,7 +428,7 @@ TEST(ArenaPlans, RandomDeviationsNeverOverlap) {
     std::mt19937_64 rng(seed_base + seed);
     const bool poison = seed % 5 == 0;
     zarena* a = make_plan_arena("plans-model", poison ? ZARENA_FLAG_POISON : 0);
-    Model m(a);
+    BlockModel m(a);
     run_steps(a, m, rng, 30, 0.2, seed % 2 == 0, "seed " + std::to_string(seed));
     const zarena_stats s = stats_of(a);
     planned += s.plan_hits;
@@ -590,7 +458,7 @@ TEST(ArenaPlans, LeftoversFreedMidStepNeverOverlap) {
     std::mt19937_64 rng(seed_base + 7919 * seed);
     const bool poison = seed % 5 == 0;
     zarena* a = make_plan_arena("plans-leftovers", poison ? ZARENA_FLAG_POISON : 0);
-    Model m(a);
+    BlockModel m(a);
     run_steps(a, m, rng, 30, 0.25, false, "seed " + std::to_string(seed), true);
     const zarena_stats s = stats_of(a);
     planned += s.plan_hits;
@@ -615,7 +483,7 @@ TEST(ArenaPlans, ALeftoverIsReusedOnceFreedAndALateOneEndsThePlan) {
   LogCapture logs(ZARENA_LOG_OFF);
   for (bool late : {false, true}) {
     zarena* a = make_plan_arena(late ? "leftover-late" : "leftover");
-    Model m(a);
+    BlockModel m(a);
     std::mt19937_64 rng(5);
     Driver d{a, m, rng, {}, {}, {}};
     const uint64_t reuses_before = g_leftover_reuses.load();
@@ -664,7 +532,7 @@ TEST(ArenaPlans, ALeftoverIsReusedOnceFreedAndALateOneEndsThePlan) {
 TEST(ArenaPlans, LeftoversFreedByAnotherThreadRaceTheClaims) {
   LogCapture logs(ZARENA_LOG_INFO);
   zarena* a = make_plan_arena("plans-leftover-race");
-  Model m(a);
+  BlockModel m(a);
   std::mutex mu;
   std::condition_variable cv;
   std::deque<uintptr_t> handoff;
@@ -786,7 +654,7 @@ TEST(ArenaPlans, LeftoversFreedByAnotherThreadRaceTheClaims) {
 TEST(ArenaPlans, ThreadsTakingTurnsAndRacingFrees) {
   LogCapture logs(ZARENA_LOG_OFF);
   zarena* a = make_plan_arena("plans-threads");
-  Model m(a);
+  BlockModel m(a);
   std::mutex mu;
   std::condition_variable cv;
   int turn = 0;  // whose turn: 0 or 1
@@ -1047,6 +915,18 @@ TEST(ArenaPlans, PlanStepsCountsAStepMarkedAtBothEndsOnce) {
   EXPECT_EQ(counted[2], counted[1]);
 }
 
+// A step of three `size` blocks, allocated and freed six times (each after a step_begin)
+// so that a plan learns it, then begun once more with its three blocks allocated into b.
+void learned_step_of_three(zarena* a, uint64_t size, zarena_block (&b)[3]) {
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, size, 0, &x), ZARENA_OK);
+    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
+  }
+  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
+  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, size, 0, &x), ZARENA_OK);
+}
+
 }  // namespace
 
 // A floor set between two pieces of the zone (at an obstacle the step was laid out around)
@@ -1067,13 +947,7 @@ TEST(ArenaPlans, AFloorInsideTheZoneKeepsOnlyThePlannedBlocksUnderIt) {
   ASSERT_EQ(zarena_free(a, hole), ZARENA_OK);
   const uint64_t obstacle_off = reinterpret_cast<uintptr_t>(obstacle) - base;
   zarena_block b[3];
-  for (int step = 0; step < 6; ++step) {
-    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
-    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
-  }
-  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
+  ASSERT_NO_FATAL_FAILURE(learned_step_of_three(a, kSize, b));
   int below = 0, above = 0;
   for (const auto& x : b) {
     ASSERT_NE(x.flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve";
@@ -1163,13 +1037,7 @@ TEST(ArenaPlans, AFloorAtAPlannedStartInsideAPieceCutsThePiece) {
   const uintptr_t base = reinterpret_cast<uintptr_t>(region_of(a).base);
   constexpr uint64_t kSize = 4096;
   zarena_block b[3];
-  for (int step = 0; step < 6; ++step) {
-    ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-    for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
-    for (auto& x : b) ASSERT_EQ(zarena_free(a, x.ptr), ZARENA_OK);
-  }
-  ASSERT_EQ(zarena_step_begin(a), ZARENA_OK);
-  for (auto& x : b) ASSERT_EQ(zarena_alloc_ex(a, kSize, 0, &x), ZARENA_OK);
+  ASSERT_NO_FATAL_FAILURE(learned_step_of_three(a, kSize, b));
   std::sort(std::begin(b), std::end(b),
             [](const zarena_block& x, const zarena_block& y) { return x.ptr < y.ptr; });
   for (const auto& x : b) ASSERT_NE(x.flags & ZARENA_BLOCK_PLANNED, 0u) << "the plan did not serve";

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../capi/handle.h"
+#include "plan_model.h"
 #include "support.h"
 #include "zarena/zarena_lane.h"
 
@@ -54,88 +55,6 @@ zarena_lane_stats lane_stats(zarena* a, zarena_lane* l) {
   return s;
 }
 
-// What the arena handed out and has not given back. Thread-safe.
-class Model {
- public:
-  struct Block {
-    uint64_t size, epoch;
-    uint32_t pins = 0;
-    uint8_t pattern = 0;
-  };
-  explicit Model(zarena* a) : a_(a), region_(region_of(a)) {}
-
-  // A block just handed out: in the region, over no other, its bytes written.
-  void handed_out(const zarena_block& b, const std::string& where) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(b.ptr);
-    const uintptr_t base = reinterpret_cast<uintptr_t>(region_.base);
-    std::lock_guard<std::mutex> g(mu_);
-    ASSERT_TRUE(p >= base && p + b.size <= base + region_.capacity_bytes)
-        << where << ": block outside the region";
-    auto next = blocks_.lower_bound(p);
-    if (next != blocks_.end()) {
-      ASSERT_GE(next->first, p + b.size) << where << ": overlaps a held block (planned "
-                                         << ((b.flags & ZARENA_BLOCK_PLANNED) != 0) << ")";
-    }
-    if (next != blocks_.begin()) {
-      auto prev = std::prev(next);
-      ASSERT_LE(prev->first + prev->second.size, p)
-          << where << ": overlaps a held block (planned " << ((b.flags & ZARENA_BLOCK_PLANNED) != 0)
-          << ")";
-    }
-    Block blk{b.size, b.epoch};
-    blk.pattern = static_cast<uint8_t>(++counter_ | 1);
-    write(p, blk);
-    blocks_[p] = blk;
-  }
-  // Before the free call; false when the model does not hold it (or it is pinned).
-  bool take_for_free(uintptr_t p, uint64_t* epoch) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = blocks_.find(p);
-    if (it == blocks_.end() || it->second.pins > 0) return false;
-    check(p, it->second);
-    *epoch = it->second.epoch;
-    blocks_.erase(it);
-    return true;
-  }
-  bool pin(uintptr_t p) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = blocks_.find(p);
-    if (it == blocks_.end()) return false;
-    ++it->second.pins;
-    return true;
-  }
-  void unpin(uintptr_t p) {
-    std::lock_guard<std::mutex> g(mu_);
-    --blocks_.at(p).pins;
-  }
-  // A reset: what is not pinned is gone (checked first).
-  void reset() {
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto it = blocks_.begin(); it != blocks_.end();) {
-      check(it->first, it->second);
-      it = it->second.pins == 0 ? blocks_.erase(it) : std::next(it);
-    }
-  }
-  void check_stats(const std::string& where) {
-    std::lock_guard<std::mutex> g(mu_);
-    uint64_t bytes = 0;
-    for (auto& [p, b] : blocks_) bytes += b.size;
-    const zarena_stats s = stats_of(a_);
-    EXPECT_EQ(s.live_allocs, blocks_.size()) << where;
-    EXPECT_EQ(s.used_bytes, bytes) << where;
-  }
-
- private:
-  static void write(uintptr_t p, const Block& b) { write_ends(p, b.size, b.pattern); }
-  static void check(uintptr_t p, const Block& b) { ASSERT_TRUE(ends_hold(p, b.size, b.pattern)); }
-
-  zarena* a_;
-  zarena_region region_;
-  std::mutex mu_;
-  std::map<uintptr_t, Block> blocks_;
-  uint32_t counter_ = 0;
-};
-
 // One allocation of a lane's step: size, tag, freed before allocation free_before of the
 // step (n: at its end; kKeep: left to the next step, freed there by another thread, or to
 // the reset).
@@ -166,7 +85,7 @@ struct Handoff {
 // One lane's round of `steps` steps of its base step; deviations at rate dev. Blocks it
 // keeps go to `out`: another lane frees them after the round (a free at a moment of another
 // thread's would put it at a point of this lane's step that does not repeat).
-void lane_steps(zarena* a, zarena_lane* l, Model& m, std::mt19937_64& rng,
+void lane_steps(zarena* a, zarena_lane* l, BlockModel& m, std::mt19937_64& rng,
                 const std::vector<Item>& base, uint32_t steps, double dev, bool step_begin,
                 Handoff& out, const std::string& name) {
   std::uniform_real_distribution<double> u(0, 1);
@@ -219,7 +138,7 @@ void run_lanes(uint32_t lanes, uint32_t rounds, uint32_t steps, double dev, bool
                bool step_begin, uint64_t seed) {
   zarena* a = make_arena("lanes");
   ASSERT_NE(a, nullptr);
-  Model m(a);
+  BlockModel m(a);
   std::vector<zarena_lane*> ls;
   for (uint32_t i = 0; i < lanes; ++i) ls.push_back(make_lane(a));
   std::vector<Handoff> hand(lanes);
@@ -299,7 +218,7 @@ TEST(Lanes, ZonesOfLanesAndTheArenaDoNotOverlap) {
   // The arena's own plan (this thread) and two lanes' plans engage together; every planned
   // block is handed out over nothing held (the model), and the zones add up in the stats.
   zarena* a = make_arena("zones");
-  Model m(a);
+  BlockModel m(a);
   zarena_lane* l1 = make_lane(a);
   zarena_lane* l2 = make_lane(a);
   for (int step = 0; step < 6; ++step) {
@@ -347,7 +266,7 @@ TEST(Lanes, ZonesOfLanesAndTheArenaDoNotOverlap) {
 
 TEST(Lanes, DestroyedLanesBlocksStayAndItsPlaceIsTakenAgain) {
   zarena* a = make_arena("destroyed");
-  Model m(a);
+  BlockModel m(a);
   zarena_lane* l = make_lane(a);
   std::vector<zarena_block> held;
   for (int step = 0; step < 5; ++step) {
@@ -615,7 +534,7 @@ TEST(Lanes, ASecondCallerDuringTheOwnersPlannedPairIsServedOrRefused) {
   // lane in use); no block handed out overlaps another held one or loses its bytes; a free
   // the lane refused goes through zarena_free_at (any thread's). Under TSan: no data race.
   zarena* a = make_arena("second caller");
-  Model m(a);
+  BlockModel m(a);
   zarena_lane* l = make_lane(a);
   ASSERT_TRUE(engage_pairs(a, l, 4));
   std::atomic<uint64_t> planned{0}, refused{0};
