@@ -303,6 +303,8 @@ class Region {
   // draining every slot; else full.
   bool alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out, bool may_ask_commit);
   bool take_from_central_index(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
+  // A free central block of epoch e (the slots drained): what claim_w and fit_w may take.
+  bool claimable_w(const Block& b, uint64_t e) const;
   bool borrow_from_floor(Slot& s, uint64_t aligned, uint32_t tag, Placement* out);
   void bump_with(Slot& s, uint32_t fresh, uint64_t aligned, uint32_t tag, Placement* out);
   // Whether any slot may hold free blocks or span leftovers (a drain could help).

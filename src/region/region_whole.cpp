@@ -426,6 +426,14 @@ Region::Claim Region::claim_w(const std::vector<OffsetRange>& ranges, uint64_t* 
   return Claim::kOk;
 }
 
+// A free block of the central side laid out in epoch e (the slots drained): what a claim
+// may take.
+bool Region::claimable_w(const Block& b, uint64_t e) const {
+  const uint64_t w = b.load_word();
+  return Word::state(w) == BlockState::kFree && Word::owner(w) == kOwnerCentral &&
+         b.layout_epoch.load(std::memory_order_relaxed) == e;
+}
+
 bool Region::fit_w(uint64_t aligned, uint64_t* offset) {
   if (aligned == 0 || locked_ == 0) return false;
   drain_w();
@@ -448,10 +456,7 @@ bool Region::fit_w(uint64_t aligned, uint64_t* offset) {
       return;
     }
     const Block& b = store_[record];
-    const uint64_t w = b.load_word();
-    const bool free_here = Word::state(w) == BlockState::kFree && Word::owner(w) == kOwnerCentral &&
-                           b.layout_epoch.load(std::memory_order_relaxed) == e;
-    if (!free_here) {
+    if (!claimable_w(b, e)) {
       close_run();
       return;
     }
@@ -507,9 +512,7 @@ bool Region::free_central_blocks_under_w(const std::vector<OffsetRange>& ranges,
     const uint64_t end = b.end();
     while (k < ranges.size() && ranges[k].offset + ranges[k].size <= o) ++k;
     if (k == ranges.size() || ranges[k].offset >= end) return;  // no range touches it
-    const uint64_t w = b.load_word();
-    if (Word::state(w) != BlockState::kFree || Word::owner(w) != kOwnerCentral ||
-        b.layout_epoch.load(std::memory_order_relaxed) != e) {
+    if (!claimable_w(b, e)) {
       changed = true;
       return;
     }
