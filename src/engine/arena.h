@@ -235,8 +235,7 @@ class Arena final : private RegionHooks, private ZoneOps {
   Status free_with_zone(void* ptr, uint64_t want_epoch, Lane* lane) noexcept;
   Status free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcept;
   // A planned free the run refused (o): counted and reported as the region's refusals are.
-  Status free_planned_refused(PlanRun& run, void* ptr, FreeOutcome o, uint64_t key,
-                              uint64_t want_epoch) noexcept;
+  Status free_planned_refused(void* ptr, FreeOutcome o, uint64_t key, uint64_t want_epoch) noexcept;
   // The trace of the planned paths (plan_trace.cpp): a key of its own when tracing (0 when
   // not), taken before a planned free or unpin, and the records.
   uint64_t trace_key() noexcept {

@@ -113,10 +113,10 @@ Status Arena::free_planned(PlanRun& run, void* ptr, uint64_t want_epoch) noexcep
     }
     return Status::kOk;
   }
-  return free_planned_refused(run, ptr, o, key, want_epoch);
+  return free_planned_refused(ptr, o, key, want_epoch);
 }
 
-Status Arena::free_planned_refused(PlanRun&, void* ptr, FreeOutcome o, uint64_t key,
+Status Arena::free_planned_refused(void* ptr, FreeOutcome o, uint64_t key,
                                    uint64_t want_epoch) noexcept {
   Slot& s = region_.enter();
   const Status st =
@@ -387,13 +387,13 @@ bool Arena::claim_ranges(FunctionRef<bool(std::vector<OffsetRange>*)> place, Zon
         if (!place(&ranges)) return false;
         const Region::Claim c = region_.claim_w(ranges, &commit_to, &buried);
         if (c == Region::Claim::kOk) {
-          out->claim_epoch = region_.epoch();
+          const uint64_t claimed = region_.epoch();
           out->buried.clear();
           try {
             out->buried.reserve(buried.size());
             for (const BuriedStart& b : buried) {
               out->buried.push_back(
-                  {reinterpret_cast<uintptr_t>(base_ + b.offset), out->claim_epoch, b.what});
+                  {reinterpret_cast<uintptr_t>(base_ + b.offset), claimed, b.what});
             }
           } catch (...) {  // host memory: the history is dropped, never the claim
             out->buried.clear();

@@ -61,7 +61,7 @@ inline bool Arena::lane_free_owned(Lane& l, void* ptr, uint64_t want_epoch, Stat
   // same address since (a double free turned into a free of someone else's block).
   *st = ZARENA_LIKELY(o == FreeOutcome::kOk || o == FreeOutcome::kDeferred)
             ? Status::kOk
-            : free_planned_refused(*run, ptr, o, 0, want_epoch);
+            : free_planned_refused(ptr, o, 0, want_epoch);
   return true;
 }
 

@@ -50,7 +50,6 @@ struct Zone {
     FreeOutcome what = FreeOutcome::kNotOwned;
   };
   std::vector<Buried> buried;
-  uint64_t claim_epoch = 0;
   // buried's answer for p (kNotOwned: none). A block freed before the claim stays a double
   // free in the claim's epoch only: a reset since reclaimed what the zone holds there.
   FreeOutcome buried_at(uintptr_t p, uint64_t epoch) const {
@@ -60,16 +59,16 @@ struct Zone {
     if (it->what == FreeOutcome::kDoubleFree && epoch != it->claimed) return FreeOutcome::kStale;
     return it->what;
   }
-  // Adds the history of a later claim (a leftover's bytes): its starts lie in none of the
-  // zone's pieces so far. Host memory short: that history is dropped (a free there then
-  // answers NOT_OWNED rather than STALE), never the claim.
+  // Adds the history of a later claim (a leftover's bytes, one range: `more` is sorted and
+  // lies between two of the zone's pieces so far, so it goes in whole at one place). Host
+  // memory short: that history is dropped (a free there then answers NOT_OWNED rather than
+  // STALE), never the claim.
   void bury(const std::vector<Buried>& more) noexcept {
+    if (more.empty()) return;
     try {
-      for (const Buried& b : more) {
-        const auto it = std::lower_bound(buried.begin(), buried.end(), b.p,
-                                         [](const Buried& x, uintptr_t v) { return x.p < v; });
-        buried.insert(it, b);
-      }
+      const auto at = std::lower_bound(buried.begin(), buried.end(), more.front().p,
+                                       [](const Buried& x, uintptr_t v) { return x.p < v; });
+      buried.insert(at, more.begin(), more.end());
     } catch (...) {
     }
   }

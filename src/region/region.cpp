@@ -221,10 +221,12 @@ FreeOutcome Region::classify_dead(const Slot& s, uint32_t record, uint64_t w,
           unused = target >= top_;
           for (uint32_t i = 0; !unused && i < locked_; ++i) unused = in_unused_span(slots_[i]);
         } else {
-          std::lock_guard<CentralLock> lock(central_);
-          unused = target >= top_;
+          {
+            std::lock_guard<CentralLock> lock(central_);
+            unused = target >= top_;
+          }
+          if (!unused) unused = in_unused_span(s);  // this slot's span (we hold its lock)
         }
-        if (!unused) unused = in_unused_span(s);
       }
       return unused ? freed : FreeOutcome::kNotOwned;
     }
