@@ -385,6 +385,38 @@ TEST_F(Expandable, BlocksAnotherThreadFreedAreReusedBeforeTheRegionGrows) {
   EXPECT_LE(s.committed_bytes, in_chunks(2 * live));
 }
 
+// The same shape inside one commit chunk: the region has committed memory above its top,
+// so raising the top commits nothing, yet the top is what an expandable region keeps
+// committed from then on. Before a new span raises it, the slots are drained (once): the
+// blocks another thread freed, cached in its slot, serve the request. Without that, the
+// 4 MiB below went above the 8 MiB the other thread had freed, and the top rose to 12 MiB
+// (train_compare's second step set the run's committed peak this way). Plans off: the
+// dynamic engine is the subject.
+TEST_F(Expandable, AnotherThreadsCachedBlocksServeBeforeANewSpanRaisesTheTop) {
+  zarena_config c = expandable(uint64_t{64} << 30);  // a slot budget of hundreds of MiB
+  c.flags |= ZARENA_FLAG_NO_PLAN;
+  c.commit_chunk_bytes = 64 * kMiB;  // the first commit covers every request below
+  Arena g(c);
+  std::vector<void*> blocks(8, nullptr);
+  for (void*& p : blocks)
+    ASSERT_EQ(zarena_alloc(g, 1 * kMiB, &p), ZARENA_OK) << zarena_last_error();
+  zarena_stats s = stats_of(g);
+  ASSERT_EQ(s.top_bytes, 8 * kMiB);
+  ASSERT_EQ(s.commit_events, 1u);
+  std::thread freer([&] {  // its slot keeps what it frees
+    for (void* p : blocks) EXPECT_EQ(zarena_free(g, p), ZARENA_OK) << zarena_last_error();
+  });
+  freer.join();
+  void* big = nullptr;
+  ASSERT_EQ(zarena_alloc(g, 4 * kMiB, &big), ZARENA_OK) << zarena_last_error();
+  std::memset(big, 0x5a, 4 * kMiB);
+  s = stats_of(g);
+  EXPECT_EQ(s.high_water_bytes, 8 * kMiB) << "a new span raised the top over 8 MiB of free blocks";
+  EXPECT_EQ(s.commit_events, 1u);
+  const zarena_region r = region_of(g);
+  EXPECT_LT(static_cast<char*>(big), static_cast<char*>(r.base) + 8 * kMiB);
+}
+
 // A step plan engaging gives back what the learning steps committed (issue 31 part 2): an
 // arena that never resets (zarena.torch's; trim_keep_bytes 0) grew to a larger first step,
 // and once the plan engages only the zone and the live blocks stay committed, rounded up

@@ -72,7 +72,8 @@ RegionConfig region_config(const zarena_config& c, PinTally* pin_tally) {
   rc.granule = c.alignment;
   rc.lane_slots = Lane::kMax;  // one slot a lane (engine/lanes.h)
   // Expandable: nothing is committed yet; the first allocation asks for it.
-  rc.ceiling = (c.flags & ZARENA_FLAG_EXPANDABLE) != 0 ? 0 : c.capacity_bytes;
+  rc.expandable = (c.flags & ZARENA_FLAG_EXPANDABLE) != 0;
+  rc.ceiling = rc.expandable ? 0 : c.capacity_bytes;
   return rc;
 }
 

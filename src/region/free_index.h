@@ -25,6 +25,8 @@ class FreeIndex {
   // True when a block of `size` may be here: a hint readable without the owner's lock
   // (the first-level bitmap is mirrored into an atomic), used to skip taking a lock.
   bool may_fit(uint64_t size) const;
+  // The bytes held, readable without the owner's lock (a hint, mirrored like the bitmap).
+  uint64_t bytes_hint() const { return bytes_hint_.load(std::memory_order_relaxed); }
   // Any block of the highest non-empty class (for flushing the largest first), or kNoRecord.
   uint32_t any_largest() const;
   // Forgets every block in O(1); the records stay with the caller.
@@ -62,10 +64,14 @@ class FreeIndex {
   void mapping(uint64_t units, int* fl, int* sl) const;
 
   int granule_shift_;
-  void publish() { fl_hint_.store(fl_bitmap_, std::memory_order_relaxed); }
+  void publish() {
+    fl_hint_.store(fl_bitmap_, std::memory_order_relaxed);
+    bytes_hint_.store(bytes_, std::memory_order_relaxed);
+  }
 
   uint64_t fl_bitmap_ = 0;
   std::atomic<uint64_t> fl_hint_{0};
+  std::atomic<uint64_t> bytes_hint_{0};
   uint32_t sl_bitmap_[kFirstLevels] = {};
   uint32_t heads_[kFirstLevels][kSecondLevels];
   uint64_t count_ = 0;

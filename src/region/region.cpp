@@ -300,11 +300,16 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         keep_spare(s, fresh);
         return true;
       }
-      if (s.span_end - s.span_cur >= aligned || take_span(s, aligned, may_ask_commit, out)) {
+      const bool fits_span = s.span_end - s.span_cur >= aligned;
+      if (!fits_span && !drained && drain_may_spare_top(aligned)) {
+        // An expandable region's top is its footprint: before a new span raises it, the
+        // slots' cached blocks join the central ones (once), as before a commit. Another
+        // thread's cache (PyTorch's autograd thread keeps the activations it freed) and
+        // the central holes, coalesced, often hold the request.
+      } else if (fits_span || take_span(s, aligned, may_ask_commit, out)) {
         bump_with(s, fresh, aligned, tag, out);
         return true;
-      }
-      if (out->commit_to != 0) {
+      } else if (out->commit_to != 0) {
         // An expandable region would commit more memory. The free blocks the slots hold go
         // to the central side first (once): a thread that frees what another allocated
         // (PyTorch's autograd thread frees the forward's activations) keeps them in its own
@@ -372,6 +377,17 @@ bool Region::slots_may_cache() const {
     if (slots_[i].cached_hint.load(std::memory_order_relaxed) != 0) return true;
   }
   return false;
+}
+
+bool Region::drain_may_spare_top(uint64_t aligned) const {
+  if (!cfg_.expandable) return false;  // the top costs no memory
+  uint64_t cached = 0;
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].cached_hint.load(std::memory_order_relaxed) != 0) {
+      cached += slots_[i].index.bytes_hint();
+    }
+  }
+  return cached != 0 && cached + central_index_.bytes() >= aligned;
 }
 
 void Region::drain_from(Slot& s) {

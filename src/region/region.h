@@ -66,6 +66,7 @@ struct RegionConfig {
   uint64_t span_bytes = 0;        // 0 = derived from the capacity and the slot count
   uint64_t slot_budget = 0;       // free bytes a slot keeps before giving some back; 0 = derived
   uint64_t ceiling = ~0ull;       // bump space at or above this is not committed (see above)
+  bool expandable = false;        // memory is committed as the top rises: the top is the footprint
   PinTally* pin_tally = nullptr;  // told of every pin transition (null: none)
 };
 
@@ -309,6 +310,10 @@ class Region {
   void bump_with(Slot& s, uint32_t fresh, uint64_t aligned, uint32_t tag, Placement* out);
   // Whether any slot may hold free blocks or span leftovers (a drain could help).
   bool slots_may_cache() const;
+  // Under the central lock, in an expandable region, before a new span raises the top:
+  // whether the slots' cached free blocks, coalesced with the central ones by a drain,
+  // might hold `aligned` bytes instead (a hint: the slots' byte counts are read unlocked).
+  bool drain_may_spare_top(uint64_t aligned) const;
   // Leaves s, drains every slot under the writer lock, takes s again.
   void drain_from(Slot& s);
   // record (s's, unused) waits on s's free records: the next acquire_slot_record takes it.
