@@ -160,9 +160,8 @@ void BM_PlannedBoundary(benchmark::State& state) {
   const uint64_t hits = stats_of(a).plan_hits;
   for (auto _ : state) step(pairs);
   const zarena_stats st = stats_of(a);
-  state.counters["planned"] =
-      static_cast<double>(st.plan_hits - hits) /
-      static_cast<double>(std::max<int64_t>(1, state.iterations() * pairs));
+  state.counters["planned"] = static_cast<double>(st.plan_hits - hits) /
+                              static_cast<double>(std::max<int64_t>(1, state.iterations() * pairs));
   const zarena_plan_view* v = zarena_plan_view_get(a);
   state.counters["engaged"] =
       v != nullptr && (__atomic_load_n(v->state, __ATOMIC_ACQUIRE) & ZARENA_PLAN_ENGAGED) ? 1 : 0;
