@@ -400,16 +400,20 @@ func (a *Arena) FreeErrors() []error {
 // memory went with the device's context, nothing is freed, and the error says to Close it
 // (zarena.h, "TEARDOWN AFTER A DEVICE RESET").
 func (a *Arena) Reset() error {
-	return a.whole("Reset", func(h C.uintptr_t) C.shim_result {
-		r := C.shim_reset(h, a.keptAsk())
-		if r.r.status == C.ZARENA_OK {
-			a.epoch.Store(uint64(r.epoch))
-		}
-		a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
-		a.keptAnswerLocked(r.kept)
-		a.setPlanLocked(r.view)
-		return r.r
-	})
+	// whole's steps, written out: a planned step's reset is this and its one crossing.
+	h, err := a.lockAll("Reset")
+	if err != nil {
+		return err
+	}
+	r := C.shim_reset(h, a.keptAsk())
+	if r.r.status == C.ZARENA_OK {
+		a.epoch.Store(uint64(r.epoch))
+	}
+	a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
+	a.keptAnswerLocked(r.kept)
+	a.setPlanLocked(r.view)
+	a.unlockAll()
+	return callError(r.r.status, r.r.err)
 }
 
 // MarkStepBoundary sets the floor to the current top: what was allocated so far
@@ -426,12 +430,16 @@ func (a *Arena) MarkStepBoundary() error {
 // StepBegin tells the arena a step begins (zarena_step_begin): the diagnosis then knows,
 // rather than guesses, that steps repeat without a reset. Step calls it.
 func (a *Arena) StepBegin() error {
-	return a.whole("StepBegin", func(h C.uintptr_t) C.shim_result {
-		r := C.shim_step_begin(h, a.keptAsk())
-		a.keptAnswerLocked(r.kept)
-		a.setPlanLocked(r.view)
-		return r.r
-	})
+	// whole's steps, written out: a planned step's boundary is this and its one crossing.
+	h, err := a.lockAll("StepBegin")
+	if err != nil {
+		return err
+	}
+	r := C.shim_step_begin(h, a.keptAsk())
+	a.keptAnswerLocked(r.kept)
+	a.setPlanLocked(r.view)
+	a.unlockAll()
+	return callError(r.r.status, r.r.err)
 }
 
 // Epoch is the number of resets since create (0 after Close). No cgo call: every reset

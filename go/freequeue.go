@@ -288,10 +288,17 @@ func (a *Arena) lockAll(op string) (C.uintptr_t, error) {
 		a.unlockShards()
 		return 0, errClosed(op)
 	}
-	a.giveBackKeptLocked()
+	// One pass: each shard's kept blocks join its queue (giveBackKeptLocked, shard by
+	// shard), then the shard is listed if it has anything for the library. A whole-arena
+	// call of a planned steady state (StepBegin, Reset) finds nothing: this loop and the
+	// locks are all it pays here, so they are one loop.
 	k := 0
 	for i := range a.shards {
-		if s := &a.shards[i]; s.n > 0 || s.reportPending() {
+		s := &a.shards[i]
+		if s.cache != nil && s.cache.count != 0 {
+			a.giveBackShardKeptLocked(s)
+		}
+		if s.n > 0 || s.reportPending() {
 			a.pending[k] = C.shim_queue{buf: s.buf, n: C.size_t(s.n)}
 			k++
 		}

@@ -494,22 +494,26 @@ func (a *Arena) keptRefused(s *shard, p DevicePtr, epoch uint64, st Status) erro
 // caller applies (every shard locked, the arena open).
 func (a *Arena) giveBackKeptLocked() {
 	for i := range a.shards {
-		s := &a.shards[i]
-		c := s.cache
-		if c == nil || c.count == 0 {
-			continue
+		if s := &a.shards[i]; s.cache != nil && s.cache.count != 0 {
+			a.giveBackShardKeptLocked(s)
 		}
-		if s.n+c.count > freeQueueCap {
-			a.applyShard(s)
-		}
-		t := a.kept.tab.Load()
-		c.each(func(b *keptBlock) {
-			storeOwned(&t.slots[b.slot].word, keptGone)
-			s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(b.ptr), epoch: C.uint64_t(AnyEpoch)}
-			s.n++
-		})
-		c.reset()
 	}
+}
+
+// giveBackShardKeptLocked is giveBackKeptLocked for shard s alone (every shard locked; its
+// cache holds blocks).
+func (a *Arena) giveBackShardKeptLocked(s *shard) {
+	c := s.cache
+	if s.n+c.count > freeQueueCap {
+		a.applyShard(s)
+	}
+	t := a.kept.tab.Load()
+	c.each(func(b *keptBlock) {
+		storeOwned(&t.slots[b.slot].word, keptGone)
+		s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(b.ptr), epoch: C.uint64_t(AnyEpoch)}
+		s.n++
+	})
+	c.reset()
 }
 
 // giveBackKept gives every kept block back to the library now; false when none was kept.
