@@ -400,14 +400,27 @@ func (a *Arena) FreeErrors() []error {
 // memory went with the device's context, nothing is freed, and the error says to Close it
 // (zarena.h, "TEARDOWN AFTER A DEVICE RESET").
 func (a *Arena) Reset() error {
-	// whole's steps, written out: a planned step's reset is this and its one crossing.
-	h, err := a.lockAll("Reset")
-	if err != nil {
-		return err
-	}
-	r := C.shim_reset(h, a.keptAsk())
-	if r.r.status == C.ZARENA_OK {
-		a.epoch.Store(uint64(r.epoch))
+	var r C.shim_epoch_result
+	if a.lockQuiet() { // a planned steady state: shard 0 alone (freequeue.go)
+		r = C.shim_reset(a.h, a.keptAsk())
+		if r.r.status == C.ZARENA_OK {
+			a.epoch.Store(uint64(r.epoch))
+			if a.kept.used.Load() == 0 && a.sameBoundaryLocked(r.view, r.kept) {
+				a.kept.atMax.Store(false) // clearLocked's part for an empty index
+				a.shards[0].mu.Unlock()
+				return nil
+			}
+		}
+		a.lockRestLocked()
+	} else {
+		h, err := a.lockAll("Reset")
+		if err != nil {
+			return err
+		}
+		r = C.shim_reset(h, a.keptAsk())
+		if r.r.status == C.ZARENA_OK {
+			a.epoch.Store(uint64(r.epoch))
+		}
 	}
 	a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
 	a.keptAnswerLocked(r.kept)
@@ -430,12 +443,21 @@ func (a *Arena) MarkStepBoundary() error {
 // StepBegin tells the arena a step begins (zarena_step_begin): the diagnosis then knows,
 // rather than guesses, that steps repeat without a reset. Step calls it.
 func (a *Arena) StepBegin() error {
-	// whole's steps, written out: a planned step's boundary is this and its one crossing.
-	h, err := a.lockAll("StepBegin")
-	if err != nil {
-		return err
+	var r C.shim_epoch_result
+	if a.lockQuiet() { // a planned steady state: shard 0 alone (freequeue.go)
+		r = C.shim_step_begin(a.h, a.keptAsk())
+		if r.r.status == C.ZARENA_OK && a.sameBoundaryLocked(r.view, r.kept) {
+			a.shards[0].mu.Unlock()
+			return nil
+		}
+		a.lockRestLocked()
+	} else {
+		h, err := a.lockAll("StepBegin")
+		if err != nil {
+			return err
+		}
+		r = C.shim_step_begin(h, a.keptAsk())
 	}
-	r := C.shim_step_begin(h, a.keptAsk())
 	a.keptAnswerLocked(r.kept)
 	a.setPlanLocked(r.view)
 	a.unlockAll()
