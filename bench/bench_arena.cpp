@@ -16,6 +16,7 @@
 
 #include "bench_support.h"
 #include "zarena/zarena.h"
+#include "zarena/zarena_plan.h"
 
 namespace {
 
@@ -130,6 +131,43 @@ void BM_StepPairs(benchmark::State& state) {
   zarena_destroy(a);
 }
 BENCHMARK(BM_StepPairs)->Arg(0)->Arg(1);
+
+// The fixed cost of a planned step's boundary: a step of range(1) planned alloc+free pairs
+// (the sizes of BM_StepPairs) ended by zarena_step_begin (range(0) == 0) or zarena_reset
+// (range(0) == 1), per step. The plan is learned (and engaged) before the timer starts.
+// range(1) == 0 is a loop of boundaries alone on the engaged plan (a boundary with no
+// allocation since the last one is no step: the plan stays engaged and its cursor at 0),
+// which is the boundary's whole cost; the difference between range(1) == 4 and the pairs'
+// own cost (BM_StepPairs/1) says the same for a boundary that ends a step.
+void BM_PlannedBoundary(benchmark::State& state) {
+  zarena* a = zarena_bench::make_quiet_host_arena(kCapacity);
+  const bool reset = state.range(0) != 0;
+  const int pairs = static_cast<int>(state.range(1));
+  auto step = [&](int n) {
+    if (reset) {
+      zarena_reset(a);
+    } else {
+      zarena_step_begin(a);
+    }
+    for (int k = 0; k < n; ++k) {
+      void* p = nullptr;
+      zarena_alloc(a, kSizes[k % kNumSizes], &p);
+      benchmark::DoNotOptimize(p);
+      zarena_free(a, p);
+    }
+  };
+  for (int i = 0; i < 8; ++i) step(4);  // learned and engaged
+  const uint64_t hits = stats_of(a).plan_hits;
+  for (auto _ : state) step(pairs);
+  const zarena_stats st = stats_of(a);
+  state.counters["planned"] = static_cast<double>(st.plan_hits - hits) /
+                              static_cast<double>(std::max<int64_t>(1, state.iterations() * pairs));
+  const zarena_plan_view* v = zarena_plan_view_get(a);
+  state.counters["engaged"] =
+      v != nullptr && (__atomic_load_n(v->state, __ATOMIC_ACQUIRE) & ZARENA_PLAN_ENGAGED) ? 1 : 0;
+  zarena_destroy(a);
+}
+BENCHMARK(BM_PlannedBoundary)->ArgsProduct({{0, 1}, {0, 4}});
 
 // A loop whose steps never repeat (the shapes change every step: a sequence length per
 // batch), per step of 256 allocations, half freed, then a reset: Arg(0) plans off

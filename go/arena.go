@@ -400,16 +400,33 @@ func (a *Arena) FreeErrors() []error {
 // memory went with the device's context, nothing is freed, and the error says to Close it
 // (zarena.h, "TEARDOWN AFTER A DEVICE RESET").
 func (a *Arena) Reset() error {
-	return a.whole("Reset", func(h C.uintptr_t) C.shim_result {
-		r := C.shim_reset(h, a.keptAsk())
+	var r C.shim_epoch_result
+	if a.lockQuiet() { // a planned steady state: shard 0 alone (freequeue.go)
+		r = C.shim_reset(a.h, a.keptAsk())
+		if r.r.status == C.ZARENA_OK {
+			a.epoch.Store(uint64(r.epoch))
+			if a.kept.used.Load() == 0 && a.sameBoundaryLocked(r.view, r.kept) {
+				a.kept.atMax.Store(false) // clearLocked's part for an empty index
+				a.shards[0].mu.Unlock()
+				return nil
+			}
+		}
+		a.lockRestLocked()
+	} else {
+		h, err := a.lockAll("Reset")
+		if err != nil {
+			return err
+		}
+		r = C.shim_reset(h, a.keptAsk())
 		if r.r.status == C.ZARENA_OK {
 			a.epoch.Store(uint64(r.epoch))
 		}
-		a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
-		a.keptAnswerLocked(r.kept)
-		a.setPlanLocked(r.view)
-		return r.r
-	})
+	}
+	a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
+	a.keptAnswerLocked(r.kept)
+	a.setPlanLocked(r.view)
+	a.unlockAll()
+	return callError(r.r.status, r.r.err)
 }
 
 // MarkStepBoundary sets the floor to the current top: what was allocated so far
@@ -426,12 +443,25 @@ func (a *Arena) MarkStepBoundary() error {
 // StepBegin tells the arena a step begins (zarena_step_begin): the diagnosis then knows,
 // rather than guesses, that steps repeat without a reset. Step calls it.
 func (a *Arena) StepBegin() error {
-	return a.whole("StepBegin", func(h C.uintptr_t) C.shim_result {
-		r := C.shim_step_begin(h, a.keptAsk())
-		a.keptAnswerLocked(r.kept)
-		a.setPlanLocked(r.view)
-		return r.r
-	})
+	var r C.shim_epoch_result
+	if a.lockQuiet() { // a planned steady state: shard 0 alone (freequeue.go)
+		r = C.shim_step_begin(a.h, a.keptAsk())
+		if r.r.status == C.ZARENA_OK && a.sameBoundaryLocked(r.view, r.kept) {
+			a.shards[0].mu.Unlock()
+			return nil
+		}
+		a.lockRestLocked()
+	} else {
+		h, err := a.lockAll("StepBegin")
+		if err != nil {
+			return err
+		}
+		r = C.shim_step_begin(h, a.keptAsk())
+	}
+	a.keptAnswerLocked(r.kept)
+	a.setPlanLocked(r.view)
+	a.unlockAll()
+	return callError(r.r.status, r.r.err)
 }
 
 // Epoch is the number of resets since create (0 after Close). No cgo call: every reset

@@ -542,6 +542,36 @@ func BenchmarkPlanPair(b *testing.B) {
 	b.Run("go", benchGoPair)
 }
 
+// BenchmarkPlannedBoundary is the fixed cost of a planned step's boundary in Go (bench_arena's
+// BM_PlannedBoundary): StepBegin or Reset alone, again and again, on an arena whose plan is
+// engaged (a boundary with no allocation since the last one is no step: the plan stays
+// engaged). Each is one crossing with every shard locked around it: run with -test.cpu to
+// see the shards' part (2 per P).
+func BenchmarkPlannedBoundary(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		boundary func(a *Arena) error
+	}{{"StepBegin", (*Arena).StepBegin}, {"Reset", (*Arena).Reset}} {
+		b.Run(c.name, func(b *testing.B) {
+			defer lockThread()()
+			a := newPlanBenchArena(b, FlagPlan)
+			if a.plan.Load() == nil {
+				b.Fatal("no plan engaged")
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := c.boundary(a); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if pl := a.plan.Load(); pl == nil || atomic.LoadUint64(pl.state)&planSEngagedMask == 0 {
+				b.Fatal("the plan left")
+			}
+		})
+	}
+}
+
 func BenchmarkPlanPairParallel(b *testing.B) {
 	for _, g := range parallelGoroutines {
 		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {

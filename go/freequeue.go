@@ -83,6 +83,25 @@ type shardState struct {
 	crossings  uint64                // crossings while keeping was refused (keptCrossed)
 	batches    uint64                // crossings that applied frees of this shard (tests)
 	busy       uint64                // calls that took this shard because their home was held
+	// work: the shard may hold something for the library (queued frees, a report's counts,
+	// kept blocks). Set under mu whenever one is added; cleared under mu when a crossing
+	// left it empty. Read without mu by a planned steady state's boundary (lockQuiet): it
+	// needs no shard that has nothing to hand over.
+	work atomic.Bool
+}
+
+// worked marks s as holding something for the library (s locked).
+func (s *shard) worked() {
+	if !s.work.Load() {
+		s.work.Store(true)
+	}
+}
+
+// idleLocked clears s's work mark when it holds nothing for the library (s locked).
+func (s *shard) idleLocked() {
+	if s.n == 0 && !s.reportPending() && (s.cache == nil || s.cache.count == 0) && s.work.Load() {
+		s.work.Store(false)
+	}
 }
 
 // shard pads shardState to cache lines of its own (two: the adjacent-line prefetcher pairs
@@ -201,6 +220,7 @@ func (a *Arena) queueFreeUntracked(frame uintptr, p DevicePtr, epoch uint64) err
 	s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
 	s.n++
 	s.queued++
+	s.worked()
 	if s.n < s.limit {
 		s.mu.Unlock()
 		return nil
@@ -226,6 +246,7 @@ func (a *Arena) freeUnqueued(s *shard, p DevicePtr, epoch uint64) error {
 		s.items[0] = C.shim_free_item{ptr: C.uintptr_t(p), epoch: C.uint64_t(epoch)}
 		s.n = 1
 		s.queued++
+		s.worked()
 		return nil
 	}
 	r := C.shim_free_at(a.h, C.uintptr_t(p), C.uint64_t(epoch))
@@ -248,6 +269,7 @@ func (a *Arena) applied(s *shard, failed C.uint32_t) {
 	}
 	s.batches++
 	s.n = 0
+	s.idleLocked()
 }
 
 func (a *Arena) recordFailed(s *shard) {
@@ -288,12 +310,21 @@ func (a *Arena) lockAll(op string) (C.uintptr_t, error) {
 		a.unlockShards()
 		return 0, errClosed(op)
 	}
-	a.giveBackKeptLocked()
+	// One pass: each shard's kept blocks join its queue (giveBackKeptLocked, shard by
+	// shard), then the shard is listed if it has anything for the library. A whole-arena
+	// call of a planned steady state (StepBegin, Reset) finds nothing: this loop and the
+	// locks are all it pays here, so they are one loop.
 	k := 0
 	for i := range a.shards {
-		if s := &a.shards[i]; s.n > 0 || s.reportPending() {
+		s := &a.shards[i]
+		if s.cache != nil && s.cache.count != 0 {
+			a.giveBackShardKeptLocked(s)
+		}
+		if s.n > 0 || s.reportPending() {
 			a.pending[k] = C.shim_queue{buf: s.buf, n: C.size_t(s.n)}
 			k++
+		} else {
+			s.idleLocked() // a mark left by a report a crossing sent, or a cache emptied
 		}
 	}
 	if k == 0 {
@@ -313,6 +344,50 @@ func (a *Arena) lockAll(op string) (C.uintptr_t, error) {
 func (a *Arena) unlockAll() {
 	a.unlockShards()
 	a.errs.logPending(a.name, a.id)
+}
+
+// lockQuiet takes shard 0's lock alone, for the boundary of a planned steady state
+// (StepBegin, Reset), and says so (true) when that is all the boundary needs: the arena is
+// open, a plan view is cached, the arena has no C Lane (whose views a boundary fetches),
+// keeping is off (and stays off: it turns on only under shard 0's lock, keptCrossed), and no
+// shard has anything to hand over (shard.work: every free queued before the call, every
+// kept block, every report). Close and every whole-arena call lock shard 0 first, so none
+// runs meanwhile, and what they change (h, poison, the Lanes) holds still. false: nothing
+// is held, and the caller takes the whole path. After the crossing, lockRestLocked turns
+// it into every shard locked (the order holds: shard 0 is the first) when the answers
+// change what the binding holds.
+func (a *Arena) lockQuiet() bool {
+	s0 := &a.shards[0]
+	s0.mu.Lock()
+	if a.h != 0 && a.plan.Load() != nil && len(a.cLanes) == 0 && !a.keepNow.Load() {
+		quiet := true
+		for i := range a.shards {
+			if a.shards[i].work.Load() {
+				quiet = false
+				break
+			}
+		}
+		if quiet {
+			return true
+		}
+	}
+	s0.mu.Unlock()
+	return false
+}
+
+// lockRestLocked locks every shard but shard 0, which lockQuiet holds.
+func (a *Arena) lockRestLocked() {
+	for i := 1; i < len(a.shards); i++ {
+		a.shards[i].mu.Lock()
+	}
+}
+
+// sameBoundaryLocked: the library's answers at a boundary (its plan view, whether the
+// binding may keep blocks) change nothing the binding holds (shard 0 locked, after
+// lockQuiet: keeping is off).
+func (a *Arena) sameBoundaryLocked(v *C.zarena_plan_view, kept C.int) bool {
+	cur := a.plan.Load()
+	return cur != nil && cur.view == v && !a.poison && (!a.keepOK || kept == 0)
 }
 
 // whole makes call with every shard locked, after every queued free was applied: nothing

@@ -662,3 +662,71 @@ func TestLockBusyWithOneShard(t *testing.T) {
 	}
 	s.mu.Unlock()
 }
+
+// A planned steady state's boundary locks shard 0 alone (lockQuiet) only when no shard has
+// anything for the library: a free queued on any shard before StepBegin or Reset is applied
+// by it, as with every shard locked; and once the shards are empty again the boundary takes
+// the quiet way (nothing else locked, the plan still served).
+func TestPlannedBoundaryAppliesEveryShardsFrees(t *testing.T) {
+	a := newHostShards(t, Config{CapacityBytes: 8 * miB, Flags: FlagPlan}, 8)
+	var old []Block // blocks older than the steps: their frees are not the steps'
+	for i := 0; i < 16; i++ {
+		b, err := a.AllocBlock(kiB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, b)
+	}
+	if err := a.MarkStepBoundary(); err != nil { // they survive the resets below
+		t.Fatal(err)
+	}
+	if _, err := planPairs(a, 4*planStep); err != nil { // learned and engaged
+		t.Fatal(err)
+	}
+	if !a.lockQuiet() {
+		t.Fatal("an engaged plan with every shard empty: the boundary is not quiet")
+	}
+	a.shards[0].mu.Unlock()
+	for round, b := range old {
+		shard := round % len(a.shards)
+		if err := queueOn(a, shard, b.Ptr, b.Epoch); err != nil {
+			t.Fatal(err)
+		}
+		if !a.shards[shard].work.Load() {
+			t.Fatalf("shard %d holds a queued free but is not marked", shard)
+		}
+		live := mustStats(t, a).LiveAllocs                                           // Stats applies it (a whole-arena call)
+		if err := queueOn(a, (shard+3)%len(a.shards), b.Ptr, AnyEpoch); err != nil { // double
+			t.Fatal(err)
+		}
+		boundary, name := a.StepBegin, "StepBegin"
+		if round%2 == 1 {
+			boundary, name = a.Reset, "Reset"
+		}
+		if err := boundary(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range a.shards {
+			s := &a.shards[i]
+			s.mu.Lock()
+			n, work := s.n, s.work.Load()
+			s.mu.Unlock()
+			if n != 0 || work {
+				t.Fatalf("round %d: after %s shard %d holds %d frees (marked: %v)", round, name, i, n, work)
+			}
+		}
+		if got := mustStats(t, a).LiveAllocs; got != live {
+			t.Fatalf("round %d: %d live after %s, want %d", round, got, name, live)
+		}
+		if errs := a.FreeErrors(); len(errs) != 1 || !errors.Is(errs[0], ErrDoubleFree) {
+			t.Fatalf("round %d: FreeErrors %v, want the queued double free", round, errs)
+		}
+		if served, err := planPairs(a, planStep); err != nil || served != planStep {
+			t.Fatalf("round %d: %d of %d pairs served by the plan (%v)", round, served, planStep, err)
+		}
+		if !a.lockQuiet() {
+			t.Fatalf("round %d: every shard empty again, but the boundary is not quiet", round)
+		}
+		a.shards[0].mu.Unlock()
+	}
+}

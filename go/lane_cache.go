@@ -196,14 +196,27 @@ func (a *Arena) keptAskLocked(h C.uintptr_t) {
 
 // keptCrossed counts a crossing of s (s locked, the arena open): while the library refuses
 // keeping and Lanes exist, every keptAskEvery-th crossing of a shard asks again (the
-// learner may have given its step up). Turning keeping on needs no other shard's lock:
-// until a shard sees it, it simply keeps nothing.
+// learner may have given its step up). Turning keeping on needs no other shard's lock
+// (until a shard sees it, it simply keeps nothing) but shard 0's: a planned steady state's
+// boundary (lockQuiet) holds only that one and counts on keeping staying off meanwhile.
+// Shard 0 is tried, never waited for (the locks' order: shard 0 first); taken, the library
+// is asked, else the next keptAskEvery-th crossing asks.
 func (a *Arena) keptCrossed(s *shard) {
 	if !a.keepOK || a.keepNow.Load() || a.kept.tab.Load() == nil {
 		return
 	}
-	if s.crossings++; s.crossings%keptAskEvery == 0 && C.shim_kept_allowed(a.h) != 0 {
+	if s.crossings++; s.crossings%keptAskEvery != 0 {
+		return
+	}
+	s0 := &a.shards[0]
+	if s != s0 && !s0.mu.TryLock() {
+		return
+	}
+	if C.shim_kept_allowed(a.h) != 0 {
 		a.keepNow.Store(true)
+	}
+	if s != s0 {
+		s0.mu.Unlock()
 	}
 }
 
@@ -285,6 +298,7 @@ func (a *Arena) popKept(frame uintptr, n uint64) (DevicePtr, uint64, *shard) {
 	w := &a.kept.tab.Load().slots[b.slot].word // owned by s, which stays its owner
 	storeOwned(w, atomic.LoadUint64(w)&^keptStateMask|keptOut)
 	s.rep.allocs++
+	s.worked()
 	s.keptServed++
 	if C.uint64_t(n) > s.rep.max_request {
 		s.rep.max_request = C.uint64_t(n)
@@ -412,6 +426,7 @@ func (a *Arena) pushKept(p DevicePtr, epoch uint64) int {
 	}
 	storeOwned(w, v&^keptStateMask|keptHeld)
 	c.push(k, bytes, uintptr(p), slot)
+	s.worked()
 	s.mu.Unlock()
 	return keptDone
 }
@@ -460,6 +475,7 @@ func (a *Arena) freeTracked(p DevicePtr, epoch uint64, lane bool) (done bool, er
 				if k := s.cache.class(cls, true); k != nil {
 					storeOwned(w, v&^keptStateMask|keptHeld)
 					s.cache.push(k, bytes, uintptr(p), slot)
+					s.worked()
 					s.mu.Unlock()
 					return true, nil
 				}
@@ -484,6 +500,7 @@ func (a *Arena) keptRefused(s *shard, p DevicePtr, epoch uint64, st Status) erro
 		} else {
 			s.rep.invalid_frees++
 		}
+		s.worked()
 	}
 	fe := &FreeError{Ptr: p, Epoch: epoch, Status: st}
 	a.errs.record(fe)
@@ -494,22 +511,27 @@ func (a *Arena) keptRefused(s *shard, p DevicePtr, epoch uint64, st Status) erro
 // caller applies (every shard locked, the arena open).
 func (a *Arena) giveBackKeptLocked() {
 	for i := range a.shards {
-		s := &a.shards[i]
-		c := s.cache
-		if c == nil || c.count == 0 {
-			continue
+		if s := &a.shards[i]; s.cache != nil && s.cache.count != 0 {
+			a.giveBackShardKeptLocked(s)
 		}
-		if s.n+c.count > freeQueueCap {
-			a.applyShard(s)
-		}
-		t := a.kept.tab.Load()
-		c.each(func(b *keptBlock) {
-			storeOwned(&t.slots[b.slot].word, keptGone)
-			s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(b.ptr), epoch: C.uint64_t(AnyEpoch)}
-			s.n++
-		})
-		c.reset()
 	}
+}
+
+// giveBackShardKeptLocked is giveBackKeptLocked for shard s alone (every shard locked; its
+// cache holds blocks).
+func (a *Arena) giveBackShardKeptLocked(s *shard) {
+	c := s.cache
+	if s.n+c.count > freeQueueCap {
+		a.applyShard(s)
+	}
+	t := a.kept.tab.Load()
+	c.each(func(b *keptBlock) {
+		storeOwned(&t.slots[b.slot].word, keptGone)
+		s.items[s.n] = C.shim_free_item{ptr: C.uintptr_t(b.ptr), epoch: C.uint64_t(AnyEpoch)}
+		s.n++
+	})
+	s.worked()
+	c.reset()
 }
 
 // giveBackKept gives every kept block back to the library now; false when none was kept.

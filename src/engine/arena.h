@@ -340,6 +340,13 @@ class Arena final : private RegionHooks, private ZoneOps {
   static constexpr uint64_t kNoTags = ~0ull, kCurrentEpochTags = ~0ull - 1;
   void snapshot(ArenaSnapshot* out, uint64_t tags_epoch = kNoTags);
   void snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch);
+  // What step_counters reads of a snapshot, and only that (a step boundary's, which comes
+  // once a step: the full snapshot's scans of every slot and the free indexes are most of
+  // a planned step's boundary).
+  StepCounters step_counters_now();
+  // What epoch_end reads of a snapshot (a reset's), and only that (no scan of the plans'
+  // words, the free indexes or the pinned blocks).
+  void epoch_snapshot_w(ArenaSnapshot* out);
 
   // The diagnosis's side in the arena (arena_reports.cpp): snapshots in, reports out.
   using Report = ArenaDiagnosis::Report;

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <unordered_map>
 
 #include "base/test_points.h"
@@ -34,7 +33,7 @@ Result Arena::reset() {
     Region::WriterLock w(region_);
     // The epoch that ends, for the diagnosis (O(slots), like the reset itself).
     ArenaSnapshot s;
-    snapshot_w(&s, kNoTags);
+    epoch_snapshot_w(&s);
     end = epoch_end(s);
     // The planned step's opening (its requests never reached the diagnosis).
     if (const zarena_plan_view* v = plans_.view()) {
@@ -50,9 +49,8 @@ Result Arena::reset() {
     {
       // No planned allocation while the epoch moves (the region's, then the plans': the
       // arena's and every lane's, under one gate).
-      std::optional<StepPlans::EpochGate> gates[1 + Lane::kMax];
-      uint32_t g = 0;
-      for_each_plans([&](StepPlans& p) { gates[g++].emplace(p); });
+      StepPlans::EpochGates<1 + Lane::kMax> gates;
+      for_each_plans([&](StepPlans& p) { gates.hold(p); });
       region_.reset_w(&reclaimed);
       test_points::hit(test_points::Point::kResetEpochMoved);
       // Planned blocks of the ended epoch are dead from here on, with the region's, and
@@ -208,6 +206,31 @@ void Arena::snapshot_w(ArenaSnapshot* out, uint64_t tags_epoch) {
 void Arena::snapshot(ArenaSnapshot* out, uint64_t tags_epoch) {
   Region::WriterLock w(region_);
   snapshot_w(out, tags_epoch);
+}
+
+void Arena::epoch_snapshot_w(ArenaSnapshot* out) {
+  region_.step_counts_w(&out->region);
+  out->overflow = overflow_.stats();  // its lock nests inside the writer lock
+  out->resets = resets_.load(std::memory_order_relaxed);
+  out->epoch_steps = diag_.epoch_steps();
+  uint64_t hits = 0;
+  for_each_plans([&](StepPlans& p) { hits += p.hits(); });  // [lanes] every lane's too
+  out->plan.hits = hits;
+}
+
+StepCounters Arena::step_counters_now() {
+  ArenaSnapshot s;
+  {
+    Region::WriterLock w(region_);
+    region_.step_counts_w(&s.region);
+    s.overflow = overflow_.stats();  // its lock nests inside the writer lock
+    s.resets = resets_.load(std::memory_order_relaxed);
+    plans_.stats(&s.plan);
+    s.plan_zone_block = plans_.zone_w().bytes();
+    s.plan_zone_blocks = plans_.zone_w().pieces.size();
+    add_lane_plans_w(&s);  // [lanes]
+  }
+  return step_counters(s);
 }
 
 void Arena::stats(zarena_stats* out) {

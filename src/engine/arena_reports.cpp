@@ -35,9 +35,7 @@ void Arena::diagnose_alloc(uint64_t aligned, uint64_t end, uint64_t nth_in_slot,
 void Arena::step_begin() {
   const uint64_t n = diag_.count_step();
   if (trace_ != nullptr) trace_->on_step_begin();
-  ArenaSnapshot s;
-  snapshot(&s);
-  diag_.on_step_begin(n, step_counters(s));
+  diag_.on_step_begin(n, step_counters_now());
   plan_boundary();
 }
 

@@ -56,9 +56,11 @@ void fill_stats(const ArenaSnapshot& s, const DiagnosisCounters& d, zarena_stats
 ExhaustionFacts exhaustion_facts(const ArenaSnapshot& s, const char* path, uint64_t size,
                                  uint64_t aligned, bool commit_failed,
                                  const std::string& commit_error);
-// What a reset reads of the epoch it ends.
+// What a reset reads of the epoch it ends. A reset fills only these fields of its snapshot
+// (Arena::epoch_snapshot_w): a field read here must be filled there too.
 EpochEnd epoch_end(const ArenaSnapshot& s);
-// The arena's counters a step or a warning needs.
+// The arena's counters a step or a warning needs. A step boundary fills only these fields
+// (Arena::step_counters_now): a field read here must be filled there too.
 StepCounters step_counters(const ArenaSnapshot& s);
 // "matmul.grad 38.0 GiB, ...": the top tags by live bytes ("" when none).
 std::string top_tags_text(const ArenaSnapshot& s);

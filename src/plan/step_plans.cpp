@@ -590,6 +590,13 @@ void StepPlans::stats(PlanStats* out) const {
   out->zone_bytes = zone_bytes_.load(std::memory_order_relaxed);
 }
 
+uint64_t StepPlans::hits() const {
+  std::lock_guard<SpinLock> g(stats_mu_);
+  uint64_t hits = 0;
+  for (const auto& r : runs_) hits += r->hits();
+  return hits;
+}
+
 void StepPlans::live_instances(std::vector<PlanRun::LiveInstance>* out) const {
   if (PlanRun* zr = zone_run_.load(std::memory_order_acquire)) zr->live_instances(out);
 }

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -240,6 +241,26 @@ class StepPlans {
     PlanRun* held_[3] = {};
     int count_ = 0;
   };
+  // The EpochGates of up to N StepPlans (a reset's: the arena's and every lane's), taken
+  // in the order hold is called and let go in the reverse order. Only the gates held are
+  // made: a reset makes no storage ready for the lanes an arena does not have.
+  template <int N>
+  class EpochGates {
+   public:
+    EpochGates() noexcept {}
+    ~EpochGates() {
+      for (int i = count_; i-- > 0;) gates_[i].~EpochGate();
+    }
+    EpochGates(const EpochGates&) = delete;
+    EpochGates& operator=(const EpochGates&) = delete;
+    void hold(const StepPlans& plans) noexcept { new (&gates_[count_++]) EpochGate(plans); }
+
+   private:
+    union {
+      EpochGate gates_[N];
+    };
+    int count_ = 0;
+  };
   // A step ended (zarena_step_begin, or a reset). May reserve or release the zone through
   // `zones`. One thread at a time (the hook serialises callers).
   void on_boundary(ZoneOps& zones, PlanEvents* events);
@@ -255,6 +276,8 @@ class StepPlans {
   void split_zone_for_floor(ZoneOps& zones, uintptr_t p) noexcept;
   // Under the writer lock: stats, and the zone as it is (the arena's walks and snapshots).
   void stats(PlanStats* out) const;
+  // stats' hits alone: every run's count, without the zone run's scan of its words.
+  uint64_t hits() const;
   const Zone& zone_w() const { return zone_; }
   // Under the writer lock, after on_reset_locked: fn(ptr, size) for every planned block the
   // reset that ended `ended` reclaimed (PlanRun::for_each_reclaimed).

@@ -224,6 +224,10 @@ class Region {
   // Gives every slot's cached free blocks and span leftovers to the central index.
   void drain_w();
   void snapshot_w(RegionSnapshot* out) const;
+  // The part of snapshot_w a step boundary or a reset reads (epoch, floor, live bytes and
+  // blocks, the epoch's requests, reuses and high water), the same values, without the
+  // free indexes, the pinned list and the peaks' scans; the other fields are left alone.
+  void step_counts_w(RegionSnapshot* out) const;
   // Restarts the epoch-independent peaks (high water, used peak) from the state now.
   void reset_peak_w();
   uint64_t frontier_w() const;

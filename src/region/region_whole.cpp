@@ -654,9 +654,11 @@ void Region::unclaim(Slot& s, const std::vector<OffsetRange>& ranges) {
   }
 }
 
+// The slots the writer holds are every slot ever used ([0, active)); the others' counters
+// are still zero, so the scans below (a reset makes two) stop at them.
 uint64_t Region::window_high_water_w() const {
   uint64_t hw = totals_.hw_base;
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
+  for (uint32_t i = 0; i < locked_; ++i) {
     hw = std::max({hw, slots_[i].c.high_water, slots_[i].c.epoch_high_water});
   }
   return hw;
@@ -668,14 +670,14 @@ uint64_t Region::window_high_water_w() const {
 // blocks). Live blocks also lie below the top, so the high water bounds it too.
 uint64_t Region::window_used_peak_w() const {
   int64_t bound = static_cast<int64_t>(totals_.live_base_bytes);
-  for (uint32_t i = 0; i < slots_.size(); ++i) bound += slots_[i].c.live_peak;
+  for (uint32_t i = 0; i < locked_; ++i) bound += slots_[i].c.live_peak;
   if (bound < 0) return 0;
   return std::min(static_cast<uint64_t>(bound), window_high_water_w());
 }
 
 void Region::reset_peak_w() {
   int64_t live = static_cast<int64_t>(totals_.live_base_bytes);
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
+  for (uint32_t i = 0; i < locked_; ++i) {
     SlotCounters& c = slots_[i].c;
     live += c.live_bytes;
     c.live_peak = c.live_bytes;
@@ -739,6 +741,30 @@ void Region::snapshot_w(RegionSnapshot* out) const {
   }
   s.pin_retained_bytes = totals_.pin_retained_bytes;
   *out = s;
+}
+
+void Region::step_counts_w(RegionSnapshot* out) const {
+  // As snapshot_w computes them.
+  int64_t live_bytes = static_cast<int64_t>(totals_.live_base_bytes);
+  int64_t live_count = static_cast<int64_t>(totals_.live_base_count);
+  uint64_t allocs = totals_.writer.epoch_allocs;
+  uint64_t reuses = totals_.writer.reuses;
+  uint64_t epoch_hw = totals_.writer.epoch_high_water;
+  for (uint32_t i = 0; i < locked_; ++i) {
+    const SlotCounters& c = slots_[i].c;
+    live_bytes += c.live_bytes;
+    live_count += c.live_count;
+    allocs += c.epoch_allocs;
+    reuses += c.reuses;
+    epoch_hw = std::max(epoch_hw, c.epoch_high_water);
+  }
+  out->epoch = epoch();
+  out->floor = floor_;
+  out->sum.reuses = reuses;
+  out->live_bytes = static_cast<uint64_t>(live_bytes);
+  out->live_count = static_cast<uint64_t>(live_count);
+  out->sum.epoch_allocs = allocs;
+  out->sum.epoch_high_water = std::max(epoch_hw, totals_.epoch_hw_base);
 }
 
 void Region::live_blocks_w(char* base, std::vector<LiveBlock>* out) const {
