@@ -294,6 +294,9 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
       hand_out(s, r, aligned, tag, 0, true, out);
       return true;
     }
+    // Decided once, under the central lock: another thread's drain may clear the slots'
+    // hints before the drain below, and a second look would then call the region full.
+    bool drain_now = false;
     {
       Guard g(central_);
       if (take_from_central_index(s, aligned, tag, out)) {
@@ -306,6 +309,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         // slots' cached blocks join the central ones (once), as before a commit. Another
         // thread's cache (PyTorch's autograd thread keeps the activations it freed) and
         // the central holes, coalesced, often hold the request.
+        drain_now = true;
       } else if (fits_span || take_span(s, aligned, may_ask_commit, out)) {
         bump_with(s, fresh, aligned, tag, out);
         return true;
@@ -321,6 +325,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
         }
         out->commit_to = 0;
         out->commit_least = 0;
+        drain_now = true;
       } else if (borrow_from_floor(s, aligned, tag, out)) {
         keep_spare(s, fresh);
         return true;
@@ -328,7 +333,7 @@ bool Region::alloc_slow(Slot& s, uint64_t aligned, uint32_t tag, Placement* out,
     }
     // Before declaring the region full, let every slot give back what it holds (its
     // cached free blocks coalesce with the central ones), when that can help at all.
-    if (drained || !slots_may_cache()) break;
+    if (!drain_now && (drained || !slots_may_cache())) break;
     drained = true;
     keep_spare(s, fresh);
     drain_from(s);
