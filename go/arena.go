@@ -399,35 +399,7 @@ func (a *Arena) FreeErrors() []error {
 // fails only on a closed arena, and after a device reset (cudaDeviceReset): the arena's
 // memory went with the device's context, nothing is freed, and the error says to Close it
 // (zarena.h, "TEARDOWN AFTER A DEVICE RESET").
-func (a *Arena) Reset() error {
-	var r C.shim_epoch_result
-	if a.lockQuiet() { // a planned steady state: shard 0 alone (freequeue.go)
-		r = C.shim_reset(a.h, a.keptAsk())
-		if r.r.status == C.ZARENA_OK {
-			a.epoch.Store(uint64(r.epoch))
-			if a.kept.used.Load() == 0 && a.sameBoundaryLocked(r.view, r.kept) {
-				a.kept.atMax.Store(false) // clearLocked's part for an empty index
-				a.shards[0].mu.Unlock()
-				return nil
-			}
-		}
-		a.lockRestLocked()
-	} else {
-		h, err := a.lockAll("Reset")
-		if err != nil {
-			return err
-		}
-		r = C.shim_reset(h, a.keptAsk())
-		if r.r.status == C.ZARENA_OK {
-			a.epoch.Store(uint64(r.epoch))
-		}
-	}
-	a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
-	a.keptAnswerLocked(r.kept)
-	a.setPlanLocked(r.view)
-	a.unlockAll()
-	return callError(r.r.status, r.r.err)
-}
+func (a *Arena) Reset() error { return a.boundary("Reset", true) }
 
 // MarkStepBoundary sets the floor to the current top: what was allocated so far
 // (weights, uploaded samples) survives later resets. ErrCaptureUnsafe, nothing changed,
@@ -442,21 +414,44 @@ func (a *Arena) MarkStepBoundary() error {
 
 // StepBegin tells the arena a step begins (zarena_step_begin): the diagnosis then knows,
 // rather than guesses, that steps repeat without a reset. Step calls it.
-func (a *Arena) StepBegin() error {
+func (a *Arena) StepBegin() error { return a.boundary("StepBegin", false) }
+
+// boundary is StepBegin's crossing, or Reset's (reset): in a planned steady state with
+// shard 0 alone (lockQuiet, freequeue.go) when the library's answers change nothing the
+// binding holds, else with every shard locked, as a whole-arena call.
+func (a *Arena) boundary(op string, reset bool) error {
+	var h C.uintptr_t
+	quiet := a.lockQuiet()
+	if quiet {
+		h = a.h
+	} else {
+		var err error
+		if h, err = a.lockAll(op); err != nil {
+			return err
+		}
+	}
 	var r C.shim_epoch_result
-	if a.lockQuiet() { // a planned steady state: shard 0 alone (freequeue.go)
-		r = C.shim_step_begin(a.h, a.keptAsk())
-		if r.r.status == C.ZARENA_OK && a.sameBoundaryLocked(r.view, r.kept) {
+	if reset {
+		r = C.shim_reset(h, a.keptAsk())
+		if r.r.status == C.ZARENA_OK {
+			a.epoch.Store(uint64(r.epoch))
+		}
+	} else {
+		r = C.shim_step_begin(h, a.keptAsk())
+	}
+	if quiet {
+		if r.r.status == C.ZARENA_OK && (!reset || a.kept.used.Load() == 0) &&
+			a.sameBoundaryLocked(r.view, r.kept) {
+			if reset {
+				a.kept.atMax.Store(false) // clearLocked's part for an empty index
+			}
 			a.shards[0].mu.Unlock()
 			return nil
 		}
 		a.lockRestLocked()
-	} else {
-		h, err := a.lockAll("StepBegin")
-		if err != nil {
-			return err
-		}
-		r = C.shim_step_begin(h, a.keptAsk())
+	}
+	if reset {
+		a.kept.clearLocked() // the index holds the epoch's blocks only (lane_cache.go)
 	}
 	a.keptAnswerLocked(r.kept)
 	a.setPlanLocked(r.view)
