@@ -374,6 +374,54 @@ TEST(Region, DrainGivesEveryCachedBlockToTheCentralIndex) {
   EXPECT_EQ(must_alloc(r, 1024), a);  // found in the central index
 }
 
+// A big block freed by another thread serves the next request of any thread at once: it
+// joins the central side (kSharedFreeBytes) instead of the freeing slot's cache, where no
+// other slot could take it and where it could not merge with its neighbours. Before, slot
+// 1 kept the four blocks, and slot 0's 2 MiB went above them (the top rose to 4 MiB).
+// PyTorch's autograd thread frees what the main thread allocated, this way.
+TEST(Region, BigBlocksAnotherSlotFreedServeTheNextRequest) {
+  constexpr uint64_t kBlock = 512 << 10;
+  static_assert(kBlock >= zarena_core::kSharedFreeBytes, "the test's blocks are big ones");
+  RegionHarness r(uint64_t{1} << 30, kG, 4);  // a slot budget of 32 MiB: room to cache them
+  std::vector<uint64_t> blocks;
+  r.use_slot(0);
+  for (int i = 0; i < 4; ++i) blocks.push_back(must_alloc(r, kBlock));
+  ASSERT_EQ(r.top(), 4 * kBlock);
+  r.use_slot(1);
+  for (uint64_t b : blocks) ASSERT_EQ(r.free(b), FreeOutcome::kOk);
+  EXPECT_EQ(r.invariants(), "");
+  r.use_slot(0);
+  bool reused = false;
+  EXPECT_EQ(must_alloc(r, 4 * kBlock, &reused), 0u) << "the four freed blocks, merged";
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(r.top(), 4 * kBlock) << "a new span raised the top over 2 MiB of free blocks";
+  // Small blocks stay in the freeing slot's cache (the hot path's).
+  const uint64_t small = must_alloc(r, 4 << 10);
+  r.use_slot(1);
+  ASSERT_EQ(r.free(small), FreeOutcome::kOk);
+  r.use_slot(0);
+  EXPECT_NE(must_alloc(r, 4 << 10), small) << "slot 1's cached block went to slot 0";
+  EXPECT_EQ(r.invariants(), "");
+}
+
+// The central index takes the lowest address of the fitting blocks in its class (a slot's
+// index, on the hot path, takes the head): holes fill from the bottom, and the free space
+// near the top stays together, where a request can extend it. Before, the 1 MiB went to
+// the block freed last (the head), the higher one.
+TEST(Region, TheCentralIndexFitsTheLowestAddressOfItsClass) {
+  constexpr uint64_t kBlock = 1 << 20;
+  RegionHarness r(uint64_t{1} << 30, kG, 4);
+  const uint64_t low = must_alloc(r, kBlock);
+  must_alloc(r, kG);                                      // keeps the two apart
+  const uint64_t high = must_alloc(r, kBlock + 64 * kG);  // the same class, larger
+  must_alloc(r, kG);
+  ASSERT_EQ(r.free(low), FreeOutcome::kOk);
+  ASSERT_EQ(r.free(high), FreeOutcome::kOk);  // inserted last: the head of the class
+  EXPECT_EQ(must_alloc(r, kBlock), low);
+  EXPECT_EQ(must_alloc(r, kBlock), high);
+  EXPECT_EQ(r.invariants(), "");
+}
+
 TEST(Region, ExpandableCommitFailureMeansFull) {
   RegionHarness r(1 << 20);
   r.set_commit_limit(64 << 10);

@@ -6,7 +6,7 @@ namespace {
 int log2_floor(uint64_t v) { return 63 - __builtin_clzll(v); }
 }  // namespace
 
-FreeIndex::FreeIndex(uint64_t granule) : granule_shift_(log2_floor(granule)) {
+FreeIndex::FreeIndex(uint64_t granule, Fit fit) : granule_shift_(log2_floor(granule)), fit_(fit) {
   for (auto& row : heads_) {
     for (auto& h : row) h = kNoRecord;
   }
@@ -68,10 +68,10 @@ uint32_t FreeIndex::find(const BlockStore& store, uint64_t size) const {
   uint64_t units = size >> granule_shift_;
   int fl, sl;
   mapping(units, &fl, &sl);
-  // Exact class head: training steps repeat the same sizes, so this usually fits.
+  // Exact class first: training steps repeat the same sizes, so this usually fits.
   if ((sl_bitmap_[fl] >> sl) & 1u) {
-    const uint32_t head = heads_[fl][sl];
-    if (store[head].len() >= size) return head;
+    const uint32_t r = pick(store, heads_[fl][sl], size);
+    if (r != kNoRecord) return r;
   }
   // Round up to the next class boundary: every block there fits.
   if (units >= static_cast<uint64_t>(kSecondLevels)) {
@@ -98,7 +98,22 @@ uint32_t FreeIndex::find(const BlockStore& store, uint64_t size) const {
     sl_map = sl_bitmap_[fl];
   }
   sl = __builtin_ctz(sl_map);
-  return heads_[fl][sl];
+  return fit_ == Fit::kHead ? heads_[fl][sl] : pick(store, heads_[fl][sl], size);
+}
+
+uint32_t FreeIndex::pick(const BlockStore& store, uint32_t head, uint64_t size) const {
+  if (fit_ == Fit::kHead) return store[head].len() >= size ? head : kNoRecord;
+  uint32_t best = kNoRecord;
+  uint64_t best_off = ~0ull;
+  int n = 0;
+  for (uint32_t r = head; r != kNoRecord && n < kFitScan; r = store[r].next, ++n) {
+    const Block& b = store[r];
+    if (b.len() >= size && b.off() < best_off) {
+      best = r;
+      best_off = b.off();
+    }
+  }
+  return best;
 }
 
 void FreeIndex::clear() {

@@ -13,14 +13,26 @@ namespace zarena_core {
 
 class FreeIndex {
  public:
+  // How find chooses among the blocks of the class it settles on.
+  enum class Fit {
+    // The head (O(1)): a slot's index, on the hot path.
+    kHead,
+    // The lowest address of the fitting blocks among the class's first kFitScan: the
+    // central and floor indexes, where the big blocks are (docs/CONCURRENCY.md, "Big
+    // blocks are shared"). Filling holes from the bottom keeps free space together at the
+    // top, where a request may extend it instead of raising the top by its whole size.
+    kLowestAddress,
+  };
+  static constexpr int kFitScan = 64;
+
   // granule: every block size is a multiple of it (the arena's alignment).
-  explicit FreeIndex(uint64_t granule);
+  explicit FreeIndex(uint64_t granule, Fit fit = Fit::kHead);
 
   void insert(BlockStore& store, uint32_t record);
   void remove(BlockStore& store, uint32_t record);
   // A free block of at least `size` bytes (a multiple of the granule), or kNoRecord. Tries
-  // the head of the exact size class first, then the first class that guarantees a
-  // fit. Does not remove it.
+  // the exact size class first, then the first class that guarantees a fit; within the
+  // class, the head or the lowest fitting address (Fit). Does not remove it.
   uint32_t find(const BlockStore& store, uint64_t size) const;
   // True when a block of `size` may be here: a hint readable without the owner's lock
   // (the first-level bitmap is mirrored into an atomic), used to skip taking a lock.
@@ -62,8 +74,11 @@ class FreeIndex {
   static constexpr int kSecondLevels = 1 << kSecondLevelLog2;
 
   void mapping(uint64_t units, int* fl, int* sl) const;
+  // The block of the class list at head that find returns for size (Fit), or kNoRecord.
+  uint32_t pick(const BlockStore& store, uint32_t head, uint64_t size) const;
 
   int granule_shift_;
+  Fit fit_;
   void publish() {
     fl_hint_.store(fl_bitmap_, std::memory_order_relaxed);
     bytes_hint_.store(bytes_, std::memory_order_relaxed);

@@ -49,8 +49,8 @@ Region::Region(const RegionConfig& cfg, RegionHooks* hooks)
       map_(cfg.capacity, cfg.granule),
       slots_(cfg.slots != 0 ? cfg.slots : SlotSet::default_count(), cfg.lane_slots, cfg.granule),
       ceiling_(std::min(cfg.ceiling, cfg.capacity)),
-      central_index_(cfg.granule),
-      floor_index_(cfg.granule) {
+      central_index_(cfg.granule, FreeIndex::Fit::kLowestAddress),
+      floor_index_(cfg.granule, FreeIndex::Fit::kLowestAddress) {
   const uint64_t g = cfg_.granule;
   if (cfg_.span_bytes == 0) {
     uint64_t span = cfg_.capacity / (uint64_t{8} * slots_.thread_slots());
@@ -585,7 +585,7 @@ void Region::release_central(uint32_t record) {
   if (owner == kOwnerFloor) maybe_lower_floor();
 }
 
-void Region::release_kept(Slot& s, uint32_t record) {
+void Region::release_to_central(Slot& s, uint32_t record) {
   Block& b = store_[record];
   // s's span starting right above it is empty (the block is no part of it): closed, so
   // that the top comes down to the block's end first.
@@ -798,7 +798,7 @@ PinOutcome Region::unpin_at(Slot& s, uint64_t offset, uint64_t inside, uint64_t*
     if (floor_side) {
       finish_floor_free(s, r, flags, size);
     } else {
-      release_kept(s, r);
+      release_to_central(s, r);
     }
     g.unlock();
     return PinOutcome::kOk;

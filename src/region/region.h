@@ -54,6 +54,15 @@
 
 namespace zarena_core {
 
+// A freed block at least this large (after merging with its slot's neighbours) joins the
+// central side at once instead of its slot's cache (docs/CONCURRENCY.md, "Big blocks are
+// shared"). A slot's cache is for the hot path's small blocks; a big block cached by the
+// thread that freed it is memory no other thread can use until a drain, and it cannot merge
+// with the free blocks of other slots around it. PyTorch's autograd thread frees the
+// activations the main thread allocated: cached there, they raised a traced training run's
+// top from 493 to 573 MiB once the capacity (and with it the slots' budget) was the device's.
+inline constexpr uint64_t kSharedFreeBytes = uint64_t{512} << 10;
+
 // Block::alloc_epoch of a record that was never handed out at its offset (free space that a
 // reset, a split or a span leftover created): a free of that address predates it.
 inline constexpr uint64_t kNeverLive = ~0ull;
@@ -404,12 +413,13 @@ class Region {
   static bool goes_central(uint64_t live_word) {
     return goes_to_floor(Word::flags(live_word)) || kept(live_word);
   }
-  // Under the central lock: a kept block (in transit) was freed by slot s. It joins the
-  // central side, so it merges with the holes around it and, when it ends at the top, goes
-  // back to the bump space with them; s's free blocks that then end at the top follow, as
-  // they would at s's span. So freeing the topmost block lowers the top also after a reset
-  // that kept pinned blocks (the top then lies in no span).
-  void release_kept(Slot& s, uint32_t record);
+  // Under the central lock: a block slot s freed joins the central side (a kept one, in
+  // transit; or a big one, kSharedFreeBytes), so it merges with the holes around it and,
+  // when it ends at the top, goes back to the bump space with them; s's free blocks that
+  // then end at the top follow, as they would at s's span. So freeing the topmost block
+  // lowers the top also after a reset that kept pinned blocks (the top then lies in no
+  // span).
+  void release_to_central(Slot& s, uint32_t record);
   // pin / unpin of the block that starts at offset and whose end lies above `inside`.
   // tally false: the pin transition is left out of cfg_.pin_tally (a plan's zone).
   PinOutcome pin_at(Slot& s, uint64_t offset, uint64_t inside, bool tally = true);

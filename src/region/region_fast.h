@@ -197,6 +197,11 @@ __attribute__((always_inline)) inline void Region::release_to_slot(Slot& s, uint
     }
   }
   b.layout_epoch.store(e, std::memory_order_relaxed);
+  if (ZARENA_UNLIKELY(b.len() >= kSharedFreeBytes)) {
+    std::lock_guard<CentralLock> g(central_);
+    release_to_central(s, record);
+    return;
+  }
   s.index.insert(store_, record);
   s.note_cached();
   if (s.index.bytes() > cfg_.slot_budget) flush_slot(s, cfg_.slot_budget / 2);
@@ -261,7 +266,7 @@ __attribute__((always_inline)) inline FreeOutcome Region::free(Slot& s, uint64_t
     if (goes_to_floor(flags)) {
       finish_floor_free(s, r, flags, *size);
     } else {
-      release_kept(s, r);
+      release_to_central(s, r);
     }
   }
   return FreeOutcome::kOk;
