@@ -24,12 +24,7 @@ constexpr uint64_t kCapacity = 1ull << 30;
 
 zarena* make_arena() { return zarena_bench::make_quiet_host_arena(kCapacity); }
 
-zarena_stats stats_of(zarena* a) {
-  zarena_stats st;
-  st.struct_size = sizeof st;
-  zarena_get_stats(a, &st);
-  return st;
-}
+using zarena_bench::stats_of;
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 // The counters both step-footprint benchmarks report (each adds its own peak): what the

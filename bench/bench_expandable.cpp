@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 
+#include "bench_support.h"
 #include "zarena/zarena.h"
 
 namespace {
@@ -50,9 +51,7 @@ void BM_ExpandableAlloc(benchmark::State& state, const Setup& setup) {
     for (uint64_t i = 0; i < per_round; ++i) zarena_alloc(a, setup.chunk, &p);
     zarena_reset(a);
   }
-  zarena_stats s0;
-  s0.struct_size = sizeof s0;
-  zarena_get_stats(a, &s0);
+  const zarena_stats s0 = zarena_bench::stats_of(a);
   uint64_t n = 0;
   for (auto _ : state) {
     void* p = nullptr;
@@ -67,9 +66,7 @@ void BM_ExpandableAlloc(benchmark::State& state, const Setup& setup) {
       state.ResumeTiming();
     }
   }
-  zarena_stats s1;
-  s1.struct_size = sizeof s1;
-  zarena_get_stats(a, &s1);
+  const zarena_stats s1 = zarena_bench::stats_of(a);
   state.counters["commits_per_alloc"] =
       n == 0 ? 0.0 : static_cast<double>(s1.commit_events - s0.commit_events) / n;
   state.SetItemsProcessed(static_cast<int64_t>(n));

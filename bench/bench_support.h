@@ -62,4 +62,12 @@ struct Rng {
   uint64_t size() { return 256 * (1 + next() % 256); }  // 256 B .. 64 KiB
 };
 
+// One consistent snapshot of a's counters.
+inline zarena_stats stats_of(zarena* a) {
+  zarena_stats st{};
+  st.struct_size = sizeof st;
+  zarena_get_stats(a, &st);
+  return st;
+}
+
 }  // namespace zarena_bench
