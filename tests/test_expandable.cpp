@@ -23,6 +23,7 @@
 #include "../capi/handle.h"
 #include "backend/backend_faults.h"
 #include "support.h"
+#include "torch_sequence.h"
 #include "zarena/zarena.h"
 
 namespace {
@@ -415,6 +416,34 @@ TEST_F(Expandable, AnotherThreadsCachedBlocksServeBeforeANewSpanRaisesTheTop) {
   EXPECT_EQ(s.commit_events, 1u);
   const zarena_region r = region_of(g);
   EXPECT_LT(static_cast<char*>(big), static_cast<char*>(r.base) + 8 * kMiB);
+}
+
+// A real training run's two threads (train_compare's sequence, recorded on an H100 and
+// replayed in its order, tests/torch_sequence.h) lay out the same at a capacity of 2 GiB
+// and at a device-sized one. The slots' budget is derived from the capacity; before big
+// freed blocks were shared (docs/CONCURRENCY.md), the autograd thread's slot kept the
+// activations it freed at the larger capacity, and the top reached 573 MiB against 493
+// (583 against 493 plans off). zarena.torch's default capacity is the device's memory.
+TEST_F(Expandable, ATrainingRunsLayoutDoesNotDependOnTheCapacity) {
+  zarena_test::TorchSequence seq;
+  std::string error;
+  ASSERT_TRUE(zarena_test::load_torch_sequence(zarena_test::torch_sequence_path(), &seq, &error))
+      << error;
+  ASSERT_GT(seq.allocs, 3000u);
+  auto top_at = [&](uint64_t capacity) {
+    zarena_config c = expandable(capacity);
+    c.flags |= ZARENA_FLAG_NO_RESETS | ZARENA_FLAG_NO_PLAN;  // the dynamic engine's layout
+    c.commit_chunk_bytes = 2 * kMiB;                         // zarena.torch's
+    Arena g(c);
+    std::string failure;
+    EXPECT_TRUE(zarena_test::replay_torch_sequence(g, seq, &failure)) << failure;
+    return stats_of(g).high_water_bytes;
+  };
+  const uint64_t small = top_at(uint64_t{2} << 30);
+  const uint64_t device_sized = top_at(uint64_t{64} << 30);
+  EXPECT_EQ(device_sized, small) << "the top at 64 GiB against 2 GiB, for a live peak of "
+                                 << seq.live_peak << " bytes";
+  EXPECT_GE(small, seq.live_peak);
 }
 
 // A step plan engaging gives back what the learning steps committed (issue 31 part 2): an
