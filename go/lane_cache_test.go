@@ -60,6 +60,31 @@ func TestLanePairIsServedFromKeptBlocks(t *testing.T) {
 	}
 }
 
+// A big block is never kept: freed on a Lane, it goes to the library, which shares it
+// (freed blocks of 512 KiB or more join its central side, docs/CONCURRENCY.md), so another
+// goroutine's request of the size is served by it. One of 512 KiB is kept, one above not.
+func TestLanesLeaveBigBlocksToTheLibrary(t *testing.T) {
+	a := newHost(t, Config{CapacityBytes: 64 * miB, Flags: FlagNoPlan})
+	l := a.Lane()
+	for _, c := range []struct {
+		size uint64
+		kept int
+	}{{512 * kiB, 1}, {512*kiB + 256, 0}, {768 * kiB, 0}} {
+		p, err := l.Alloc(c.size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Free(p); err != nil {
+			t.Fatal(err)
+		}
+		if kept, _, _ := a.keptCounts(); kept != c.kept {
+			t.Fatalf("a block of %d bytes freed on a Lane: %d blocks kept, want %d", c.size, kept,
+				c.kept)
+		}
+		mustStats(t, a) // gives kept blocks back
+	}
+}
+
 // Misuse of a tracked block is answered at the call, with the error a queued free gets from
 // the library, and counted by the library.
 func TestLaneMisuseIsCaughtAtTheCall(t *testing.T) {
