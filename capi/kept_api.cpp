@@ -2,7 +2,12 @@
 #include <cstddef>
 
 #include "handle.h"
+#include "region/region.h"
 #include "zarena/zarena_kept.h"
+
+// The header's figure is the region's: blocks that large are shared, never cached per slot.
+static_assert(ZARENA_KEPT_MAX_BLOCK_BYTES == zarena_core::kSharedFreeBytes,
+              "ZARENA_KEPT_MAX_BLOCK_BYTES (zarena_kept.h) must be the region's kSharedFreeBytes");
 
 extern "C" {
 

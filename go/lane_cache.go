@@ -38,11 +38,11 @@ import (
 // library.
 //
 // Bounds: a shard keeps at most keptMaxBlocks blocks and keptShardBytes bytes; larger
-// blocks are never kept; a free beyond that goes to the library. Blocks above 512 KiB are
-// the library's to share: it gives every freed block that large to its central side at
-// once (kSharedFreeBytes, docs/CONCURRENCY.md "Big blocks are shared"), where any thread
-// can take it and it merges with the free blocks around it; kept by one shard, it would be
-// memory no other goroutine could use. Memory the region could
+// blocks are never kept; a free beyond that goes to the library. Blocks above 512 KiB
+// (ZARENA_KEPT_MAX_BLOCK_BYTES, zarena_kept.h) are the library's to share: it gives every
+// freed block that large to its central side at once (docs/CONCURRENCY.md "Big blocks are
+// shared"), where any thread can take it and it merges with the free blocks around it;
+// kept by one shard, it would be memory no other goroutine could use. Memory the region could
 // not give an allocation may sit in kept blocks: an allocation refused for lack of memory
 // while blocks are kept gives every kept block back and tries again once.
 //
@@ -68,12 +68,12 @@ import (
 // forget the whole index (a pin may name any address in a block), FreeNow the block it
 // frees: their frees go to the library.
 const (
-	keptMaxBlocks  = 128       // per shard
-	keptShardBytes = 8 << 20   // per shard, at most (less for small arenas: initKept)
-	keptClassSlots = 256       // distinct sizes a shard keeps at once (a power of two)
-	keptIndexMin   = 1024      // the index's first size (slots)
-	keptMaxBlock   = 512 << 10 // the largest block kept (less for small arenas): see below
-	keptAskEvery   = 1024      // crossings of a shard between two questions while refused
+	keptMaxBlocks  = 128                           // per shard
+	keptShardBytes = 8 << 20                       // per shard, at most (less for small arenas: initKept)
+	keptClassSlots = 256                           // distinct sizes a shard keeps at once (a power of two)
+	keptIndexMin   = 1024                          // the index's first size (slots)
+	keptMaxBlock   = C.ZARENA_KEPT_MAX_BLOCK_BYTES // the largest block kept (less for small arenas): see below
+	keptAskEvery   = 1024                          // crossings of a shard between two questions while refused
 )
 
 // keptIndexMax is the index's largest size (slots; 32 MiB): about a million live blocks

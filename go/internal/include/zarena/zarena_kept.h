@@ -57,6 +57,12 @@
 extern "C" {
 #endif
 
+/* The largest block a binding keeps. The arena gives every freed block at least this large
+ * to its shared side at once, where any thread can take it and it merges with the free
+ * blocks around it (docs/CONCURRENCY.md, "Big blocks are shared"); kept by one thread it
+ * would be memory no other could use. */
+#define ZARENA_KEPT_MAX_BLOCK_BYTES (512u * 1024u)
+
 typedef struct zarena_kept_report {
   uint32_t struct_size; /* sizeof(zarena_kept_report) as the caller compiled it */
   uint32_t reserved;    /* 0 */
