@@ -72,7 +72,7 @@ const (
 	keptShardBytes = 8 << 20                       // per shard, at most (less for small arenas: initKept)
 	keptClassSlots = 256                           // distinct sizes a shard keeps at once (a power of two)
 	keptIndexMin   = 1024                          // the index's first size (slots)
-	keptMaxBlock   = C.ZARENA_KEPT_MAX_BLOCK_BYTES // the largest block kept (less for small arenas): see below
+	keptMaxBlock   = C.ZARENA_KEPT_MAX_BLOCK_BYTES // the largest block kept (less for small arenas; Bounds above)
 	keptAskEvery   = 1024                          // crossings of a shard between two questions while refused
 )
 
